@@ -1,0 +1,52 @@
+"""Reading the platform's environment into this node's `ClusterPlan`.
+
+One module per environment, each with `NAME`, `detect(environ) -> bool` and
+`plan(environ, options) -> ClusterPlan`, tried in the fixed order of `ENVIRONMENTS`.
+`--provider NAME` / `CLOUDDDP_PROVIDER` skip detection. Two environments detecting at
+once is an error (contradictory variables), resolved by naming the provider.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from types import ModuleType
+
+from cloudddp.cluster import awsbatch, kubeflow, oci, pbs, sagemaker, skypilot, slurm, standalone
+from cloudddp.cluster.options import DetectOptions
+from cloudddp.cluster.plan import ClusterPlan
+from cloudddp.errors import CloudDDPError
+
+# Fixed, documented detection order (most specific contract first).
+ENVIRONMENTS: tuple[ModuleType, ...] = (sagemaker, oci, kubeflow, awsbatch, skypilot, slurm, pbs)
+BY_NAME: dict[str, ModuleType] = {m.NAME: m for m in (*ENVIRONMENTS, standalone)}
+ALIASES = {"local": "standalone", "none": "standalone", "kubernetes": "kubeflow", "k8s": "kubeflow"}
+
+__all__ = ["BY_NAME", "ENVIRONMENTS", "ClusterPlan", "DetectOptions", "detect_provider", "resolve_plan"]
+
+
+def detect_provider(environ: Mapping[str, str], provider: str | None = None) -> ModuleType:
+    """The environment module for this node: named, else the one that detects."""
+    name = provider or environ.get("CLOUDDDP_PROVIDER") or ""
+    if name:
+        name = ALIASES.get(name.lower(), name.lower())
+        if name not in BY_NAME:
+            raise CloudDDPError(
+                f"unknown provider {name!r} (from --provider or CLOUDDDP_PROVIDER); "
+                f"choose one of: {', '.join(sorted(BY_NAME))}."
+            )
+        return BY_NAME[name]
+    found = [m for m in ENVIRONMENTS if m.detect(environ)]
+    if len(found) > 1:
+        names = ", ".join(m.NAME for m in found)
+        raise CloudDDPError(
+            f"contradictory environment: variables of several platforms are set ({names}). "
+            f"Name the one this job runs on with --provider or CLOUDDDP_PROVIDER."
+        )
+    return found[0] if found else standalone
+
+
+def resolve_plan(
+    environ: Mapping[str, str], provider: str | None = None, options: DetectOptions | None = None
+) -> ClusterPlan:
+    module = detect_provider(environ, provider)
+    return module.plan(environ, options or DetectOptions())

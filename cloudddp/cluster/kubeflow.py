@@ -1,0 +1,175 @@
+"""Kubeflow: PyTorchJob (training-operator v1, static and elastic) and Trainer v2 TrainJobs.
+
+Contracts: https://www.kubeflow.org/docs/components/trainer/legacy-v1/user-guides/pytorch/
+and https://www.kubeflow.org/docs/components/trainer/ (the `torch-distributed` runtime).
+The operators inject torchrun's own defaults as `PET_*` variables (PET_NNODES,
+PET_NODE_RANK, PET_MASTER_ADDR, PET_MASTER_PORT, PET_NPROC_PER_NODE; elastic adds
+PET_RDZV_BACKEND, PET_RDZV_ENDPOINT, PET_NNODES=min:max, PET_MAX_RESTARTS), and v1 also the
+plain MASTER_ADDR / MASTER_PORT / WORLD_SIZE / RANK. PET_* wins when both are present:
+recent training-operators set WORLD_SIZE to nodes x nprocPerNode, while older ones (without
+PET_NNODES) set it to the node count. Default port: 23456 for v1, 29500 for v2.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from cloudddp.cluster.options import DetectOptions
+from cloudddp.cluster.plan import NPROC_GPUS_OR_ONE, ClusterPlan, EnvReader, check_rank, parse_int
+from cloudddp.errors import CloudDDPError
+
+NAME = "kubeflow"
+V1_DEFAULT_PORT = 23456
+V2_DEFAULT_PORT = 29500
+C10D_DEFAULT_PORT = 29400  # torchrun's default when a rendezvous endpoint has no port
+NPROC_WORDS = ("gpu", "cpu", "auto")
+PET_MARKERS = ("PET_NNODES", "PET_MASTER_ADDR", "PET_RDZV_ENDPOINT")
+V1_VARIABLES = ("MASTER_ADDR", "WORLD_SIZE", "RANK")
+# Plain MASTER_ADDR/WORLD_SIZE/RANK are generic; with any of these set they belong to someone else
+# (another platform, or torchrun's own per-process variables).
+OTHER_PLATFORM_MARKERS = (
+    "SLURM_JOB_ID",
+    "PBS_JOBID",
+    "OCI__MODE",
+    "CLUSTER_NODES_METADATA_FILE",
+    "SM_CURRENT_HOST",
+    "SM_HOSTS",
+    "AWS_BATCH_JOB_NODE_INDEX",
+    "SKYPILOT_NODE_RANK",
+    "TORCHELASTIC_RUN_ID",
+)
+
+
+def detect(environ: Mapping[str, str]) -> bool:
+    if any(environ.get(name) for name in PET_MARKERS):
+        return True
+    plain = all(environ.get(name) for name in V1_VARIABLES)
+    return plain and not any(environ.get(name) for name in OTHER_PLATFORM_MARKERS)
+
+
+def first_set(environ: Mapping[str, str], *names: str) -> str | None:
+    """The first of `names` that is set and non-empty."""
+    return next((name for name in names if environ.get(name, "") != ""), None)
+
+
+def parse_nnodes(raw: str, name: str) -> int | str:
+    """An int, or a "min:max" string for elastic jobs (torchrun's --nnodes syntax)."""
+    if ":" not in raw:
+        return parse_int(raw, f"kubeflow: the environment variable {name}", minimum=1)
+    low_text, _, high_text = raw.partition(":")
+    what = f"kubeflow: the environment variable {name}"
+    try:
+        low, high = int(low_text), int(high_text)
+    except ValueError:
+        raise CloudDDPError(f"{what}={raw!r} is neither an integer nor a range like 1:4.") from None
+    if not 1 <= low <= high:
+        raise CloudDDPError(f"{what}={raw!r} must be min:max with 1 <= min <= max.")
+    return f"{low}:{high}"
+
+
+def parse_nproc(raw: str, name: str) -> int | str:
+    """Processes per node: a positive int or one of torchrun's words (gpu, cpu, auto)."""
+    if raw.strip().lower() in NPROC_WORDS:
+        return raw.strip().lower()
+    try:
+        value = int(raw.strip())
+    except ValueError:
+        raise CloudDDPError(
+            f"kubeflow: the environment variable {name}={raw!r} must be a positive integer "
+            f"or one of {', '.join(NPROC_WORDS)}."
+        ) from None
+    if value < 1:
+        raise CloudDDPError(f"kubeflow: the environment variable {name}={raw!r} must be at least 1.")
+    return value
+
+
+def split_endpoint(endpoint: str) -> tuple[str, int | None]:
+    """`host:port` -> (host, port); a bare host -> (host, None)."""
+    host, sep, port = endpoint.rpartition(":")
+    if sep and host and port.isdigit():
+        return host, int(port)
+    return endpoint, None
+
+
+def plan(environ: Mapping[str, str], options: DetectOptions) -> ClusterPlan:
+    env = EnvReader(environ, NAME)
+    v1 = any(env.has(name) for name in V1_VARIABLES)
+    result = ClusterPlan(provider=NAME)
+    if env.has("PET_RDZV_ID"):
+        result.set("rdzv_id", environ["PET_RDZV_ID"], "PET_RDZV_ID")
+
+    # Node count: PET_NNODES (int or elastic min:max), else v1's WORLD_SIZE (older operators).
+    if env.has("PET_NNODES"):
+        nnodes, nnodes_source = parse_nnodes(environ["PET_NNODES"], "PET_NNODES"), "PET_NNODES"
+    elif env.has("WORLD_SIZE"):
+        nnodes, nnodes_source = env.int("WORLD_SIZE", minimum=1), "WORLD_SIZE (PyTorchJob node count)"
+    else:
+        raise CloudDDPError("kubeflow: neither PET_NNODES nor WORLD_SIZE is set, so the node count is unknown.")
+    result.set("nnodes", nnodes, nnodes_source)
+    low, _, high = str(nnodes).partition(":")
+    elastic = bool(high) and low != high  # a real min:max range, not a fixed size
+
+    # Rendezvous: elastic jobs name a backend and an endpoint; static jobs use the master.
+    backend = environ.get("PET_RDZV_BACKEND", "")
+    endpoint = environ.get("PET_RDZV_ENDPOINT", "")
+    if endpoint:
+        if backend == "static":
+            raise CloudDDPError(
+                f"kubeflow: PET_RDZV_ENDPOINT={endpoint!r} is set but PET_RDZV_BACKEND='static'; "
+                f"a rendezvous endpoint needs a dynamic backend such as c10d."
+            )
+        backend_source = "PET_RDZV_BACKEND" if backend else "default (c10d, as PET_RDZV_ENDPOINT is set)"
+        result.set("rdzv_backend", backend or "c10d", backend_source)
+        result.set("rdzv_endpoint", endpoint, "PET_RDZV_ENDPOINT")
+    elif backend and backend != "static":
+        raise CloudDDPError(
+            f"kubeflow: PET_RDZV_BACKEND={backend!r} is set but PET_RDZV_ENDPOINT is not; "
+            f"the {backend} rendezvous needs an endpoint."
+        )
+    dynamic = bool(endpoint)
+    if elastic and not dynamic:
+        raise CloudDDPError(
+            f"kubeflow: PET_NNODES={nnodes!r} is an elastic range, but no rendezvous endpoint is set "
+            f"(PET_RDZV_ENDPOINT); an elastic job needs one."
+        )
+
+    # Node rank: PET_NODE_RANK, else v1's RANK; an elastic rendezvous assigns it itself.
+    rank_name = first_set(environ, "PET_NODE_RANK", "RANK")
+    if rank_name is not None:
+        node_rank = env.int(rank_name, minimum=0)
+        if isinstance(nnodes, int):
+            check_rank(node_rank, nnodes, rank_name, nnodes_source)
+        result.set("node_rank", node_rank, rank_name)
+    elif dynamic:
+        result.sources["node_rank"] = f"assigned by the {result.rdzv_backend} rendezvous"
+    else:
+        raise CloudDDPError("kubeflow: neither PET_NODE_RANK nor RANK is set, so this node's rank is unknown.")
+
+    # Master address and port.
+    addr_name = first_set(environ, "PET_MASTER_ADDR", "MASTER_ADDR")
+    port_name = first_set(environ, "PET_MASTER_PORT", "MASTER_PORT")
+    if addr_name is not None:
+        result.set("master_addr", environ[addr_name], addr_name)
+    elif dynamic:
+        host, port = split_endpoint(endpoint)
+        result.set("master_addr", host, "PET_RDZV_ENDPOINT (host)")
+        if port_name is None:
+            result.set("master_port", port or C10D_DEFAULT_PORT, "PET_RDZV_ENDPOINT (port)")
+    else:
+        raise CloudDDPError("kubeflow: neither PET_MASTER_ADDR nor MASTER_ADDR is set, so the master is unknown.")
+    if port_name is not None:
+        result.set("master_port", env.int(port_name, minimum=1), port_name)
+    elif "master_port" not in result.sources:
+        if v1:
+            result.set("master_port", V1_DEFAULT_PORT, "default (PyTorchJob: 23456)")
+        else:
+            result.set("master_port", V2_DEFAULT_PORT, "default (Trainer v2: 29500)")
+
+    if env.has("PET_NPROC_PER_NODE"):
+        nproc = parse_nproc(environ["PET_NPROC_PER_NODE"], "PET_NPROC_PER_NODE")
+        result.set("nproc_per_node", nproc, "PET_NPROC_PER_NODE")
+    else:
+        result.set("nproc_per_node", NPROC_GPUS_OR_ONE, "default: visible GPUs, else 1")
+    if env.has("PET_MAX_RESTARTS"):
+        result.set("max_restarts", env.int("PET_MAX_RESTARTS", minimum=0), "PET_MAX_RESTARTS")
+    return result

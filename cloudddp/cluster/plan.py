@@ -1,0 +1,157 @@
+"""`ClusterPlan`: this node's place in the job, and where each value came from.
+
+Every environment module returns one. The launcher turns it into a torchrun command
+line; `--dry-run` prints it. Pure standard library: this runs inside training images.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from cloudddp.errors import CloudDDPError
+
+DEFAULT_MASTER_PORT = 29500
+# Processes per node when nothing says: one per visible GPU, else one (CPU training).
+NPROC_GPUS_OR_ONE = "gpus-or-1"
+
+
+@dataclass
+class ClusterPlan:
+    """What torchrun needs to know on this node.
+
+    `nnodes` is an int for a fixed-size job or a "min:max" string for elastic jobs.
+    `nproc_per_node` is an int or one of torchrun's words: "gpu", "cpu", "auto".
+    `sources` maps a field name to where its value came from (a variable, a file, a flag,
+    or "default"), so a dry run can explain itself.
+    """
+
+    provider: str
+    node_rank: int = 0
+    nnodes: int | str = 1
+    nproc_per_node: int | str = 1
+    master_addr: str = "127.0.0.1"
+    master_port: int = DEFAULT_MASTER_PORT
+    rdzv_backend: str = "static"
+    rdzv_endpoint: str | None = None
+    rdzv_id: str = "cloudddp"
+    hosts: list[str] | None = None
+    local_addr: str | None = None
+    max_restarts: int = 0
+    network_interface: str | None = None
+    participates: bool = True
+    skip_reason: str = ""
+    failure_file: str | None = None
+    sources: dict[str, str] = field(default_factory=dict)
+
+    def set(self, name: str, value: Any, source: str) -> None:
+        """Set a field and remember where its value came from."""
+        if not hasattr(self, name) or name == "sources":
+            raise AttributeError(name)
+        setattr(self, name, value)
+        self.sources[name] = source
+
+    @property
+    def endpoint(self) -> str:
+        """The rendezvous endpoint torchrun will use (static: the master's address)."""
+        if self.rdzv_endpoint:
+            return self.rdzv_endpoint
+        return f"{self.master_addr}:{self.master_port}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    def summary(self) -> str:
+        """One readable line for the log of every node."""
+        return (
+            f"cloudddp: provider={self.provider} node {self.node_rank}/{self.nnodes} "
+            f"nproc_per_node={self.nproc_per_node} rdzv={self.rdzv_backend}@{self.endpoint}"
+            + (f" local_addr={self.local_addr}" if self.local_addr else "")
+            + (f" ifname={self.network_interface}" if self.network_interface else "")
+        )
+
+
+class EnvReader:
+    """Reads one provider's variables from an environment mapping, with clear errors.
+
+    Detection is a pure function of a mapping (not `os.environ`), so every case is a
+    one-line test and the dry run can say where each value came from.
+    """
+
+    def __init__(self, environ: Mapping[str, str], provider: str) -> None:
+        self.environ = environ
+        self.provider = provider
+
+    def has(self, *names: str) -> bool:
+        return all(self.environ.get(name, "") != "" for name in names)
+
+    def str(self, name: str, default: str | None = None) -> str:
+        value = self.environ.get(name, "")
+        if value == "":
+            if default is not None:
+                return default
+            raise CloudDDPError(
+                f"{self.provider}: the environment variable {name} is not set, "
+                f"but the {self.provider} environment needs it."
+            )
+        return value
+
+    def int(self, name: str, default: int | None = None, *, minimum: int | None = None) -> int:
+        raw = self.environ.get(name, "")
+        if raw == "":
+            if default is not None:
+                return default
+            raise CloudDDPError(
+                f"{self.provider}: the environment variable {name} is not set, "
+                f"but the {self.provider} environment needs it."
+            )
+        return parse_int(raw, f"the environment variable {name}", minimum=minimum)
+
+    def json(self, name: str, check: Callable[[Any], bool], expected: str) -> Any:
+        raw = self.str(name)
+        try:
+            value = json.loads(raw)
+        except json.JSONDecodeError as exc:
+            raise CloudDDPError(
+                f"{self.provider}: the environment variable {name}={raw!r} is not valid JSON "
+                f"({exc.msg}); expected {expected}."
+            ) from None
+        if not check(value):
+            raise CloudDDPError(f"{self.provider}: the environment variable {name}={raw!r} is not {expected}.")
+        return value
+
+
+def parse_int(raw: str, what: str, *, minimum: int | None = None) -> int:
+    """An integer from text, or a CloudDDPError naming `what` and the value."""
+    try:
+        value = int(str(raw).strip())
+    except ValueError:
+        raise CloudDDPError(f"{what}={raw!r} is not an integer.") from None
+    if minimum is not None and value < minimum:
+        raise CloudDDPError(f"{what}={raw!r} must be at least {minimum}.")
+    return value
+
+
+def check_rank(node_rank: int, nnodes: int, rank_what: str, size_what: str) -> None:
+    """Node rank must lie in [0, nnodes)."""
+    if not 0 <= node_rank < nnodes:
+        raise CloudDDPError(
+            f"{rank_what}={node_rank} is out of range: {size_what}={nnodes}, so the node "
+            f"rank must be between 0 and {nnodes - 1}."
+        )
+
+
+def port_from_job_id(job_id: str) -> int:
+    """A master port derived from a scheduler job id, so two jobs sharing a node differ.
+
+    Uses the digits of the id's first part (Slurm "123456", PBS "4567.pbs-server") and
+    maps them into [20000, 32000): below Linux's ephemeral range (32768+), so the port is
+    not already taken by some outgoing connection.
+    """
+    digits = "".join(ch for ch in job_id.split(".")[0] if ch.isdigit())
+    if not digits:
+        return DEFAULT_MASTER_PORT
+    return 20000 + int(digits) % 12000

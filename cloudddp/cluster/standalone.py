@@ -1,0 +1,23 @@
+"""No platform detected: one node, standalone (a workstation or a plain VM)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from cloudddp.cluster.options import DetectOptions
+from cloudddp.cluster.plan import NPROC_GPUS_OR_ONE, ClusterPlan
+
+NAME = "standalone"
+
+
+def detect(environ: Mapping[str, str]) -> bool:
+    return True
+
+
+def plan(environ: Mapping[str, str], options: DetectOptions) -> ClusterPlan:
+    result = ClusterPlan(provider=NAME)
+    result.set("nnodes", 1, "default (no platform detected)")
+    result.set("node_rank", 0, "default (no platform detected)")
+    result.set("master_addr", "127.0.0.1", "default (single node)")
+    result.set("nproc_per_node", NPROC_GPUS_OR_ONE, "default: visible GPUs, else 1")
+    return result

@@ -1,0 +1,23 @@
+"""The one exception type cloudddp raises for problems a person must fix.
+
+The CLIs turn it into a one-paragraph message and exit code 2 in exactly one place
+(`cloudddp.cli` and `cloudddp.launcher.cli`); Python callers catch it like any other.
+"""
+
+from __future__ import annotations
+
+USAGE_EXIT_CODE = 2
+
+
+class CloudDDPError(Exception):
+    """A problem with the user's input or environment, explained for people."""
+
+    exit_code: int = USAGE_EXIT_CODE
+
+    def __init__(self, message: str, *, exit_code: int = USAGE_EXIT_CODE) -> None:
+        super().__init__(message)
+        self.message = message
+        self.exit_code = exit_code
+
+    def __str__(self) -> str:
+        return self.message

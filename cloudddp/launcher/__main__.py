@@ -1,0 +1,5 @@
+import sys
+
+from cloudddp.launcher.cli import main
+
+sys.exit(main())

@@ -1,0 +1,194 @@
+"""`cloudddp-launch`: the program every node of a job runs.
+
+    cloudddp-launch [options] [--] SCRIPT [ARGS...]
+    cloudddp-launch [options] -m MODULE [ARGS...]
+
+Reads the platform's environment, prints this node's plan, and runs torchrun for the
+script under supervision. `--dry-run` prints the plan as JSON (a public interface,
+documented in the README) and starts nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from cloudddp.cluster import resolve_plan
+from cloudddp.cluster.options import DetectOptions
+from cloudddp.cluster.plan import ClusterPlan, parse_int
+from cloudddp.cluster.sagemaker import hyperparameter_args
+from cloudddp.errors import CloudDDPError
+from cloudddp.launcher.command import (
+    TORCHRUN_WORDS,
+    Target,
+    direct_argv,
+    job_environment,
+    local_process_count,
+    resolve_nproc,
+    torchrun_argv,
+)
+from cloudddp.launcher.network import parse_host_map, wait_for_host
+from cloudddp.launcher.supervisor import Supervisor
+
+RDZV_BACKENDS = ("static", "c10d", "etcd", "etcd-v2")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="cloudddp-launch",
+        description="Run a PyTorch DDP script on this node of a multi-node job: detect the platform "
+        "(SageMaker, OCI, Kubeflow, Slurm, PBS, AWS Batch, SkyPilot), then start a supervised torchrun.",
+        epilog="examples:\n"
+        "  cloudddp-launch train.py --epochs 2\n"
+        "  cloudddp-launch --dry-run train.py          # print this node's plan as JSON\n"
+        "  cloudddp-launch --provider slurm --host-map n1=127.0.0.1 -m mypkg.train",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    add = parser.add_argument
+    add("--provider", help="skip detection: sagemaker, oci, kubeflow, slurm, pbs, awsbatch, skypilot, standalone")
+    add("--nnodes", help="number of nodes (or MIN:MAX for elastic rendezvous)")
+    add("--node-rank", help="this node's rank")
+    add("--nproc-per-node", help="processes per node: N, gpu, cpu or auto (default: visible GPUs, else 1)")
+    add("--master-addr", help="rendezvous host (default: the platform's first host)")
+    add("--master-port", help="rendezvous port")
+    add("--local-addr", help="this node's address as other nodes reach it (torchrun --local-addr)")
+    add("--rdzv-backend", choices=RDZV_BACKENDS, help="static (default), c10d, etcd or etcd-v2")
+    add("--rdzv-endpoint", help="HOST:PORT for c10d/etcd rendezvous (default: master address and port)")
+    add("--rdzv-id", help="rendezvous id shared by all nodes (default: the platform's job id)")
+    add("--rdzv-timeout", type=float, help="seconds to wait for all nodes at rendezvous")
+    add("--max-restarts", help="worker group restarts before failing (default 0)")
+    add("--torchrun-arg", action="append", default=[], metavar="ARG", help="pass ARG to torchrun (repeatable)")
+    add("--host-map", default=None, help="NAME=ADDR,... for host names that don't resolve (env CLOUDDDP_HOST_MAP)")
+    add("--metadata-timeout", type=float, default=600.0, help="OCI: seconds to wait for every node (600)")
+    add("--instance-groups", help="SageMaker heterogeneous clusters: groups that join (default: all)")
+    add("--dns-timeout", type=float, default=120.0, help="seconds to wait for the master to resolve (120)")
+    add("--grace-period", type=float, default=60.0, help="seconds between SIGTERM and SIGKILL on stop (60)")
+    add("--hyperparameters-as-args", action="store_true",
+        help="SageMaker: append hyperparameters.json to the script's arguments as --key value")  # fmt: skip
+    add("--dry-run", action="store_true", help="print the plan as JSON and exit")
+    add("-m", "--module", action="store_true", help="run SCRIPT as a Python module")
+    add("script", help="the training script (or module with -m)")
+    add("script_args", nargs=argparse.REMAINDER, help="arguments for the script")
+    return parser
+
+
+def apply_overrides(plan: ClusterPlan, args: argparse.Namespace) -> None:
+    """Command-line options win over detected values; remember that they did."""
+    if args.nnodes is not None:
+        nnodes: int | str = args.nnodes if ":" in args.nnodes else parse_int(args.nnodes, "--nnodes", minimum=1)
+        plan.set("nnodes", nnodes, "--nnodes")
+    if args.node_rank is not None:
+        plan.set("node_rank", parse_int(args.node_rank, "--node-rank", minimum=0), "--node-rank")
+    if args.nproc_per_node is not None:
+        value = args.nproc_per_node
+        if value not in TORCHRUN_WORDS:
+            value = parse_int(value, "--nproc-per-node", minimum=1)
+        plan.set("nproc_per_node", value, "--nproc-per-node")
+    for name in ("master_addr", "local_addr", "rdzv_backend", "rdzv_endpoint", "rdzv_id"):
+        if getattr(args, name) is not None:
+            plan.set(name, getattr(args, name), "--" + name.replace("_", "-"))
+    if args.master_port is not None:
+        plan.set("master_port", parse_int(args.master_port, "--master-port", minimum=1), "--master-port")
+    if args.max_restarts is not None:
+        plan.set("max_restarts", parse_int(args.max_restarts, "--max-restarts", minimum=0), "--max-restarts")
+    if isinstance(plan.nnodes, int) and not 0 <= plan.node_rank < plan.nnodes:
+        raise CloudDDPError(
+            f"node rank {plan.node_rank} (from {plan.sources.get('node_rank', 'default')}) is out of range "
+            f"for nnodes={plan.nnodes} (from {plan.sources.get('nnodes', 'default')})."
+        )
+
+
+def apply_host_map(plan: ClusterPlan, host_map: Mapping[str, str]) -> None:
+    if plan.master_addr in host_map:
+        plan.set("master_addr", host_map[plan.master_addr], f"host map ({plan.master_addr})")
+    if plan.local_addr in host_map:
+        plan.set("local_addr", host_map[plan.local_addr], f"host map ({plan.local_addr})")
+
+
+def make_target(args: argparse.Namespace, environ: Mapping[str, str]) -> Target:
+    script_args = list(args.script_args)
+    if script_args[:1] == ["--"]:
+        script_args = script_args[1:]
+    if args.hyperparameters_as_args:
+        script_args += hyperparameter_args(environ)
+    if not args.module and not Path(args.script).is_file():
+        raise CloudDDPError(
+            f"the training script {args.script!r} does not exist (looked in {os.getcwd()}). "
+            f"Pass a path to a .py file, or -m MODULE for a module."
+        )
+    return Target(program=args.script, args=script_args, is_module=args.module)
+
+
+def plan_for(args: argparse.Namespace, environ: Mapping[str, str]) -> ClusterPlan:
+    host_map = parse_host_map(args.host_map or environ.get("CLOUDDDP_HOST_MAP", ""),
+                              "--host-map" if args.host_map else "CLOUDDDP_HOST_MAP")  # fmt: skip
+    groups = [g for g in (args.instance_groups or "").split(",") if g] or None
+    options = DetectOptions(metadata_timeout=args.metadata_timeout, instance_groups=groups, host_map=host_map)
+    plan = resolve_plan(environ, args.provider, options)
+    apply_overrides(plan, args)
+    apply_host_map(plan, host_map)
+    return plan
+
+
+def write_failure(plan: ClusterPlan, message: str) -> None:
+    """SageMaker shows the content of /opt/ml/output/failure as the job's FailureReason."""
+    if not plan.failure_file:
+        return
+    try:
+        Path(plan.failure_file).parent.mkdir(parents=True, exist_ok=True)
+        Path(plan.failure_file).write_text(message + "\n")
+    except OSError as exc:
+        print(f"cloudddp: could not write the failure reason to {plan.failure_file}: {exc}", file=sys.stderr)
+
+
+def run(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    environ = dict(os.environ if environ is None else environ)
+    target = make_target(args, environ)
+    under_torchrun = bool(environ.get("TORCHELASTIC_RUN_ID"))
+    if under_torchrun:
+        # torchrun already started this process per worker: don't nest another torchrun.
+        command, plan = direct_argv(target), None
+    else:
+        plan = plan_for(args, environ)
+        plan.set("nproc_per_node", resolve_nproc(plan.nproc_per_node, environ),
+                 plan.sources.get("nproc_per_node", "default"))  # fmt: skip
+        command = torchrun_argv(plan, target, extra_args=args.torchrun_arg, rdzv_timeout=args.rdzv_timeout)
+    if args.dry_run:
+        report = plan.to_dict() if plan else {"provider": "torchelastic", "under_torchrun": True}
+        report["argv"] = command
+        print(json.dumps(report, indent=2))
+        return 0
+    if plan is None:
+        print(f"cloudddp: already under torchrun (TORCHELASTIC_RUN_ID set); running {target.program} directly",
+              flush=True)  # fmt: skip
+        return Supervisor(command, environ, grace_period=args.grace_period, workers_are_grandchildren=False).run()
+    if not plan.participates:
+        print(f"cloudddp: {plan.skip_reason}", flush=True)
+        return 0
+    print(plan.summary(), flush=True)
+    if isinstance(plan.nnodes, str) or plan.nnodes > 1:
+        wait_for_host(plan.master_addr, args.dns_timeout)
+    env = job_environment(plan, environ, local_process_count(plan.nproc_per_node, environ))
+    code = Supervisor(command, env, grace_period=args.grace_period).run()
+    if code != 0:
+        write_failure(plan, f"cloudddp: torchrun exited with code {code} on node {plan.node_rank} "
+                            f"({socket.gethostname()}); see this host's log for the failing rank's traceback.")  # fmt: skip
+    return code
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        return run(argv)
+    except CloudDDPError as exc:
+        print(f"cloudddp-launch: error: {exc}", file=sys.stderr)
+        if os.environ.get("SM_OUTPUT_DIR"):
+            # On SageMaker the reason must reach FailureReason, not only the log.
+            write_failure(ClusterPlan("sagemaker", failure_file=os.path.join(os.environ["SM_OUTPUT_DIR"], "failure")),
+                          f"cloudddp-launch: {exc}")  # fmt: skip
+        return exc.exit_code

@@ -1,0 +1,110 @@
+"""From a `ClusterPlan` to the exact torchrun command line and its environment."""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from cloudddp.cluster.plan import NPROC_GPUS_OR_ONE, ClusterPlan
+
+TORCHRUN_WORDS = ("gpu", "cpu", "auto", "xpu")
+
+
+@dataclass
+class Target:
+    """What each worker runs: a script path or a module, with its arguments."""
+
+    program: str
+    args: list[str] = field(default_factory=list)
+    is_module: bool = False
+
+    def python_argv(self) -> list[str]:
+        return (["-m", self.program] if self.is_module else [self.program]) + self.args
+
+
+def visible_gpu_count(environ: Mapping[str, str], dev_dir: str = "/dev") -> int:
+    """GPUs this node may use, without importing torch (which costs seconds)."""
+    visible = environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None:
+        entries = [v for v in visible.split(",") if v.strip() and v.strip() != "-1"]
+        return len(entries)
+    try:
+        return sum(1 for name in os.listdir(dev_dir) if re.fullmatch(r"nvidia\d+", name))
+    except OSError:
+        return 0
+
+
+def resolve_nproc(value: int | str, environ: Mapping[str, str]) -> int | str:
+    """Our default ("gpus-or-1") becomes a number; torchrun's own words pass through."""
+    if value == NPROC_GPUS_OR_ONE:
+        return visible_gpu_count(environ) or 1
+    return value
+
+
+def local_process_count(nproc: int | str, environ: Mapping[str, str]) -> int:
+    """How many workers will share this node's cores (for OMP_NUM_THREADS)."""
+    if isinstance(nproc, int):
+        return nproc
+    if nproc == "cpu":
+        return os.cpu_count() or 1
+    return visible_gpu_count(environ) or (os.cpu_count() or 1 if nproc == "auto" else 1)
+
+
+def torchrun_argv(
+    plan: ClusterPlan,
+    target: Target,
+    *,
+    extra_args: Sequence[str] = (),
+    rdzv_timeout: float | None = None,
+    python: str = sys.executable,
+) -> list[str]:
+    """The `python -m torch.distributed.run ...` command line for this node."""
+    argv = [
+        python, "-m", "torch.distributed.run",
+        f"--nnodes={plan.nnodes}",
+        f"--nproc-per-node={plan.nproc_per_node}",
+        f"--rdzv-backend={plan.rdzv_backend}",
+        f"--rdzv-id={plan.rdzv_id}",
+        f"--max-restarts={plan.max_restarts}",
+    ]  # fmt: skip
+    if plan.rdzv_backend == "static":
+        argv += [
+            f"--node-rank={plan.node_rank}",
+            f"--master-addr={plan.master_addr}",
+            f"--master-port={plan.master_port}",
+        ]
+    else:
+        argv.append(f"--rdzv-endpoint={plan.endpoint}")
+    if plan.local_addr:
+        argv.append(f"--local-addr={plan.local_addr}")
+    if rdzv_timeout is not None:
+        # The static handler reads "timeout"; the dynamic ones (c10d, etcd-v2) "join_timeout".
+        key = "timeout" if plan.rdzv_backend == "static" else "join_timeout"
+        argv.append(f"--rdzv-conf={key}={int(rdzv_timeout)}")
+    argv += list(extra_args)
+    if target.is_module:
+        argv.append("--module")
+    argv.append(target.program)
+    return argv + target.args
+
+
+def direct_argv(target: Target, python: str = sys.executable) -> list[str]:
+    """Already under torchrun (TORCHELASTIC_RUN_ID set): run the script itself, no nesting."""
+    return [python, *target.python_argv()]
+
+
+def job_environment(plan: ClusterPlan, environ: Mapping[str, str], local_procs: int) -> dict[str, str]:
+    """The workers' environment: the user's, plus sensible defaults only where unset."""
+    env = dict(environ)
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    # torchrun would force OMP_NUM_THREADS=1 (and warn); share the cores out instead.
+    env.setdefault("OMP_NUM_THREADS", str(max(1, cores // max(1, local_procs))))
+    if plan.network_interface:
+        env.setdefault("NCCL_SOCKET_IFNAME", plan.network_interface)
+        env.setdefault("GLOO_SOCKET_IFNAME", plan.network_interface)
+    env.setdefault("PYTHONUNBUFFERED", "1")
+    env["CLOUDDDP_PROVIDER_DETECTED"] = plan.provider
+    return env

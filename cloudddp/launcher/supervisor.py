@@ -1,0 +1,180 @@
+"""Run one child (torchrun) and make sure the whole job ends with it.
+
+- The child gets its own session, so a Ctrl-C in the terminal reaches only us and we
+  decide what to forward.
+- SIGTERM/SIGINT go to torchrun, which passes them to its workers and waits for them
+  (SageMaker stop, spot interruption, Slurm preemption: the script can checkpoint).
+- SIGUSR1/SIGUSR2 go to the workers themselves (torchrun's direct children): torchrun
+  does not handle them and would die of them.
+- torchrun puts every worker in a session of its own, so killing one process group
+  is not enough. We become a child subreaper: whatever torchrun leaves behind is
+  re-parented to us, and at exit we terminate every descendant, then SIGKILL it after
+  a grace period.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Mapping, Sequence
+
+PR_SET_PDEATHSIG = 1
+PR_SET_CHILD_SUBREAPER = 36
+TERMINATING = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+NOTIFYING = (signal.SIGUSR1, signal.SIGUSR2)
+
+
+def _prctl(option: int, value: int) -> bool:
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return libc.prctl(option, value, 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+def _die_with_parent() -> None:
+    """In the child, before exec: get SIGTERM if the launcher itself is killed."""
+    _prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
+def _children_map(zombies: set[int] | None = None) -> dict[int, list[int]]:
+    """Parent pid -> child pids, from /proc; zombies are collected into `zombies`."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as handle:
+                stat = handle.read()
+        except OSError:
+            continue
+        # The command name may hold spaces or parentheses: parse after the last ")".
+        fields = stat[stat.rfind(b")") + 2 :].split()
+        children.setdefault(int(fields[1]), []).append(int(entry))
+        if zombies is not None and fields[0] == b"Z":
+            zombies.add(int(entry))
+    return children
+
+
+def descendants(pid: int) -> list[int]:
+    """Every live (non-zombie) process below `pid`, parents before children."""
+    if not os.path.isdir("/proc"):
+        return []
+    zombies: set[int] = set()
+    children = _children_map(zombies)
+    found: list[int] = []
+    queue = list(children.get(pid, []))
+    while queue:
+        child = queue.pop(0)
+        if child not in zombies:
+            found.append(child)
+        queue.extend(children.get(child, []))
+    return found
+
+
+def _signal_all(pids: Sequence[int], sig: int) -> None:
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, sig)
+
+
+def _reap_orphans() -> None:
+    """Collect exit statuses of re-parented orphans so they don't linger as zombies."""
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+
+
+def exit_code_of(returncode: int) -> int:
+    """Shell convention: a death by signal N reads as 128+N."""
+    return 128 - returncode if returncode < 0 else returncode
+
+
+class Supervisor:
+    """Runs `argv` to completion with signal forwarding and full cleanup."""
+
+    def __init__(
+        self,
+        argv: Sequence[str],
+        env: Mapping[str, str] | None = None,
+        *,
+        grace_period: float = 30.0,
+        workers_are_grandchildren: bool = True,
+    ) -> None:
+        self.argv = list(argv)
+        self.env = dict(env) if env is not None else None
+        self.grace_period = grace_period
+        self.workers_are_grandchildren = workers_are_grandchildren
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.received: int | None = None
+        self.kill_deadline: float | None = None
+
+    def _on_signal(self, signum: int, _frame: object) -> None:
+        proc = self.proc
+        if proc is None or proc.poll() is not None:
+            return
+        if signum in NOTIFYING:
+            targets = self._workers() if self.workers_are_grandchildren else [proc.pid]
+            _signal_all(targets, signum)
+            return
+        first = self.received is None
+        self.received = signum
+        _signal_all([proc.pid], signum)
+        if first:
+            self.kill_deadline = time.monotonic() + self.grace_period
+
+    def _workers(self) -> list[int]:
+        assert self.proc is not None
+        return _children_map().get(self.proc.pid, [])
+
+    def run(self) -> int:
+        """Start the child, wait for it, clean up everything below us; return the exit code."""
+        _prctl(PR_SET_CHILD_SUBREAPER, 1)
+        previous = {sig: signal.signal(sig, self._on_signal) for sig in (*TERMINATING, *NOTIFYING)}
+        try:
+            self.proc = subprocess.Popen(self.argv, env=self.env, start_new_session=True, preexec_fn=_die_with_parent)
+            returncode = self._wait()
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+            self.cleanup()
+        if self.received is not None:
+            return 128 + self.received
+        return exit_code_of(returncode)
+
+    def _wait(self) -> int:
+        assert self.proc is not None
+        while True:
+            try:
+                return self.proc.wait(timeout=0.5)
+            except subprocess.TimeoutExpired:
+                if self.kill_deadline is not None and time.monotonic() > self.kill_deadline:
+                    # torchrun did not stop within the grace period: stop everything now.
+                    _signal_all([*descendants(os.getpid())], signal.SIGKILL)
+
+    def cleanup(self, term_wait: float = 5.0) -> None:
+        """Terminate whatever is left below us: SIGTERM, then SIGKILL after `term_wait`."""
+        me = os.getpid()
+        left = descendants(me)
+        if left:
+            _signal_all(left, signal.SIGTERM)
+            deadline = time.monotonic() + term_wait
+            while time.monotonic() < deadline:
+                _reap_orphans()
+                left = descendants(me)
+                if not left:
+                    break
+                time.sleep(0.05)
+            _signal_all(descendants(me), signal.SIGKILL)
+        _reap_orphans()

@@ -1,0 +1,228 @@
+"""`--provider local`: N simulated nodes on this machine, DDP over 127.0.0.1.
+
+Each node is a `cloudddp-launch` process under the emulated platform's environment
+(see `layout.py`); a detached runner (`runner.py`) starts them and records the outcome
+in the run folder `<runs_dir>/<name>-<timestamp>/`, which holds the rendered request,
+one log per node and the artifacts (`model/` is node 0's model folder).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from cloudddp.errors import CloudDDPError
+from cloudddp.providers.base import JobHandle, JobRequest, JobStatus, Provider
+from cloudddp.providers.local.layout import node_layouts
+from cloudddp.spec import JobSpec
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _is_uri(value: str) -> bool:
+    return "://" in value
+
+
+class LocalProvider(Provider):
+    name = "local"
+
+    def __init__(self, runs_dir: str | Path | None = None) -> None:
+        self.runs_dir_override = Path(runs_dir) if runs_dir else None
+
+    # -- render -------------------------------------------------------------------------
+    def runs_dir(self, spec: JobSpec | None = None) -> Path:
+        if self.runs_dir_override:
+            return self.runs_dir_override
+        return Path(spec.local.runs_dir if spec else os.environ.get("CLOUDDDP_RUNS_DIR", "cloudddp-runs"))
+
+    def validate(self, spec: JobSpec) -> None:
+        source = Path(spec.source_dir)
+        if not source.is_dir():
+            raise CloudDDPError(f"source_dir {spec.source_dir!r} is not a folder.")
+        if not spec.module and not spec.entry_path().is_file():
+            raise CloudDDPError(
+                f"entry_point {spec.entry_point!r} does not exist in source_dir {spec.source_dir!r} "
+                f"(looked for {spec.entry_path()})."
+            )
+        for channel, where in spec.inputs.items():
+            if _is_uri(where):
+                raise CloudDDPError(
+                    f"inputs.{channel}={where!r}: the local provider reads local folders only; "
+                    f"download the data first or run on the cloud provider."
+                )
+            if not Path(where).exists():
+                raise CloudDDPError(f"inputs.{channel}={where!r} does not exist.")
+
+    def render(self, spec: JobSpec) -> JobRequest:
+        self.validate(spec)
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        job_name = f"{spec.name}-{stamp}"
+        run_dir = (self.runs_dir(spec) / job_name).resolve()
+        nodes = []
+        for layout in node_layouts(spec, run_dir, job_name):
+            launcher = [sys.executable, "-m", "cloudddp.launcher", *layout.launcher_args]
+            if spec.nproc_per_node is not None:
+                launcher.append(f"--nproc-per-node={spec.nproc_per_node}")
+            launcher += ["-m", spec.entry_point] if spec.module else [spec.entry_point]
+            script_args = list(spec.args) if spec.local.emulate == "sagemaker" else spec.script_args()
+            node = layout.to_dict()
+            node["env"] = {**spec.environment, **node["env"]}
+            node["command"] = launcher + script_args
+            node["cwd"] = str(Path(spec.source_dir).resolve())
+            node["inputs"] = {c: str(Path(spec.inputs[c]).resolve()) for c in spec.inputs}
+            nodes.append(node)
+        payload = {
+            "run_dir": str(run_dir),
+            "emulate": spec.local.emulate,
+            "checkpoint": str(Path(spec.checkpoint).resolve()) if spec.checkpoint else None,
+            "output": str(Path(spec.output).resolve()) if spec.output else None,
+            "master_port": spec.local.master_port,
+            "link_inputs": spec.local.link_inputs,
+            "nodes": nodes,
+        }
+        return JobRequest(provider=self.name, name=job_name, payload=payload, spec=spec)
+
+    # -- submit -------------------------------------------------------------------------
+    def prepare_node(self, node: dict[str, Any], payload: dict[str, Any]) -> None:
+        for folder in node["dirs"]:
+            Path(folder).mkdir(parents=True, exist_ok=True)
+        for path, content in node["files"].items():
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
+            Path(path).write_text(json.dumps(content, indent=2))
+        for channel, target in node["channels"].items():
+            source = Path(node["inputs"][channel])
+            Path(target).parent.mkdir(parents=True, exist_ok=True)
+            if payload["link_inputs"]:
+                Path(target).symlink_to(source, target_is_directory=source.is_dir())
+            elif source.is_dir():
+                shutil.copytree(source, target)
+            else:
+                Path(target).mkdir(parents=True, exist_ok=True)
+                shutil.copy2(source, target)
+        if payload["checkpoint"] and node["checkpoint_dir"]:
+            # Stands in for the platform's checkpoint sync (SageMaker: CheckpointConfig.S3Uri).
+            shared = Path(payload["checkpoint"])
+            shared.mkdir(parents=True, exist_ok=True)
+            ckpt = Path(node["checkpoint_dir"])
+            if ckpt.is_dir() and not any(ckpt.iterdir()):
+                ckpt.rmdir()
+            ckpt.symlink_to(shared, target_is_directory=True)
+
+    def submit(self, request: JobRequest) -> JobHandle:
+        payload = request.payload
+        run_dir = Path(payload["run_dir"])
+        if run_dir.exists():
+            raise CloudDDPError(f"the run folder {run_dir} already exists; wait a second and launch again.")
+        run_dir.mkdir(parents=True)
+        port = payload["master_port"] or free_port()
+        for node in payload["nodes"]:
+            self.prepare_node(node, payload)
+            node["command"] = [*node["command"][:3], f"--master-port={port}", *node["command"][3:]]
+        (run_dir / "request.yaml").write_text(request.to_yaml_redacted())
+        (run_dir / "state.json").write_text(json.dumps({"state": "PENDING", "nodes": {}}))
+        model = Path(payload["nodes"][0]["model_dir"]) if payload["nodes"][0]["model_dir"] else None
+        if model:
+            (run_dir / "model").symlink_to(model, target_is_directory=True)
+        runner = subprocess.Popen(
+            [sys.executable, "-m", "cloudddp.providers.local.runner", str(run_dir)],
+            stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=open(run_dir / "runner.log", "ab"),  # noqa: SIM115
+            start_new_session=True,
+        )  # fmt: skip
+        assert runner.stdin is not None
+        runner.stdin.write(json.dumps(payload).encode())
+        runner.stdin.close()
+        return JobHandle(provider=self.name, job_id=str(run_dir), details={"run_dir": str(run_dir), "pid": runner.pid})
+
+    # -- follow-up calls ----------------------------------------------------------------
+    def find_run(self, job_id: str) -> Path:
+        """A run folder from its path or its name under the runs folder ("latest" works too)."""
+        candidates = [Path(job_id), self.runs_dir() / job_id]
+        if job_id == "latest":
+            runs = sorted(self.runs_dir().glob("*/state.json"), key=lambda p: p.stat().st_mtime)
+            candidates = [runs[-1].parent] if runs else []
+        for candidate in candidates:
+            if (candidate / "state.json").is_file():
+                return candidate
+        raise CloudDDPError(f"no local run {job_id!r} (looked for a run folder with state.json in {self.runs_dir()}).")
+
+    def read_state(self, run_dir: Path) -> dict[str, Any]:
+        for _ in range(20):
+            try:
+                return json.loads((run_dir / "state.json").read_text())
+            except json.JSONDecodeError:
+                time.sleep(0.05)
+        raise CloudDDPError(f"{run_dir / 'state.json'} is unreadable.")
+
+    def status(self, job_id: str) -> JobStatus:
+        run_dir = self.find_run(job_id)
+        state = self.read_state(run_dir)
+        current = state["state"]
+        runner_pid = state.get("runner_pid")
+        if current in ("RUNNING", "STOPPING") and runner_pid and not _alive(runner_pid):
+            current, state["reason"] = "FAILED", "the local runner process died"
+        nodes = {name: ("running" if n["exit_code"] is None else f"exit {n['exit_code']}")
+                 for name, n in state.get("nodes", {}).items()}  # fmt: skip
+        return JobStatus(
+            job_id=str(run_dir), state=current, reason=state.get("reason", ""), exit_code=state.get("exit_code"),
+            nodes=nodes, artifacts=str(run_dir / "model"),
+        )  # fmt: skip
+
+    def logs(self, job_id: str, follow: bool = False) -> Iterator[str]:
+        run_dir = self.find_run(job_id)
+        positions: dict[Path, int] = {}
+        partial: dict[Path, str] = {}
+        while True:
+            done = self.status(str(run_dir)).done if follow else True
+            for log in sorted((run_dir / "logs").glob("*.log")):
+                with open(log, "rb") as handle:
+                    handle.seek(positions.get(log, 0))
+                    chunk = handle.read()
+                    positions[log] = handle.tell()
+                text = partial.pop(log, "") + chunk.decode(errors="replace")
+                lines = text.split("\n")
+                if lines[-1]:
+                    partial[log] = lines[-1]
+                for line in lines[:-1]:
+                    yield f"[{log.stem}] {line}"
+            if done:
+                for log, rest in partial.items():
+                    yield f"[{log.stem}] {rest}"
+                return
+            time.sleep(0.2)
+
+    def cancel(self, job_id: str) -> None:
+        run_dir = self.find_run(job_id)
+        pid = self.read_state(run_dir).get("runner_pid")
+        if pid and _alive(pid):
+            os.kill(pid, 15)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    # A zombie still answers kill(0); it is done all the same.
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            return handle.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return True
+
+
+def create(**options: Any) -> LocalProvider:
+    return LocalProvider(**options)

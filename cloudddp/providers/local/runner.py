@@ -1,0 +1,140 @@
+"""The detached process that runs one local job: starts every node, records the outcome.
+
+Started by `LocalProvider.submit` in a session of its own, so the job outlives a closed
+terminal and `cloudddp status/logs/cancel` work from anywhere. It reads the node
+commands (with their environments, which may hold secrets) from stdin, never from a
+file. `state.json` in the run folder is the record of truth:
+{"state": ..., "runner_pid": ..., "nodes": {name: {"pid", "exit_code"}}, "exit_code"}.
+
+A node that fails takes the job down: peers are given `peer_grace` seconds to notice
+(gloo raises at once when a peer's socket closes), then stopped.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+PEER_GRACE = 30.0
+
+
+def write_state(run_dir: Path, state: dict[str, Any]) -> None:
+    tmp = run_dir / "state.json.tmp"
+    tmp.write_text(json.dumps(state, indent=2))
+    os.replace(tmp, run_dir / "state.json")  # readers never see a half-written file
+
+
+def append_metadata(path: Path, rank: int) -> None:
+    """OCI emulation: the service adds each node to the metadata file as it comes up."""
+    entries = json.loads(path.read_text()) if path.is_file() else []
+    entries.append({"Rank": rank, "IPAddress": "127.0.0.1"})
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(entries))
+    os.replace(tmp, path)
+
+
+class Runner:
+    def __init__(self, run_dir: Path, job: dict[str, Any]) -> None:
+        self.run_dir = run_dir
+        self.job = job
+        self.procs: dict[str, subprocess.Popen[bytes]] = {}
+        self.stopping = False
+        self.state: dict[str, Any] = {
+            "state": "RUNNING",
+            "runner_pid": os.getpid(),
+            "started": time.time(),
+            "nodes": {},
+        }
+
+    def on_stop(self, signum: int, _frame: object) -> None:
+        if self.stopping:
+            return
+        self.stopping = True
+        self.state["state"] = "STOPPING"
+        write_state(self.run_dir, self.state)
+        self.signal_nodes(signal.SIGTERM)
+
+    def signal_nodes(self, sig: int) -> None:
+        for proc in self.procs.values():
+            if proc.poll() is None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(proc.pid, sig)
+
+    def start_nodes(self) -> None:
+        logs = self.run_dir / "logs"
+        logs.mkdir(exist_ok=True)
+        for node in self.job["nodes"]:
+            metadata = node["env"].get("CLUSTER_NODES_METADATA_FILE")
+            log = open(logs / f"{node['name']}.log", "ab")  # noqa: SIM115 - lives as long as the node
+            self.procs[node["name"]] = subprocess.Popen(
+                node["command"], cwd=node["cwd"], env={**os.environ, **node["env"]},
+                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
+            )  # fmt: skip
+            log.close()
+            self.state["nodes"][node["name"]] = {"pid": self.procs[node["name"]].pid, "exit_code": None}
+            if metadata:
+                append_metadata(Path(metadata), node["rank"])
+        write_state(self.run_dir, self.state)
+
+    def wait(self) -> None:
+        first_failure: float | None = None
+        while True:
+            running = 0
+            for name, proc in self.procs.items():
+                code = proc.poll()
+                if code is None:
+                    running += 1
+                    continue
+                record = self.state["nodes"][name]
+                if record["exit_code"] is None:
+                    record["exit_code"] = code if code >= 0 else 128 - code
+                    write_state(self.run_dir, self.state)
+                    if code != 0 and first_failure is None:
+                        first_failure = time.monotonic()
+            if running == 0:
+                return
+            if first_failure is not None and time.monotonic() - first_failure > PEER_GRACE:
+                self.signal_nodes(signal.SIGTERM)
+                first_failure = float("inf")  # signal once; node launchers escalate themselves
+            time.sleep(0.2)
+
+    def finish(self) -> int:
+        codes = [n["exit_code"] for n in self.state["nodes"].values()]
+        failed = [c for c in codes if c not in (0, None)]
+        exit_code = failed[0] if failed else 0
+        if self.stopping:
+            self.state["state"] = "STOPPED"
+            exit_code = exit_code or 143
+        else:
+            self.state["state"] = "FAILED" if failed else "SUCCEEDED"
+        if failed and not self.state.get("reason"):
+            bad = [name for name, n in self.state["nodes"].items() if n["exit_code"] not in (0, None)]
+            self.state["reason"] = f"node(s) {', '.join(bad)} exited with code(s) {', '.join(map(str, failed))}"
+        self.state["exit_code"] = exit_code
+        self.state["ended"] = time.time()
+        write_state(self.run_dir, self.state)
+        return exit_code
+
+    def run(self) -> int:
+        signal.signal(signal.SIGTERM, self.on_stop)
+        signal.signal(signal.SIGINT, self.on_stop)
+        self.start_nodes()
+        self.wait()
+        return self.finish()
+
+
+def main() -> int:
+    run_dir = Path(sys.argv[1])
+    job = json.loads(sys.stdin.read())
+    return Runner(run_dir, job).run()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

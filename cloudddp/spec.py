@@ -1,0 +1,181 @@
+"""The job spec: one description of a training job, for every provider.
+
+Loaded from YAML (`cloudddp launch -f job.yaml`) and/or command-line flags (flags win),
+or built by `Estimator(...)`. Unknown fields are errors, so a typo never passes silently.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from cloudddp.errors import CloudDDPError
+
+NprocPerNode = int | Literal["gpu", "cpu", "auto"]
+Scalar = str | int | float | bool
+
+
+class Section(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class LocalSettings(Section):
+    """The local multi-node emulation (no cloud, no Docker)."""
+
+    emulate: Literal["sagemaker", "oci", "kubeflow", "slurm", "none"] = "sagemaker"
+    runs_dir: str = "cloudddp-runs"
+    master_port: int | None = Field(default=None, ge=1024, le=65535)
+    link_inputs: bool = True
+
+
+class SageMakerSettings(Section):
+    """Amazon SageMaker training jobs (submitted with boto3)."""
+
+    region: str | None = None
+    role: str | None = None
+    instance_type: str = "ml.m5.xlarge"
+    image: str | None = None
+    framework_version: str = "2.5"
+    py_version: str = "py311"
+    bucket: str | None = None
+    prefix: str = "cloudddp"
+    volume_size_gb: int = Field(default=30, ge=1)
+    spot: bool = False
+    max_wait: int | None = Field(default=None, ge=1)
+    checkpoint_s3: str | None = None
+    subnets: list[str] = []
+    security_groups: list[str] = []
+    kms_key: str | None = None
+    network_isolation: bool = False
+    inter_container_encryption: bool = False
+    tags: dict[str, str] = {}
+    instance_groups: list[str] | None = None
+
+
+class OCISettings(Section):
+    """OCI Data Science multi-node jobs (submitted with the oci SDK)."""
+
+    region: str | None = None
+    config_file: str = "~/.oci/config"
+    profile: str = "DEFAULT"
+    auth: Literal["api_key", "resource_principal", "instance_principal"] = "api_key"
+    compartment_id: str | None = None
+    project_id: str | None = None
+    shape: str = "VM.Standard.E4.Flex"
+    ocpus: float | None = Field(default=None, gt=0)
+    memory_in_gbs: float | None = Field(default=None, gt=0)
+    block_storage_gb: int = 100
+    image: str | None = None
+    subnet_id: str | None = None
+    log_group_id: str | None = None
+    log_id: str | None = None
+    work_dir: str | None = None  # oci://bucket@namespace/prefix for staged inputs and outputs
+
+
+class JobSpec(Section):
+    """Everything about a job that does not depend on where it runs, plus one section per provider."""
+
+    name: str = "cloudddp-job"
+    entry_point: str
+    module: bool = False
+    args: list[str] = []
+    source_dir: str = "."
+    nodes: int = Field(default=1, ge=1)
+    nproc_per_node: NprocPerNode | None = None
+    inputs: dict[str, str] = {}
+    output: str | None = None
+    checkpoint: str | None = None
+    environment: dict[str, str] = {}
+    hyperparameters: dict[str, Scalar] = {}
+    max_runtime: int = Field(default=24 * 3600, ge=1, description="seconds")
+    local: LocalSettings = LocalSettings()
+    sagemaker: SageMakerSettings = SageMakerSettings()
+    oci: OCISettings = OCISettings()
+
+    @field_validator("name")
+    @classmethod
+    def _name_is_a_label(cls, value: str) -> str:
+        if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9-]{0,62}", value):
+            raise ValueError("must be 1-63 letters, digits or hyphens, starting with a letter or digit")
+        return value
+
+    @field_validator("inputs")
+    @classmethod
+    def _channel_names(cls, value: dict[str, str]) -> dict[str, str]:
+        for channel in value:
+            if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}", channel):
+                raise ValueError(f"channel name {channel!r} must be letters, digits, '.', '_' or '-'")
+        return value
+
+    def entry_path(self) -> Path:
+        return Path(self.source_dir) / self.entry_point
+
+    def script_args(self) -> list[str]:
+        """The script's arguments: `args`, then hyperparameters as --key value."""
+        extra: list[str] = []
+        for key, value in self.hyperparameters.items():
+            extra += [f"--{key}", str(value)]
+        return [*self.args, *extra]
+
+
+def deep_merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
+    """`override` wins; nested dicts (the provider sections) merge key by key."""
+    merged = dict(base)
+    for key, value in override.items():
+        if isinstance(value, dict) and isinstance(merged.get(key), dict) and key not in ("environment", "inputs"):
+            merged[key] = deep_merge(merged[key], value)
+        elif isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = {**merged[key], **value}
+        else:
+            merged[key] = value
+    return merged
+
+
+def describe_errors(error: ValidationError, origin: str) -> str:
+    """Pydantic's errors as one paragraph: field location, message, offending value."""
+    parts = []
+    for item in error.errors():
+        location = ".".join(str(p) for p in item["loc"]) or "(top level)"
+        message = item["msg"]
+        if item["type"] == "extra_forbidden":
+            message = "unknown field (check the spelling; see `cloudddp launch --help`)"
+        value = item.get("input")
+        shown = "" if item["type"] == "missing" else f" (got {value!r})"
+        parts.append(f"{location}: {message}{shown}")
+    return f"invalid job spec in {origin}: " + "; ".join(parts) + "."
+
+
+def read_yaml(path: Path) -> dict[str, Any]:
+    try:
+        data = yaml.safe_load(path.read_text())
+    except FileNotFoundError:
+        raise CloudDDPError(f"the job spec file {str(path)!r} does not exist.") from None
+    except yaml.YAMLError as exc:
+        raise CloudDDPError(f"the job spec file {str(path)!r} is not valid YAML: {exc}") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise CloudDDPError(
+            f"the job spec file {str(path)!r} must hold a mapping of fields, got {type(data).__name__}."
+        )
+    return data
+
+
+def build_spec(data: dict[str, Any], origin: str = "the job spec") -> JobSpec:
+    try:
+        return JobSpec.model_validate(data)
+    except ValidationError as exc:
+        raise CloudDDPError(describe_errors(exc, origin)) from None
+
+
+def load_spec(path: str | Path | None = None, overrides: dict[str, Any] | None = None) -> JobSpec:
+    """A spec from a YAML file (optional) with command-line/Python overrides applied on top."""
+    base: dict[str, Any] = read_yaml(Path(path)) if path else {}
+    origin = f"{path} and the command line" if path else "the command line"
+    if path and overrides is None:
+        origin = str(path)
+    return build_spec(deep_merge(base, overrides or {}), origin)
