@@ -11,6 +11,7 @@ the width of its low bound (`[008-011]` -> 008 ... 011).
 from __future__ import annotations
 
 import itertools
+import math
 import re
 from collections.abc import Callable
 
@@ -81,6 +82,8 @@ def _expand_entry(entry: str, bad: _ErrorFactory) -> list[str]:
             choices.append([part])
         else:
             choices.append(_expand_group(part, entry, bad))
+    if math.prod(len(values) for values in choices) > MAX_HOSTS:
+        raise bad(f"the entry {entry!r} expands to more than {MAX_HOSTS} hosts")
     return ["".join(combination) for combination in itertools.product(*choices)]
 
 

@@ -103,8 +103,8 @@ def plan(environ: Mapping[str, str], options: DetectOptions) -> ClusterPlan:
         node_rank = host_position(hosts, options.this_host_names(), path)
         rank_source = f"PBS_NODEFILE (position of {hosts[node_rank]})"
 
-    result = ClusterPlan(provider=NAME, rdzv_id=job_id)
-    result.sources["rdzv_id"] = "PBS_JOBID"
+    result = ClusterPlan(provider=NAME)
+    result.set("rdzv_id", job_id, "PBS_JOBID")
     result.set("hosts", hosts, "PBS_NODEFILE")
     result.set("nnodes", nnodes, "PBS_NODEFILE (distinct hosts)")
     result.set("node_rank", node_rank, rank_source)

@@ -58,8 +58,8 @@ def plan(environ: Mapping[str, str], options: DetectOptions) -> ClusterPlan:
             f"with `srun --ntasks-per-node=1 ...` so each knows its node rank."
         )
 
-    result = ClusterPlan(provider=NAME, rdzv_id=job_id)
-    result.sources["rdzv_id"] = "SLURM_JOB_ID"
+    result = ClusterPlan(provider=NAME)
+    result.set("rdzv_id", job_id, "SLURM_JOB_ID")
     result.set("hosts", hosts, nodelist_name)
     result.set("nnodes", nnodes, nnodes_source)
     result.set("node_rank", node_rank, rank_source)

@@ -71,6 +71,8 @@ class LocalProvider(Provider):
         job_name = f"{spec.name}-{stamp}"
         run_dir = (self.runs_dir(spec) / job_name).resolve()
         nodes = []
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+        local_procs = spec.nproc_per_node if isinstance(spec.nproc_per_node, int) else 1
         for layout in node_layouts(spec, run_dir, job_name):
             launcher = [sys.executable, "-m", "cloudddp.launcher", *layout.launcher_args]
             if spec.nproc_per_node is not None:
@@ -79,6 +81,8 @@ class LocalProvider(Provider):
             script_args = list(spec.args) if spec.local.emulate == "sagemaker" else spec.script_args()
             node = layout.to_dict()
             node["env"] = {**spec.environment, **node["env"]}
+            # Every simulated node shares this machine's cores: split them, don't oversubscribe.
+            node["env"].setdefault("OMP_NUM_THREADS", str(max(1, cores // (spec.nodes * local_procs))))
             node["command"] = launcher + script_args
             node["cwd"] = str(Path(spec.source_dir).resolve())
             node["inputs"] = {c: str(Path(spec.inputs[c]).resolve()) for c in spec.inputs}

@@ -1,0 +1,118 @@
+"""`Estimator`: the notebook door to the same code as `cloudddp launch`.
+
+    est = Estimator(provider="local", entry_point="train_ddp.py", source_dir="sources",
+                    instance_count=2, hyperparameters={"epochs": 3})
+    est.fit({"train": "./demo-data"})          # debug locally ...
+    est = est.with_provider("sagemaker", role=..., instance_type="ml.g5.12xlarge")  # ... then switch one argument
+    est.fit({"train": "s3://bucket/data"})
+
+Provider-specific keyword arguments (role, instance_type, compartment_id, shape, ...)
+go to that provider's section of the job spec.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from cloudddp.errors import CloudDDPError
+from cloudddp.providers import JobHandle, JobStatus, Provider, get_provider
+from cloudddp.session import emit, follow, summarize
+from cloudddp.spec import JobSpec, LocalSettings, OCISettings, SageMakerSettings, build_spec
+
+SECTIONS = {"local": LocalSettings, "sagemaker": SageMakerSettings, "oci": OCISettings}
+
+
+class Estimator:
+    def __init__(
+        self,
+        provider: str = "local",
+        entry_point: str = "train_ddp.py",
+        source_dir: str = ".",
+        *,
+        instance_count: int = 1,
+        nproc_per_node: int | str | None = None,
+        hyperparameters: dict[str, Any] | None = None,
+        args: list[str] | None = None,
+        environment: dict[str, str] | None = None,
+        name: str = "cloudddp-job",
+        output: str | None = None,
+        checkpoint: str | None = None,
+        max_runtime: int = 24 * 3600,
+        module: bool = False,
+        **provider_options: Any,
+    ) -> None:
+        self.provider_name = provider
+        self.base: dict[str, Any] = {
+            "name": name, "entry_point": entry_point, "source_dir": source_dir, "module": module,
+            "nodes": instance_count, "nproc_per_node": nproc_per_node, "hyperparameters": hyperparameters or {},
+            "args": args or [], "environment": environment or {}, "output": output, "checkpoint": checkpoint,
+            "max_runtime": max_runtime,
+        }  # fmt: skip
+        self.provider_options = provider_options
+        self.latest_job: JobHandle | None = None
+        self._provider: Provider | None = None
+        self.spec(None)  # validate now: a bad argument fails at construction, not at fit()
+
+    def spec(self, inputs: dict[str, str] | None) -> JobSpec:
+        section = SECTIONS.get(self.provider_name)
+        if section is None:
+            raise CloudDDPError(f"unknown provider {self.provider_name!r}; choose one of: {', '.join(SECTIONS)}.")
+        unknown = sorted(set(self.provider_options) - set(section.model_fields))
+        if unknown:
+            raise CloudDDPError(
+                f"Estimator(provider={self.provider_name!r}) got unknown option(s) {', '.join(unknown)}; "
+                f"valid: {', '.join(section.model_fields)}."
+            )
+        data = {k: v for k, v in self.base.items() if v is not None}
+        data["inputs"] = dict(inputs or {})
+        data[self.provider_name] = self.provider_options
+        return build_spec(data, f"Estimator(provider={self.provider_name!r})")
+
+    def with_provider(self, provider: str, **provider_options: Any) -> Estimator:
+        """The same job on another provider."""
+        clone = Estimator.__new__(Estimator)
+        clone.provider_name, clone.base, clone.provider_options = provider, dict(self.base), provider_options
+        clone.latest_job, clone._provider = None, None
+        clone.spec(None)
+        return clone
+
+    @property
+    def provider(self) -> Provider:
+        if self._provider is None:
+            self._provider = get_provider(self.provider_name)
+        return self._provider
+
+    def dry_run(self, inputs: dict[str, str] | None = None) -> str:
+        """The exact request as YAML; nothing is uploaded or started."""
+        return self.provider.render(self.spec(inputs)).to_yaml()
+
+    def fit(self, inputs: dict[str, str] | None = None, wait: bool = True, logs: bool = True) -> JobStatus | None:
+        self.latest_job = self.provider.submit(self.provider.render(self.spec(inputs)))
+        emit(f"cloudddp: submitted {self.latest_job.job_id} ({self.provider_name})")
+        if not wait:
+            return None
+        current = follow(self.provider, self.latest_job, logs, emit)
+        summarize(current, emit)
+        if not current.succeeded:
+            raise CloudDDPError(f"job {current.job_id} ended {current.state}: {current.reason or 'see its logs'}", exit_code=1)
+        return current
+
+    def _job(self) -> JobHandle:
+        if self.latest_job is None:
+            raise CloudDDPError("no job yet: call fit() first.")
+        return self.latest_job
+
+    def status(self) -> JobStatus:
+        return self.provider.status(self._job().job_id)
+
+    def logs(self, follow: bool = False) -> None:
+        for line in self.provider.logs(self._job().job_id, follow=follow):
+            emit(line)
+
+    def stop(self) -> None:
+        self.provider.cancel(self._job().job_id)
+
+    @property
+    def model_data(self) -> str | None:
+        """Where the trained model is: a local folder, s3:// or oci:// URI."""
+        return self.status().artifacts
