@@ -62,7 +62,7 @@ def drop_none(values: dict[str, Any]) -> dict[str, Any]:
             value = drop_none(value)
             if not value:
                 continue
-        if value is None or value == [] :
+        if value is None or value == []:
             continue
         cleaned[key] = value
     return cleaned
@@ -70,7 +70,9 @@ def drop_none(values: dict[str, Any]) -> dict[str, Any]:
 
 @app.command(context_settings={"help_option_names": ["-h", "--help"]})
 def launch(
-    script: Annotated[str | None, typer.Argument(help="training script (or module with -m)", show_default=False)] = None,
+    script: Annotated[
+        str | None, typer.Argument(help="training script (or module with -m)", show_default=False)
+    ] = None,
     script_args: Annotated[list[str] | None, typer.Argument(help="arguments for the script, after --")] = None,
     provider: ProviderOpt = "local",
     file: Annotated[Path | None, typer.Option("--file", "-f", help="job spec YAML (flags override it)")] = None,
@@ -89,18 +91,24 @@ def launch(
     wait: Annotated[bool, typer.Option(help="wait for the job to finish")] = True,
     logs: Annotated[bool, typer.Option(help="stream the job's logs while waiting")] = True,
     stop_on_interrupt: Annotated[bool, typer.Option(help="Ctrl-C stops the job without asking")] = False,
-    emulate: Annotated[str | None, typer.Option(help="sagemaker, oci, kubeflow, slurm or none", rich_help_panel=LOCAL)] = None,
+    emulate: Annotated[
+        str | None, typer.Option(help="sagemaker, oci, kubeflow, slurm or none", rich_help_panel=LOCAL)
+    ] = None,
     runs_dir: Annotated[str | None, typer.Option(help="where local runs live", rich_help_panel=LOCAL)] = None,
     region: Annotated[str | None, typer.Option(help="AWS or OCI region", rich_help_panel=SAGEMAKER)] = None,
     instance_type: Annotated[str | None, typer.Option(rich_help_panel=SAGEMAKER)] = None,
-    role: Annotated[str | None, typer.Option(help="IAM role ARN (or CLOUDDDP_SAGEMAKER_ROLE)", rich_help_panel=SAGEMAKER)] = None,
+    role: Annotated[
+        str | None, typer.Option(help="IAM role ARN (or CLOUDDDP_SAGEMAKER_ROLE)", rich_help_panel=SAGEMAKER)
+    ] = None,
     image: Annotated[str | None, typer.Option(help="container image URI", rich_help_panel=SAGEMAKER)] = None,
     framework_version: Annotated[str | None, typer.Option(rich_help_panel=SAGEMAKER)] = None,
     py_version: Annotated[str | None, typer.Option(rich_help_panel=SAGEMAKER)] = None,
     bucket: Annotated[str | None, typer.Option(help="staging bucket", rich_help_panel=SAGEMAKER)] = None,
     prefix: Annotated[str | None, typer.Option(help="staging key prefix", rich_help_panel=SAGEMAKER)] = None,
     spot: Annotated[bool | None, typer.Option("--spot/--on-demand", rich_help_panel=SAGEMAKER)] = None,
-    max_wait: Annotated[int | None, typer.Option(help="spot: seconds to wait for capacity", rich_help_panel=SAGEMAKER)] = None,
+    max_wait: Annotated[
+        int | None, typer.Option(help="spot: seconds to wait for capacity", rich_help_panel=SAGEMAKER)
+    ] = None,
     checkpoint_s3: Annotated[str | None, typer.Option(rich_help_panel=SAGEMAKER)] = None,
     subnet: Annotated[list[str] | None, typer.Option(rich_help_panel=SAGEMAKER)] = None,
     security_group: Annotated[list[str] | None, typer.Option(rich_help_panel=SAGEMAKER)] = None,
@@ -120,7 +128,9 @@ def launch(
     work_dir: Annotated[str | None, typer.Option(help="oci://bucket@namespace/prefix", rich_help_panel=OCI)] = None,
     profile: Annotated[str | None, typer.Option(help="~/.oci/config profile", rich_help_panel=OCI)] = None,
     config_file: Annotated[str | None, typer.Option(help="OCI config file", rich_help_panel=OCI)] = None,
-    auth: Annotated[str | None, typer.Option(help="api_key, resource_principal or instance_principal", rich_help_panel=OCI)] = None,
+    auth: Annotated[
+        str | None, typer.Option(help="api_key, resource_principal or instance_principal", rich_help_panel=OCI)
+    ] = None,
 ) -> None:
     """Launch a training job.
 
@@ -182,7 +192,9 @@ def launch(
 
 
 @app.command()
-def status(job: Annotated[str, typer.Argument(help="job id, run folder or 'latest'")], provider: ProviderOpt = "local") -> None:
+def status(
+    job: Annotated[str, typer.Argument(help="job id, run folder or 'latest'")], provider: ProviderOpt = "local"
+) -> None:
     """Show a job's state."""
     from cloudddp.providers import get_provider
 
@@ -209,7 +221,9 @@ def logs(
 
 
 @app.command()
-def cancel(job: Annotated[str, typer.Argument(help="job id, run folder or 'latest'")], provider: ProviderOpt = "local") -> None:
+def cancel(
+    job: Annotated[str, typer.Argument(help="job id, run folder or 'latest'")], provider: ProviderOpt = "local"
+) -> None:
     """Stop a running job."""
     from cloudddp.providers import get_provider
 

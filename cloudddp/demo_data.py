@@ -47,7 +47,9 @@ def stripe_image(rng: random.Random, vertical: bool) -> list[list[tuple[int, int
     return rows  # type: ignore[return-value]
 
 
-def write_demo_dataset(directory: str | Path, *, train_per_class: int = 160, val_per_class: int = 32, seed: int = 0) -> dict[str, int]:
+def write_demo_dataset(
+    directory: str | Path, *, train_per_class: int = 160, val_per_class: int = 32, seed: int = 0
+) -> dict[str, int]:
     """Write the dataset; the same arguments always give the same bytes."""
     root = Path(directory)
     rng = random.Random(seed)

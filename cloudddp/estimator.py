@@ -94,7 +94,9 @@ class Estimator:
         current = follow(self.provider, self.latest_job, logs, emit)
         summarize(current, emit)
         if not current.succeeded:
-            raise CloudDDPError(f"job {current.job_id} ended {current.state}: {current.reason or 'see its logs'}", exit_code=1)
+            raise CloudDDPError(
+                f"job {current.job_id} ended {current.state}: {current.reason or 'see its logs'}", exit_code=1
+            )
         return current
 
     def _job(self) -> JobHandle:

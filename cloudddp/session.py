@@ -87,7 +87,9 @@ def run_job(
         current = follow(provider, handle, logs, say)
     except KeyboardInterrupt:
         if not ask_to_stop(provider, handle, stop_on_interrupt):
-            say(f"cloudddp: left {handle.job_id} running; `cloudddp cancel {handle.job_id} -p {provider.name}` stops it")
+            say(
+                f"cloudddp: left {handle.job_id} running; `cloudddp cancel {handle.job_id} -p {provider.name}` stops it"
+            )
             return 130
         say(f"cloudddp: stopping {handle.job_id} ...")
         provider.cancel(handle.job_id)

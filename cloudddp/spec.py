@@ -175,6 +175,11 @@ def build_spec(data: dict[str, Any], origin: str = "the job spec") -> JobSpec:
 def load_spec(path: str | Path | None = None, overrides: dict[str, Any] | None = None) -> JobSpec:
     """A spec from a YAML file (optional) with command-line/Python overrides applied on top."""
     base: dict[str, Any] = read_yaml(Path(path)) if path else {}
+    if base.get("kind") == "distributed":
+        # Oracle ADS `opctl` train.yaml: users migrate without rewriting their spec.
+        from cloudddp.providers.oci.ads import spec_dict_from_ads
+
+        base = spec_dict_from_ads(base, str(path))
     origin = f"{path} and the command line" if path else "the command line"
     if path and overrides is None:
         origin = str(path)

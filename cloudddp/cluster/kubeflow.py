@@ -104,9 +104,7 @@ def plan(environ: Mapping[str, str], options: DetectOptions) -> ClusterPlan:
     elif env.has("WORLD_SIZE"):
         nnodes, nnodes_source = env.int("WORLD_SIZE", minimum=1), "WORLD_SIZE (PyTorchJob node count)"
     else:
-        raise CloudDDPError(
-            "kubeflow: neither PET_NNODES nor WORLD_SIZE is set, so the node count is unknown."
-        )
+        raise CloudDDPError("kubeflow: neither PET_NNODES nor WORLD_SIZE is set, so the node count is unknown.")
     result.set("nnodes", nnodes, nnodes_source)
     low, _, high = str(nnodes).partition(":")
     elastic = bool(high) and low != high  # a real min:max range, not a fixed size
@@ -145,9 +143,7 @@ def plan(environ: Mapping[str, str], options: DetectOptions) -> ClusterPlan:
     elif dynamic:
         result.sources["node_rank"] = f"assigned by the {result.rdzv_backend} rendezvous"
     else:
-        raise CloudDDPError(
-            "kubeflow: neither PET_NODE_RANK nor RANK is set, so this node's rank is unknown."
-        )
+        raise CloudDDPError("kubeflow: neither PET_NODE_RANK nor RANK is set, so this node's rank is unknown.")
 
     # Master address and port.
     addr_name = first_set(environ, "PET_MASTER_ADDR", "MASTER_ADDR")
@@ -160,9 +156,7 @@ def plan(environ: Mapping[str, str], options: DetectOptions) -> ClusterPlan:
         if port_name is None:
             result.set("master_port", port or C10D_DEFAULT_PORT, "PET_RDZV_ENDPOINT (port)")
     else:
-        raise CloudDDPError(
-            "kubeflow: neither PET_MASTER_ADDR nor MASTER_ADDR is set, so the master is unknown."
-        )
+        raise CloudDDPError("kubeflow: neither PET_MASTER_ADDR nor MASTER_ADDR is set, so the master is unknown.")
     if port_name is not None:
         result.set("master_port", env.int(port_name, minimum=1), port_name)
     elif "master_port" not in result.sources:

@@ -26,8 +26,7 @@ def plan(environ: Mapping[str, str], options: DetectOptions) -> ClusterPlan:
     ips = env.str("SKYPILOT_NODE_IPS").split()
     if not ips:
         raise CloudDDPError(
-            f"skypilot: the environment variable SKYPILOT_NODE_IPS={environ['SKYPILOT_NODE_IPS']!r} "
-            "lists no addresses."
+            f"skypilot: the environment variable SKYPILOT_NODE_IPS={environ['SKYPILOT_NODE_IPS']!r} lists no addresses."
         )
     nnodes = env.int("SKYPILOT_NUM_NODES", len(ips), minimum=1)
     if nnodes != len(ips):
@@ -42,9 +41,7 @@ def plan(environ: Mapping[str, str], options: DetectOptions) -> ClusterPlan:
     if env.has("SKYPILOT_TASK_ID"):
         result.set("rdzv_id", environ["SKYPILOT_TASK_ID"], "SKYPILOT_TASK_ID")
     result.set("hosts", ips, "SKYPILOT_NODE_IPS")
-    result.set(
-        "nnodes", nnodes, "SKYPILOT_NUM_NODES" if env.has("SKYPILOT_NUM_NODES") else "SKYPILOT_NODE_IPS"
-    )
+    result.set("nnodes", nnodes, "SKYPILOT_NUM_NODES" if env.has("SKYPILOT_NUM_NODES") else "SKYPILOT_NODE_IPS")
     result.set("node_rank", node_rank, "SKYPILOT_NODE_RANK")
     result.set("master_addr", ips[0], "SKYPILOT_NODE_IPS (first line)")
     result.set("local_addr", ips[node_rank], f"SKYPILOT_NODE_IPS (line of rank {node_rank})")
