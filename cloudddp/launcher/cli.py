@@ -33,6 +33,7 @@ from cloudddp.launcher.command import (
     torchrun_argv,
 )
 from cloudddp.launcher.network import parse_host_map, wait_for_host
+from cloudddp.launcher.peers import PeerWatch
 from cloudddp.launcher.supervisor import Supervisor
 
 RDZV_BACKENDS = ("static", "c10d", "etcd", "etcd-v2")
@@ -67,6 +68,8 @@ def build_parser() -> argparse.ArgumentParser:
     add("--metadata-timeout", type=float, default=600.0, help="OCI: seconds to wait for every node (600)")
     add("--instance-groups", help="SageMaker heterogeneous clusters: groups that join (default: all)")
     add("--dns-timeout", type=float, default=120.0, help="seconds to wait for the master to resolve (120)")
+    add("--control-port", type=int, default=None,
+        help="node 0's fail-fast port (default: master port + 1; 0 turns fail-fast off)")  # fmt: skip
     add("--grace-period", type=float, default=60.0, help="seconds between SIGTERM and SIGKILL on stop (60)")
     add("--hyperparameters-as-args", action="store_true",
         help="SageMaker: append hyperparameters.json to the script's arguments as --key value")  # fmt: skip
@@ -175,11 +178,30 @@ def run(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = N
     if isinstance(plan.nnodes, str) or plan.nnodes > 1:
         wait_for_host(plan.master_addr, args.dns_timeout)
     env = job_environment(plan, environ, local_process_count(plan.nproc_per_node, environ))
-    code = Supervisor(command, env, grace_period=args.grace_period).run()
+    supervisor = Supervisor(command, env, grace_period=args.grace_period)
+    peers = peer_watch(plan, args, environ, supervisor)
+    code = supervisor.run(on_start=peers.start if peers else None)
+    if peers:
+        peers.report_exit(code)
     if code != 0:
-        write_failure(plan, f"cloudddp: torchrun exited with code {code} on node {plan.node_rank} "
-                            f"({socket.gethostname()}); see this host's log for the failing rank's traceback.")  # fmt: skip
+        why = supervisor.abort_reason or f"torchrun exited with code {code}"
+        write_failure(plan, f"cloudddp: {why} on node {plan.node_rank} ({socket.gethostname()}); "
+                            f"see the failing node's log for its traceback.")  # fmt: skip
     return code
+
+
+def peer_watch(
+    plan: ClusterPlan, args: argparse.Namespace, environ: Mapping[str, str], supervisor: Supervisor
+) -> PeerWatch | None:
+    """The fail-fast channel between the nodes' launchers (fixed-size static jobs only)."""
+    port = args.control_port
+    if port is None and environ.get("CLOUDDDP_CONTROL_PORT"):
+        port = parse_int(environ["CLOUDDDP_CONTROL_PORT"], "CLOUDDDP_CONTROL_PORT", minimum=0)
+    if port is None:
+        port = plan.master_port + 1
+    if port == 0 or not isinstance(plan.nnodes, int) or plan.nnodes < 2:
+        return None
+    return PeerWatch(plan.node_rank, plan.nnodes, plan.master_addr, port, plan.rdzv_id, supervisor.abort)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -21,7 +21,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 PR_SET_PDEATHSIG = 1
 PR_SET_CHILD_SUBREAPER = 36
@@ -119,6 +119,7 @@ class Supervisor:
         self.proc: subprocess.Popen[bytes] | None = None
         self.received: int | None = None
         self.kill_deadline: float | None = None
+        self.abort_reason: str | None = None
 
     def _on_signal(self, signum: int, _frame: object) -> None:
         proc = self.proc
@@ -134,16 +135,27 @@ class Supervisor:
         if first:
             self.kill_deadline = time.monotonic() + self.grace_period
 
+    def abort(self, reason: str) -> None:
+        """Stop the job because of something outside it (another node failed). Thread-safe."""
+        proc = self.proc
+        if proc is None or proc.poll() is not None or self.abort_reason is not None:
+            return
+        self.abort_reason = reason
+        _signal_all([proc.pid], signal.SIGTERM)
+        self.kill_deadline = time.monotonic() + self.grace_period
+
     def _workers(self) -> list[int]:
         assert self.proc is not None
         return _children_map().get(self.proc.pid, [])
 
-    def run(self) -> int:
+    def run(self, on_start: Callable[[], None] | None = None) -> int:
         """Start the child, wait for it, clean up everything below us; return the exit code."""
         _prctl(PR_SET_CHILD_SUBREAPER, 1)
         previous = {sig: signal.signal(sig, self._on_signal) for sig in (*TERMINATING, *NOTIFYING)}
         try:
             self.proc = subprocess.Popen(self.argv, env=self.env, start_new_session=True, preexec_fn=_die_with_parent)
+            if on_start:
+                on_start()
             returncode = self._wait()
         finally:
             for sig, handler in previous.items():
@@ -151,6 +163,8 @@ class Supervisor:
             self.cleanup()
         if self.received is not None:
             return 128 + self.received
+        if self.abort_reason is not None:
+            return exit_code_of(returncode) or 1  # stopped on purpose, but the job did fail
         return exit_code_of(returncode)
 
     def _wait(self) -> int:

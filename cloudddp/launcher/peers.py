@@ -1,0 +1,162 @@
+"""Fail fast across nodes: when one node's job fails, every node stops.
+
+torchrun alone cannot do this: a node whose script dies before (or outside) a
+collective leaves its peers waiting in rendezvous or in a collective until a timeout
+of up to 30 minutes, burning the whole cluster. So the launchers keep a small side
+channel. Node 0 listens on the control port (the master port + 1 by default); every
+other node connects and says HELLO. A launcher whose torchrun ends says DONE or
+FAIL; node 0 answers a FAIL (or a peer that vanishes without a word) with ABORT to
+everyone, and a peer that loses node 0 without a DONE stops too.
+
+Protocol, one line each: `HELLO <rank> <rdzv_id>`, `DONE <rank>`, `FAIL <rank> <code>`,
+`ABORT <rank> <code>`. Messages carrying another job's rdzv_id are ignored.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import sys
+import threading
+import time
+from collections.abc import Callable
+
+RETRY_SECONDS = 0.5
+
+
+class PeerWatch:
+    def __init__(
+        self,
+        node_rank: int,
+        nnodes: int,
+        master_addr: str,
+        port: int,
+        rdzv_id: str,
+        on_abort: Callable[[str], None],
+    ) -> None:
+        self.node_rank, self.nnodes = node_rank, nnodes
+        self.master_addr, self.port, self.rdzv_id = master_addr, port, rdzv_id
+        self.on_abort = on_abort
+        self.finished = threading.Event()  # our own torchrun has ended
+        self.aborted = threading.Event()
+        self.lock = threading.Lock()
+        self.peers: dict[int, socket.socket] = {}
+        self.master: socket.socket | None = None
+        self.server: socket.socket | None = None
+
+    # -- shared --------------------------------------------------------------------------
+    def _abort(self, reason: str) -> None:
+        if self.finished.is_set() or self.aborted.is_set():
+            return
+        self.aborted.set()
+        print(f"cloudddp: stopping this node: {reason}", file=sys.stderr, flush=True)
+        self.on_abort(reason)
+
+    @staticmethod
+    def _send(sock: socket.socket | None, line: str) -> None:
+        if sock is None:
+            return
+        with contextlib.suppress(OSError):
+            sock.sendall(line.encode() + b"\n")
+
+    @staticmethod
+    def _lines(sock: socket.socket):  # type: ignore[no-untyped-def]
+        buffer = b""
+        while True:
+            try:
+                chunk = sock.recv(4096)
+            except OSError:
+                return
+            if not chunk:
+                return
+            buffer += chunk
+            while b"\n" in buffer:
+                line, buffer = buffer.split(b"\n", 1)
+                yield line.decode(errors="replace").split()
+
+    def start(self) -> None:
+        target = self._serve if self.node_rank == 0 else self._connect
+        threading.Thread(target=target, name="cloudddp-peers", daemon=True).start()
+
+    def report_exit(self, code: int) -> None:
+        """Our torchrun ended with `code`: tell the others, then stop watching."""
+        self.finished.set()
+        if self.node_rank == 0:
+            word = "DONE 0" if code == 0 else f"ABORT 0 {code}"
+            with self.lock:
+                for sock in self.peers.values():
+                    self._send(sock, word)
+                    with contextlib.suppress(OSError):
+                        sock.close()
+            if self.server:
+                with contextlib.suppress(OSError):
+                    self.server.close()
+        else:
+            self._send(self.master, f"DONE {self.node_rank}" if code == 0 else f"FAIL {self.node_rank} {code}")
+            if self.master:
+                with contextlib.suppress(OSError):
+                    self.master.close()
+
+    # -- node 0 --------------------------------------------------------------------------
+    def _serve(self) -> None:
+        try:
+            server = socket.create_server(("", self.port), reuse_port=False)
+        except OSError as exc:
+            print(f"cloudddp: fail-fast channel disabled (port {self.port}: {exc})", file=sys.stderr, flush=True)
+            return
+        self.server = server
+        while not self.finished.is_set():
+            try:
+                conn, _ = server.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._watch_peer, args=(conn,), daemon=True).start()
+
+    def _watch_peer(self, conn: socket.socket) -> None:
+        rank = None
+        done = False
+        for words in self._lines(conn):
+            if words[:1] == ["HELLO"] and len(words) == 3 and words[2] == self.rdzv_id:
+                rank = int(words[1])
+                with self.lock:
+                    self.peers[rank] = conn
+            elif rank is None:
+                break  # not one of ours
+            elif words[:1] == ["DONE"]:
+                done = True
+            elif words[:1] == ["FAIL"] and len(words) == 3:
+                self._broadcast_abort(rank, words[2])
+                self._abort(f"node {rank} failed (exit code {words[2]})")
+                return
+        if rank is not None and not done and not self.finished.is_set():
+            self._broadcast_abort(rank, "lost")
+            self._abort(f"node {rank}'s launcher went away without finishing")
+
+    def _broadcast_abort(self, rank: int, code: str) -> None:
+        with self.lock:
+            for peer_rank, sock in self.peers.items():
+                if peer_rank != rank:
+                    self._send(sock, f"ABORT {rank} {code}")
+
+    # -- other nodes ---------------------------------------------------------------------
+    def _connect(self) -> None:
+        while not self.finished.is_set():
+            try:
+                sock = socket.create_connection((self.master_addr, self.port), timeout=5)
+                sock.settimeout(None)
+                break
+            except OSError:
+                time.sleep(RETRY_SECONDS)
+        else:
+            return
+        self.master = sock
+        self._send(sock, f"HELLO {self.node_rank} {self.rdzv_id}")
+        for words in self._lines(sock):
+            if words[:1] == ["DONE"]:
+                return
+            if words[:1] == ["ABORT"] and len(words) == 3:
+                who = "node 0" if words[1] == "0" else f"node {words[1]}"
+                self._abort(f"{who} failed (exit code {words[2]})")
+                return
+        if not self.finished.is_set():
+            self._abort("lost the connection to node 0's launcher")

@@ -1,0 +1,70 @@
+"""Shared fixtures: the demo dataset, free ports, and running cloudddp as a user would."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+SOURCES = REPO / "sources"
+PYTHON = sys.executable
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def clean_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The test process's environment without any platform's variables leaking in."""
+    prefixes = ("SM_", "SLURM_", "PBS_", "PET_", "OCI__", "AWS_BATCH_", "SKYPILOT_", "TORCHELASTIC_", "CLOUDDDP_")
+    names = {"MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "RANK", "NODE_RANK", "INITIAL_CLUSTER_SIZE",
+             "CLUSTER_NODES_METADATA_FILE", "LOCAL_RANK", "OMP_NUM_THREADS"}  # fmt: skip
+    env = {k: v for k, v in os.environ.items() if not k.startswith(prefixes) and k not in names}
+    env["PYTHONUNBUFFERED"] = "1"
+    env.update(extra or {})
+    return env
+
+
+def run_cli(
+    *args: str, cwd: Path | str = REPO, env: Mapping[str, str] | None = None, timeout: float = 600
+) -> subprocess.CompletedProcess[str]:
+    """`cloudddp ARGS` in a subprocess, as a user runs it."""
+    return subprocess.run(
+        [PYTHON, "-c", "from cloudddp.cli import main; main()", *args],
+        cwd=cwd, env=clean_env(env), capture_output=True, text=True, timeout=timeout,
+    )  # fmt: skip
+
+
+def run_launcher(
+    *args: str, env: Mapping[str, str] | None = None, cwd: Path | str = REPO, timeout: float = 120
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [PYTHON, "-m", "cloudddp.launcher", *args],
+        cwd=cwd, env=clean_env(env), capture_output=True, text=True, timeout=timeout,
+    )  # fmt: skip
+
+
+@pytest.fixture(scope="session")
+def demo_data(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from cloudddp.demo_data import write_demo_dataset
+
+    root = tmp_path_factory.mktemp("demo-data")
+    write_demo_dataset(root)
+    return root
+
+
+@pytest.fixture(scope="session")
+def small_demo_data(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from cloudddp.demo_data import write_demo_dataset
+
+    root = tmp_path_factory.mktemp("small-demo-data")
+    write_demo_dataset(root, train_per_class=32, val_per_class=8)
+    return root
