@@ -114,6 +114,14 @@ class Estimator:
     def stop(self) -> None:
         self.provider.cancel(self._job().job_id)
 
+    def to_model_trainer(self, inputs: dict[str, str] | None = None) -> Any:
+        """The same job as a SageMaker SDK v3 `ModelTrainer` running cloudddp's launcher (sagemaker only)."""
+        if self.provider_name != "sagemaker":
+            raise CloudDDPError(f"to_model_trainer() is for provider='sagemaker', not {self.provider_name!r}.")
+        from cloudddp.providers.sagemaker.model_trainer import to_model_trainer
+
+        return to_model_trainer(self.spec(inputs))
+
     @property
     def model_data(self) -> str | None:
         """Where the trained model is: a local folder, s3:// or oci:// URI."""

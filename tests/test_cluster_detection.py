@@ -307,9 +307,7 @@ def test_pbs_mpi_rank_beyond_the_hosts_is_an_error(tmp_path: Path) -> None:
 
 def test_pbs_non_integer_mpi_rank_is_an_error(tmp_path: Path) -> None:
     path = write_nodefile(tmp_path, ["node1"])
-    error_from(
-        lambda: pbs.plan(pbs_env(path, OMPI_COMM_WORLD_RANK="x"), OPTIONS), "OMPI_COMM_WORLD_RANK", "'x'"
-    )
+    error_from(lambda: pbs.plan(pbs_env(path, OMPI_COMM_WORLD_RANK="x"), OPTIONS), "OMPI_COMM_WORLD_RANK", "'x'")
 
 
 def test_pbs_host_not_in_nodefile_lists_hosts_and_own_names(tmp_path: Path) -> None:
@@ -592,9 +590,7 @@ def test_skypilot_node_gets_master_local_address_and_gpus() -> None:
 
 
 def test_skypilot_without_gpus_falls_back_to_gpus_or_one() -> None:
-    assert (
-        skypilot.plan(sky_env(0, SKYPILOT_NUM_GPUS_PER_NODE="0"), OPTIONS).nproc_per_node == NPROC_GPUS_OR_ONE
-    )
+    assert skypilot.plan(sky_env(0, SKYPILOT_NUM_GPUS_PER_NODE="0"), OPTIONS).nproc_per_node == NPROC_GPUS_OR_ONE
 
 
 def test_skypilot_node_count_disagreeing_with_ips_is_an_error() -> None:
@@ -611,9 +607,7 @@ def test_skypilot_rank_beyond_the_nodes_is_an_error() -> None:
 
 
 def test_skypilot_non_integer_rank_is_an_error() -> None:
-    error_from(
-        lambda: skypilot.plan(sky_env(0, SKYPILOT_NODE_RANK="zero"), OPTIONS), "SKYPILOT_NODE_RANK", "'zero'"
-    )
+    error_from(lambda: skypilot.plan(sky_env(0, SKYPILOT_NODE_RANK="zero"), OPTIONS), "SKYPILOT_NODE_RANK", "'zero'")
 
 
 # ---------------------------------------------------------------- SageMaker
@@ -869,9 +863,7 @@ def realistic_environments(tmp_path: Path) -> dict[str, dict[str, str]]:
 
 
 @pytest.mark.parametrize("name", ["slurm", "pbs", "kubeflow", "awsbatch", "skypilot", "oci", "sagemaker"])
-def test_each_platform_is_detected_from_its_own_variables(
-    tmp_path: Path, clean: dict[str, str], name: str
-) -> None:
+def test_each_platform_is_detected_from_its_own_variables(tmp_path: Path, clean: dict[str, str], name: str) -> None:
     env = {**clean, **realistic_environments(tmp_path)[name]}
     assert name == detect_provider(env).NAME
 

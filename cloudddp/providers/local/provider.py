@@ -48,14 +48,13 @@ class LocalProvider(Provider):
         return Path(spec.local.runs_dir if spec else os.environ.get("CLOUDDDP_RUNS_DIR", "cloudddp-runs"))
 
     def validate(self, spec: JobSpec) -> None:
-        source = Path(spec.source_dir)
-        if not source.is_dir():
-            raise CloudDDPError(f"source_dir {spec.source_dir!r} is not a folder.")
         if not spec.module and not spec.entry_path().is_file():
             raise CloudDDPError(
-                f"entry_point {spec.entry_point!r} does not exist in source_dir {spec.source_dir!r} "
-                f"(looked for {spec.entry_path()})."
+                f"the training script {str(spec.entry_path())!r} does not exist "
+                f"(entry_point={spec.entry_point!r}, source_dir={spec.source_dir!r})."
             )
+        if not Path(spec.source_dir).is_dir():
+            raise CloudDDPError(f"source_dir {spec.source_dir!r} is not a folder.")
         for channel, where in spec.inputs.items():
             if _is_uri(where):
                 raise CloudDDPError(
@@ -144,6 +143,7 @@ class LocalProvider(Provider):
             stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=open(run_dir / "runner.log", "ab"),  # noqa: SIM115
             start_new_session=True,
         )  # fmt: skip
+        (run_dir / "runner.pid").write_text(str(runner.pid))
         assert runner.stdin is not None
         runner.stdin.write(json.dumps(payload).encode())
         runner.stdin.close()
@@ -173,8 +173,9 @@ class LocalProvider(Provider):
         run_dir = self.find_run(job_id)
         state = self.read_state(run_dir)
         current = state["state"]
-        runner_pid = state.get("runner_pid")
-        if current in ("RUNNING", "STOPPING") and runner_pid and not _alive(runner_pid):
+        pid_file = run_dir / "runner.pid"
+        runner_pid = state.get("runner_pid") or (int(pid_file.read_text()) if pid_file.is_file() else None)
+        if current in ("PENDING", "RUNNING", "STOPPING") and runner_pid and not _alive(runner_pid):
             current, state["reason"] = "FAILED", "the local runner process died"
         nodes = {name: ("running" if n["exit_code"] is None else f"exit {n['exit_code']}")
                  for name, n in state.get("nodes", {}).items()}  # fmt: skip

@@ -33,6 +33,7 @@ def write_state(run_dir: Path, state: dict[str, Any]) -> None:
 
 def append_metadata(path: Path, rank: int) -> None:
     """OCI emulation: the service adds each node to the metadata file as it comes up."""
+    path.parent.mkdir(parents=True, exist_ok=True)
     entries = json.loads(path.read_text()) if path.is_file() else []
     entries.append({"Rank": rank, "IPAddress": "127.0.0.1"})
     tmp = path.with_suffix(".tmp")
@@ -125,7 +126,15 @@ class Runner:
     def run(self) -> int:
         signal.signal(signal.SIGTERM, self.on_stop)
         signal.signal(signal.SIGINT, self.on_stop)
-        self.start_nodes()
+        write_state(self.run_dir, self.state)
+        try:
+            self.start_nodes()
+        except Exception as exc:  # record why, stop what started, and never leave the job "RUNNING"
+            self.signal_nodes(signal.SIGTERM)
+            self.state["reason"] = f"could not start the nodes: {exc}"
+            for name, proc in self.procs.items():
+                self.state["nodes"][name]["exit_code"] = proc.wait()
+            self.state["nodes"].setdefault("runner", {"pid": os.getpid(), "exit_code": 1})
         self.wait()
         return self.finish()
 

@@ -1,0 +1,111 @@
+"""The same job as a SageMaker SDK v3 `ModelTrainer`, for people who live in the SDK.
+
+The trainer runs cloudddp's launcher, not the SDK's torchrun driver: the source goes up
+as our archive (user files + bundled job side + bootstrap) and `SourceCode(command=...)`
+runs the bootstrap after the SDK's `sm_train.sh` extracts it; no `distributed=` is
+given. The launcher reads hyperparameters.json itself (`--hyperparameters-as-args` in
+cloudddp_job.json), since the SDK does not pass hyperparameters to a `command`.
+
+Needs `pip install 'cloudddp[sagemaker-sdk]'`; imported only when called.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from cloudddp.errors import CloudDDPError
+from cloudddp.providers.sagemaker import validation as check
+from cloudddp.providers.sagemaker.images import training_image
+from cloudddp.providers.sagemaker.request import (
+    ARCHIVE_NAME,
+    CHECKPOINT_DIR,
+    ENTRYPOINT,
+    default_bucket,
+    job_config,
+    validate_spec,
+)
+from cloudddp.spec import JobSpec
+from cloudddp.staging.archive import BOOTSTRAP_NAME, pack_source
+
+COMMAND = f"python3 {BOOTSTRAP_NAME}"
+
+
+def to_model_trainer(spec: JobSpec, region: str | None = None, boto_session: Any = None) -> Any:
+    """A `sagemaker.train.ModelTrainer` for `spec`; `.train()` on it submits through the SDK."""
+    try:
+        from sagemaker.core.helper.session_helper import Session  # type: ignore[import-not-found]
+        from sagemaker.core.training.configs import (  # type: ignore[import-not-found]
+            CheckpointConfig,
+            Compute,
+            InputData,
+            Networking,
+            OutputDataConfig,
+            SourceCode,
+            StoppingCondition,
+            Tag,
+        )
+        from sagemaker.train import ModelTrainer  # type: ignore[import-not-found]
+    except ImportError as exc:
+        raise CloudDDPError(
+            f"to_model_trainer() needs the SageMaker Python SDK v3 ({exc.name} is missing): "
+            f"pip install 'cloudddp[sagemaker-sdk]'."
+        ) from None
+    import boto3
+
+    from cloudddp.providers.sagemaker.provider import ROLE_VARIABLE, SageMakerProvider
+
+    validate_spec(spec)
+    sm = spec.sagemaker
+    role = check.check_role(sm.role or os.environ.get(ROLE_VARIABLE))
+    region = SageMakerProvider(region=region).region(spec) if boto_session is None else boto_session.region_name
+    image = training_image(sm.image, region, sm.framework_version, sm.py_version, sm.instance_type)
+    staging = Path(tempfile.mkdtemp(prefix="cloudddp-trainer-"))
+    archive = pack_source(spec.source_dir, staging / ARCHIVE_NAME, job_config(spec, ENTRYPOINT))
+
+    # Staging in cloudddp's bucket also spares the SDK's STS lookup of its own default bucket.
+    bucket = sm.bucket or default_bucket(check.account_of_role(role), region)
+    session = Session(boto_session=boto_session or boto3.Session(region_name=region), default_bucket=bucket,
+                      default_bucket_prefix=sm.prefix.strip("/") or None)  # fmt: skip
+    options: dict[str, Any] = {}
+    if sm.bucket or spec.output or sm.kms_key:
+        output = spec.output if spec.output and spec.output.startswith("s3://") else None
+        if output is None and sm.bucket:
+            output = f"s3://{sm.bucket}/{sm.prefix.strip('/')}/"
+        options["output_data_config"] = OutputDataConfig(s3_output_path=output, kms_key_id=sm.kms_key)
+    if sm.subnets or sm.network_isolation or sm.inter_container_encryption:
+        options["networking"] = Networking(
+            subnets=list(sm.subnets) or None, security_group_ids=list(sm.security_groups) or None,
+            enable_network_isolation=sm.network_isolation,
+            enable_inter_container_traffic_encryption=sm.inter_container_encryption,
+        )  # fmt: skip
+    checkpoint = sm.checkpoint_s3 or (
+        spec.checkpoint if spec.checkpoint and spec.checkpoint.startswith("s3://") else None
+    )
+    if checkpoint:
+        options["checkpoint_config"] = CheckpointConfig(s3_uri=checkpoint, local_path=CHECKPOINT_DIR)
+    if sm.tags:
+        options["tags"] = [Tag(key=k, value=v) for k, v in sm.tags.items()]
+    if spec.inputs:
+        options["input_data_config"] = [
+            InputData(channel_name=name, data_source=where if where.startswith("s3://") else str(Path(where).resolve()))
+            for name, where in sorted(spec.inputs.items())
+        ]
+    return ModelTrainer(
+        sagemaker_session=session,
+        role=role,
+        base_job_name=spec.name,
+        training_image=image,
+        source_code=SourceCode(source_dir=str(archive.path), command=COMMAND),
+        compute=Compute(
+            instance_type=sm.instance_type, instance_count=spec.nodes, volume_size_in_gb=sm.volume_size_gb,
+            enable_managed_spot_training=sm.spot or None,
+        ),
+        stopping_condition=StoppingCondition(max_runtime_in_seconds=spec.max_runtime,
+                                             max_wait_time_in_seconds=sm.max_wait if sm.spot else None),
+        environment=dict(spec.environment),
+        hyperparameters=dict(spec.hyperparameters),
+        **options,
+    )  # fmt: skip

@@ -1,0 +1,266 @@
+"""`--provider sagemaker`: Amazon SageMaker training jobs through boto3.
+
+`render` validates the spec and builds the exact CreateTrainingJob request without an
+AWS call (the dry run); `submit` checks the credentials and the staging bucket, packs
+and uploads the source with the job side bundled, stages local inputs, then creates
+the job. `status`, `logs` and `cancel` work on any training job name. boto3 is
+imported only here and in the modules beside it, never by the CLI or the launcher.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import boto3
+import botocore.session
+from botocore.exceptions import (
+    BotoCoreError,
+    ClientError,
+    EndpointConnectionError,
+    NoCredentialsError,
+    NoRegionError,
+    PartialCredentialsError,
+)
+
+from cloudddp.errors import CloudDDPError
+from cloudddp.providers.base import JobHandle, JobRequest, JobStatus, Provider
+from cloudddp.providers.sagemaker import validation as check
+from cloudddp.providers.sagemaker.images import training_image
+from cloudddp.providers.sagemaker.logs import LogTail
+from cloudddp.providers.sagemaker.request import (
+    build_request,
+    default_bucket,
+    job_name_for,
+    validate_spec,
+)
+from cloudddp.spec import JobSpec
+from cloudddp.staging.archive import pack_source, source_files
+from cloudddp.staging.s3 import S3Stager, StageReport, split_uri
+
+ROLE_VARIABLE = "CLOUDDDP_SAGEMAKER_ROLE"
+PENDING_SECONDARY = {
+    "Starting", "Pending", "LaunchingMLInstances", "PreparingTrainingStack", "Downloading",
+    "DownloadingTrainingImage", "Restarting", "Interrupted",
+}  # fmt: skip
+STATES = {"Completed": "SUCCEEDED", "Failed": "FAILED", "Stopping": "STOPPING", "Stopped": "STOPPED"}
+CREDENTIALS_HELP = (
+    "Configure them with `aws configure` (or `aws sso login --profile NAME` and AWS_PROFILE=NAME), or set "
+    "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (and AWS_SESSION_TOKEN for temporary credentials)."
+)
+
+
+def emit(line: str) -> None:
+    # print(), not logging: shows up in a notebook with no logging configured.
+    print(line, flush=True)
+
+
+def translate(exc: Exception, action: str) -> CloudDDPError:
+    """An AWS failure as one paragraph a person can act on."""
+    if isinstance(exc, (NoCredentialsError, PartialCredentialsError)):
+        return CloudDDPError(f"no AWS credentials found while trying to {action}. {CREDENTIALS_HELP}")
+    if isinstance(exc, NoRegionError):
+        return CloudDDPError("no AWS region: pass --region or set AWS_REGION.")
+    if isinstance(exc, EndpointConnectionError):
+        return CloudDDPError(
+            f"cannot reach AWS to {action}: {exc}. Check the network, the region and AWS_ENDPOINT_URL."
+        )
+    if isinstance(exc, ClientError):
+        error = exc.response.get("Error", {})
+        code, message = error.get("Code", ""), error.get("Message", "")
+        if code in ("InvalidClientTokenId", "UnrecognizedClientException", "SignatureDoesNotMatch",
+                    "ExpiredToken", "ExpiredTokenException", "InvalidToken"):  # fmt: skip
+            return CloudDDPError(f"AWS rejected your credentials ({code}) while trying to {action}. {CREDENTIALS_HELP}")
+        if code in ("AccessDenied", "AccessDeniedException"):
+            return CloudDDPError(f"AWS denied access while trying to {action} ({code}: {message}).")
+        return CloudDDPError(f"AWS refused to {action}: {code}: {message}")
+    return CloudDDPError(f"AWS call failed while trying to {action}: {exc}")
+
+
+class SageMakerProvider(Provider):
+    name = "sagemaker"
+    interrupt_stops = False  # Ctrl-C asks before stopping a job that bills by the second
+    poll_interval = 5.0
+    final_grace = 3.0  # CloudWatch lags the job's end by a little
+    log_page_size: int | None = None  # GetLogEvents/DescribeLogStreams page size (None: the service's)
+
+    def __init__(self, region: str | None = None, session: Any = None, say: Callable[[str], None] = emit) -> None:
+        self.region_override = region
+        self.session_override = session
+        self.say = say
+        self._sessions: dict[str, Any] = {}
+
+    # -- AWS plumbing -------------------------------------------------------------------
+    def region(self, spec: JobSpec | None = None) -> str:
+        chosen = (spec.sagemaker.region if spec else None) or self.region_override
+        if not chosen and self.session_override is not None:
+            chosen = self.session_override.region_name
+        if not chosen:
+            # botocore reads AWS_DEFAULT_REGION and the profile; AWS_REGION is what the other AWS SDKs read.
+            chosen = os.environ.get("AWS_REGION") or botocore.session.get_session().get_config_variable("region")
+        return check.check_region(chosen, known_regions())
+
+    def session(self, region: str) -> Any:
+        if self.session_override is not None:
+            return self.session_override
+        if region not in self._sessions:
+            self._sessions[region] = boto3.Session(region_name=region)
+        return self._sessions[region]
+
+    def client(self, service: str, region: str | None = None) -> Any:
+        region = region or self.region()
+        return self.session(region).client(service, region_name=region)
+
+    def call(self, action: str, fn: Callable[..., Any], **kwargs: Any) -> Any:
+        try:
+            return fn(**kwargs)
+        except CloudDDPError:
+            raise
+        except (ClientError, BotoCoreError) as exc:
+            raise translate(exc, action) from None
+
+    # -- render -------------------------------------------------------------------------
+    def render(self, spec: JobSpec, account: str | None = None) -> JobRequest:
+        validate_spec(spec)
+        role = check.check_role(spec.sagemaker.role or os.environ.get(ROLE_VARIABLE))
+        region = self.region(spec)
+        job_name = job_name_for(spec)
+        size = sum(path.stat().st_size for path, _ in source_files(Path(spec.source_dir)))
+        warning = check.check_source_size(size, spec.source_dir)
+        sm = spec.sagemaker
+        image = training_image(sm.image, region, sm.framework_version, sm.py_version, sm.instance_type)
+        bucket = sm.bucket or default_bucket(account or check.account_of_role(role), region)
+        rendered = build_request(spec, job_name=job_name, region=region, role=role, image=image, bucket=bucket)
+        rendered.plan["bucket_is_default"] = sm.bucket is None
+        if warning:
+            rendered.plan.setdefault("warnings", []).insert(0, warning)
+        return JobRequest(provider=self.name, name=job_name, payload=rendered.payload, spec=spec, plan=rendered.plan)
+
+    # -- submit -------------------------------------------------------------------------
+    def caller_account(self, region: str) -> str:
+        session = self.session(region)
+        if session.get_credentials() is None:
+            raise CloudDDPError(f"no AWS credentials found. {CREDENTIALS_HELP}")
+        sts = session.client("sts", region_name=region)
+        return str(self.call("check your AWS credentials", sts.get_caller_identity)["Account"])
+
+    def submit(self, request: JobRequest) -> JobHandle:
+        plan = request.plan
+        region = plan["region"]
+        account = self.caller_account(region)
+        if plan.get("bucket_is_default") and plan["bucket"] != default_bucket(account, region):
+            # The role lives in another account than the credentials: stage in the caller's own bucket.
+            request = self.render(request.spec, account=account)
+            plan = request.plan
+        payload, kms_key = request.payload, request.spec.sagemaker.kms_key
+        s3 = self.session(region).client("s3", region_name=region)
+        stager = S3Stager(s3, plan["bucket"], kms_key=kms_key, account=account)
+        created = self.call("check the staging bucket", stager.ensure_bucket, create=plan["bucket_is_default"],
+                            region=region)  # fmt: skip
+        if created:
+            self.say(f"cloudddp: created the staging bucket s3://{plan['bucket']} (public access blocked)")
+        for warning in plan.get("warnings", []):
+            self.say(f"cloudddp: warning: {warning}")
+        self.upload_code(stager, request)
+        for item in plan["inputs"]:
+            _, prefix = split_uri(item["to"])
+            report = self.call(f"stage {item['from']}", stager.stage_path, local=item["from"], prefix=prefix)
+            self.say(
+                f"cloudddp: staged {item['channel']}: {len(report.uploaded)} uploaded "
+                f"({report.bytes_uploaded / 1e6:.1f} MB), {len(report.skipped)} unchanged, "
+                f"{len(report.deleted)} removed -> {item['to']}"
+            )
+        sagemaker = self.client("sagemaker", region)
+        response = self.call(f"create the training job {request.name}", sagemaker.create_training_job, **payload)
+        return JobHandle(
+            provider=self.name, job_id=request.name,
+            details={"arn": response.get("TrainingJobArn"), "region": region, "request": request},
+        )  # fmt: skip
+
+    def upload_code(self, stager: S3Stager, request: JobRequest) -> None:
+        code = request.plan["code"]
+        spec = request.spec
+        with tempfile.TemporaryDirectory(prefix="cloudddp-") as tmp:
+            archive = pack_source(spec.source_dir, Path(tmp) / "sourcedir.tar.gz", code["cloudddp_job.json"])
+            _, key = split_uri(code["to"])
+            report = StageReport()
+            self.call("upload the source archive", stager.upload_file, path=archive.path, key=key, report=report)
+        self.say(
+            f"cloudddp: uploaded the source ({len(archive.files)} files, {archive.size / 1e6:.2f} MB) -> {code['to']}"
+        )
+
+    # -- follow-up calls ----------------------------------------------------------------
+    def describe(self, job_id: str) -> dict[str, Any]:
+        sagemaker = self.client("sagemaker")
+        try:
+            return dict(sagemaker.describe_training_job(TrainingJobName=job_id))
+        except ClientError as exc:
+            error = exc.response.get("Error", {})
+            message = error.get("Message", "").lower()
+            if error.get("Code") == "ValidationException" and ("not found" in message or "could not find" in message):
+                raise CloudDDPError(
+                    f"no SageMaker training job named {job_id!r} in {sagemaker.meta.region_name} "
+                    f"(set AWS_REGION if it runs in another region)."
+                ) from None
+            raise translate(exc, f"describe the training job {job_id}") from None
+        except BotoCoreError as exc:
+            raise translate(exc, f"describe the training job {job_id}") from None
+
+    @staticmethod
+    def to_status(job_id: str, described: dict[str, Any]) -> JobStatus:
+        status = described.get("TrainingJobStatus", "InProgress")
+        secondary = described.get("SecondaryStatus", "")
+        state = STATES.get(status) or ("PENDING" if secondary in PENDING_SECONDARY else "RUNNING")
+        transitions = described.get("SecondaryStatusTransitions") or []
+        reason = described.get("FailureReason") or ""
+        if not reason and transitions:
+            reason = transitions[-1].get("StatusMessage", "")
+        instances = described.get("ResourceConfig", {}).get("InstanceCount", 0)
+        nodes = {f"algo-{i + 1}": secondary or status for i in range(instances)}
+        artifacts = (described.get("ModelArtifacts") or {}).get("S3ModelArtifacts")
+        return JobStatus(job_id=job_id, state=state, reason=reason, nodes=nodes, artifacts=artifacts)
+
+    def status(self, job_id: str) -> JobStatus:
+        return self.to_status(job_id, self.describe(job_id))
+
+    def logs(self, job_id: str, follow: bool = False) -> Iterator[str]:
+        described = self.describe(job_id)
+        tail = LogTail(self.client("logs"), job_id, page_size=self.log_page_size)
+        last = ""
+        while True:
+            current = self.to_status(job_id, described)
+            progress = f"{described.get('TrainingJobStatus')} - {described.get('SecondaryStatus', '')}"
+            if follow and progress != last:
+                yield f"[sagemaker] {job_id}: {progress}" + (f" ({current.reason})" if current.reason else "")
+                last = progress
+            for event in self.call(f"read the logs of {job_id}", tail.poll):
+                yield event.line()
+            if not follow:
+                return
+            if current.done:
+                time.sleep(self.final_grace)
+                for event in self.call(f"read the logs of {job_id}", tail.poll):
+                    yield event.line()
+                return
+            time.sleep(self.poll_interval)
+            described = self.describe(job_id)
+
+    def cancel(self, job_id: str) -> None:
+        sagemaker = self.client("sagemaker")
+        self.call(f"stop the training job {job_id}", sagemaker.stop_training_job, TrainingJobName=job_id)
+
+
+def known_regions() -> list[str]:
+    session = botocore.session.get_session()
+    regions: list[str] = []
+    for partition in ("aws", "aws-cn", "aws-us-gov"):
+        regions += session.get_available_regions("sagemaker", partition_name=partition)
+    return regions
+
+
+def create(**options: Any) -> SageMakerProvider:
+    return SageMakerProvider(**options)

@@ -1,0 +1,273 @@
+"""From a `JobSpec` to the exact `CreateTrainingJob` request: pure, no AWS calls.
+
+This is what `--dry-run` prints and what `submit` sends. Two ways to start cloudddp's
+bootstrap on every instance, chosen by the image:
+
+- AWS's PyTorch Deep Learning Containers (`pytorch-training` images) run SageMaker's
+  training toolkit: it downloads `sagemaker_submit_directory` (our tar.gz), runs
+  `sagemaker_program` (cloudddp_bootstrap.py) on every host and passes the
+  hyperparameters as `--key value` arguments, with SM_* variables set.
+  With network isolation the archive comes as the `cloudddp_code` input channel instead
+  (the container cannot reach S3), the way the SageMaker SDK does it.
+- Any other image (bring your own): `AlgorithmSpecification.ContainerEntrypoint` runs a
+  short shell command that extracts the archive from the `cloudddp_code` channel and
+  runs the bootstrap with `--hyperparameters-as-args` (the launcher reads
+  hyperparameters.json); SM_HP_* come through `Environment`. The image needs only
+  python3 and tar.
+
+Hyperparameter values are JSON-encoded strings, as the SageMaker SDK sends them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from cloudddp.errors import CloudDDPError
+from cloudddp.providers.sagemaker import validation as check
+from cloudddp.providers.sagemaker.images import is_dlc
+from cloudddp.spec import JobSpec
+from cloudddp.staging.archive import BOOTSTRAP_NAME
+
+CODE_CHANNEL = "cloudddp_code"
+ARCHIVE_NAME = "sourcedir.tar.gz"
+CODE_DIR = "/opt/ml/code"
+CHECKPOINT_DIR = "/opt/ml/checkpoints"
+TOOLKIT, ENTRYPOINT = "toolkit", "entrypoint"
+# Fits SageMaker's 256-character limit on one container argument (checked below).
+ENTRYPOINT_COMMAND = (
+    "set -e; mkdir -p {code}; tar -xzf /opt/ml/input/data/{channel}/*.tar.gz -C {code}; cd {code}; "
+    'exec "$(command -v python3 || command -v python)" {bootstrap}'
+)
+# Instance families with local NVMe storage: SageMaker rejects VolumeKmsKeyId for them
+# (their instance store is encrypted by the hardware).
+INSTANCE_STORAGE = re.compile(
+    r"^ml\.(g4dn|g5|g6|g6e|g7|g7e|p3dn|p4d|p4de|p5|p5e|p5en|p6-b200|p6-b300|p6e-gb200|trn1|trn1n|trn2|"
+    r"m5d|c5d|r5d|m6id|c6id|r6id)\."
+)
+
+
+@dataclass
+class Staging:
+    """Where things go in S3 for one job."""
+
+    bucket: str
+    prefix: str
+    job_name: str
+
+    def key(self, *parts: str) -> str:
+        return "/".join(p.strip("/") for p in (self.prefix, *parts) if p.strip("/"))
+
+    def uri(self, *parts: str) -> str:
+        return f"s3://{self.bucket}/{self.key(*parts)}"
+
+    @property
+    def code_key(self) -> str:
+        return self.key(self.job_name, "source", ARCHIVE_NAME)
+
+    @property
+    def code_uri(self) -> str:
+        return f"s3://{self.bucket}/{self.code_key}"
+
+    def input_prefix(self, local: str) -> str:
+        """A stable prefix per local folder: a re-launch finds the data already there and skips it."""
+        path = Path(local).resolve()
+        digest = hashlib.sha256(str(path).encode()).hexdigest()[:10]
+        name = re.sub(r"[^A-Za-z0-9._-]", "-", path.name) or "data"
+        return self.key("inputs", f"{name}-{digest}") + "/"
+
+
+@dataclass
+class Rendered:
+    payload: dict[str, Any]
+    plan: dict[str, Any] = field(default_factory=dict)
+    mode: str = TOOLKIT
+
+
+def default_bucket(account: str, region: str) -> str:
+    return f"cloudddp-{account}-{region}"
+
+
+def job_name_for(spec: JobSpec, now: float | None = None) -> str:
+    """`<name>-YYYYmmdd-HHMMSS-mmm`, checked against SageMaker's rule."""
+    moment = time.time() if now is None else now
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime(moment)) + f"-{int(moment * 1000) % 1000:03d}"
+    return check.check_job_name(f"{spec.name}-{stamp}", spec.name)
+
+
+def encode_hyperparameter(value: Any) -> str:
+    return json.dumps(value)
+
+
+def launcher_args(spec: JobSpec, mode: str) -> list[str]:
+    args: list[str] = []
+    if spec.nproc_per_node is not None:
+        args.append(f"--nproc-per-node={spec.nproc_per_node}")
+    if spec.sagemaker.instance_groups:
+        args.append(f"--instance-groups={','.join(spec.sagemaker.instance_groups)}")
+    if mode == ENTRYPOINT:
+        args.append("--hyperparameters-as-args")
+    return args
+
+
+def job_config(spec: JobSpec, mode: str) -> dict[str, Any]:
+    """`cloudddp_job.json` in the archive: what the bootstrap runs on every host."""
+    return {
+        "entry_point": spec.entry_point,
+        "module": spec.module,
+        "args": list(spec.args),
+        "launcher_args": launcher_args(spec, mode),
+        "provider": "sagemaker",
+        "mode": mode,
+    }
+
+
+def entrypoint_command() -> str:
+    command = ENTRYPOINT_COMMAND.format(code=CODE_DIR, channel=CODE_CHANNEL, bootstrap=BOOTSTRAP_NAME)
+    assert len(command) <= check.MAX_CONTAINER_ARGUMENT, len(command)
+    return command
+
+
+def s3_channel(name: str, uri: str) -> dict[str, Any]:
+    return {
+        "ChannelName": name,
+        "DataSource": {
+            "S3DataSource": {"S3DataType": "S3Prefix", "S3Uri": uri, "S3DataDistributionType": "FullyReplicated"}
+        },
+    }
+
+
+def build_request(spec: JobSpec, *, job_name: str, region: str, role: str, image: str, bucket: str) -> Rendered:
+    """The CreateTrainingJob request and the staging plan for it (validated, nothing sent)."""
+    sm = spec.sagemaker
+    mode = TOOLKIT if is_dlc(image) else ENTRYPOINT
+    if len(image) > check.MAX_IMAGE_URI:
+        raise CloudDDPError(f"--image is {len(image)} characters; SageMaker allows at most {check.MAX_IMAGE_URI}.")
+    staging = Staging(bucket=bucket, prefix=sm.prefix, job_name=job_name)
+    uploads: list[dict[str, str]] = []
+    warnings: list[str] = []
+
+    channels: list[dict[str, Any]] = []
+    for channel, where in sorted(spec.inputs.items()):
+        if where.startswith("s3://"):
+            channels.append(s3_channel(channel, where))
+            continue
+        target = f"s3://{bucket}/{staging.input_prefix(where)}"
+        uploads.append({"channel": channel, "from": str(Path(where).resolve()), "to": target})
+        channels.append(s3_channel(channel, target))
+
+    code_channel = mode == ENTRYPOINT or sm.network_isolation
+    if code_channel:
+        channels.append(s3_channel(CODE_CHANNEL, staging.code_uri))
+
+    hyperparameters = {k: encode_hyperparameter(v) for k, v in spec.hyperparameters.items()}
+    environment = dict(spec.environment)
+    algorithm: dict[str, Any] = {"TrainingImage": image, "TrainingInputMode": "File"}
+    if mode == TOOLKIT:
+        submit_dir = f"/opt/ml/input/data/{CODE_CHANNEL}/{ARCHIVE_NAME}" if code_channel else staging.code_uri
+        hyperparameters.update(
+            sagemaker_program=encode_hyperparameter(BOOTSTRAP_NAME),
+            sagemaker_submit_directory=encode_hyperparameter(submit_dir),
+            sagemaker_region=encode_hyperparameter(region),
+            sagemaker_container_log_level=encode_hyperparameter(20),
+            sagemaker_job_name=encode_hyperparameter(job_name),
+        )
+    else:
+        algorithm["ContainerEntrypoint"] = ["/bin/sh", "-c"]
+        algorithm["ContainerArguments"] = [entrypoint_command()]
+        for key, value in spec.hyperparameters.items():
+            environment.setdefault(f"SM_HP_{key.upper().replace('-', '_')}", str(value))
+    check.check_hyperparameters(hyperparameters)
+    check.check_environment(environment)
+
+    output = spec.output if spec.output and spec.output.startswith("s3://") else staging.uri() + "/"
+    if spec.output and not spec.output.startswith("s3://"):
+        warnings.append(f"output {spec.output!r} is local; on SageMaker the model goes to {output}<job>/output/")
+    payload: dict[str, Any] = {
+        "TrainingJobName": job_name,
+        "RoleArn": role,
+        "AlgorithmSpecification": algorithm,
+        "InputDataConfig": channels,
+        "OutputDataConfig": {"S3OutputPath": check.check_s3_uri(output, "output")},
+        "ResourceConfig": {
+            "InstanceType": sm.instance_type, "InstanceCount": spec.nodes, "VolumeSizeInGB": sm.volume_size_gb,
+        },
+        "StoppingCondition": {"MaxRuntimeInSeconds": spec.max_runtime},
+        "HyperParameters": hyperparameters,
+        "Environment": environment,
+        "EnableNetworkIsolation": sm.network_isolation,
+        "EnableInterContainerTrafficEncryption": sm.inter_container_encryption,
+        "EnableManagedSpotTraining": sm.spot,
+    }  # fmt: skip
+    if not channels:
+        del payload["InputDataConfig"]
+    if not environment:
+        del payload["Environment"]
+    if sm.spot:
+        payload["StoppingCondition"]["MaxWaitTimeInSeconds"] = sm.max_wait
+    checkpoint = sm.checkpoint_s3 or (
+        spec.checkpoint if spec.checkpoint and spec.checkpoint.startswith("s3://") else None
+    )
+    if checkpoint:
+        payload["CheckpointConfig"] = {
+            "S3Uri": check.check_s3_uri(checkpoint, "--checkpoint-s3"),
+            "LocalPath": CHECKPOINT_DIR,
+        }
+    if sm.kms_key:
+        payload["OutputDataConfig"]["KmsKeyId"] = sm.kms_key
+        if INSTANCE_STORAGE.match(sm.instance_type):
+            warnings.append(
+                f"{sm.instance_type} has instance storage, encrypted by its hardware: VolumeKmsKeyId is left out "
+                f"(SageMaker rejects it for such instances)"
+            )
+        else:
+            payload["ResourceConfig"]["VolumeKmsKeyId"] = sm.kms_key
+    if sm.subnets:
+        payload["VpcConfig"] = {"SecurityGroupIds": list(sm.security_groups), "Subnets": list(sm.subnets)}
+    if sm.tags:
+        payload["Tags"] = [{"Key": k, "Value": v} for k, v in sm.tags.items()]
+
+    plan: dict[str, Any] = {
+        "bucket": bucket,
+        "code": {
+            "from": str(Path(spec.source_dir).resolve()),
+            "to": staging.code_uri,
+            "cloudddp_job.json": job_config(spec, mode),
+        },
+        "inputs": uploads,
+        "mode": mode,
+        "region": region,
+    }
+    if sm.kms_key:
+        plan["encryption"] = f"SSE-KMS with {sm.kms_key}"
+    if warnings:
+        plan["warnings"] = warnings
+    return Rendered(payload=payload, plan=plan, mode=mode)
+
+
+def validate_spec(spec: JobSpec) -> None:
+    """Every check that needs no AWS call and no region."""
+    sm = spec.sagemaker
+    check.check_instance(sm.instance_type, spec.nodes)
+    check.check_stopping(spec.max_runtime, sm.spot, sm.max_wait)
+    check.check_inputs(spec.inputs, CODE_CHANNEL)
+    check.check_network(sm.subnets, sm.security_groups)
+    check.check_kms_key(sm.kms_key)
+    check.check_tags(sm.tags)
+    if sm.bucket is not None and not check.S3_URI.match(f"s3://{sm.bucket}"):
+        raise CloudDDPError(f"--bucket {sm.bucket!r} is not a valid S3 bucket name (just the name, no s3://).")
+    if sm.checkpoint_s3:
+        check.check_s3_uri(sm.checkpoint_s3, "--checkpoint-s3")
+    source = Path(spec.source_dir)
+    if not source.is_dir():
+        raise CloudDDPError(f"source_dir {spec.source_dir!r} is not a folder.")
+    if not spec.module and not spec.entry_path().is_file():
+        raise CloudDDPError(
+            f"entry_point {spec.entry_point!r} does not exist in source_dir {spec.source_dir!r} "
+            f"(looked for {spec.entry_path()})."
+        )

@@ -1,0 +1,248 @@
+"""Checks SageMaker would make, made before anything is uploaded or created.
+
+moto accepts requests the real service rejects (long names, too many variables), so
+every limit of `CreateTrainingJob` that a user can hit is checked here, with a message
+naming the field, the value and the limit. The numbers come from botocore's service
+model for SageMaker (a test keeps them in step with it).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from pathlib import Path
+
+from cloudddp.errors import CloudDDPError
+
+JOB_NAME = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$")
+JOB_NAME_MAX = 63
+ROLE_ARN = re.compile(r"^arn:aws[a-z\-]*:iam::(\d{12}):role/?[a-zA-Z_0-9+=,.@\-_/]+$")
+INSTANCE_TYPE = re.compile(r"^ml\.[a-z0-9-]+\.[a-z0-9]+$")
+CHANNEL_NAME = re.compile(r"^[A-Za-z0-9.\-_]{1,64}$")
+ENV_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
+VPC_ID = re.compile(r"^[-0-9a-zA-Z]{1,32}$")
+TAG_TEXT = re.compile(r"^[\w\s.:/=+\-@]*$")
+KMS_KEY = re.compile(r"^[a-zA-Z0-9:/_-]{1,2048}$")
+S3_URI = re.compile(r"^s3://([a-z0-9][a-z0-9.\-]{1,61}[a-z0-9])(/.*)?$")
+
+MAX_HYPERPARAMETERS = 100
+MAX_HYPERPARAMETER_KEY = 256
+MAX_HYPERPARAMETER_VALUE = 2500
+MAX_ENVIRONMENT = 100
+MAX_ENVIRONMENT_KEY = 512
+MAX_ENVIRONMENT_VALUE = 512
+MAX_TAGS = 50
+MAX_TAG_KEY = 128
+MAX_TAG_VALUE = 256
+MAX_CHANNELS = 20
+MAX_SUBNETS = 16
+MAX_SECURITY_GROUPS = 5
+MAX_CONTAINER_ARGUMENT = 256
+MAX_IMAGE_URI = 255
+MAX_S3_URI = 1024
+
+SOURCE_WARN_BYTES = 100 * 1024 * 1024
+# No documented SageMaker limit exists for the code archive; past 1 GiB it is data
+# shipped as code (every host downloads and extracts it before the script starts).
+SOURCE_MAX_BYTES = int(os.environ.get("CLOUDDDP_MAX_SOURCE_MB", "1024")) * 1024 * 1024
+
+
+def check_job_name(name: str, base: str | None = None) -> str:
+    """SageMaker's job name rule; `base` is the spec name it was built from, for the message."""
+    if len(name) > JOB_NAME_MAX:
+        suffix = len(name) - len(base) if base else 0
+        hint = (
+            f" cloudddp appends a {suffix}-character timestamp to the spec's name {base!r}: "
+            f"shorten `name` to at most {JOB_NAME_MAX - suffix} characters."
+            if base
+            else ""
+        )
+        raise CloudDDPError(
+            f"the SageMaker training job name {name!r} is {len(name)} characters long; SageMaker allows at most "
+            f"{JOB_NAME_MAX}.{hint}"
+        )
+    if not JOB_NAME.match(name):
+        raise CloudDDPError(
+            f"the SageMaker training job name {name!r} is invalid: use letters, digits and hyphens, starting "
+            f"and ending with a letter or digit (pattern {JOB_NAME.pattern})."
+        )
+    return name
+
+
+def check_role(role: str | None) -> str:
+    if not role:
+        raise CloudDDPError(
+            "no IAM role for the SageMaker job: pass --role arn:aws:iam::ACCOUNT:role/NAME, set `sagemaker.role` "
+            "in the job spec, or set the environment variable CLOUDDDP_SAGEMAKER_ROLE. The role must trust "
+            "sagemaker.amazonaws.com and may read the staging bucket."
+        )
+    if not ROLE_ARN.match(role):
+        raise CloudDDPError(
+            f"the SageMaker role {role!r} is not an IAM role ARN (expected arn:aws:iam::123456789012:role/NAME)."
+        )
+    return role
+
+
+def account_of_role(role: str) -> str:
+    match = ROLE_ARN.match(role)
+    return match.group(1) if match else ""
+
+
+def check_region(region: str | None, known: list[str]) -> str:
+    if not region:
+        raise CloudDDPError(
+            "no AWS region: pass --region, set `sagemaker.region` in the job spec, or set AWS_REGION "
+            "(or AWS_DEFAULT_REGION, or `region` in your ~/.aws/config profile)."
+        )
+    if region not in known:
+        close = [r for r in known if r.split("-")[0] == region.split("-")[0]][:6]
+        raise CloudDDPError(
+            f"unknown AWS region {region!r} for SageMaker (from --region, sagemaker.region or AWS_REGION). "
+            f"Known regions include: {', '.join(close or known[:8])}."
+        )
+    return region
+
+
+def check_instance(instance_type: str, count: int) -> None:
+    if not INSTANCE_TYPE.match(instance_type):
+        raise CloudDDPError(
+            f"--instance-type {instance_type!r} is not a SageMaker training instance type "
+            f"(they look like ml.g5.12xlarge or ml.m5.xlarge)."
+        )
+    if count < 1:
+        raise CloudDDPError(f"--instance-count (nodes) must be at least 1, got {count}.")
+
+
+def check_stopping(max_runtime: int, spot: bool, max_wait: int | None) -> None:
+    if max_runtime < 1:
+        raise CloudDDPError(f"--max-runtime must be at least 1 second, got {max_runtime}.")
+    if spot and max_wait is None:
+        raise CloudDDPError(
+            f"a spot job (--spot) needs --max-wait: the seconds to wait for spot capacity plus the run, "
+            f"at least --max-runtime ({max_runtime})."
+        )
+    if spot and max_wait is not None and max_wait < max_runtime:
+        raise CloudDDPError(
+            f"--max-wait {max_wait} is shorter than --max-runtime {max_runtime}; SageMaker requires "
+            f"max wait >= max runtime for spot jobs."
+        )
+    if not spot and max_wait is not None:
+        raise CloudDDPError(f"--max-wait {max_wait} only applies to spot jobs: add --spot or drop --max-wait.")
+
+
+def check_s3_uri(uri: str, what: str) -> str:
+    if not S3_URI.match(uri) or len(uri) > MAX_S3_URI:
+        raise CloudDDPError(f"{what} {uri!r} is not an s3://bucket/prefix URI.")
+    return uri
+
+
+def check_inputs(inputs: Mapping[str, str], reserved: str) -> None:
+    """Channels: names SageMaker accepts, s3:// URIs or local paths that exist."""
+    if len(inputs) + 1 > MAX_CHANNELS:
+        raise CloudDDPError(
+            f"{len(inputs)} inputs: SageMaker takes at most {MAX_CHANNELS} channels per job, and cloudddp may "
+            f"need one for the code."
+        )
+    for channel, where in inputs.items():
+        if not CHANNEL_NAME.match(channel):
+            raise CloudDDPError(f"--input {channel}=...: channel names are letters, digits, '.', '-' or '_'.")
+        if channel == reserved:
+            raise CloudDDPError(f"--input {channel}=...: the channel name {reserved!r} is cloudddp's; rename it.")
+        if where.startswith("s3://"):
+            check_s3_uri(where, f"--input {channel}")
+        elif "://" in where:
+            raise CloudDDPError(
+                f"--input {channel}={where!r}: SageMaker reads s3:// URIs or local folders (staged to S3 first)."
+            )
+        elif not Path(where).exists():
+            raise CloudDDPError(f"--input {channel}={where!r}: the local path {Path(where).resolve()} does not exist.")
+
+
+def check_hyperparameters(hyperparameters: Mapping[str, str]) -> None:
+    if len(hyperparameters) > MAX_HYPERPARAMETERS:
+        raise CloudDDPError(
+            f"{len(hyperparameters)} hyperparameters (with cloudddp's sagemaker_* entries): SageMaker accepts at "
+            f"most {MAX_HYPERPARAMETERS}."
+        )
+    for key, value in hyperparameters.items():
+        if not key or len(key) > MAX_HYPERPARAMETER_KEY:
+            raise CloudDDPError(
+                f"hyperparameter name {key[:40]!r}... is {len(key)} characters; SageMaker allows 1-"
+                f"{MAX_HYPERPARAMETER_KEY}."
+            )
+        if len(value) > MAX_HYPERPARAMETER_VALUE:
+            raise CloudDDPError(
+                f"hyperparameter {key!r} is {len(value)} characters once encoded; SageMaker allows at most "
+                f"{MAX_HYPERPARAMETER_VALUE}. Put large values in a file in source_dir or an input channel."
+            )
+
+
+def check_environment(environment: Mapping[str, str]) -> None:
+    if len(environment) > MAX_ENVIRONMENT:
+        raise CloudDDPError(
+            f"{len(environment)} environment variables (--env and cloudddp's own): SageMaker accepts at most "
+            f"{MAX_ENVIRONMENT}."
+        )
+    for key, value in environment.items():
+        if not ENV_NAME.match(key) or len(key) > MAX_ENVIRONMENT_KEY:
+            raise CloudDDPError(
+                f"--env {key[:60]!r}: environment variable names are letters, digits and '_', not starting with "
+                f"a digit, at most {MAX_ENVIRONMENT_KEY} characters."
+            )
+        if len(value) > MAX_ENVIRONMENT_VALUE:
+            raise CloudDDPError(
+                f"--env {key}: the value is {len(value)} characters; SageMaker allows at most {MAX_ENVIRONMENT_VALUE}."
+            )
+
+
+def check_tags(tags: Mapping[str, str]) -> None:
+    if len(tags) > MAX_TAGS:
+        raise CloudDDPError(f"{len(tags)} tags: SageMaker accepts at most {MAX_TAGS}.")
+    for key, value in tags.items():
+        if not key or len(key) > MAX_TAG_KEY or not TAG_TEXT.match(key) or key.lower().startswith("aws:"):
+            raise CloudDDPError(
+                f"--tag {key!r}: tag keys are 1-{MAX_TAG_KEY} letters, digits, spaces or _.:/=+-@ and may not "
+                f"start with 'aws:'."
+            )
+        if len(value) > MAX_TAG_VALUE or not TAG_TEXT.match(value):
+            raise CloudDDPError(
+                f"--tag {key}={value[:40]!r}: tag values are at most {MAX_TAG_VALUE} letters, digits, spaces or "
+                f"_.:/=+-@."
+            )
+
+
+def check_network(subnets: list[str], security_groups: list[str]) -> None:
+    if bool(subnets) != bool(security_groups):
+        missing = "--security-group" if subnets else "--subnet"
+        raise CloudDDPError(f"a VPC job needs both --subnet and --security-group; {missing} is missing.")
+    if len(subnets) > MAX_SUBNETS or len(security_groups) > MAX_SECURITY_GROUPS:
+        raise CloudDDPError(
+            f"SageMaker takes at most {MAX_SUBNETS} subnets and {MAX_SECURITY_GROUPS} security groups "
+            f"(got {len(subnets)} and {len(security_groups)})."
+        )
+    for item in [*subnets, *security_groups]:
+        if not VPC_ID.match(item):
+            raise CloudDDPError(f"{item!r} is not a subnet or security group id (like subnet-0abc or sg-0abc).")
+
+
+def check_kms_key(key: str | None) -> None:
+    if key is not None and not KMS_KEY.match(key):
+        raise CloudDDPError(f"--kms-key {key!r} is not a KMS key id, alias or ARN.")
+
+
+def check_source_size(total: int, source_dir: str) -> str | None:
+    """An error past the hard limit; a warning (returned) past 100 MB."""
+    mb = total / 1024 / 1024
+    if total > SOURCE_MAX_BYTES:
+        raise CloudDDPError(
+            f"source_dir {source_dir!r} holds {mb:.0f} MB to ship as code; the limit is "
+            f"{SOURCE_MAX_BYTES // 1024 // 1024} MB (CLOUDDDP_MAX_SOURCE_MB). Move data into an --input channel "
+            f"or list large files in {source_dir}/.cloudddpignore."
+        )
+    if total > SOURCE_WARN_BYTES:
+        return (
+            f"source_dir {source_dir!r} holds {mb:.0f} MB: every host downloads it before training starts. "
+            f"Consider an --input channel for data, or a .cloudddpignore."
+        )
+    return None

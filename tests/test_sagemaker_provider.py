@@ -1,0 +1,390 @@
+# ruff: noqa: F811  (pytest fixtures imported from sagemaker_fixtures are redefined as arguments)
+"""The SageMaker provider in-process against moto: requests, staging, archive, errors.
+
+Assertions are on the captured CreateTrainingJob request (moto drops fields such as
+Environment) and on the objects moto's S3 holds.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pytest
+from botocore.exceptions import ClientError
+from sagemaker_fixtures import (  # noqa: F401  (fixtures)
+    ACCOUNT,
+    BUCKET,
+    REGION,
+    ROLE,
+    FakeAWS,
+    archive_members,
+    aws,
+    aws_env,
+    data_dir,
+    project,
+    spec_for,
+)
+
+from cloudddp.errors import CloudDDPError
+from cloudddp.providers.sagemaker import request as request_module
+from cloudddp.providers.sagemaker import validation
+from cloudddp.providers.sagemaker.request import CODE_CHANNEL, ENTRYPOINT, TOOLKIT
+from cloudddp.session import run_job
+
+BYO_IMAGE = f"{ACCOUNT}.dkr.ecr.{REGION}.amazonaws.com/my-trainer:1"
+
+
+def launch(fake: FakeAWS, spec: Any) -> tuple[dict[str, Any], Any]:
+    """Submit through the provider; return the captured request and the handle."""
+    handle = fake.provider.submit(fake.provider.render(spec))
+    assert len(fake.created) == 1
+    return fake.created[0], handle
+
+
+def hyperparameters(request: dict[str, Any]) -> dict[str, Any]:
+    return {k: json.loads(v) for k, v in request["HyperParameters"].items()}
+
+
+# -- the request --------------------------------------------------------------------------
+
+
+def test_dlc_request_runs_the_bootstrap_through_the_training_toolkit(aws: FakeAWS, project: Path) -> None:
+    spec = spec_for(project, hyperparameters={"epochs": 3, "lr": 0.1, "arch": "resnet"}, args=["--seed", "1"])
+    sent, handle = launch(aws, spec)
+    assert handle.job_id == sent["TrainingJobName"]
+    assert sent["TrainingJobName"].startswith("t-")
+    assert sent["RoleArn"] == ROLE
+    assert sent["AlgorithmSpecification"] == {
+        "TrainingImage": "763104351884.dkr.ecr.us-east-1.amazonaws.com/pytorch-training:2.5-cpu-py311",
+        "TrainingInputMode": "File",
+    }
+    assert sent["ResourceConfig"] == {"InstanceType": "ml.m5.xlarge", "InstanceCount": 2, "VolumeSizeInGB": 30}
+    assert sent["StoppingCondition"] == {"MaxRuntimeInSeconds": 86400}
+    assert sent["OutputDataConfig"] == {"S3OutputPath": f"s3://{BUCKET}/cloudddp/"}
+    # Values are JSON-encoded strings, as the SDK sends them; the toolkit decodes them.
+    assert all(isinstance(v, str) for v in sent["HyperParameters"].values())
+    code_uri = f"s3://{BUCKET}/cloudddp/{handle.job_id}/source/sourcedir.tar.gz"
+    assert hyperparameters(sent) == {
+        "epochs": 3, "lr": 0.1, "arch": "resnet", "sagemaker_program": "cloudddp_bootstrap.py",
+        "sagemaker_submit_directory": code_uri, "sagemaker_region": REGION, "sagemaker_container_log_level": 20,
+        "sagemaker_job_name": handle.job_id,
+    }  # fmt: skip
+    assert "InputDataConfig" not in sent and "ContainerEntrypoint" not in sent["AlgorithmSpecification"]
+    members = archive_members(aws.read(code_uri))
+    job = json.loads(members["cloudddp_job.json"])
+    assert job == {"entry_point": "train.py", "module": False, "args": ["--seed", "1"], "launcher_args": [],
+                   "provider": "sagemaker", "mode": TOOLKIT}  # fmt: skip
+
+
+def test_bring_your_own_image_uses_container_entrypoint_and_a_code_channel(aws: FakeAWS, project: Path) -> None:
+    spec = spec_for(project, hyperparameters={"epochs": 2}, nproc_per_node=4, sagemaker={"image": BYO_IMAGE})
+    sent, handle = launch(aws, spec)
+    algorithm = sent["AlgorithmSpecification"]
+    assert algorithm["TrainingImage"] == BYO_IMAGE
+    assert algorithm["ContainerEntrypoint"] == ["/bin/sh", "-c"]
+    (command,) = algorithm["ContainerArguments"]
+    assert len(command) <= 256 and "cloudddp_bootstrap.py" in command and CODE_CHANNEL in command
+    code_uri = f"s3://{BUCKET}/cloudddp/{handle.job_id}/source/sourcedir.tar.gz"
+    assert sent["InputDataConfig"] == [
+        {"ChannelName": CODE_CHANNEL, "DataSource": {"S3DataSource": {
+            "S3DataType": "S3Prefix", "S3Uri": code_uri, "S3DataDistributionType": "FullyReplicated"}}}
+    ]  # fmt: skip
+    assert not any(k.startswith("sagemaker_") for k in sent["HyperParameters"])
+    assert sent["HyperParameters"] == {"epochs": "2"}
+    assert sent["Environment"] == {"SM_HP_EPOCHS": "2"}
+    job = json.loads(archive_members(aws.read(code_uri))["cloudddp_job.json"])
+    assert job["launcher_args"] == ["--nproc-per-node=4", "--hyperparameters-as-args"]
+    assert job["mode"] == ENTRYPOINT
+
+
+def test_every_option_reaches_the_request(aws: FakeAWS, project: Path, data_dir: Path) -> None:
+    spec = spec_for(
+        project,
+        nodes=3,
+        max_runtime=3600,
+        environment={"NCCL_DEBUG": "INFO"},
+        inputs={"train": str(data_dir), "val": "s3://somewhere/val/"},
+        sagemaker={
+            "instance_type": "ml.c5.2xlarge", "spot": True, "max_wait": 7200, "checkpoint_s3": "s3://ckpts/run1",
+            "subnets": ["subnet-1a", "subnet-2b"], "security_groups": ["sg-1"], "kms_key": "alias/mine",
+            "network_isolation": True, "inter_container_encryption": True, "tags": {"team": "vision"},
+            "bucket": "my-bucket", "prefix": "jobs/x", "volume_size_gb": 100,
+        },
+    )  # fmt: skip
+    aws.client("s3").create_bucket(Bucket="my-bucket")
+    sent, handle = launch(aws, spec)
+    assert sent["ResourceConfig"] == {
+        "InstanceType": "ml.c5.2xlarge", "InstanceCount": 3, "VolumeSizeInGB": 100, "VolumeKmsKeyId": "alias/mine",
+    }  # fmt: skip
+    assert sent["StoppingCondition"] == {"MaxRuntimeInSeconds": 3600, "MaxWaitTimeInSeconds": 7200}
+    assert sent["EnableManagedSpotTraining"] is True
+    assert sent["CheckpointConfig"] == {"S3Uri": "s3://ckpts/run1", "LocalPath": "/opt/ml/checkpoints"}
+    assert sent["VpcConfig"] == {"SecurityGroupIds": ["sg-1"], "Subnets": ["subnet-1a", "subnet-2b"]}
+    assert sent["OutputDataConfig"] == {"S3OutputPath": "s3://my-bucket/jobs/x/", "KmsKeyId": "alias/mine"}
+    assert sent["EnableNetworkIsolation"] is True and sent["EnableInterContainerTrafficEncryption"] is True
+    assert sent["Tags"] == [{"Key": "team", "Value": "vision"}]
+    assert sent["Environment"] == {"NCCL_DEBUG": "INFO"}
+    channels = {c["ChannelName"]: c["DataSource"]["S3DataSource"]["S3Uri"] for c in sent["InputDataConfig"]}
+    assert channels["val"] == "s3://somewhere/val/"
+    assert channels["train"].startswith("s3://my-bucket/jobs/x/inputs/data-") and channels["train"].endswith("/")
+    # Network isolation: the container cannot reach S3, so the code comes as a channel.
+    assert channels[CODE_CHANNEL] == f"s3://my-bucket/jobs/x/{handle.job_id}/source/sourcedir.tar.gz"
+    submit_dir = json.loads(sent["HyperParameters"]["sagemaker_submit_directory"])
+    assert submit_dir == f"/opt/ml/input/data/{CODE_CHANNEL}/sourcedir.tar.gz"
+    # Staged objects are encrypted with the key.
+    s3 = aws.client("s3")
+    for key in aws.object_keys("my-bucket"):
+        head = s3.head_object(Bucket="my-bucket", Key=key)
+        assert head["ServerSideEncryption"] == "aws:kms", key
+        assert head["SSEKMSKeyId"].endswith("alias/mine") or head["SSEKMSKeyId"] == "alias/mine"
+
+
+def test_kms_volume_key_is_left_out_for_instances_with_instance_storage(aws: FakeAWS, project: Path) -> None:
+    spec = spec_for(project, sagemaker={"instance_type": "ml.g5.12xlarge", "kms_key": "alias/k"})
+    request = aws.provider.render(spec)
+    assert "VolumeKmsKeyId" not in request.payload["ResourceConfig"]
+    assert request.payload["OutputDataConfig"]["KmsKeyId"] == "alias/k"
+    assert "instance storage" in request.plan["warnings"][0]
+    assert request.payload["AlgorithmSpecification"]["TrainingImage"].endswith("pytorch-training:2.5-gpu-py311")
+
+
+def test_captured_request_is_what_render_built(aws: FakeAWS, project: Path) -> None:
+    spec = spec_for(project, environment={"A": "1"})
+    rendered = aws.provider.render(spec)
+    aws.provider.submit(rendered)
+    assert aws.created == [rendered.payload]
+
+
+def test_dry_run_prints_the_request_as_yaml_redacted_and_uploads_nothing(
+    aws: FakeAWS, project: Path, data_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    spec = spec_for(project, inputs={"train": str(data_dir)},
+                    environment={"WANDB_API_KEY": "sk-live-1", "DB_PASSWORD": "hunter2", "PLAIN": "ok"})  # fmt: skip
+    assert run_job("sagemaker", spec, dry_run=True) == 0
+    out = capsys.readouterr().out
+    assert "TrainingJobName: t-" in out and "sagemaker_program" in out and "before_submit:" in out
+    assert "sk-live-1" not in out and "hunter2" not in out and "PLAIN: ok" in out
+    assert aws.buckets() == [] and aws.created == []
+
+
+# -- staging ------------------------------------------------------------------------------
+
+
+def test_staged_objects_are_byte_identical_and_unchanged_files_are_skipped(
+    aws: FakeAWS, project: Path, data_dir: Path
+) -> None:
+    spec = spec_for(project, inputs={"train": str(data_dir)})
+    sent, _ = launch(aws, spec)
+    (channel,) = [c for c in sent["InputDataConfig"] if c["ChannelName"] == "train"]
+    prefix = channel["DataSource"]["S3DataSource"]["S3Uri"]
+    local = {p.relative_to(data_dir).as_posix(): p.read_bytes() for p in data_dir.rglob("*") if p.is_file()}
+    assert len(local) == 3
+    for name, content in local.items():
+        assert aws.read(prefix + name) == content, name
+    assert any("3 uploaded" in line for line in aws.said), aws.said
+    # Launch again: the data is already there; one file changed, one removed.
+    (data_dir / "labels.csv").write_text("x,y\n3,4\n")
+    (data_dir / "train" / "a" / "2.bin").unlink()
+    aws.said.clear()
+    aws.provider.submit(aws.provider.render(spec))
+    assert any("1 uploaded" in line and "1 unchanged" in line and "1 removed" in line for line in aws.said), aws.said
+    assert aws.read(prefix + "labels.csv") == b"x,y\n3,4\n"
+    keys = aws.object_keys()
+    assert not any(k.endswith("2.bin") for k in keys)
+
+
+def test_default_bucket_is_created_private(aws: FakeAWS, project: Path) -> None:
+    launch(aws, spec_for(project))
+    assert aws.buckets() == [BUCKET]
+    block = aws.client("s3").get_public_access_block(Bucket=BUCKET)["PublicAccessBlockConfiguration"]
+    assert all(block.values())
+    assert any("created the staging bucket" in line for line in aws.said)
+
+
+def test_archive_holds_the_launcher_and_the_users_files_and_nothing_ignored(aws: FakeAWS, project: Path) -> None:
+    _, handle = launch(aws, spec_for(project))
+    members = archive_members(aws.read(f"s3://{BUCKET}/cloudddp/{handle.job_id}/source/sourcedir.tar.gz"))
+    user = sorted(n for n in members if not n.startswith("cloudddp/") and not n.startswith("cloudddp_"))
+    assert user == [".cloudddpignore", "pkg/__init__.py", "pkg/model.py", "train.py"]
+    assert members["train.py"] == (project / "train.py").read_bytes()
+    for needed in ("cloudddp_bootstrap.py", "cloudddp_job.json", "cloudddp/launcher/cli.py",
+                   "cloudddp/cluster/sagemaker.py", "cloudddp/errors.py"):  # fmt: skip
+        assert needed in members, needed
+    # The job side is standard library only: no client-side modules travel.
+    assert not any(n.startswith(("cloudddp/providers", "cloudddp/staging", "cloudddp/cli.py")) for n in members)
+
+
+# -- validation: clear errors, nothing uploaded --------------------------------------------
+
+
+def error_of(fake: FakeAWS, spec_or_call: Any) -> str:
+    with pytest.raises(CloudDDPError) as info:
+        if callable(spec_or_call):
+            spec_or_call()
+        else:
+            fake.provider.submit(fake.provider.render(spec_or_call))
+    assert fake.buckets() == [] or fake.object_keys() == [], "something was uploaded"
+    assert fake.created == []
+    return str(info.value)
+
+
+def test_no_role_is_an_error_naming_the_ways_to_give_one(aws: FakeAWS, project: Path, monkeypatch: Any) -> None:
+    monkeypatch.delenv("CLOUDDDP_SAGEMAKER_ROLE")
+    message = error_of(aws, spec_for(project))
+    assert "--role" in message and "CLOUDDDP_SAGEMAKER_ROLE" in message
+
+
+def test_a_role_that_is_not_an_arn_is_rejected(aws: FakeAWS, project: Path) -> None:
+    assert "not an IAM role ARN" in error_of(aws, spec_for(project, sagemaker={"role": "MyRole"}))
+
+
+def test_no_credentials_says_how_to_configure_them(aws: FakeAWS, project: Path, monkeypatch: Any) -> None:
+    monkeypatch.delenv("AWS_ACCESS_KEY_ID")
+    monkeypatch.delenv("AWS_SECRET_ACCESS_KEY")
+    monkeypatch.setattr(type(aws.provider), "session", lambda self, region: boto3.Session(region_name=region))
+    with pytest.raises(CloudDDPError) as info:
+        aws.provider.submit(aws.provider.render(spec_for(project)))
+    message = str(info.value)
+    assert "no AWS credentials" in message and "aws configure" in message and "AWS_ACCESS_KEY_ID" in message
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    assert aws.buckets() == [] and aws.created == []
+
+
+def test_unknown_region_is_rejected(aws: FakeAWS, project: Path) -> None:
+    message = error_of(aws, spec_for(project, sagemaker={"region": "us-middle-9"}))
+    assert "unknown AWS region 'us-middle-9'" in message and "us-east-1" in message
+
+
+def test_bucket_of_another_account_is_rejected(aws: FakeAWS, project: Path) -> None:
+    credentials = aws.client("sts").assume_role(RoleArn="arn:aws:iam::111111111111:role/x", RoleSessionName="other")
+    c = credentials["Credentials"]
+    other = boto3.client(
+        "s3", region_name=REGION, aws_access_key_id=c["AccessKeyId"], aws_secret_access_key=c["SecretAccessKey"],
+        aws_session_token=c["SessionToken"],
+    )  # fmt: skip
+    other.create_bucket(Bucket="theirs")
+    with pytest.raises(CloudDDPError, match="belongs to another account"):
+        aws.provider.submit(aws.provider.render(spec_for(project, sagemaker={"bucket": "theirs"})))
+    assert other.list_objects_v2(Bucket="theirs").get("KeyCount", 0) == 0
+    assert aws.created == []
+
+
+def test_default_bucket_name_taken_by_another_account_is_rejected(aws: FakeAWS, project: Path) -> None:
+    c = aws.client("sts").assume_role(RoleArn="arn:aws:iam::111111111111:role/x", RoleSessionName="other")
+    creds = c["Credentials"]
+    boto3.client(
+        "s3", region_name=REGION, aws_access_key_id=creds["AccessKeyId"],
+        aws_secret_access_key=creds["SecretAccessKey"], aws_session_token=creds["SessionToken"],
+    ).create_bucket(Bucket=BUCKET)  # fmt: skip
+    with pytest.raises(CloudDDPError, match="another account"):
+        aws.provider.submit(aws.provider.render(spec_for(project)))
+    assert aws.created == []
+
+
+def test_bucket_that_is_not_writable_is_a_clear_error(aws: FakeAWS, project: Path) -> None:
+    aws.client("s3").create_bucket(Bucket="read-only")
+
+    def deny(params: dict[str, Any], **_: Any) -> None:
+        raise ClientError({"Error": {"Code": "AccessDenied", "Message": "Access Denied"}}, "PutObject")
+
+    aws.session.events.register("before-call.s3.PutObject", deny)
+    with pytest.raises(CloudDDPError, match="may not write to it"):
+        aws.provider.submit(aws.provider.render(spec_for(project, sagemaker={"bucket": "read-only"})))
+    assert aws.created == []
+
+
+def test_missing_user_bucket_is_not_created(aws: FakeAWS, project: Path) -> None:
+    message = error_of(aws, spec_for(project, sagemaker={"bucket": "no-such-bucket"}))
+    assert "does not exist" in message
+
+
+@pytest.mark.parametrize(
+    ("overrides", "fragments"),
+    [
+        ({"sagemaker": {"spot": True}}, ["--spot", "--max-wait"]),
+        ({"sagemaker": {"spot": True, "max_wait": 10}, "max_runtime": 20}, ["--max-wait 10", "--max-runtime 20"]),
+        ({"sagemaker": {"instance_type": "g5.xlarge"}}, ["--instance-type 'g5.xlarge'"]),
+        ({"inputs": {"train": "/nowhere/data"}}, ["--input train='/nowhere/data'", "does not exist"]),
+        ({"inputs": {"train": "gs://bucket/x"}}, ["s3:// URIs or local folders"]),
+        ({"inputs": {CODE_CHANNEL: "s3://b/x"}}, ["cloudddp's"]),
+        ({"name": "x" * 50}, ["at most 63", "shorten `name` to at most 43"]),
+        ({"sagemaker": {"subnets": ["subnet-1"]}}, ["--security-group"]),
+        ({"environment": {"1BAD": "x"}}, ["--env '1BAD'"]),
+        ({"environment": {f"V{i}": "x" for i in range(101)}}, ["101 environment variables", "at most 100"]),
+        ({"hyperparameters": {f"h{i}": i for i in range(99)}}, ["hyperparameters", "at most 100"]),
+        ({"hyperparameters": {"big": "x" * 3000}}, ["'big'", "at most 2500"]),
+        ({"sagemaker": {"tags": {"aws:x": "1"}}}, ["--tag 'aws:x'"]),
+        ({"sagemaker": {"bucket": "s3://b"}}, ["--bucket"]),
+        ({"entry_point": "missing.py"}, ["entry_point 'missing.py' does not exist"]),
+        ({"sagemaker": {"framework_version": "1.0"}}, ["framework_version '1.0'", "--image"]),
+        ({"sagemaker": {"py_version": "py39"}}, ["py_version 'py39'"]),
+    ],
+)
+def test_invalid_jobs_fail_before_anything_is_uploaded(
+    aws: FakeAWS, project: Path, overrides: dict[str, Any], fragments: list[str]
+) -> None:
+    message = error_of(aws, spec_for(project, **overrides))
+    for fragment in fragments:
+        assert fragment in message, f"{fragment!r} not in {message!r}"
+
+
+def test_instance_count_below_one_is_rejected(aws: FakeAWS, project: Path) -> None:
+    with pytest.raises(CloudDDPError, match="nodes"):
+        spec_for(project, nodes=0)
+    with pytest.raises(CloudDDPError, match="at least 1"):
+        validation.check_instance("ml.m5.xlarge", 0)
+
+
+def test_oversized_source_is_refused_and_large_source_warned(aws: FakeAWS, project: Path, monkeypatch: Any) -> None:
+    (project / "blob.bin").write_bytes(b"\1" * 4096)
+    monkeypatch.setattr(validation, "SOURCE_MAX_BYTES", 2048)
+    message = error_of(aws, spec_for(project))
+    assert "CLOUDDDP_MAX_SOURCE_MB" in message and ".cloudddpignore" in message
+    monkeypatch.setattr(validation, "SOURCE_MAX_BYTES", 10**9)
+    monkeypatch.setattr(validation, "SOURCE_WARN_BYTES", 2048)
+    request = aws.provider.render(spec_for(project))
+    assert "every host downloads it" in request.plan["warnings"][0]
+
+
+def test_generated_job_names_follow_sagemakers_rule() -> None:
+    spec = spec_for(Path("."), name="a" * 43, entry_point="x.py")
+    name = request_module.job_name_for(spec, now=1_700_000_000.123)
+    assert name == "a" * 43 + "-20231114-221320-123" and len(name) == 63
+    assert validation.JOB_NAME.match(name)
+    for bad in ("-x", "x-", "x_y", "x" * 64, ""):
+        with pytest.raises(CloudDDPError):
+            validation.check_job_name(bad)
+
+
+def test_limits_match_botocores_service_model() -> None:
+    import botocore.session
+
+    shape = botocore.session.get_session().get_service_model("sagemaker").operation_model("CreateTrainingJob")
+    members = shape.input_shape.members
+    assert members["HyperParameters"].metadata["max"] == validation.MAX_HYPERPARAMETERS
+    assert members["HyperParameters"].key.metadata["max"] == validation.MAX_HYPERPARAMETER_KEY
+    assert members["HyperParameters"].value.metadata["max"] == validation.MAX_HYPERPARAMETER_VALUE
+    assert members["Environment"].metadata["max"] == validation.MAX_ENVIRONMENT
+    assert members["Environment"].key.metadata["max"] == validation.MAX_ENVIRONMENT_KEY
+    assert members["Environment"].value.metadata["max"] == validation.MAX_ENVIRONMENT_VALUE
+    assert members["Tags"].metadata["max"] == validation.MAX_TAGS
+    assert members["InputDataConfig"].metadata["max"] == validation.MAX_CHANNELS
+    assert members["TrainingJobName"].metadata["max"] == validation.JOB_NAME_MAX
+    algorithm = members["AlgorithmSpecification"].members
+    assert algorithm["ContainerArguments"].member.metadata["max"] == validation.MAX_CONTAINER_ARGUMENT
+    assert algorithm["TrainingImage"].metadata["max"] == validation.MAX_IMAGE_URI
+    vpc = members["VpcConfig"].members
+    assert vpc["Subnets"].metadata["max"] == validation.MAX_SUBNETS
+    assert vpc["SecurityGroupIds"].metadata["max"] == validation.MAX_SECURITY_GROUPS
+    assert members["TrainingJobName"].metadata["pattern"] in validation.JOB_NAME.pattern
+
+
+def test_cli_and_launcher_do_not_import_boto3() -> None:
+    code = "import sys, cloudddp.cli, cloudddp.launcher.cli; assert 'boto3' not in sys.modules, 'boto3 imported'"
+    subprocess.run([sys.executable, "-c", code], check=True)
