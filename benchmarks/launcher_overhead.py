@@ -1,0 +1,88 @@
+"""What cloudddp-launch costs over bare torchrun: a 2-node loopback all-reduce, both ways.
+
+Runs the same job (sources/allreduce_check.py on 2 nodes x 1 process, gloo on 127.0.0.1)
+through `python -m torch.distributed.run` and through `python -m cloudddp.launcher`,
+alternating so drift hits both alike; reports the median wall time of each and the ratio.
+
+    .venv/bin/python benchmarks/launcher_overhead.py --runs 7
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+CHECK = str(REPO / "sources" / "allreduce_check.py")
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def base_env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SM_", "SLURM_", "PET_", "CLOUDDDP_"))}
+    env["OMP_NUM_THREADS"] = "1"  # the same for both: torchrun would set 1 anyway
+    return env
+
+
+def bare_torchrun(rank: int, port: int, out: str) -> list[str]:
+    return [sys.executable, "-m", "torch.distributed.run", "--nnodes=2", f"--node-rank={rank}", "--nproc-per-node=1",
+            "--master-addr=127.0.0.1", f"--master-port={port}", CHECK, "--out-dir", out]  # fmt: skip
+
+
+def through_cloudddp(rank: int, port: int, out: str) -> list[str]:
+    return [sys.executable, "-m", "cloudddp.launcher", "--provider", "standalone", "--nnodes=2", f"--node-rank={rank}",
+            "--master-addr=127.0.0.1", f"--master-port={port}", CHECK, "--out-dir", out]  # fmt: skip
+
+
+def timed_job(make_argv) -> float:  # type: ignore[no-untyped-def]
+    port = free_port()
+    with tempfile.TemporaryDirectory() as out:
+        started = time.perf_counter()
+        procs = [subprocess.Popen(make_argv(rank, port, out), env=base_env(), cwd=REPO,
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for rank in range(2)]  # fmt: skip
+        codes = [p.wait(timeout=300) for p in procs]
+        elapsed = time.perf_counter() - started
+    if codes != [0, 0]:
+        raise SystemExit(f"a run failed with exit codes {codes}")
+    return elapsed
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--runs", type=int, default=7)
+    args = parser.parse_args()
+    timed_job(bare_torchrun)  # warm the page cache for torch's import
+    bare, ours = [], []
+    for _ in range(args.runs):
+        bare.append(timed_job(bare_torchrun))
+        ours.append(timed_job(through_cloudddp))
+    median_bare, median_ours = statistics.median(bare), statistics.median(ours)
+    print(f"runs each: {args.runs} (alternating)")
+    print(f"bare torchrun:    median {median_bare:.3f} s  (min {min(bare):.3f}, max {max(bare):.3f})")
+    print(f"cloudddp-launch:  median {median_ours:.3f} s  (min {min(ours):.3f}, max {max(ours):.3f})")
+    print(f"ratio cloudddp/bare: {median_ours / median_bare:.3f}")
+    imports = subprocess.run([sys.executable, "-X", "importtime", "-c", "import cloudddp.launcher"],
+                             capture_output=True, text=True, cwd=REPO).stderr  # fmt: skip
+    roots = {line.split("|")[-1].strip().split(".")[0] for line in imports.splitlines() if "|" in line}
+    sdks = sorted(roots & {"boto3", "botocore", "sagemaker", "oci", "kubernetes", "torch"})
+    total_us = next(int(line.split("|")[1]) for line in imports.splitlines()
+                    if "|" in line and line.split("|")[-1].strip() == "cloudddp.launcher")  # fmt: skip
+    print(
+        f"import cloudddp.launcher: cloud SDK / torch modules loaded: {sdks or 'none'}; "
+        f"cloudddp's own cumulative import time {total_us / 1000:.1f} ms"
+    )
+
+
+if __name__ == "__main__":
+    main()
