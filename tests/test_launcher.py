@@ -220,3 +220,19 @@ def test_importing_the_launcher_loads_no_cloud_sdk_and_no_client_library() -> No
     forbidden = {"boto3", "botocore", "sagemaker", "oci", "kubernetes", "torch", "pydantic", "yaml", "typer", "rich"}
     assert "cloudddp" in modules
     assert not modules & forbidden
+
+
+def test_bring_your_own_sagemaker_images_get_the_framework_variables(tmp_path: Path) -> None:
+    from cloudddp.cluster.sagemaker import framework_environment
+
+    config = tmp_path / "opt/ml/input/config"
+    config.mkdir(parents=True)
+    (config / "resourceconfig.json").write_text(json.dumps({"current_host": "algo-2", "hosts": ["algo-1", "algo-2"]}))
+    (config / "inputdataconfig.json").write_text(json.dumps({"train": {}, "val": {}}))
+    (config / "hyperparameters.json").write_text(json.dumps({"epochs": '"3"', "sagemaker_program": '"x.py"'}))
+    env = framework_environment({"SM_INPUT_CONFIG_DIR": str(config), "SM_MODEL_DIR": "/custom"})
+    assert env["SM_CHANNEL_TRAIN"] == str(tmp_path / "opt/ml/input/data/train")
+    assert json.loads(env["SM_CHANNELS"]) == ["train", "val"]
+    assert env["SM_CURRENT_HOST"] == "algo-2" and env["SM_HP_EPOCHS"] == "3"
+    assert json.loads(env["SM_HPS"]) == {"epochs": "3"}
+    assert "SM_MODEL_DIR" not in env  # already set: left alone

@@ -167,3 +167,45 @@ def hyperparameter_args(environ: Mapping[str, str]) -> list[str]:
         text = json.dumps(value) if isinstance(value, (dict, list)) else str(value)
         args += [f"--{key}", text]
     return args
+
+
+def framework_environment(environ: Mapping[str, str]) -> dict[str, str]:
+    """The SM_* variables AWS's framework containers export, derived from the config files.
+
+    Bring-your-own containers get only /opt/ml/input/config/*.json; exporting the same
+    variables there lets one training script run unchanged in both. Only variables that
+    are not set already are returned.
+    """
+    config = config_dir(environ)
+    root = config.parent.parent  # /opt/ml
+    derived: dict[str, str] = {
+        "SM_INPUT_CONFIG_DIR": str(config),
+        "SM_INPUT_DIR": str(config.parent),
+        "SM_MODEL_DIR": str(root / "model"),
+        "SM_OUTPUT_DIR": str(root / "output"),
+        "SM_OUTPUT_DATA_DIR": str(root / "output" / "data"),
+    }
+    resource = config / "resourceconfig.json"
+    if resource.is_file():
+        data, _ = read_resource_config(environ)
+        derived["SM_HOSTS"] = json.dumps(data["hosts"])
+        derived["SM_CURRENT_HOST"] = data["current_host"]
+        if data.get("network_interface_name"):
+            derived["SM_NETWORK_INTERFACE_NAME"] = data["network_interface_name"]
+    channels_file = config / "inputdataconfig.json"
+    if channels_file.is_file():
+        try:
+            channels = sorted(json.loads(channels_file.read_text() or "{}"))
+        except json.JSONDecodeError as exc:
+            raise CloudDDPError(f"sagemaker: the file {channels_file} is not valid JSON ({exc.msg}).") from None
+        derived["SM_CHANNELS"] = json.dumps(channels)
+        for channel in channels:
+            derived[f"SM_CHANNEL_{channel.upper()}"] = str(config.parent / "data" / channel)
+    hyperparameters = config / "hyperparameters.json"
+    if hyperparameters.is_file():
+        args = hyperparameter_args(environ)
+        values = dict(zip(args[::2], args[1::2], strict=True))
+        derived["SM_HPS"] = json.dumps({k[2:]: v for k, v in values.items()})
+        for key, value in values.items():
+            derived[f"SM_HP_{key[2:].upper().replace('-', '_')}"] = value
+    return {k: v for k, v in derived.items() if not environ.get(k)}

@@ -21,7 +21,7 @@ from pathlib import Path
 from cloudddp.cluster import resolve_plan
 from cloudddp.cluster.options import DetectOptions
 from cloudddp.cluster.plan import ClusterPlan, parse_int
-from cloudddp.cluster.sagemaker import hyperparameter_args
+from cloudddp.cluster.sagemaker import framework_environment, hyperparameter_args
 from cloudddp.errors import CloudDDPError
 from cloudddp.launcher.command import (
     TORCHRUN_WORDS,
@@ -177,6 +177,8 @@ def run(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = N
     print(plan.summary(), flush=True)
     if isinstance(plan.nnodes, str) or plan.nnodes > 1:
         wait_for_host(plan.master_addr, args.dns_timeout)
+    if plan.provider == "sagemaker":
+        environ = {**framework_environment(environ), **environ}  # bring-your-own images get only the files
     env = job_environment(plan, environ, local_process_count(plan.nproc_per_node, environ))
     supervisor = Supervisor(command, env, grace_period=args.grace_period)
     peers = peer_watch(plan, args, environ, supervisor)
