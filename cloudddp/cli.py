@@ -44,6 +44,19 @@ def pairs(values: list[str] | None, flag: str) -> dict[str, str]:
     return result
 
 
+def scalar(text: str) -> str | int | float | bool:
+    """`-H epochs=2` means the number 2, `-H aug=true` a boolean; anything else stays text."""
+    lowered = text.lower()
+    if lowered in ("true", "false"):
+        return lowered == "true"
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    return text
+
+
 def split_entry_point(script: str, source_dir: str | None) -> tuple[str, str]:
     """`sources/train.py` -> ("sources", "train.py") unless --source-dir says otherwise."""
     if source_dir is None:
@@ -70,6 +83,7 @@ def drop_none(values: dict[str, Any]) -> dict[str, Any]:
 
 @app.command(context_settings={"help_option_names": ["-h", "--help"]})
 def launch(
+    ctx: typer.Context,
     script: Annotated[
         str | None, typer.Argument(help="training script (or module with -m)", show_default=False)
     ] = None,
@@ -131,6 +145,9 @@ def launch(
     auth: Annotated[
         str | None, typer.Option(help="api_key, resource_principal or instance_principal", rich_help_panel=OCI)
     ] = None,
+    compose: Annotated[
+        bool, typer.Option("--compose", help="print a docker-compose file (local test)", rich_help_panel=OCI)
+    ] = False,
 ) -> None:
     """Launch a training job.
 
@@ -161,7 +178,7 @@ def launch(
     overrides.update(
         name=name, nodes=nodes, nproc_per_node=nproc, output=output, checkpoint=checkpoint,
         max_runtime=max_runtime, inputs=pairs(input, "--input"), environment=pairs(env, "--env"),
-        hyperparameters=pairs(hyperparameter, "--hyperparameter"),
+        hyperparameters={k: scalar(v) for k, v in pairs(hyperparameter, "--hyperparameter").items()},
         local={"emulate": emulate, "runs_dir": runs_dir},
         sagemaker={
             "region": region, "instance_type": instance_type, "role": role, "image": image,
@@ -187,8 +204,25 @@ def launch(
     spec = load_spec(file, overrides) if file is None or file.suffix in (".yaml", ".yml", ".json") else None
     if spec is None:
         raise CloudDDPError(f"--file {str(file)!r}: expected a .yaml job spec.")
+    if compose:
+        if provider != "oci":
+            raise CloudDDPError("render --compose writes the OCI (Oracle ADS) local test: use it with --provider oci.")
+        from cloudddp.providers.oci.compose import compose_yaml
+
+        print(compose_yaml(spec), end="")
+        raise typer.Exit(0)
+    dry_run = dry_run or ctx.info_name == "render"
     code = run_job(provider, spec, dry_run=dry_run, wait=wait, logs=logs, stop_on_interrupt=stop_on_interrupt)
     raise typer.Exit(code)
+
+
+RENDER_HELP = """Print what `launch` would send, submitting nothing (launch's --dry-run); takes every launch option.
+
+  cloudddp render -p oci -f train.yaml
+
+  cloudddp render -p oci --compose -f train.yaml > docker-compose.yaml   (the Oracle ADS local test)
+"""
+app.command("render", help=RENDER_HELP, context_settings={"help_option_names": ["-h", "--help"]})(launch)
 
 
 @app.command()
@@ -246,21 +280,10 @@ def demo_data(
 
 
 def main() -> None:
+    """The console script: usage errors are click's (exit 2); ours are one paragraph, exit 2."""
     try:
-        app(standalone_mode=False)
+        app()
     except CloudDDPError as exc:
         # The message may hold brackets (JSON, hostlists): print it as plain text, not markup.
         err.print(Text.assemble(("error: ", "bold red"), str(exc)))
         sys.exit(exc.exit_code)
-    except typer.Exit as exc:
-        sys.exit(exc.exit_code)
-    except typer.Abort:
-        err.print("aborted")
-        sys.exit(130)
-    except Exception as exc:  # click usage errors arrive here in non-standalone mode
-        import click
-
-        if isinstance(exc, click.ClickException):
-            exc.show()
-            sys.exit(2)
-        raise

@@ -1,0 +1,169 @@
+"""Credentials for the oci SDK clients: a config-file profile, resource or instance principal.
+
+- api_key (default): a profile of `~/.oci/config` (or `oci.config_file`, or the
+  `OCI_CONFIG_FILE` environment variable when the spec keeps the default path); the key
+  file and its passphrase stay on this machine and are never printed.
+- resource_principal: inside OCI (a notebook session, a job run, a function); needs
+  OCI_RESOURCE_PRINCIPAL_VERSION, which the service sets.
+- instance_principal: on an OCI compute instance in a dynamic group.
+
+The region comes from the spec, else the profile or principal, else OCI_REGION. Errors
+name the file, profile and field; they never contain key material.
+"""
+
+from __future__ import annotations
+
+import configparser
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import oci
+
+from cloudddp.errors import CloudDDPError
+from cloudddp.spec import OCISettings
+
+DEFAULT_CONFIG_FILE = "~/.oci/config"
+
+
+@dataclass
+class Credentials:
+    """What every client constructor takes: `config` (may be {} for principals) and `signer`."""
+
+    config: dict[str, Any]
+    signer: Any
+    region: str | None
+    kind: str
+    # Shown to people: where the credentials came from, never what they are.
+    origin: str = ""
+
+    def client_kwargs(self) -> dict[str, Any]:
+        kwargs: dict[str, Any] = {"config": dict(self.config), "signer": self.signer}
+        if self.region:
+            kwargs["config"]["region"] = self.region
+        return kwargs
+
+
+def config_path(settings: OCISettings, environ: Mapping[str, str]) -> Path:
+    chosen = settings.config_file
+    if chosen == DEFAULT_CONFIG_FILE and environ.get("OCI_CONFIG_FILE"):
+        chosen = environ["OCI_CONFIG_FILE"]
+    return Path(os.path.expanduser(chosen))
+
+
+def check_profile(path: Path, profile: str) -> None:
+    """The profile exists and its key file is there: the SDK's own messages for these are vaguer."""
+    parser = configparser.ConfigParser(interpolation=None)
+    try:
+        parser.read(path)
+    except configparser.Error as exc:
+        raise CloudDDPError(f"the OCI config file {str(path)!r} is not a valid config file: {exc.message}") from None
+    if profile == "DEFAULT":
+        values: Mapping[str, str] | None = parser.defaults() or None
+    else:
+        values = parser[profile] if parser.has_section(profile) else None
+    if values is None:
+        present = (["DEFAULT"] if parser.defaults() else []) + parser.sections()
+        raise CloudDDPError(
+            f"the OCI config file {str(path)!r} has no profile [{profile}] (oci.profile, --profile); "
+            f"it has: {', '.join(f'[{p}]' for p in present) or 'none'}."
+        )
+    key_file = values.get("key_file")
+    if key_file and not Path(os.path.expanduser(key_file)).is_file():
+        raise CloudDDPError(
+            f"the OCI config file {str(path)!r}, profile [{profile}]: key_file {key_file!r} does not exist."
+        )
+
+
+def from_config_file(settings: OCISettings, environ: Mapping[str, str]) -> Credentials:
+    path = config_path(settings, environ)
+    profile = settings.profile
+    if not path.is_file():
+        raise CloudDDPError(
+            f"the OCI config file {str(path)!r} does not exist (oci.config_file, --config-file). Create it with "
+            f"`oci setup config` (https://docs.oracle.com/en-us/iaas/Content/API/Concepts/sdkconfig.htm), or use "
+            f"--auth resource_principal inside OCI."
+        )
+    check_profile(path, profile)
+    try:
+        config = oci.config.from_file(str(path), profile)
+    except oci.exceptions.ProfileNotFound:
+        raise CloudDDPError(
+            f"the OCI config file {str(path)!r} has no profile [{profile}] (oci.profile, --profile)."
+        ) from None
+    except (oci.exceptions.ClientError, ValueError) as exc:
+        raise CloudDDPError(f"the OCI config file {str(path)!r}, profile [{profile}], cannot be read: {exc}") from None
+    if settings.region:
+        config["region"] = settings.region
+    elif not config.get("region") and environ.get("OCI_REGION"):
+        config["region"] = environ["OCI_REGION"]
+    try:
+        oci.config.validate_config(config)
+    except oci.exceptions.InvalidConfig as exc:
+        problems = exc.args[0] if exc.args and isinstance(exc.args[0], dict) else {}
+        listed = ", ".join(f"{k} is {v}" for k, v in problems.items()) or str(exc)
+        raise CloudDDPError(f"the OCI config file {str(path)!r}, profile [{profile}]: {listed}.") from None
+    key_file = Path(os.path.expanduser(str(config.get("key_file") or "")))
+    if not config.get("key_content") and not key_file.is_file():
+        raise CloudDDPError(
+            f"the OCI config file {str(path)!r}, profile [{profile}]: key_file {str(key_file)!r} does not exist."
+        )
+    try:
+        signer = oci.signer.Signer.from_config(config)
+    except oci.exceptions.MissingPrivateKeyPassphrase:
+        raise CloudDDPError(
+            f"the OCI API key {str(key_file)!r} (profile [{profile}] of {str(path)!r}) is encrypted; add its "
+            f"pass_phrase to the profile."
+        ) from None
+    except (oci.exceptions.InvalidPrivateKey, ValueError, TypeError):
+        raise CloudDDPError(
+            f"the OCI API key {str(key_file)!r} (profile [{profile}] of {str(path)!r}) is not a readable PEM private "
+            f"key, or its pass_phrase is wrong."
+        ) from None
+    return Credentials(
+        config=config, signer=signer, region=config.get("region"), kind="api_key",
+        origin=f"profile [{profile}] of {path}",
+    )  # fmt: skip
+
+
+def from_resource_principal(settings: OCISettings, environ: Mapping[str, str]) -> Credentials:
+    if not environ.get("OCI_RESOURCE_PRINCIPAL_VERSION"):
+        raise CloudDDPError(
+            "oci.auth=resource_principal works inside OCI only (notebook sessions, job runs, functions): "
+            "OCI_RESOURCE_PRINCIPAL_VERSION is not set here. Use --auth api_key with ~/.oci/config."
+        )
+    try:
+        signer = oci.auth.signers.get_resource_principals_signer()
+    except Exception as exc:  # the SDK raises several unrelated types here
+        raise CloudDDPError(f"cannot get a resource principal token: {type(exc).__name__}: {exc}") from None
+    region = settings.region or getattr(signer, "region", None) or environ.get("OCI_REGION")
+    return Credentials(config={}, signer=signer, region=region, kind="resource_principal", origin="resource principal")
+
+
+def from_instance_principal(settings: OCISettings, environ: Mapping[str, str]) -> Credentials:
+    try:
+        signer = oci.auth.signers.InstancePrincipalsSecurityTokenSigner()
+    except Exception as exc:  # metadata service unreachable, not in a dynamic group, ...
+        raise CloudDDPError(
+            "oci.auth=instance_principal: cannot get a token from the instance metadata service "
+            f"({type(exc).__name__}); this works only on an OCI compute instance in a dynamic group."
+        ) from None
+    region = settings.region or getattr(signer, "region", None) or environ.get("OCI_REGION")
+    return Credentials(config={}, signer=signer, region=region, kind="instance_principal", origin="instance principal")
+
+
+def load_credentials(settings: OCISettings, environ: Mapping[str, str] | None = None) -> Credentials:
+    environ = os.environ if environ is None else environ
+    loaders = {
+        "api_key": from_config_file,
+        "resource_principal": from_resource_principal,
+        "instance_principal": from_instance_principal,
+    }
+    credentials = loaders[settings.auth](settings, environ)
+    if not credentials.region:
+        raise CloudDDPError(
+            f"no OCI region: set oci.region (--region), a region in {credentials.origin}, or OCI_REGION."
+        )
+    return credentials

@@ -1,0 +1,382 @@
+"""`--provider oci`: OCI Data Science native multi-node jobs through the `oci` SDK.
+
+`render` builds CreateJobDetails/CreateJobRunDetails (request.py) and touches nothing:
+no credentials, no client, no upload. `submit` loads credentials first (so a bad config
+fails before anything is uploaded), stages the source archive and local inputs to the
+work dir (staging/oci_store.py), then calls `create_job` once and `create_job_run` once.
+`status`, `logs`, `cancel` take a job run OCID (a job OCID means its newest run;
+"latest" means the newest cloudddp run in the compartment).
+
+The service endpoint can be pointed elsewhere (a private endpoint, or the tests'
+loopback server) with `service_endpoint=` or CLOUDDDP_OCI_SERVICE_ENDPOINT.
+"""
+
+from __future__ import annotations
+
+import copy
+import datetime as dt
+import os
+import re
+import tempfile
+import time
+import uuid
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import oci
+import yaml
+
+from cloudddp.errors import CloudDDPError
+from cloudddp.providers.base import JobHandle, JobRequest, JobStatus, Provider
+from cloudddp.providers.oci import auth, logs, request, validation
+from cloudddp.redact import redact
+from cloudddp.spec import JobSpec, OCISettings
+from cloudddp.staging.archive import pack_source
+from cloudddp.staging.oci_store import PART_SIZE, OCIStager
+
+ENDPOINT_VARIABLE = "CLOUDDDP_OCI_SERVICE_ENDPOINT"
+# The OCI CLI's variables, honoured where the spec leaves a setting at its default.
+CLI_VARIABLES = {"profile": "OCI_CLI_PROFILE", "config_file": "OCI_CLI_CONFIG_FILE", "auth": "OCI_CLI_AUTH",
+                 "region": "OCI_CLI_REGION"}  # fmt: skip
+STATES = {
+    "ACCEPTED": "PENDING",
+    "IN_PROGRESS": "RUNNING",
+    "NEEDS_ATTENTION": "RUNNING",
+    "CANCELING": "STOPPING",
+    "SUCCEEDED": "SUCCEEDED",
+    "FAILED": "FAILED",
+    "CANCELED": "STOPPED",
+    "DELETED": "STOPPED",
+}
+TERMINAL = ("SUCCEEDED", "FAILED", "CANCELED", "DELETED")
+DEFAULT_POLL = 3.0  # seconds between get_job_run/search_logs calls while following (ADS uses 3)
+
+
+@dataclass
+class OCIJobRequest(JobRequest):
+    """The printable request plus the model objects `submit` sends."""
+
+    parts: request.Parts | None = field(default=None, repr=False)
+
+    def to_yaml(self) -> str:
+        """As the base class prints it, with the node script as a readable `|` block."""
+        document: dict[str, Any] = {"provider": self.provider, "name": self.name, "request": self.payload}
+        if self.plan:
+            document["before_submit"] = self.plan
+        return yaml.dump(redact(document), Dumper=BlockDumper, sort_keys=False, default_flow_style=False)
+
+    to_yaml_redacted = to_yaml
+
+
+class BlockDumper(yaml.SafeDumper):
+    """Multi-line strings as literal blocks."""
+
+
+def _block_strings(dumper: yaml.SafeDumper, value: str) -> yaml.Node:
+    style = "|" if "\n" in value else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
+
+
+BlockDumper.add_representer(str, _block_strings)
+
+
+@dataclass
+class Clients:
+    data_science: Any
+    object_storage: Any
+    log_search: Any
+    credentials: auth.Credentials
+
+
+def effective_settings(settings: OCISettings, environ: Mapping[str, str]) -> OCISettings:
+    """Settings the spec left at their defaults, taken from the OCI CLI's variables if set."""
+    updates = {
+        name: environ[variable]
+        for name, variable in CLI_VARIABLES.items()
+        if name not in settings.model_fields_set and environ.get(variable)
+    }
+    if "auth" in updates and updates["auth"] not in ("api_key", "resource_principal", "instance_principal"):
+        raise CloudDDPError(
+            f"OCI_CLI_AUTH={updates['auth']!r}: cloudddp supports api_key, resource_principal or instance_principal."
+        )
+    return settings.model_copy(update=updates) if updates else settings
+
+
+def service_error(exc: oci.exceptions.ServiceError, call: str) -> CloudDDPError:
+    hint = ""
+    if exc.status in (401, 403):
+        hint = " Check the credentials (profile, key) and that your policies allow managing data-science-family."
+    elif exc.status == 404:
+        hint = " The OCID may be wrong, in another region, or not visible to you."
+    message = str(exc.message or "").rstrip(".")
+    return CloudDDPError(f"OCI refused {call}: {exc.status} {exc.code}: {message}.{hint}")
+
+
+def describe_nodes(run: Any) -> dict[str, str]:
+    nodes = {}
+    for group in getattr(run, "node_group_details_list", None) or []:
+        details = f" ({group.lifecycle_details})" if group.lifecycle_details else ""
+        nodes[group.name] = f"{group.lifecycle_state}{details}"
+    return nodes
+
+
+class OCIProvider(Provider):
+    name = "oci"
+    interrupt_stops = False  # Ctrl-C asks before cancelling a cloud job
+
+    def __init__(
+        self,
+        service_endpoint: str | None = None,
+        environ: Mapping[str, str] | None = None,
+        poll: float | None = None,
+        log_grace: float = 90.0,
+        part_size: int = PART_SIZE,
+        settings: OCISettings | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self.environ = os.environ if environ is None else environ
+        self.service_endpoint = service_endpoint or self.environ.get(ENDPOINT_VARIABLE) or None
+        self.poll = DEFAULT_POLL if poll is None else poll
+        self.log_grace, self.part_size = log_grace, part_size
+        self.default_settings = settings or OCISettings()
+        self.sleep = sleep
+        self._clients: dict[str, Clients] = {}
+        self.timings: dict[str, float] = {}
+
+    # -- clients ------------------------------------------------------------------------
+    def clients(self, settings: OCISettings | None = None) -> Clients:
+        chosen = effective_settings(settings or self.default_settings, self.environ)
+        key = chosen.model_dump_json()
+        if key not in self._clients:
+            credentials = auth.load_credentials(chosen, self.environ)
+            kwargs = credentials.client_kwargs()
+            if self.service_endpoint:
+                kwargs["service_endpoint"] = self.service_endpoint
+            retry = oci.retry.DEFAULT_RETRY_STRATEGY
+            self._clients[key] = Clients(
+                data_science=oci.data_science.DataScienceClient(retry_strategy=retry, **kwargs),
+                object_storage=oci.object_storage.ObjectStorageClient(**kwargs),
+                log_search=oci.loggingsearch.LogSearchClient(retry_strategy=retry, **kwargs),
+                credentials=credentials,
+            )
+        return self._clients[key]
+
+    # -- render / submit ----------------------------------------------------------------
+    def render(self, spec: JobSpec) -> OCIJobRequest:
+        parts = request.build(spec, self.environ)
+        payload = {
+            "create_job": oci.util.to_dict(parts.create_job),
+            "create_job_run": oci.util.to_dict(parts.create_job_run),
+        }
+        return OCIJobRequest(
+            provider=self.name, name=parts.create_job_run.display_name, payload=payload, spec=spec,
+            plan=request.describe_plan(parts), parts=parts,
+        )  # fmt: skip
+
+    def submit(self, job_request: JobRequest) -> JobHandle:
+        parts = getattr(job_request, "parts", None) or request.build(job_request.spec, self.environ)
+        spec = job_request.spec
+        started = time.perf_counter()
+        clients = self.clients(spec.oci)  # credentials first: a bad config fails before any upload
+        self.default_settings = spec.oci  # status/logs/cancel of this job use the same credentials
+        stager = OCIStager(clients.object_storage, parts.namespace, parts.bucket, part_size=self.part_size)
+        with tempfile.TemporaryDirectory(prefix="cloudddp-oci-") as scratch:
+            for upload in parts.uploads:
+                if upload.kind == "archive":
+                    archive = Path(scratch) / request.ARCHIVE_NAME
+                    pack_source(upload.local, archive, parts.job_config)
+                    stager.stage_path(archive, upload.prefix)
+                else:
+                    stager.stage_path(upload.local, upload.prefix)
+        self.timings["staged"] = time.perf_counter() - started
+        data_science = clients.data_science
+        try:
+            job = data_science.create_job(parts.create_job, opc_retry_token=uuid.uuid4().hex).data
+        except oci.exceptions.ServiceError as exc:
+            raise service_error(exc, "create_job") from None
+        self.wait_for_job(data_science, job)
+        run_details = copy.deepcopy(parts.create_job_run)
+        run_details.job_id = job.id
+        try:
+            run = data_science.create_job_run(run_details, opc_retry_token=uuid.uuid4().hex).data
+        except oci.exceptions.ServiceError as exc:
+            error = service_error(exc, "create_job_run")
+            raise CloudDDPError(f"{error} The job {job.id} was created; its run was not.") from None
+        self.timings["created"] = time.perf_counter() - started
+        region = clients.credentials.region
+        return JobHandle(
+            provider=self.name,
+            job_id=run.id,
+            details={"job_id": job.id, "output": parts.output_uri,
+                     "console": f"https://cloud.oracle.com/data-science/job-runs/{run.id}?region={region}"},
+        )  # fmt: skip
+
+    def wait_for_job(self, data_science: Any, job: Any, timeout: float = 120.0) -> None:
+        """A job is usable once ACTIVE; container jobs usually are at once."""
+        deadline = time.monotonic() + timeout
+        state = job.lifecycle_state
+        while state == "CREATING":
+            state = data_science.get_job(job.id).data.lifecycle_state
+            if state != "CREATING":
+                break
+            if time.monotonic() > deadline:
+                raise CloudDDPError(f"the job {job.id} is still CREATING after {timeout:g} s.")
+            self.sleep(0.5)
+        if state != "ACTIVE":
+            raise CloudDDPError(f"the job {job.id} is {state}, not ACTIVE: {getattr(job, 'lifecycle_details', '')}")
+
+    # -- follow-up calls ----------------------------------------------------------------
+    def resolve_run_id(self, job_id: str) -> str:
+        """A job run OCID from a job run OCID, a job OCID (its newest run) or "latest"."""
+        data_science = self.clients().data_science
+        if job_id == "latest":
+            compartment, _ = request.first_set(None, self.environ, request.COMPARTMENT_VARIABLES)
+            validation.check_ocid(
+                "compartment_id", compartment, required=True,
+                hint=f" to find the latest run: set {' or '.join(request.COMPARTMENT_VARIABLES)}",
+            )  # fmt: skip
+            runs = self.list_runs(compartment_id=str(compartment))
+            tagged = [r for r in runs if (r.freeform_tags or {}).get(request.NODES_TAG)]
+            if not tagged:
+                raise CloudDDPError(f"no cloudddp job runs in compartment {compartment}.")
+            return str(tagged[0].id)
+        match = validation.OCID.fullmatch(job_id)
+        if match and match["type"] == "datasciencejob":
+            try:
+                job = data_science.get_job(job_id).data
+            except oci.exceptions.ServiceError as exc:
+                raise service_error(exc, "get_job") from None
+            runs = self.list_runs(compartment_id=job.compartment_id, job_id=job_id)
+            if not runs:
+                raise CloudDDPError(f"the job {job_id} has no runs.")
+            return str(runs[0].id)
+        validation.check_ocid("job_run_id", job_id, required=True)
+        return job_id
+
+    def list_runs(self, **filters: Any) -> list[Any]:
+        try:
+            response = self.clients().data_science.list_job_runs(
+                sort_by="timeCreated", sort_order="DESC", limit=50, **filters
+            )
+        except oci.exceptions.ServiceError as exc:
+            raise service_error(exc, "list_job_runs") from None
+        return list(response.data)
+
+    def get_run(self, run_id: str) -> Any:
+        try:
+            return self.clients().data_science.get_job_run(run_id).data
+        except oci.exceptions.ServiceError as exc:
+            raise service_error(exc, "get_job_run") from None
+
+    def to_status(self, run: Any) -> JobStatus:
+        details = run.lifecycle_details or ""
+        exit_code = None
+        match = re.search(r"exit code (\d+)", details)
+        if match:
+            exit_code = int(match.group(1))
+        return JobStatus(
+            job_id=run.id, state=STATES.get(run.lifecycle_state, "RUNNING"),
+            reason=f"{run.lifecycle_state}: {details}" if details else run.lifecycle_state,
+            exit_code=exit_code, nodes=describe_nodes(run),
+            artifacts=(run.freeform_tags or {}).get(request.OUTPUT_TAG),
+        )  # fmt: skip
+
+    def status(self, job_id: str) -> JobStatus:
+        return self.to_status(self.get_run(self.resolve_run_id(job_id)))
+
+    def cancel(self, job_id: str) -> None:
+        run_id = self.resolve_run_id(job_id)
+        if self.get_run(run_id).lifecycle_state in TERMINAL:
+            return
+        try:
+            # No retries: the default strategy retries 409 IncorrectState (a run that just ended) for minutes.
+            self.clients().data_science.cancel_job_run(run_id, retry_strategy=oci.retry.NoneRetryStrategy())
+        except oci.exceptions.ServiceError as exc:
+            if exc.status == 409:
+                return  # already finished or already canceling
+            raise service_error(exc, "cancel_job_run") from None
+
+    def status_line(self, run: Any) -> str:
+        nodes = ", ".join(f"{name}: {state}" for name, state in describe_nodes(run).items())
+        details = f" - {run.lifecycle_details}" if run.lifecycle_details else ""
+        return f"[oci] job run {run.lifecycle_state}{details}" + (f" (node groups: {nodes})" if nodes else "")
+
+    def logs(self, job_id: str, follow: bool = False) -> Iterator[str]:
+        run_id = self.resolve_run_id(job_id)
+        run = self.get_run(run_id)
+        log_details = run.log_details
+        if not log_details or not log_details.log_id:
+            yield "[oci] logging is off for this job run (no log group); showing its state only"
+            yield from self.states_only(run, follow)
+            return
+        query = logs.search_query(run.compartment_id, log_details.log_group_id, log_details.log_id, run_id)
+        search = logs.LogSearch(self.clients().log_search, query)
+        accepted = run.time_accepted or logs.utc_now()
+        start = accepted - dt.timedelta(minutes=1)  # clock skew between us and the service
+        try:
+            if not follow:
+                for record in sorted(search.window(start, logs.utc_now()), key=lambda r: r.time):
+                    yield record.line()
+                return
+            yield from self.follow(run, logs.LogFollower(search, start))
+        except oci.exceptions.ServiceError as exc:
+            raise service_error(exc, "search_logs") from None
+
+    def states_only(self, run: Any, follow: bool) -> Iterator[str]:
+        last = ""
+        while True:
+            line = self.status_line(run)
+            if line != last:
+                yield line
+                last = line
+            if not follow or run.lifecycle_state in TERMINAL:
+                return
+            self.sleep(self.poll)
+            run = self.get_run(run.id)
+
+    def follow(self, run: Any, follower: logs.LogFollower) -> Iterator[str]:
+        nodes = int((run.freeform_tags or {}).get(request.NODES_TAG, "0") or 0)
+        finished: dict[int, int] = {}
+        last_status = ""
+        while True:
+            run = self.get_run(run.id)
+            line = self.status_line(run)
+            if line != last_status:
+                yield line
+                last_status = line
+            for record in follower.poll():
+                yield record.line()
+                ended = logs.exit_code_of(record.message)
+                if ended:
+                    finished[ended[0]] = ended[1]
+            if run.lifecycle_state in TERMINAL:
+                if (nodes and len(finished) >= nodes) or run.time_started is None:
+                    return  # every node wrote its last line, or no node ever started
+                finished_at = run.time_finished or logs.utc_now()
+                if logs.utc_now() - finished_at > dt.timedelta(seconds=self.log_grace):
+                    missing = [str(r) for r in range(nodes) if r not in finished]
+                    if missing:
+                        yield (f"[oci] no final log line from node(s) {', '.join(missing)} within "
+                               f"{self.log_grace:g} s of the end; `cloudddp logs {run.id} -p oci` shows late lines")  # fmt: skip
+                    return
+            self.sleep(self.poll)
+
+    def fetch_artifacts(self, job_id: str, destination: str | Path) -> Path:
+        """Download the run's output folder (node 0's model folder) into `destination`."""
+        current = self.status(job_id)
+        if not current.artifacts:
+            raise CloudDDPError(f"the job run {current.job_id} has no {request.OUTPUT_TAG} tag: not a cloudddp run?")
+        bucket, namespace, prefix = validation.parse_work_dir(current.artifacts, "the run's output")
+        stager = OCIStager(self.clients().object_storage, namespace, bucket)
+        files = stager.download_prefix(prefix, destination)
+        if not files:
+            raise CloudDDPError(
+                f"{current.artifacts} is empty (the job run is {current.state}); node 0 writes it when it exits."
+            )
+        return Path(destination)
+
+
+def create(**options: Any) -> OCIProvider:
+    return OCIProvider(**options)

@@ -1,0 +1,328 @@
+"""The CreateJobDetails / CreateJobRunDetails a JobSpec becomes: pure, no client, no upload.
+
+One multi-node job with one node group of `nodes` replicas, an OCIR container, and one
+job run. How the user's code and data reach the nodes (all through one Object Storage
+mount of the work dir, so the container needs no SDK and no credentials):
+
+    oci://bucket@namespace/<prefix>/<name>/         mounted at /mnt/cloudddp
+      runs/<stamp>/sourcedir.tar.gz                 pack_source(): script + bundled launcher
+      runs/<stamp>/output/                          node 0's model folder, logs/node-<rank>.log
+      inputs/<channel>/                             local input folders, staged (MD5-skipped)
+
+`oci://` inputs, an `oci://` output and an `oci://` checkpoint get a mount each. Every
+node runs `NODE_SCRIPT` (POSIX sh): unpack the archive onto the node's block volume, run
+`cloudddp_bootstrap.py` (the launcher reads NODE_RANK, INITIAL_CLUSTER_SIZE and the
+cluster metadata file), prefix every output line with `[node-<rank>]` so the logs say
+which node wrote them, forward SIGTERM, and at exit, failed or not, copy its own log to
+`output/logs/node-<rank>.log` (readable even with OCI Logging off) and, on node 0, the
+model folder to the output mount. There is no sleep at exit.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from cloudddp.errors import CloudDDPError
+from cloudddp.providers.oci import validation
+from cloudddp.spec import JobSpec
+
+MOUNT_ROOT = "/mnt"
+WORK_MOUNT = "cloudddp"
+NODE_GROUP = "cloudddp"
+ARCHIVE_NAME = "sourcedir.tar.gz"
+DEFAULT_FLEX_OCPUS = 2.0
+DEFAULT_FLEX_MEMORY_GB = 32.0
+COMPARTMENT_VARIABLES = ("NB_SESSION_COMPARTMENT_OCID", "CLOUDDDP_OCI_COMPARTMENT_ID")
+PROJECT_VARIABLES = ("PROJECT_OCID", "CLOUDDDP_OCI_PROJECT_ID")
+OUTPUT_TAG = "cloudddp-output"
+NODES_TAG = "cloudddp-nodes"
+RUN_ID_PLACEHOLDER = "<id returned by create_job>"
+
+# What every node runs (entrypoint ["/bin/sh", "-c", NODE_SCRIPT, "cloudddp-node"], the
+# script's arguments as cmd). POSIX sh, so any image with python3 and torch works.
+# CLOUDDDP_NODE_ROOT (default: the job's block volume at /home/datascience) is node-local
+# scratch: the unpacked source, the model and checkpoint folders.
+NODE_SCRIPT = r"""root="${CLOUDDDP_NODE_ROOT:-/home/datascience/cloudddp}"
+mkdir -p "$root" 2>/dev/null || root="${TMPDIR:-/tmp}/cloudddp"
+rank="${NODE_RANK:-0}"
+say() { printf '[node-%s] cloudddp: %s\n' "$rank" "$*"; }
+export PYTHONUNBUFFERED=1 CLOUDDDP_MODEL_DIR="${CLOUDDDP_MODEL_DIR:-$root/model}"
+export CLOUDDDP_CHECKPOINT_DIR="${CLOUDDDP_CHECKPOINT_DIR:-$root/checkpoints}"
+mkdir -p "$root/code" "$CLOUDDDP_MODEL_DIR" "$CLOUDDDP_CHECKPOINT_DIR" || exit 2
+tar -xzf "$CLOUDDDP_SOURCE" -C "$root/code" || { say "cannot unpack $CLOUDDDP_SOURCE (is the Object Storage mount there?)"; exit 2; }
+py="$(command -v python3 || command -v python)" || { say "the image has no python3"; exit 2; }
+fifo="$root/output.fifo"; rm -f "$fifo"; mkfifo "$fifo" || exit 2
+while IFS= read -r line || [ -n "$line" ]; do printf '[node-%s] %s\n' "$rank" "$line"; printf '%s\n' "$line" >&3; done < "$fifo" 3>>"$root/node.log" & reader=$!
+cd "$root/code" || exit 2
+"$py" cloudddp_bootstrap.py "$@" > "$fifo" 2>&1 & child=$!
+trap 'kill -TERM "$child" 2>/dev/null' TERM INT
+wait "$child"; code=$?
+while kill -0 "$child" 2>/dev/null; do wait "$child"; code=$?; done
+wait "$reader"
+if [ -n "${CLOUDDDP_OUTPUT_DIR:-}" ]; then
+  mkdir -p "$CLOUDDDP_OUTPUT_DIR/logs" && cp "$root/node.log" "$CLOUDDDP_OUTPUT_DIR/logs/node-$rank.log" || say "could not copy this node's log to $CLOUDDDP_OUTPUT_DIR/logs"
+  if [ "$rank" = 0 ]; then
+    if cp -R "$CLOUDDDP_MODEL_DIR/." "$CLOUDDDP_OUTPUT_DIR/"; then say "copied the model folder to $CLOUDDDP_OUTPUT_DIR"; else say "could not copy the model folder to $CLOUDDDP_OUTPUT_DIR"; fi
+  fi
+fi
+say "node $rank exited with code $code"
+exit "$code"
+"""
+# The last line every node writes; logs.py stops following once each node has written it.
+EXIT_MARKER = r"cloudddp: node (\d+) exited with code (-?\d+)"
+
+
+@dataclass
+class Mount:
+    """An Object Storage mount: `bucket@namespace/prefix` at /mnt/<directory>."""
+
+    directory: str
+    bucket: str
+    namespace: str
+    prefix: str
+
+    @property
+    def path(self) -> str:
+        return f"{MOUNT_ROOT}/{self.directory}"
+
+    @property
+    def uri(self) -> str:
+        return f"oci://{self.bucket}@{self.namespace}/{self.prefix}".rstrip("/")
+
+
+@dataclass
+class Upload:
+    """A local folder `submit` puts under `prefix/` of the work-dir bucket (the source as one archive)."""
+
+    local: str
+    prefix: str
+    kind: str  # "archive" or "folder"
+
+
+@dataclass
+class Parts:
+    """Everything `submit` needs besides credentials; `render` builds it, nothing else."""
+
+    create_job: Any  # oci.data_science.models.CreateJobDetails
+    create_job_run: Any  # oci.data_science.models.CreateJobRunDetails (job_id filled in by submit)
+    bucket: str
+    namespace: str
+    uploads: list[Upload]
+    job_config: dict[str, Any]
+    output_uri: str
+    logging: bool
+    settings_origin: dict[str, str] = field(default_factory=dict)
+
+
+def first_set(spec_value: str | None, environ: Mapping[str, str], names: tuple[str, ...]) -> tuple[str | None, str]:
+    if spec_value:
+        return spec_value, "spec"
+    for name in names:
+        if environ.get(name):
+            return environ[name], name
+    return None, ""
+
+
+def mount_for(uri: str, directory: str, field_name: str) -> Mount:
+    bucket, namespace, prefix = validation.parse_work_dir(uri, field_name)
+    return Mount(directory=directory, bucket=bucket, namespace=namespace, prefix=prefix)
+
+
+def runtime_minutes(seconds: int) -> int:
+    return max(1, math.ceil(seconds / 60))
+
+
+def validate_locals(spec: JobSpec) -> None:
+    source = Path(spec.source_dir)
+    if not source.is_dir():
+        raise CloudDDPError(f"source_dir {spec.source_dir!r} is not a folder.")
+    if not spec.module and not spec.entry_path().is_file():
+        raise CloudDDPError(
+            f"entry_point {spec.entry_point!r} does not exist in source_dir {spec.source_dir!r} "
+            f"(looked for {spec.entry_path()})."
+        )
+    for channel, where in spec.inputs.items():
+        if "://" in where:
+            if not where.startswith("oci://"):
+                raise CloudDDPError(f"inputs.{channel}={where!r}: OCI jobs read local folders or oci:// URIs.")
+        elif not Path(where).exists():
+            raise CloudDDPError(f"inputs.{channel}={where!r} does not exist.")
+    for name in ("output", "checkpoint"):
+        value = getattr(spec, name)
+        if value and not value.startswith("oci://"):
+            raise CloudDDPError(
+                f"{name}={value!r}: on OCI the {name} must be an oci://bucket@namespace/prefix URI (or unset: "
+                f"{'the work dir' if name == 'output' else 'node-local'}). Download the model afterwards with "
+                f"OCIProvider.fetch_artifacts."
+            )
+
+
+def build(spec: JobSpec, environ: Mapping[str, str] | None = None, stamp: str | None = None) -> Parts:
+    """The request for `spec`; every limit the service enforces is checked here, first."""
+    from oci.data_science import models
+
+    environ = os.environ if environ is None else environ
+    stamp = stamp or time.strftime("%Y%m%d-%H%M%S")
+    settings = spec.oci
+    compartment_id, compartment_from = first_set(settings.compartment_id, environ, COMPARTMENT_VARIABLES)
+    project_id, project_from = first_set(settings.project_id, environ, PROJECT_VARIABLES)
+    validation.check_ocid(
+        "compartment_id", compartment_id, required=True,
+        hint=f" (--compartment, or {' / '.join(COMPARTMENT_VARIABLES)})",
+    )  # fmt: skip
+    validation.check_ocid(
+        "project_id", project_id, required=True, hint=f" (--project, or {' / '.join(PROJECT_VARIABLES)})"
+    )
+    validation.check_ocid("subnet_id", settings.subnet_id)
+    validation.check_ocid("log_group_id", settings.log_group_id)
+    validation.check_ocid("log_id", settings.log_id)
+    if settings.log_id and not settings.log_group_id:
+        raise CloudDDPError("oci.log_id needs oci.log_group_id too (the log group the log belongs to).")
+    image = validation.check_image(settings.image)
+    validation.check_replicas(spec.nodes)
+    validation.check_shape(settings.shape, settings.ocpus, settings.memory_in_gbs)
+    validation.check_block_storage(settings.block_storage_gb)
+    validate_locals(spec)
+
+    bucket, namespace, base = validation.parse_work_dir(settings.work_dir)
+    job_prefix = "/".join(p for p in (base, spec.name) if p)
+    run_prefix = f"{job_prefix}/runs/{stamp}"
+    work = Mount(WORK_MOUNT, bucket, namespace, job_prefix)
+    mounts = [work]
+    env: dict[str, str] = {"CLOUDDDP_SOURCE": f"{work.path}/runs/{stamp}/{ARCHIVE_NAME}"}
+    uploads: list[Upload] = []
+    for channel in sorted(spec.inputs):
+        where = spec.inputs[channel]
+        if where.startswith("oci://"):
+            mount = mount_for(where, f"cloudddp-in-{channel}", f"inputs.{channel}")
+            mounts.append(mount)
+            env[f"CLOUDDDP_CHANNEL_{channel.upper()}"] = mount.path
+        else:
+            uploads.append(Upload(str(Path(where).resolve()), f"{job_prefix}/inputs/{channel}", "folder"))
+            env[f"CLOUDDDP_CHANNEL_{channel.upper()}"] = f"{work.path}/inputs/{channel}"
+    if spec.output:
+        output = mount_for(spec.output, "cloudddp-output", "output")
+        mounts.append(output)
+        env["CLOUDDDP_OUTPUT_DIR"], output_uri = output.path, output.uri
+    else:
+        env["CLOUDDDP_OUTPUT_DIR"] = f"{work.path}/runs/{stamp}/output"
+        output_uri = f"oci://{bucket}@{namespace}/{run_prefix}/output"
+    if spec.checkpoint:
+        checkpoint = mount_for(spec.checkpoint, "cloudddp-checkpoint", "checkpoint")
+        mounts.append(checkpoint)
+        env["CLOUDDDP_CHECKPOINT_DIR"] = checkpoint.path
+    validation.check_mount_count(len(mounts))
+    cloudddp_keys = set(env)
+    clashes = sorted(cloudddp_keys & set(spec.environment))
+    if clashes:
+        raise CloudDDPError(f"environment {', '.join(clashes)}: set by cloudddp for the job; choose other names.")
+    env.update(spec.environment)
+    validation.check_environment(env, list(spec.environment))
+    arguments = spec.script_args()
+    validation.check_arguments(arguments)
+    uploads.insert(0, Upload(str(Path(spec.source_dir).resolve()), run_prefix, "archive"))
+
+    launcher_args: list[str] = []
+    if spec.nproc_per_node is not None:
+        launcher_args.append(f"--nproc-per-node={spec.nproc_per_node}")
+    job_config = {"entry_point": spec.entry_point, "module": spec.module, "args": [], "launcher_args": launcher_args}
+
+    shape_config = None
+    if settings.shape.endswith(".Flex"):
+        shape_config = models.JobShapeConfigDetails(
+            ocpus=settings.ocpus or DEFAULT_FLEX_OCPUS, memory_in_gbs=settings.memory_in_gbs or DEFAULT_FLEX_MEMORY_GB
+        )
+    network: Any = (
+        models.JobCustomNetworkConfiguration(subnet_id=settings.subnet_id)
+        if settings.subnet_id
+        else models.JobDefaultNetworkConfiguration()
+    )
+    group = models.JobNodeGroupConfigurationDetails(
+        name=NODE_GROUP,
+        replicas=spec.nodes,
+        minimum_success_replicas=spec.nodes,  # DDP: every rank must finish
+        job_infrastructure_configuration_details=models.MultiNodeJobInfrastructureConfigurationDetails(
+            shape_name=settings.shape,
+            block_storage_size_in_gbs=settings.block_storage_gb,
+            job_shape_config_details=shape_config,
+        ),
+        job_configuration_details=models.DefaultJobConfigurationDetails(environment_variables=env),
+        job_environment_configuration_details=models.OcirContainerJobEnvironmentConfigurationDetails(
+            image=image,
+            entrypoint=["/bin/sh", "-c", NODE_SCRIPT, "cloudddp-node"],
+            cmd=arguments or None,
+        ),
+    )
+    node_configuration = models.MultiNodeJobNodeConfigurationDetails(
+        startup_order="IN_PARALLEL",
+        maximum_runtime_in_minutes=runtime_minutes(spec.max_runtime),
+        job_network_configuration=network,
+        job_node_group_configuration_details_list=[group],
+    )
+    logging = bool(settings.log_group_id)
+    log_configuration = models.JobLogConfigurationDetails(
+        enable_logging=logging,
+        enable_auto_log_creation=logging and not settings.log_id,
+        log_group_id=settings.log_group_id,
+        log_id=settings.log_id,
+    )
+    storage = [
+        models.ObjectStorageMountConfigurationDetails(
+            destination_directory_name=m.directory, namespace=m.namespace, bucket=m.bucket,
+            prefix=(m.prefix + "/") if m.prefix else None,
+        )
+        for m in mounts
+    ]  # fmt: skip
+    create_job = models.CreateJobDetails(
+        project_id=project_id,
+        compartment_id=compartment_id,
+        display_name=spec.name,
+        description=f"cloudddp: {spec.entry_point} on {spec.nodes} x {settings.shape}",
+        job_node_configuration_details=node_configuration,
+        job_log_configuration_details=log_configuration,
+        job_storage_mount_configuration_details_list=storage,
+        freeform_tags={"cloudddp": "1"},
+    )
+    tags = {NODES_TAG: str(spec.nodes)}
+    if len(output_uri) <= 256:  # freeform tag values hold at most 256 characters
+        tags[OUTPUT_TAG] = output_uri
+    create_job_run = models.CreateJobRunDetails(
+        project_id=project_id,
+        compartment_id=compartment_id,
+        display_name=f"{spec.name}-{stamp}",
+        job_id=RUN_ID_PLACEHOLDER,
+        freeform_tags=tags,
+    )
+    return Parts(
+        create_job=create_job, create_job_run=create_job_run, bucket=bucket, namespace=namespace,
+        uploads=uploads, job_config=job_config, output_uri=output_uri, logging=logging,
+        settings_origin={"compartment_id": compartment_from, "project_id": project_from},
+    )  # fmt: skip
+
+
+def describe_plan(parts: Parts) -> dict[str, Any]:
+    """What `submit` does before create_job, for the dry run."""
+    location = f"oci://{parts.bucket}@{parts.namespace}"
+    stage = []
+    for upload in parts.uploads:
+        if upload.kind == "archive":
+            target, what = f"{upload.prefix}/{ARCHIVE_NAME}", "source archive with the cloudddp launcher"
+        else:
+            target, what = f"{upload.prefix}/", "input folder (objects with the same MD5 are skipped)"
+        stage.append({"from": upload.local, "to": f"{location}/{target}", "what": what})
+    plan: dict[str, Any] = {
+        "stage": stage,
+        "source_archive_job_config": parts.job_config,
+        "output": parts.output_uri,
+        "logs": "OCI Logging" if parts.logging else "off: set oci.log_group_id (--log-group) to stream logs",
+    }  # fmt: skip
+    origins = {k: v for k, v in parts.settings_origin.items() if v and v != "spec"}
+    if origins:
+        plan["from_environment"] = origins
+    return plan

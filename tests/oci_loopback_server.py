@@ -1,0 +1,847 @@
+"""A small, faithful stand-in for the OCI services cloudddp calls, on 127.0.0.1.
+
+The real `oci` SDK talks to it through `service_endpoint=` (one server answers Data
+Science, Object Storage and Logging Search: their paths don't overlap). Every request
+must carry a valid HTTP signature (draft-cavage, rsa-sha256, as `oci.signer.Signer`
+makes it) from the throwaway key the test generated; bodies are checked for the
+camelCase shapes of the documented API, and every request is recorded so tests assert
+on what the SDK sent.
+
+Implemented (paths as in the API reference):
+- Data Science 20190101: POST /jobs, GET /jobs/{id}, POST /jobRuns, GET /jobRuns/{id},
+  GET /jobRuns (list), POST /jobRuns/{id}/actions/cancelJobRun.
+- Object Storage: PUT/GET/HEAD/DELETE /n/{ns}/b/{bucket}/o/{object}, GET .../o (list),
+  multipart POST .../u, PUT .../u/{object}?uploadId&uploadPartNum, POST .../u/{object}
+  (commit), DELETE .../u/{object} (abort). MD5s as the service reports them.
+- Logging Search 20190909: POST /search (at most `limit` results per call; records show
+  up `ingestion_delay` seconds after they were written).
+
+Job runs go ACCEPTED -> IN_PROGRESS -> SUCCEEDED | FAILED (CANCELING -> CANCELED on
+cancel), node groups CREATING -> ACTIVE -> DELETED | FAILED. In "simulate" mode nodes
+print a few lines and node 0's model folder appears in the output mount; in "execute"
+mode the nodes really run: the container command from the job, with the Object Storage
+mounts as local folders (filled from, and written back to, the fake bucket), NODE_RANK,
+INITIAL_CLUSTER_SIZE and a cluster metadata file that fills in as nodes start.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import hashlib
+import json
+import os
+import re
+import signal
+import subprocess
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, unquote, urlsplit
+
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import padding, rsa
+
+DS = "/20190101"
+SEARCH = "/20190909/search"
+TERMINAL = ("SUCCEEDED", "FAILED", "CANCELED", "DELETED")
+MAX_ENV_CHARS = 20_000
+MAX_ARGS_CHARS = 4_000
+
+
+# -- throwaway credentials ------------------------------------------------------------------
+@dataclass
+class ThrowawayKey:
+    """An RSA key pair and the ~/.oci/config profile that uses it."""
+
+    private_key: rsa.RSAPrivateKey
+    tenancy: str = "ocid1.tenancy.oc1..aaaaaaaatenancyloopback"
+    user: str = "ocid1.user.oc1..aaaaaaaauserloopback"
+    region: str = "us-ashburn-1"
+
+    @classmethod
+    def generate(cls) -> ThrowawayKey:
+        return cls(rsa.generate_private_key(public_exponent=65537, key_size=2048))
+
+    @property
+    def fingerprint(self) -> str:
+        der = self.private_key.public_key().public_bytes(
+            serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo
+        )
+        digest = hashlib.md5(der, usedforsecurity=False).hexdigest()
+        return ":".join(digest[i : i + 2] for i in range(0, len(digest), 2))
+
+    @property
+    def key_id(self) -> str:
+        return f"{self.tenancy}/{self.user}/{self.fingerprint}"
+
+    def write_config(self, folder: Path, profile: str = "DEFAULT", key_name: str = "key.pem") -> Path:
+        folder.mkdir(parents=True, exist_ok=True)
+        key_path = folder / key_name
+        key_path.write_bytes(
+            self.private_key.private_bytes(
+                serialization.Encoding.PEM, serialization.PrivateFormat.TraditionalOpenSSL, serialization.NoEncryption()
+            )
+        )
+        key_path.chmod(0o600)
+        config = folder / "config"
+        config.write_text(
+            f"[{profile}]\nuser={self.user}\nfingerprint={self.fingerprint}\ntenancy={self.tenancy}\n"
+            f"region={self.region}\nkey_file={key_path}\n"
+        )
+        return config
+
+
+# -- state ----------------------------------------------------------------------------------
+@dataclass
+class Recorded:
+    method: str
+    path: str
+    query: dict[str, list[str]]
+    headers: dict[str, str]
+    body: Any  # parsed JSON, or the byte count of a binary body
+    status: int = 0
+
+    @property
+    def is_write(self) -> bool:
+        return self.method in ("PUT", "POST", "DELETE") and not self.path.startswith(SEARCH)
+
+
+@dataclass
+class StoredObject:
+    data: bytes
+    metadata: dict[str, str]
+    multipart_md5: str | None = None
+    created: float = field(default_factory=time.time)
+
+    @property
+    def md5(self) -> str:
+        return base64.b64encode(hashlib.md5(self.data, usedforsecurity=False).digest()).decode()
+
+    @property
+    def listed_md5(self) -> str:
+        return self.multipart_md5 or self.md5
+
+
+@dataclass
+class LogRecord:
+    source: str
+    message: str
+    when: dt.datetime
+    visible_at: float
+    id: str = field(default_factory=lambda: str(uuid.uuid4()))
+
+
+class ApiError(Exception):
+    def __init__(self, status: int, code: str, message: str) -> None:
+        super().__init__(message)
+        self.status, self.code, self.message = status, code, message
+
+
+def now_utc() -> dt.datetime:
+    return dt.datetime.now(dt.timezone.utc)
+
+
+def stamp(when: dt.datetime | None) -> str | None:
+    return when.strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z" if when else None
+
+
+def ocid(kind: str) -> str:
+    return f"ocid1.{kind}.oc1.iad.{uuid.uuid4().hex}"
+
+
+def parse_time(text: str) -> dt.datetime:
+    return dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
+
+
+def b64md5(data: bytes) -> str:
+    return base64.b64encode(hashlib.md5(data, usedforsecurity=False).digest()).decode()
+
+
+class FakeOCI:
+    """The fake service. `with FakeOCI(key) as oci_server:` starts it; `.url` is the endpoint."""
+
+    def __init__(
+        self,
+        key: ThrowawayKey,
+        *,
+        buckets: tuple[tuple[str, str], ...] = (("ns", "bkt"),),
+        mode: str = "simulate",
+        step: float = 0.2,
+        ingestion_delay: float = 0.3,
+        outcome: str = "SUCCEEDED",
+        run_root: Path | None = None,
+        node_env: dict[str, str] | None = None,
+        node_start_delay: float = 0.0,
+        too_large_above: int | None = None,
+    ) -> None:
+        self.key = key
+        self.public_key = key.private_key.public_key()
+        self.mode, self.step, self.ingestion_delay, self.outcome = mode, step, ingestion_delay, outcome
+        self.run_root, self.node_env, self.node_start_delay = run_root, node_env or {}, node_start_delay
+        self.too_large_above = too_large_above
+        self.lock = threading.RLock()
+        self.requests: list[Recorded] = []
+        self.signature_failures: list[str] = []
+        self.buckets = set(buckets)
+        self.objects: dict[tuple[str, str, str], StoredObject] = {}
+        self.uploads: dict[str, dict[str, Any]] = {}
+        self.jobs: dict[str, dict[str, Any]] = {}
+        self.runs: dict[str, dict[str, Any]] = {}
+        self.logs: list[LogRecord] = []
+        self.processes: dict[str, list[subprocess.Popen[bytes]]] = {}
+        self.search_calls = 0
+        self.server: ThreadingHTTPServer | None = None
+
+    # -- lifecycle ----------------------------------------------------------------------
+    def __enter__(self) -> FakeOCI:
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args: Any) -> None:  # quiet
+                pass
+
+            def handle_one(self) -> None:
+                fake.handle(self)
+
+            do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = handle_one
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        for processes in self.processes.values():
+            for process in processes:
+                if process.poll() is None:
+                    os.killpg(process.pid, signal.SIGKILL)
+        if self.server:
+            self.server.shutdown()
+            self.server.server_close()
+
+    @property
+    def url(self) -> str:
+        assert self.server is not None
+        return f"http://127.0.0.1:{self.server.server_address[1]}"
+
+    # -- what tests look at ---------------------------------------------------------------
+    def calls(self, method: str | None = None, pattern: str = "") -> list[Recorded]:
+        with self.lock:
+            return [r for r in self.requests if (method is None or r.method == method) and re.search(pattern, r.path)]
+
+    def writes(self) -> list[Recorded]:
+        with self.lock:
+            return [r for r in self.requests if r.is_write]
+
+    def object_names(self, namespace: str = "ns", bucket: str = "bkt") -> list[str]:
+        with self.lock:
+            return sorted(n for (ns, b, n) in self.objects if ns == namespace and b == bucket)
+
+    def put_object(self, name: str, data: bytes, namespace: str = "ns", bucket: str = "bkt") -> None:
+        with self.lock:
+            self.objects[(namespace, bucket, name)] = StoredObject(data, {})
+
+    def add_logs(self, source: str, messages: list[str], start: dt.datetime, spacing: dt.timedelta) -> None:
+        with self.lock:
+            for i, message in enumerate(messages):
+                self.logs.append(LogRecord(source, message, start + i * spacing, time.time()))
+
+    def wait_for_run(self, run_id: str, timeout: float = 300) -> dict[str, Any]:
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            with self.lock:
+                if self.runs[run_id]["lifecycleState"] in TERMINAL:
+                    return dict(self.runs[run_id])
+            time.sleep(0.05)
+        raise TimeoutError(run_id)
+
+    # -- HTTP -----------------------------------------------------------------------------
+    def handle(self, handler: BaseHTTPRequestHandler) -> None:
+        length = int(handler.headers.get("content-length") or 0)
+        body = handler.rfile.read(length) if length else b""
+        split = urlsplit(handler.path)
+        path, query = split.path, parse_qs(split.query)
+        headers = {k.lower(): v for k, v in handler.headers.items()}
+        is_json = headers.get("content-type", "").startswith("application/json") and body
+        # Recorded with the object name decoded (the SDK sends "/" in names as %2F).
+        recorded = Recorded(handler.command, unquote(path), query, headers, json.loads(body) if is_json else len(body))
+        with self.lock:
+            self.requests.append(recorded)
+        try:
+            problem = self.check_signature(handler.command, handler.path, headers, body)
+            if problem:
+                with self.lock:
+                    self.signature_failures.append(problem)
+                raise ApiError(
+                    401,
+                    "NotAuthenticated",
+                    f"The required information to complete authentication was not provided or was incorrect: {problem}",
+                )
+            status, payload, extra = self.route(handler.command, path, query, headers, body)
+        except ApiError as exc:
+            status, payload, extra = exc.status, {"code": exc.code, "message": exc.message}, {}
+        recorded.status = status
+        raw = payload if isinstance(payload, bytes) else (json.dumps(payload).encode() if payload is not None else b"")
+        handler.send_response(status)
+        handler.send_header("opc-request-id", uuid.uuid4().hex)
+        if not isinstance(payload, bytes) and payload is not None:
+            handler.send_header("content-type", "application/json")
+        for name, value in extra.items():
+            handler.send_header(name, value)
+        handler.send_header("content-length", str(len(raw)))
+        handler.end_headers()
+        if handler.command != "HEAD":
+            handler.wfile.write(raw)
+
+    def check_signature(self, method: str, target: str, headers: dict[str, str], body: bytes) -> str | None:
+        """The signature check the real services make (draft-cavage-http-signatures-08)."""
+        authorization = headers.get("authorization", "")
+        if not authorization.startswith("Signature "):
+            return "no Signature authorization header"
+        fields = dict(re.findall(r'(\w+)="([^"]*)"', authorization))
+        if fields.get("version") != "1" or fields.get("algorithm") != "rsa-sha256":
+            return f"unexpected version/algorithm {fields.get('version')}/{fields.get('algorithm')}"
+        if fields.get("keyId") != self.key.key_id:
+            return f"unknown keyId {fields.get('keyId')!r}"
+        signed = fields.get("headers", "").split()
+        required = {"date", "(request-target)", "host"}
+        if method in ("POST", "PUT") and not target.startswith("/n/"):
+            required |= {"content-length", "content-type", "x-content-sha256"}
+        if not required <= set(signed):
+            return f"headers {sorted(required - set(signed))} not signed"
+        lines = []
+        for name in signed:
+            if name == "(request-target)":
+                lines.append(f"(request-target): {method.lower()} {target}")
+            elif name not in headers:
+                return f"signed header {name!r} missing"
+            else:
+                lines.append(f"{name}: {headers[name]}")
+        try:
+            self.public_key.verify(
+                base64.b64decode(fields.get("signature", "")),
+                "\n".join(lines).encode(),
+                padding.PKCS1v15(),
+                hashes.SHA256(),
+            )
+        except Exception:
+            return "signature does not verify"
+        body_hash = base64.b64encode(hashlib.sha256(body).digest()).decode()
+        if "x-content-sha256" in signed and headers["x-content-sha256"] != body_hash:
+            return "x-content-sha256 does not match the body"
+        sent = dt.datetime.strptime(headers["date"], "%a, %d %b %Y %H:%M:%S GMT").replace(tzinfo=dt.timezone.utc)
+        if abs((now_utc() - sent).total_seconds()) > 300:
+            return "date header more than 5 minutes off"
+        return None
+
+    def route(
+        self, method: str, path: str, query: dict[str, list[str]], headers: dict[str, str], body: bytes
+    ) -> tuple[int, Any, dict[str, str]]:
+        q = {k: v[0] for k, v in query.items()}
+        if path.startswith(DS):
+            return self.data_science(method, path[len(DS) :], q, json.loads(body) if body else {})
+        if path == SEARCH and method == "POST":
+            return self.search(q, json.loads(body))
+        match = re.fullmatch(r"/n/([^/]+)/b/([^/]+)/(o|u)(?:/(.+))?", path)
+        if match:
+            namespace, bucket, kind, name = match.group(1), match.group(2), match.group(3), match.group(4)
+            if (namespace, bucket) not in self.buckets:
+                raise ApiError(
+                    404,
+                    "BucketNotFound",
+                    f"Either the bucket named '{bucket}' does not exist in the namespace '{namespace}' or you are not authorized to access it",
+                )
+            name = unquote(name) if name else None
+            if kind == "o":
+                return self.object_call(method, namespace, bucket, name, q, headers, body)
+            return self.multipart_call(method, namespace, bucket, name, q, headers, body)
+        raise ApiError(404, "NotFound", f"no route for {method} {path}")
+
+    # -- Data Science ---------------------------------------------------------------------
+    def data_science(
+        self, method: str, path: str, q: dict[str, str], body: dict[str, Any]
+    ) -> tuple[int, Any, dict[str, str]]:
+        with self.lock:
+            if method == "POST" and path == "/jobs":
+                return 200, self.create_job(body), {"etag": uuid.uuid4().hex}
+            match = re.fullmatch(r"/jobs/([^/]+)", path)
+            if method == "GET" and match:
+                job = self.jobs.get(match.group(1))
+                if not job:
+                    raise ApiError(404, "NotAuthorizedOrNotFound", "job not found")
+                if job["lifecycleState"] == "CREATING":
+                    job["lifecycleState"] = "ACTIVE"  # the first look after creation finds it ready
+                return 200, job, {"etag": uuid.uuid4().hex}
+            if method == "POST" and path == "/jobRuns":
+                return 200, self.create_run(body), {"etag": uuid.uuid4().hex}
+            if method == "GET" and path == "/jobRuns":
+                return 200, self.list_runs(q), {}
+            match = re.fullmatch(r"/jobRuns/([^/]+)(/actions/cancelJobRun)?", path)
+            if match:
+                run = self.runs.get(match.group(1))
+                if not run:
+                    raise ApiError(404, "NotAuthorizedOrNotFound", f"job run {match.group(1)} not found")
+                if method == "GET" and not match.group(2):
+                    return 200, run, {"etag": uuid.uuid4().hex}
+                if method == "POST" and match.group(2):
+                    if run["lifecycleState"] in TERMINAL:
+                        raise ApiError(409, "IncorrectState", f"job run is {run['lifecycleState']}")
+                    run["lifecycleState"] = "CANCELING"
+                    return 202, None, {}
+        raise ApiError(404, "NotFound", f"no Data Science route for {method} {path}")
+
+    def create_job(self, body: dict[str, Any]) -> dict[str, Any]:
+        for name in ("compartmentId", "projectId"):
+            if not body.get(name):
+                raise ApiError(400, "InvalidParameter", f"{name} is required")
+        for name in (
+            "jobConfigurationDetails",
+            "jobInfrastructureConfigurationDetails",
+            "jobEnvironmentConfigurationDetails",
+        ):
+            if body.get(name) is not None:
+                raise ApiError(400, "InvalidParameter", f"{name} must be empty for a multi-node job")
+        node = body.get("jobNodeConfigurationDetails") or {}
+        if node.get("jobNodeType") != "MULTI_NODE":
+            raise ApiError(400, "InvalidParameter", "jobNodeConfigurationDetails.jobNodeType must be MULTI_NODE")
+        if node.get("startupOrder") not in ("IN_PARALLEL", "IN_ORDER"):
+            raise ApiError(400, "InvalidParameter", "startupOrder must be IN_PARALLEL or IN_ORDER")
+        network = node.get("jobNetworkConfiguration") or {}
+        if network.get("jobNetworkType") not in ("DEFAULT_NETWORK", "CUSTOM_NETWORK"):
+            raise ApiError(400, "InvalidParameter", "jobNetworkConfiguration.jobNetworkType is required")
+        if network.get("jobNetworkType") == "CUSTOM_NETWORK" and not network.get("subnetId"):
+            raise ApiError(400, "InvalidParameter", "subnetId is required for CUSTOM_NETWORK")
+        groups = node.get("jobNodeGroupConfigurationDetailsList") or []
+        if not groups:
+            raise ApiError(400, "InvalidParameter", "at least one node group is required")
+        for group in groups:
+            infra = group.get("jobInfrastructureConfigurationDetails") or {}
+            config = group.get("jobConfigurationDetails") or {}
+            environment = group.get("jobEnvironmentConfigurationDetails") or {}
+            if not group.get("name") or int(group.get("replicas") or 0) < 1:
+                raise ApiError(400, "InvalidParameter", "a node group needs a name and replicas >= 1")
+            if infra.get("jobInfrastructureType") != "MULTI_NODE" or not infra.get("shapeName"):
+                raise ApiError(400, "InvalidParameter", "jobInfrastructureType MULTI_NODE with a shapeName is required")
+            if int(infra.get("blockStorageSizeInGBs") or 0) < 50:
+                raise ApiError(400, "InvalidParameter", "blockStorageSizeInGBs must be at least 50")
+            if config.get("jobType") != "DEFAULT":
+                raise ApiError(400, "InvalidParameter", "jobConfigurationDetails.jobType must be DEFAULT")
+            env = config.get("environmentVariables") or {}
+            if sum(len(k) + len(v) for k, v in env.items()) > MAX_ENV_CHARS:
+                raise ApiError(400, "InvalidParameter", "environment variables exceed 20000 characters")
+            if len(config.get("commandLineArguments") or "") > MAX_ARGS_CHARS:
+                raise ApiError(400, "InvalidParameter", "commandLineArguments exceed 4000 characters")
+            if environment.get("jobEnvironmentType") != "OCIR_CONTAINER" or not environment.get("image"):
+                raise ApiError(400, "InvalidParameter", "an OCIR_CONTAINER environment with an image is required")
+        for mount in body.get("jobStorageMountConfigurationDetailsList") or []:
+            if mount.get("storageType") != "OBJECT_STORAGE" or not mount.get("destinationDirectoryName"):
+                raise ApiError(400, "InvalidParameter", "storage mounts need storageType and destinationDirectoryName")
+            if (mount.get("namespace"), mount.get("bucket")) not in self.buckets:
+                raise ApiError(400, "InvalidParameter", f"bucket {mount.get('bucket')} not found")
+        job = {
+            **body,
+            "id": ocid("datasciencejob"),
+            "timeCreated": stamp(now_utc()),
+            "createdBy": self.key.user,
+            "lifecycleState": "CREATING",
+            "definedTags": body.get("definedTags") or {},
+        }
+        self.jobs[job["id"]] = job
+        return job
+
+    def create_run(self, body: dict[str, Any]) -> dict[str, Any]:
+        job = self.jobs.get(body.get("jobId", ""))
+        if not job:
+            raise ApiError(404, "NotAuthorizedOrNotFound", f"job {body.get('jobId')} not found")
+        if job["lifecycleState"] != "ACTIVE":
+            raise ApiError(409, "IncorrectState", f"job is {job['lifecycleState']}")
+        for name in ("compartmentId", "projectId"):
+            if not body.get(name):
+                raise ApiError(400, "InvalidParameter", f"{name} is required")
+        logging = job.get("jobLogConfigurationDetails") or {}
+        log_details = None
+        if logging.get("enableLogging"):
+            log_id = logging.get("logId") or (ocid("log") if logging.get("enableAutoLogCreation") else None)
+            log_details = {"logGroupId": logging.get("logGroupId"), "logId": log_id}
+        groups = job["jobNodeConfigurationDetails"]["jobNodeGroupConfigurationDetailsList"]
+        run = {
+            **body,
+            "id": ocid("datasciencejobrun"),
+            "timeAccepted": stamp(now_utc()),
+            "timeStarted": None,
+            "timeFinished": None,
+            "createdBy": self.key.user,
+            "lifecycleState": "ACCEPTED",
+            "lifecycleDetails": None,
+            "logDetails": log_details,
+            "nodeGroupDetailsList": [
+                {"name": g["name"], "lifecycleState": "CREATING", "lifecycleDetails": None} for g in groups
+            ],
+            "definedTags": body.get("definedTags") or {},
+        }
+        self.runs[run["id"]] = run
+        threading.Thread(target=self.drive, args=(run["id"],), daemon=True).start()
+        return run
+
+    def list_runs(self, q: dict[str, str]) -> list[dict[str, Any]]:
+        if not q.get("compartmentId"):
+            raise ApiError(400, "MissingParameter", "compartmentId is required")
+        runs = [r for r in self.runs.values() if r["compartmentId"] == q["compartmentId"]]
+        if q.get("jobId"):
+            runs = [r for r in runs if r["jobId"] == q["jobId"]]
+        if q.get("lifecycleState"):
+            runs = [r for r in runs if r["lifecycleState"] == q["lifecycleState"]]
+        runs.sort(key=lambda r: r["timeAccepted"], reverse=q.get("sortOrder", "DESC") == "DESC")
+        keys = (
+            "id",
+            "timeAccepted",
+            "timeStarted",
+            "timeFinished",
+            "createdBy",
+            "projectId",
+            "compartmentId",
+            "jobId",
+            "displayName",
+            "lifecycleState",
+            "lifecycleDetails",
+            "freeformTags",
+            "definedTags",
+        )
+        return [{k: r.get(k) for k in keys} for r in runs[: int(q.get("limit", 100))]]
+
+    # -- running a job run ----------------------------------------------------------------
+    def set_run(self, run_id: str, **changes: Any) -> dict[str, Any]:
+        with self.lock:
+            self.runs[run_id].update(changes)
+            return self.runs[run_id]
+
+    def set_groups(self, run_id: str, state: str, details: str | None = None) -> None:
+        with self.lock:
+            for group in self.runs[run_id]["nodeGroupDetailsList"]:
+                group.update(lifecycleState=state, lifecycleDetails=details)
+
+    def log(self, run_id: str, message: str) -> None:
+        with self.lock:
+            self.logs.append(LogRecord(run_id, message, now_utc(), time.time() + self.ingestion_delay))
+
+    def canceled(self, run_id: str) -> bool:
+        with self.lock:
+            return self.runs[run_id]["lifecycleState"] == "CANCELING"
+
+    def drive(self, run_id: str) -> None:
+        time.sleep(self.step)
+        with self.lock:
+            run = self.runs[run_id]
+            job = self.jobs[run["jobId"]]
+        group = job["jobNodeConfigurationDetails"]["jobNodeGroupConfigurationDetailsList"][0]
+        replicas = int(group["replicas"])
+        if self.canceled(run_id):
+            self.set_run(run_id, lifecycleState="CANCELED", timeFinished=stamp(now_utc()))
+            return
+        self.set_groups(run_id, "ACTIVE")
+        self.set_run(run_id, lifecycleState="IN_PROGRESS", timeStarted=stamp(now_utc()))
+        if self.mode == "execute":
+            codes = self.execute(run_id, job, group, replicas)
+        else:
+            codes = self.simulate(run_id, job, group, replicas)
+        if self.canceled(run_id) or codes is None:
+            self.set_groups(run_id, "DELETED")
+            self.set_run(run_id, lifecycleState="CANCELED", timeFinished=stamp(now_utc()))
+            return
+        failed = [(rank, code) for rank, code in enumerate(codes) if code != 0]
+        if len(codes) - len(failed) >= int(group.get("minimumSuccessReplicas") or replicas):
+            self.set_groups(run_id, "DELETED")
+            self.set_run(run_id, lifecycleState="SUCCEEDED", timeFinished=stamp(now_utc()))
+        else:
+            rank, code = failed[0]
+            self.set_groups(run_id, "FAILED", f"replica {rank} failed")
+            self.set_run(
+                run_id,
+                lifecycleState="FAILED",
+                timeFinished=stamp(now_utc()),
+                lifecycleDetails=f"Job run failed: node {rank} of {group['name']} exited with exit code {code}.",
+            )
+
+    def simulate(self, run_id: str, job: dict[str, Any], group: dict[str, Any], replicas: int) -> list[int] | None:
+        """What the cloudddp node script prints, without running anything."""
+        codes = [0] * replicas if self.outcome == "SUCCEEDED" else [0] * (replicas - 1) + [3]
+        for epoch in (1, 2):
+            for rank in range(replicas):
+                self.log(run_id, f"[node-{rank}] epoch={epoch}/2 loss=0.{9 - epoch} (simulated)")
+            time.sleep(self.step / 2)
+            if self.canceled(run_id):  # the node script forwards SIGTERM and still writes its last line
+                for rank in range(replicas):
+                    self.log(run_id, f"[node-{rank}] cloudddp: node {rank} exited with code 143")
+                return None
+        if self.outcome == "SUCCEEDED":
+            output = self.container_path_to_object(job, group, "CLOUDDDP_OUTPUT_DIR")
+            if output:
+                namespace, bucket, prefix = output
+                with self.lock:
+                    self.objects[(namespace, bucket, prefix + "/model.pt")] = StoredObject(b"simulated weights", {})
+                    self.objects[(namespace, bucket, prefix + "/metrics.json")] = StoredObject(b'{"val_acc": 1.0}', {})
+        for rank in range(replicas):
+            self.log(run_id, f"[node-{rank}] cloudddp: node {rank} exited with code {codes[rank]}")
+        time.sleep(self.step)
+        return codes
+
+    @staticmethod
+    def mounts(job: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+        found = []
+        for mount in job.get("jobStorageMountConfigurationDetailsList") or []:
+            base = mount.get("destinationPath") or "/mnt"
+            found.append((f"{base.rstrip('/')}/{mount['destinationDirectoryName']}", mount))
+        return found
+
+    def container_path_to_object(
+        self, job: dict[str, Any], group: dict[str, Any], variable: str
+    ) -> tuple[str, str, str] | None:
+        value = (group["jobConfigurationDetails"].get("environmentVariables") or {}).get(variable)
+        for path, mount in self.mounts(job):
+            if value and (value == path or value.startswith(path + "/")):
+                rest = value[len(path) :].strip("/")
+                prefix = "/".join(p for p in ((mount.get("prefix") or "").strip("/"), rest) if p)
+                return mount["namespace"], mount["bucket"], prefix
+        return None
+
+    def execute(self, run_id: str, job: dict[str, Any], group: dict[str, Any], replicas: int) -> list[int] | None:
+        """Run every node for real, with the mounts as local folders."""
+        assert self.run_root is not None, "execute mode needs run_root"
+        root = self.run_root / run_id
+        translate: list[tuple[str, Path]] = []
+        for path, mount in self.mounts(job):
+            local = root / "mounts" / mount["destinationDirectoryName"]
+            local.mkdir(parents=True, exist_ok=True)
+            prefix = mount.get("prefix") or ""
+            with self.lock:
+                chosen = [(n, o.data) for (ns, b, n), o in self.objects.items()
+                          if ns == mount["namespace"] and b == mount["bucket"] and n.startswith(prefix)]  # fmt: skip
+            for name, data in chosen:
+                target = local / name[len(prefix) :].lstrip("/")
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.write_bytes(data)
+            translate.append((path, local))
+
+        def local_path(value: str) -> str:
+            for path, local in translate:
+                if value == path or value.startswith(path + "/"):
+                    return str(local) + value[len(path) :]
+            return value
+
+        config = group["jobConfigurationDetails"]
+        container = group["jobEnvironmentConfigurationDetails"]
+        argv = [local_path(a) for a in [*(container.get("entrypoint") or []), *(container.get("cmd") or [])]]
+        metadata = root / "cluster_nodes_metadata.json"
+        metadata.write_text("[]")
+        processes: list[subprocess.Popen[bytes]] = []
+        readers = []
+        for rank in range(replicas):
+            env = {
+                **self.node_env,
+                **{k: local_path(v) for k, v in (config.get("environmentVariables") or {}).items()},
+                "NODE_RANK": str(rank), "INITIAL_CLUSTER_SIZE": str(replicas),
+                "CLUSTER_NODES_METADATA_FILE": str(metadata), "NODE_GROUP_NAME": group["name"],
+                "JOB_OCID": job["id"], "JOB_RUN_OCID": run_id, "NCCL_SOCKET_IFNAME": "lo", "GLOO_SOCKET_IFNAME": "lo",
+                "CLOUDDDP_NODE_ROOT": str(root / f"node-{rank}"),
+            }  # fmt: skip
+            process = subprocess.Popen(
+                argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True
+            )
+            processes.append(process)
+            thread = threading.Thread(target=self.pump, args=(run_id, process), daemon=True)
+            thread.start()
+            readers.append(thread)
+            # The service lists a node once it is up: rank by rank, `node_start_delay` apart.
+            entries = json.loads(metadata.read_text())
+            entries.append({"Rank": rank, "IPAddress": "127.0.0.1"})
+            metadata.write_text(json.dumps(entries))
+            if rank < replicas - 1:
+                time.sleep(self.node_start_delay)
+        self.processes[run_id] = processes
+        signalled = False
+        while any(p.poll() is None for p in processes):
+            if self.canceled(run_id) and not signalled:
+                for p in processes:
+                    if p.poll() is None:
+                        os.killpg(p.pid, signal.SIGTERM)
+                signalled = True
+            time.sleep(0.1)
+        for thread in readers:
+            thread.join(timeout=10)
+        self.write_back(translate, job)
+        return None if signalled else [p.returncode for p in processes]
+
+    def pump(self, run_id: str, process: subprocess.Popen[bytes]) -> None:
+        assert process.stdout is not None
+        for raw in process.stdout:
+            self.log(run_id, raw.decode(errors="replace").rstrip("\n"))
+
+    def write_back(self, translate: list[tuple[str, Path]], job: dict[str, Any]) -> None:
+        """What the nodes wrote into a mount ends up in the bucket."""
+        mounts = dict(self.mounts(job))
+        for path, local in translate:
+            mount = mounts[path]
+            prefix = mount.get("prefix") or ""
+            for file in sorted(local.rglob("*")):
+                if not file.is_file():
+                    continue
+                name = prefix + file.relative_to(local).as_posix()
+                key = (mount["namespace"], mount["bucket"], name)
+                data = file.read_bytes()
+                with self.lock:
+                    if key not in self.objects or self.objects[key].data != data:
+                        self.objects[key] = StoredObject(data, {})
+
+    # -- Logging Search -------------------------------------------------------------------
+    def search(self, q: dict[str, str], body: dict[str, Any]) -> tuple[int, Any, dict[str, str]]:
+        query = body.get("searchQuery") or ""
+        stream = re.match(r'search "([^"/]+)/([^"/]+)/([^"/]+)"', query)
+        source = re.search(r"where source = '\*?([^']+)'", query)
+        if not stream or not source or not body.get("timeStart") or not body.get("timeEnd"):
+            raise ApiError(400, "InvalidParameter", f"unsupported search {query!r}")
+        start, end = parse_time(body["timeStart"]), parse_time(body["timeEnd"])
+        if end <= start:
+            raise ApiError(400, "InvalidParameter", "timeEnd must be after timeStart")
+        limit = int(q.get("limit", 100))
+        if limit > 1000:
+            raise ApiError(400, "InvalidParameter", "limit must be at most 1000")
+        with self.lock:
+            self.search_calls += 1
+            now = time.time()
+            found = [
+                r for r in self.logs if r.source == source.group(1) and r.visible_at <= now and start <= r.when < end
+            ]
+        found.sort(key=lambda r: r.when)  # stable: records of the same instant keep their order
+        if self.too_large_above is not None and len(found) > self.too_large_above:
+            raise ApiError(400, "InvalidParameter", "The search result is too large; narrow the time range")
+        offset = int(q.get("page", "0"))
+        page = found[offset : offset + limit]
+        results = [
+            {"data": {
+                "datetime": int(r.when.timestamp() * 1000),
+                "logContent": {
+                    "data": {"message": r.message}, "id": r.id, "source": r.source, "specversion": "1.0",
+                    "subject": "", "time": stamp(r.when), "type": "com.oraclecloud.datascience.jobrun.stdout",
+                    "oracle": {"compartmentid": stream.group(1), "loggroupid": stream.group(2), "logid": stream.group(3),
+                               "tenantid": self.key.tenancy},
+                },
+            }}
+            for r in page
+        ]  # fmt: skip
+        extra = {"opc-next-page": str(offset + limit)} if offset + limit < len(found) else {}
+        return 200, {"results": results, "summary": {"resultCount": len(results), "fieldCount": 0}}, extra
+
+    # -- Object Storage -------------------------------------------------------------------
+    def object_call(self, method: str, namespace: str, bucket: str, name: str | None, q: dict[str, str],
+                    headers: dict[str, str], body: bytes) -> tuple[int, Any, dict[str, str]]:  # fmt: skip
+        with self.lock:
+            if name is None:
+                if method != "GET":
+                    raise ApiError(405, "MethodNotAllowed", method)
+                return 200, self.list_objects(namespace, bucket, q), {}
+            key = (namespace, bucket, name)
+            if method == "PUT":
+                if "content-md5" in headers and headers["content-md5"] != b64md5(body):
+                    raise ApiError(400, "InvalidContentMd5", "The computed MD5 does not match the Content-MD5 header")
+                metadata = {k: v for k, v in headers.items() if k.startswith("opc-meta-")}
+                self.objects[key] = StoredObject(body, metadata)
+                return 200, None, {"opc-content-md5": b64md5(body), "etag": uuid.uuid4().hex}
+            stored = self.objects.get(key)
+            if method == "DELETE":
+                if stored is None:
+                    raise ApiError(404, "ObjectNotFound", f"The object '{name}' was not found in the bucket '{bucket}'")
+                del self.objects[key]
+                return 204, None, {}
+            if stored is None:
+                raise ApiError(404, "ObjectNotFound", f"The object '{name}' was not found in the bucket '{bucket}'")
+            extra = {"etag": hashlib.sha1(stored.data, usedforsecurity=False).hexdigest(), **stored.metadata}
+            extra["opc-multipart-md5" if stored.multipart_md5 else "content-md5"] = stored.listed_md5
+            if method == "HEAD":
+                extra["content-length-hint"] = str(len(stored.data))
+                return 200, None, extra
+            if method == "GET":
+                return 200, stored.data, {**extra, "content-type": "application/octet-stream"}
+        raise ApiError(405, "MethodNotAllowed", method)
+
+    def list_objects(self, namespace: str, bucket: str, q: dict[str, str]) -> dict[str, Any]:
+        prefix, start = q.get("prefix", ""), q.get("start", "")
+        limit = min(int(q.get("limit", 1000)), 1000)
+        fields = set((q.get("fields") or "name").split(","))
+        names = sorted(
+            n for (ns, b, n) in self.objects if ns == namespace and b == bucket and n.startswith(prefix) and n >= start
+        )
+        page, rest = names[:limit], names[limit:]
+        objects = []
+        for name in page:
+            stored = self.objects[(namespace, bucket, name)]
+            item: dict[str, Any] = {"name": name}
+            if "size" in fields:
+                item["size"] = len(stored.data)
+            if "md5" in fields:
+                item["md5"] = stored.listed_md5
+            objects.append(item)
+        result: dict[str, Any] = {"objects": objects, "prefixes": []}
+        if rest:
+            result["nextStartWith"] = rest[0]
+        return result
+
+    def multipart_call(self, method: str, namespace: str, bucket: str, name: str | None, q: dict[str, str],
+                       headers: dict[str, str], body: bytes) -> tuple[int, Any, dict[str, str]]:  # fmt: skip
+        with self.lock:
+            if method == "POST" and name is None:
+                details = json.loads(body)
+                upload_id = uuid.uuid4().hex
+                self.uploads[upload_id] = {"namespace": namespace, "bucket": bucket, "object": details["object"],
+                                           "metadata": details.get("metadata") or {}, "parts": {}}  # fmt: skip
+                return 200, {"namespace": namespace, "bucket": bucket, "object": details["object"], "uploadId": upload_id,
+                             "timeCreated": stamp(now_utc())}, {}  # fmt: skip
+            upload = self.uploads.get(q.get("uploadId", ""))
+            if upload is None or upload["object"] != name:
+                raise ApiError(404, "NoSuchUpload", "The upload does not exist")
+            if method == "PUT":
+                if "content-md5" in headers and headers["content-md5"] != b64md5(body):
+                    raise ApiError(400, "InvalidContentMd5", "The computed MD5 does not match the Content-MD5 header")
+                etag = uuid.uuid4().hex
+                upload["parts"][int(q["uploadPartNum"])] = (etag, body)
+                return 200, None, {"etag": etag, "opc-content-md5": b64md5(body)}
+            if method == "POST":
+                details = json.loads(body)
+                chosen = sorted(details.get("partsToCommit") or [], key=lambda p: p["partNum"])
+                data, digests = b"", b""
+                for part in chosen:
+                    etag, chunk = upload["parts"][part["partNum"]]
+                    if etag != part["etag"]:
+                        raise ApiError(400, "InvalidParameter", f"etag mismatch for part {part['partNum']}")
+                    data += chunk
+                    digests += hashlib.md5(chunk, usedforsecurity=False).digest()
+                multipart = (
+                    f"{base64.b64encode(hashlib.md5(digests, usedforsecurity=False).digest()).decode()}-{len(chosen)}"
+                )
+                self.objects[(namespace, bucket, name)] = StoredObject(data, dict(upload["metadata"]), multipart)
+                del self.uploads[q["uploadId"]]
+                return 200, None, {"opc-multipart-md5": multipart, "etag": uuid.uuid4().hex}
+            if method == "DELETE":
+                del self.uploads[q["uploadId"]]
+                return 204, None, {}
+        raise ApiError(405, "MethodNotAllowed", method)
+
+
+# -- helpers the OCI tests, the benchmark and the notebook test share -----------------------
+COMPARTMENT = "ocid1.compartment.oc1..aaaaaaaacompartmentloopback"
+PROJECT = "ocid1.datascienceproject.oc1.iad.aaaaaaaaprojectloopback"
+LOG_GROUP = "ocid1.loggroup.oc1.iad.aaaaaaaaloggrouploopback"
+IMAGE = "iad.ocir.io/ns/cloudddp-train:1"
+WORK_DIR = "oci://bkt@ns/cloudddp"
+
+
+def oci_settings(**overrides: Any) -> dict[str, Any]:
+    """An `oci:` spec section that passes validation and points at the fake bucket."""
+    return {"compartment_id": COMPARTMENT, "project_id": PROJECT, "image": IMAGE, "work_dir": WORK_DIR,
+            "log_group_id": LOG_GROUP, **overrides}  # fmt: skip

@@ -1,0 +1,244 @@
+"""Oracle ADS specs (the seed guide's train.yaml) and its docker-compose local test."""
+
+from __future__ import annotations
+
+import shlex
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from conftest import REPO, run_cli
+from oci_loopback_server import COMPARTMENT, LOG_GROUP, PROJECT
+
+from cloudddp.errors import CloudDDPError
+from cloudddp.launcher.cli import build_parser, plan_for
+from cloudddp.providers.oci.ads import spec_dict_from_ads
+from cloudddp.providers.oci.compose import compose_dict, compose_yaml
+from cloudddp.providers.oci.provider import OCIProvider
+from cloudddp.spec import build_spec, load_spec
+
+# The guide's "Example train.yaml", verbatim.
+SEED_TRAIN_YAML = """\
+# Example train.yaml
+kind: distributed
+apiVersion: v1.0
+spec:
+  name: PyTorch-Distributed
+  infrastructure:
+    kind: infrastructure
+    type: dataScienceJob
+    apiVersion: v1.0
+    spec:
+      projectId: oci.xxxx.<project_ocid>
+      compartmentId: oci.xxxx.<compartment_ocid>
+      displayName: my_distributed_training
+      logGroupId: oci.xxxx.<log_group_ocid>
+      logId: oci.xxx.<log_ocid>
+      subnetId: oci.xxxx.<subnet-ocid>
+      shapeName: VM.GPU2.1
+      blockStorageSize: 50
+  cluster:
+    kind: PYTORCH
+    apiVersion: v1.0
+    spec:
+      image: <region.ocir.io/my-tenancy/image-name>
+      workDir: "oci://my-bucket@my-namespace/path/to/dir/"
+      config:
+        env:
+          - name: NCCL_ASYNC_ERROR_HANDLING
+            value: '1'
+      main:
+        name: PyTorch-Distributed-main
+        replicas: 1
+      worker:
+        name: PyTorch-Distributed-worker
+        replicas: 2
+  runtime:
+    kind: python
+    apiVersion: v1.0
+    spec:
+      entryPoint: "train.py"
+      args:
+        - --data-dir
+        - /home/datascience/data
+        - --output-dir
+        - /home/datascience/outputs
+        - --timeout
+        - 5
+"""
+REAL_IDS = {
+    "oci.xxxx.<project_ocid>": PROJECT,
+    "oci.xxxx.<compartment_ocid>": COMPARTMENT,
+    "oci.xxxx.<log_group_ocid>": LOG_GROUP,
+    "oci.xxx.<log_ocid>": "ocid1.log.oc1.iad.aaaaaaaalog",
+    "oci.xxxx.<subnet-ocid>": "ocid1.subnet.oc1.iad.aaaaaaaasubnet",
+    "<region.ocir.io/my-tenancy/image-name>": "iad.ocir.io/my-tenancy/image-name:latest",
+}
+
+
+def seed_folder(tmp_path: Path, real_ids: bool = True) -> Path:
+    """The folder the guide assumes: train.yaml next to train.py."""
+    text = SEED_TRAIN_YAML
+    if real_ids:
+        for placeholder, value in REAL_IDS.items():
+            text = text.replace(placeholder, value)
+    (tmp_path / "train.yaml").write_text(text)
+    (tmp_path / "train.py").write_text("print('training')\n")
+    return tmp_path / "train.yaml"
+
+
+def test_seed_train_yaml_converts_to_a_cloudddp_spec(tmp_path: Path) -> None:
+    path = seed_folder(tmp_path, real_ids=False)
+    converted = spec_dict_from_ads(yaml.safe_load(path.read_text()), str(path))
+    assert converted == {
+        "name": "my-distributed-training",
+        "entry_point": "train.py",
+        "args": ["--data-dir", "/home/datascience/data", "--output-dir", "/home/datascience/outputs", "--timeout", "5"],
+        "source_dir": str(tmp_path),
+        "nodes": 3,
+        "environment": {"NCCL_ASYNC_ERROR_HANDLING": "1"},
+        "oci": {
+            "project_id": "oci.xxxx.<project_ocid>", "compartment_id": "oci.xxxx.<compartment_ocid>",
+            "log_group_id": "oci.xxxx.<log_group_ocid>", "log_id": "oci.xxx.<log_ocid>",
+            "subnet_id": "oci.xxxx.<subnet-ocid>", "shape": "VM.GPU2.1", "block_storage_gb": 50,
+            "image": "<region.ocir.io/my-tenancy/image-name>",
+            "work_dir": "oci://my-bucket@my-namespace/path/to/dir/",
+        },
+    }  # fmt: skip
+
+
+def test_seed_train_yaml_becomes_the_expected_oci_request(tmp_path: Path) -> None:
+    spec = load_spec(seed_folder(tmp_path))
+    parts = OCIProvider(environ={}).render(spec).parts
+    job = parts.create_job
+    assert (job.compartment_id, job.project_id, job.display_name) == (COMPARTMENT, PROJECT, "my-distributed-training")
+    assert job.job_log_configuration_details.log_id == "ocid1.log.oc1.iad.aaaaaaaalog"
+    assert job.job_log_configuration_details.enable_auto_log_creation is False
+    node = job.job_node_configuration_details
+    assert node.job_network_configuration.job_network_type == "CUSTOM_NETWORK"
+    assert node.job_network_configuration.subnet_id == "ocid1.subnet.oc1.iad.aaaaaaaasubnet"
+    (group,) = node.job_node_group_configuration_details_list
+    assert group.replicas == 3  # main 1 + worker 2, one node group
+    infra = group.job_infrastructure_configuration_details
+    assert (infra.shape_name, infra.block_storage_size_in_gbs, infra.job_shape_config_details) == (
+        "VM.GPU2.1",
+        50,
+        None,
+    )
+    container = group.job_environment_configuration_details
+    assert container.image == "iad.ocir.io/my-tenancy/image-name:latest"
+    assert container.cmd == ["--data-dir", "/home/datascience/data", "--output-dir", "/home/datascience/outputs",
+                             "--timeout", "5"]  # fmt: skip
+    assert group.job_configuration_details.environment_variables["NCCL_ASYNC_ERROR_HANDLING"] == "1"
+    (mount,) = job.job_storage_mount_configuration_details_list
+    assert (mount.bucket, mount.namespace, mount.prefix) == (
+        "my-bucket",
+        "my-namespace",
+        "path/to/dir/my-distributed-training/",
+    )
+    assert parts.job_config["entry_point"] == "train.py"
+    assert parts.uploads[0].local == str(tmp_path)
+
+
+def test_flags_override_the_ads_file(tmp_path: Path) -> None:
+    spec = load_spec(seed_folder(tmp_path), {"nodes": 2, "oci": {"shape": "VM.GPU.A10.2"}})
+    assert (spec.nodes, spec.oci.shape, spec.oci.block_storage_gb) == (2, "VM.GPU.A10.2", 50)
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (lambda d: d["spec"]["cluster"].update(kind="DASK"), "cloudddp runs PyTorch DDP"),
+        (lambda d: d["spec"]["cluster"]["spec"].update(ephemeral=True), "spec.cluster.spec has field(s) ephemeral"),
+        (lambda d: d["spec"]["runtime"]["spec"].pop("entryPoint"), "entryPoint (the training script) is required"),
+        (lambda d: d["spec"]["infrastructure"].update(type="dataFlow"), "cloudddp runs dataScienceJob"),
+        (
+            lambda d: d["spec"]["cluster"]["spec"]["worker"].update(replicas=-1),
+            "worker.replicas must be a whole number",
+        ),
+        (
+            lambda d: d["spec"]["cluster"]["spec"]["config"].update(env=["X=1"]),
+            "entries must be {name: ..., value: ...}",
+        ),
+    ],
+)
+def test_ads_fields_cloudddp_cannot_honour_are_errors(tmp_path: Path, change: Any, message: str) -> None:
+    data = yaml.safe_load(SEED_TRAIN_YAML)
+    change(data)
+    with pytest.raises(CloudDDPError, match=None) as caught:
+        spec_dict_from_ads(data, "train.yaml")
+    assert message in str(caught.value)
+    assert str(caught.value).startswith("train.yaml: ")
+
+
+def test_seed_placeholders_fail_clearly_at_launch(tmp_path: Path) -> None:
+    spec = load_spec(seed_folder(tmp_path, real_ids=False))
+    with pytest.raises(CloudDDPError, match=r"oci.compartment_id='oci.xxxx.<compartment_ocid>' is not an OCID"):
+        OCIProvider(environ={}).render(spec)
+
+
+def test_compose_file_matches_the_seed_guides_local_test(tmp_path: Path) -> None:
+    spec = load_spec(seed_folder(tmp_path))
+    services = compose_dict(spec)["services"]
+    assert list(services) == ["my-distributed-training-main", "my-distributed-training-worker-0",
+                              "my-distributed-training-worker-1"]  # fmt: skip
+    main, worker = services["my-distributed-training-main"], services["my-distributed-training-worker-1"]
+    assert main["network_mode"] == "host" and "ports" not in main
+    assert {k: main["environment"][k] for k in ("OCI__MODE", "RANK", "OCI__WORKER_COUNT", "OCI__CLUSTER_TYPE")} == {
+        "OCI__MODE": "MAIN",
+        "RANK": "0",
+        "OCI__WORKER_COUNT": "2",
+        "OCI__CLUSTER_TYPE": "PYTORCH",
+    }
+    assert (worker["environment"]["OCI__MODE"], worker["environment"]["RANK"]) == ("WORKER", "2")
+    assert worker["environment"]["OCI__ENTRY_SCRIPT_ARGS"] == (
+        "--data-dir /home/datascience/data --output-dir /home/datascience/outputs --timeout 5"
+    )
+    assert worker["environment"]["OCI__WORK_DIR"] == "oci://my-bucket@my-namespace/path/to/dir/"
+    assert worker["environment"]["NCCL_ASYNC_ERROR_HANDLING"] == "1"
+    assert main["command"] == ["train.py", *shlex.split(worker["environment"]["OCI__ENTRY_SCRIPT_ARGS"])]
+    assert f"{tmp_path}:/code:ro" in main["volumes"]
+    assert not any(".oci" in v for s in services.values() for v in s["volumes"])  # no credentials in containers
+
+
+def test_compose_variables_are_what_the_launcher_understands(tmp_path: Path) -> None:
+    """Each service's environment gives the launcher the right rank, size and master (its --dry-run plan)."""
+    (tmp_path / "data").mkdir()
+    spec = build_spec({"entry_point": "train_ddp.py", "source_dir": str(REPO / "sources"), "nodes": 3,
+                       "inputs": {"train": str(tmp_path / "data")}})  # fmt: skip
+    for rank, service in enumerate(compose_dict(spec)["services"].values()):
+        args = build_parser().parse_args(["--dry-run", *service["command"]])
+        plan = plan_for(args, service["environment"])
+        assert (plan.provider, plan.node_rank, plan.nnodes) == ("oci", rank, 3)
+        assert (plan.master_addr, plan.master_port) == ("127.0.0.1", 29400)
+        assert service["environment"]["CLOUDDDP_CHANNEL_TRAIN"] == "/data/train"
+
+
+def test_compose_keeps_secret_values_out_of_the_file(tmp_path: Path) -> None:
+    spec = build_spec({"entry_point": "train_ddp.py", "source_dir": str(REPO / "sources"), "nodes": 2,
+                       "environment": {"WANDB_API_KEY": "abc123secret", "LR": "0.1"}})  # fmt: skip
+    text = compose_yaml(spec)
+    assert "abc123secret" not in text
+    assert yaml.safe_load(text)["services"]["cloudddp-job-main"]["environment"]["WANDB_API_KEY"] == "${WANDB_API_KEY}"
+
+
+@pytest.mark.slow
+def test_cli_launch_dry_run_and_render_compose_read_the_ads_file(tmp_path: Path) -> None:
+    path = seed_folder(tmp_path)
+    dry = run_cli("launch", "--provider", "oci", "-f", str(path), "--dry-run", cwd=tmp_path)
+    assert dry.returncode == 0, dry.stderr
+    document = yaml.safe_load(dry.stdout)
+    group = document["request"]["create_job"]["job_node_configuration_details"][
+        "job_node_group_configuration_details_list"
+    ][0]
+    assert group["replicas"] == 3
+    rendered = run_cli("render", "--provider", "oci", "-f", str(path), cwd=tmp_path)
+    assert rendered.returncode == 0, rendered.stderr
+    same = yaml.safe_load(rendered.stdout)["request"]["create_job"]
+    assert same["job_log_configuration_details"] == document["request"]["create_job"]["job_log_configuration_details"]
+    compose = run_cli("render", "--provider", "oci", "--compose", "-f", str(path), cwd=tmp_path)
+    assert compose.returncode == 0, compose.stderr
+    assert len(yaml.safe_load(compose.stdout)["services"]) == 3
+    wrong = run_cli("render", "--provider", "local", "--compose", "-f", str(path), cwd=tmp_path)
+    assert wrong.returncode == 2 and "use it with --provider oci" in wrong.stderr

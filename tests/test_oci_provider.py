@@ -1,0 +1,400 @@
+"""The OCI provider against the loopback service: the real `oci` SDK, signed requests, no account."""
+
+from __future__ import annotations
+
+import datetime as dt
+import io
+import tarfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from cryptography.hazmat.primitives import serialization
+from oci_loopback_server import COMPARTMENT, IMAGE, PROJECT, FakeOCI, ThrowawayKey, oci_settings
+
+from cloudddp.errors import CloudDDPError
+from cloudddp.estimator import Estimator
+from cloudddp.providers.oci import logs as oci_logs
+from cloudddp.providers.oci import provider as oci_provider
+from cloudddp.providers.oci.provider import OCIProvider
+from cloudddp.session import run_job
+from cloudddp.spec import build_spec
+from cloudddp.staging.oci_store import OCIStager
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def key() -> ThrowawayKey:
+    return ThrowawayKey.generate()
+
+
+@pytest.fixture
+def config(tmp_path: Path, key: ThrowawayKey) -> Path:
+    return key.write_config(tmp_path / ".oci")
+
+
+@pytest.fixture
+def server(key: ThrowawayKey) -> Iterator[FakeOCI]:
+    with FakeOCI(key, step=0.1, ingestion_delay=0.2) as fake:
+        yield fake
+
+
+@pytest.fixture
+def data(tmp_path: Path) -> Path:
+    root = tmp_path / "data"
+    for name in ("train/a/1.png", "train/a/2.png", "train/b/1.png", "val/a/1.png"):
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_bytes(name.encode() * 10)
+    return root
+
+
+def make_provider(server: FakeOCI, config: Path, **options: Any) -> OCIProvider:
+    options.setdefault("poll", 0.1)
+    options.setdefault("log_grace", 3.0)
+    return OCIProvider(service_endpoint=server.url, environ={"OCI_CONFIG_FILE": str(config)}, **options)
+
+
+def make_spec(data: Path, **fields: Any) -> Any:
+    oci_fields = fields.pop("oci", {})
+    base = {"entry_point": "train_ddp.py", "source_dir": str(REPO / "sources"), "nodes": 2,
+            "inputs": {"train": str(data)}, "args": ["--epochs", "1"], "oci": oci_settings(**oci_fields)}  # fmt: skip
+    return build_spec({**base, **fields})
+
+
+@pytest.fixture
+def use_server(monkeypatch: pytest.MonkeyPatch, server: FakeOCI, config: Path) -> FakeOCI:
+    """For code that creates its own provider (run_job, Estimator): the endpoint and config from the environment."""
+    monkeypatch.setenv("CLOUDDDP_OCI_SERVICE_ENDPOINT", server.url)
+    monkeypatch.setenv("OCI_CONFIG_FILE", str(config))
+    monkeypatch.setattr(oci_provider, "DEFAULT_POLL", 0.1)
+    return server
+
+
+def test_launch_sends_one_signed_create_job_and_one_create_job_run_in_camel_case(
+    server: FakeOCI, config: Path, data: Path
+) -> None:
+    provider = make_provider(server, config)
+    handle = provider.submit(provider.render(make_spec(data)))
+    assert server.signature_failures == []
+    assert all(r.headers["authorization"].startswith('Signature algorithm="rsa-sha256"') for r in server.requests)
+    (job_call,) = server.calls("POST", r"^/20190101/jobs$")
+    (run_call,) = server.calls("POST", r"^/20190101/jobRuns$")
+    assert {"date", "(request-target)", "host", "x-content-sha256"} <= set(
+        job_call.headers["authorization"].split('headers="')[1].split('"')[0].split()
+    )
+    body = job_call.body
+    assert (body["compartmentId"], body["projectId"], body["displayName"]) == (COMPARTMENT, PROJECT, "cloudddp-job")
+    node = body["jobNodeConfigurationDetails"]
+    assert (node["jobNodeType"], node["startupOrder"]) == ("MULTI_NODE", "IN_PARALLEL")
+    assert node["jobNetworkConfiguration"] == {"jobNetworkType": "DEFAULT_NETWORK"}
+    (group,) = node["jobNodeGroupConfigurationDetailsList"]
+    assert group["replicas"] == 2 and group["minimumSuccessReplicas"] == 2
+    assert group["jobInfrastructureConfigurationDetails"] == {
+        "jobInfrastructureType": "MULTI_NODE", "shapeName": "VM.Standard.E4.Flex", "blockStorageSizeInGBs": 100,
+        "jobShapeConfigDetails": {"ocpus": 2.0, "memoryInGBs": 32.0}}  # fmt: skip
+    assert group["jobEnvironmentConfigurationDetails"]["jobEnvironmentType"] == "OCIR_CONTAINER"
+    assert group["jobEnvironmentConfigurationDetails"]["image"] == IMAGE
+    assert group["jobEnvironmentConfigurationDetails"]["cmd"] == ["--epochs", "1"]
+    assert group["jobConfigurationDetails"]["jobType"] == "DEFAULT"
+    assert body["jobStorageMountConfigurationDetailsList"] == [{
+        "storageType": "OBJECT_STORAGE", "destinationDirectoryName": "cloudddp", "namespace": "ns", "bucket": "bkt",
+        "prefix": "cloudddp/cloudddp-job/"}]  # fmt: skip
+    assert body["jobLogConfigurationDetails"]["enableAutoLogCreation"] is True
+    job_id = server.jobs and next(iter(server.jobs))
+    assert run_call.body["jobId"] == job_id
+    assert run_call.body["freeformTags"]["cloudddp-nodes"] == "2"
+    assert handle.job_id.startswith("ocid1.datasciencejobrun.") and handle.details["job_id"] == job_id
+    assert server.calls("GET", rf"^/20190101/jobs/{job_id}$")  # waited for the job to be ACTIVE
+    assert job_call.headers.get("opc-retry-token") and run_call.headers.get("opc-retry-token")
+
+
+def test_the_archive_and_the_inputs_are_staged_where_the_job_mounts_them(
+    server: FakeOCI, config: Path, data: Path
+) -> None:
+    provider = make_provider(server, config)
+    job_request = provider.render(make_spec(data))
+    provider.submit(job_request)
+    env = job_request.parts.create_job.job_node_configuration_details.job_node_group_configuration_details_list[0]
+    env = env.job_configuration_details.environment_variables
+    archive_name = "cloudddp/cloudddp-job/" + env["CLOUDDDP_SOURCE"].removeprefix("/mnt/cloudddp/")
+    names = server.object_names()
+    assert archive_name in names
+    assert {n for n in names if "/inputs/" in n} == {
+        f"cloudddp/cloudddp-job/inputs/train/{p}"
+        for p in ("train/a/1.png", "train/a/2.png", "train/b/1.png", "val/a/1.png")
+    }
+    with tarfile.open(fileobj=io.BytesIO(server.objects[("ns", "bkt", archive_name)].data)) as tar:
+        members = tar.getnames()
+        job_config = tar.extractfile("cloudddp_job.json").read().decode()  # type: ignore[union-attr]
+    assert {"train_ddp.py", "cloudddp_bootstrap.py", "cloudddp/launcher/cli.py"} <= set(members)
+    assert '"entry_point": "train_ddp.py"' in job_config
+
+
+def test_a_second_launch_uploads_only_what_changed(server: FakeOCI, config: Path, data: Path) -> None:
+    provider = make_provider(server, config)
+    spec = make_spec(data)
+    provider.submit(provider.render(spec))
+    puts_before = len(server.calls("PUT"))
+    (data / "train/a/2.png").write_bytes(b"changed")
+    (data / "val/a/1.png").unlink()
+    time.sleep(1.1)  # a new run folder (the stamp has one-second resolution)
+    provider.submit(provider.render(spec))
+    new_puts = [r.path for r in server.calls("PUT")[puts_before:]]
+    assert len(new_puts) == 2 and new_puts[0].endswith("sourcedir.tar.gz")
+    assert any(p.endswith("/inputs/train/train/a/2.png") for p in new_puts)
+    (deleted,) = server.calls("DELETE")
+    assert deleted.path.endswith("/inputs/train/val/a/1.png")
+
+
+def test_large_files_go_up_in_parallel_parts_and_are_skipped_by_their_multipart_md5(
+    server: FakeOCI, config: Path, tmp_path: Path
+) -> None:
+    folder = tmp_path / "big"
+    folder.mkdir()
+    (folder / "weights.bin").write_bytes(bytes(range(256)) * 4096 * 3 + b"tail")  # 3 MiB + 4 bytes
+    (folder / "small.txt").write_text("hello")
+    client = make_provider(server, config).clients().object_storage
+    stager = OCIStager(client, "ns", "bkt", part_size=1024 * 1024)
+    report = stager.stage_path(folder, "staging/big")
+    assert len(report.uploaded) == 2 and report.bytes_uploaded == 3 * 1024 * 1024 + 4 + 5
+    assert len(server.calls("POST", r"/u$")) == 1  # create multipart upload
+    assert len(server.calls("PUT", r"/u/staging/big/weights.bin$")) == 4  # four parts
+    assert server.objects[("ns", "bkt", "staging/big/weights.bin")].multipart_md5.endswith("-4")
+    writes = len(server.writes())
+    again = stager.stage_path(folder, "staging/big")
+    assert (again.uploaded, len(again.skipped)) == ([], 2)
+    assert len(server.writes()) == writes  # nothing written the second time
+    other_parts = OCIStager(client, "ns", "bkt", part_size=2 * 1024 * 1024)
+    assert other_parts.stage_path(folder, "staging/big").uploaded == []  # checked through the cloudddp-md5 metadata
+    assert server.calls("HEAD", r"weights.bin$")
+
+
+def test_following_shows_states_node_groups_and_each_line_once(server: FakeOCI, config: Path, data: Path) -> None:
+    provider = make_provider(server, config, log_grace=60.0)
+    handle = provider.submit(provider.render(make_spec(data)))
+    started = time.monotonic()
+    lines = list(provider.logs(handle.job_id, follow=True))
+    assert time.monotonic() - started < 20  # ended on the nodes' exit lines, not after the 60 s grace
+    states = [line for line in lines if line.startswith("[oci] job run")]
+    assert states[0] == "[oci] job run ACCEPTED (node groups: cloudddp: CREATING)"
+    assert "[oci] job run IN_PROGRESS (node groups: cloudddp: ACTIVE)" in states
+    assert states[-1] == "[oci] job run SUCCEEDED (node groups: cloudddp: DELETED)"
+    node_lines = [line for line in lines if line.startswith("[node-")]
+    assert len(node_lines) == len(set(node_lines)) == 6
+    assert "[node-1] cloudddp: node 1 exited with code 0" in node_lines
+    assert server.search_calls >= 2
+    status = provider.status(handle.job_id)
+    assert (status.state, status.nodes) == ("SUCCEEDED", {"cloudddp": "DELETED"})
+    assert status.artifacts and status.artifacts.startswith("oci://bkt@ns/cloudddp/cloudddp-job/runs/")
+    model = provider.fetch_artifacts(handle.job_id, Path(config).parent.parent / "model")
+    assert sorted(p.name for p in model.iterdir()) == ["metrics.json", "model.pt"]
+
+
+def test_launch_exits_with_the_failed_nodes_exit_code(use_server: FakeOCI, data: Path) -> None:
+    use_server.outcome = "FAILED"
+    said: list[str] = []
+    code = run_job("oci", make_spec(data), say=said.append)
+    assert code == 3
+    assert any("node groups: cloudddp: FAILED (replica 1 failed)" in line for line in said)
+    assert "cloudddp: job FAILED: FAILED: Job run failed: node 1 of cloudddp exited with exit code 3." in said
+
+
+def test_status_logs_and_cancel_take_a_run_ocid_a_job_ocid_or_latest(
+    key: ThrowawayKey, config: Path, data: Path
+) -> None:
+    with FakeOCI(key, step=1.0) as server:
+        provider = make_provider(server, config)
+        handle = provider.submit(provider.render(make_spec(data)))
+        fresh = OCIProvider(service_endpoint=server.url, poll=0.1, log_grace=5,
+                            environ={"OCI_CONFIG_FILE": str(config), "NB_SESSION_COMPARTMENT_OCID": COMPARTMENT})  # fmt: skip
+        assert fresh.status(handle.job_id).state in ("PENDING", "RUNNING")
+        assert fresh.status(handle.details["job_id"]).job_id == handle.job_id
+        assert fresh.status("latest").job_id == handle.job_id
+        listed = server.calls("GET", r"^/20190101/jobRuns$")
+        assert listed and listed[-1].query["compartmentId"] == [COMPARTMENT]
+        fresh.cancel(handle.job_id)
+        assert server.calls("POST", r"/actions/cancelJobRun$")
+        final = fresh.wait(handle.job_id, poll=0.1)
+        assert final.state == "STOPPED"
+        fresh.cancel(handle.job_id)  # already over: a no-op, not an error
+        assert any(line.startswith("[oci] job run CANCELED") for line in fresh.logs(handle.job_id, follow=True))
+        with pytest.raises(CloudDDPError, match=r"job_run_id='ocid1\.nope' is not an OCID"):
+            fresh.status("ocid1.nope")
+        with pytest.raises(CloudDDPError, match="refused get_job_run: 404 NotAuthorizedOrNotFound"):
+            fresh.status("ocid1.datasciencejobrun.oc1.iad.aaaaunknown")
+
+
+def test_logs_without_follow_print_what_exists(server: FakeOCI, config: Path, data: Path) -> None:
+    provider = make_provider(server, config)
+    handle = provider.submit(provider.render(make_spec(data)))
+    server.wait_for_run(handle.job_id)
+    time.sleep(0.3)  # ingestion delay
+    lines = list(provider.logs(handle.job_id))
+    assert lines[-2:] == [
+        "[node-0] cloudddp: node 0 exited with code 0",
+        "[node-1] cloudddp: node 1 exited with code 0",
+    ]
+
+
+def test_log_search_splits_full_windows_until_each_fits(server: FakeOCI, config: Path) -> None:
+    source = "ocid1.datasciencejobrun.oc1.iad.aaaapaging"
+    start = dt.datetime(2025, 1, 1, tzinfo=dt.timezone.utc)
+    server.add_logs(source, [f"line {i}" for i in range(2500)], start, dt.timedelta(milliseconds=1))
+    client = make_provider(server, config).clients().log_search
+    query = oci_logs.search_query(COMPARTMENT, "ocid1.loggroup.oc1..a", "ocid1.log.oc1..b", source)
+    search = oci_logs.LogSearch(client, query)
+    records = search.window(start - dt.timedelta(seconds=1), start + dt.timedelta(seconds=10))
+    assert [r.message for r in records] == [f"line {i}" for i in range(2500)]
+    assert search.calls >= 5
+    requests = server.calls("POST", "/20190909/search")
+    assert all(r.query["limit"] == ["1000"] for r in requests)
+    assert (
+        requests[0].body["searchQuery"]
+        == f"search \"{COMPARTMENT}/ocid1.loggroup.oc1..a/ocid1.log.oc1..b\" | where source = '*{source}' | sort by datetime asc"
+    )
+
+
+def test_log_search_splits_windows_the_service_calls_too_large(key: ThrowawayKey, config: Path) -> None:
+    with FakeOCI(key, too_large_above=700) as server:
+        source = "ocid1.datasciencejobrun.oc1.iad.aaaatoolarge"
+        start = dt.datetime(2025, 1, 1, tzinfo=dt.timezone.utc)
+        server.add_logs(source, [f"line {i}" for i in range(1500)], start, dt.timedelta(milliseconds=2))
+        search = oci_logs.LogSearch(make_provider(server, config).clients().log_search,
+                                    oci_logs.search_query(COMPARTMENT, "g", "l", source))  # fmt: skip
+        records = search.window(start, start + dt.timedelta(seconds=5))
+        assert len({r.id for r in records}) == len(records) == 1500
+
+
+def test_following_rereads_an_overlap_for_late_lines_and_prints_each_once(server: FakeOCI, config: Path) -> None:
+    source = "ocid1.datasciencejobrun.oc1.iad.aaaalate"
+    search = oci_logs.LogSearch(make_provider(server, config).clients().log_search,
+                                oci_logs.search_query(COMPARTMENT, "g", "l", source))  # fmt: skip
+    now = oci_logs.utc_now()
+    follower = oci_logs.LogFollower(search, now - dt.timedelta(minutes=5))
+    server.add_logs(source, ["early"], now - dt.timedelta(seconds=30), dt.timedelta(0))
+    assert [r.message for r in follower.poll()] == ["early"]
+    # A line written 20 s ago that only now reached the index (ingestion delay): still printed, once.
+    server.add_logs(source, ["late"], now - dt.timedelta(seconds=20), dt.timedelta(0))
+    server.add_logs(source, ["new"], oci_logs.utc_now(), dt.timedelta(0))
+    assert [r.message for r in follower.poll()] == ["late", "new"]
+    assert follower.poll() == []
+
+
+@pytest.mark.parametrize(
+    ("setup", "message"),
+    [
+        (lambda c: c.unlink(), "the OCI config file .* does not exist"),
+        (lambda c: c.write_text(c.read_text().replace("[DEFAULT]", "[OTHER]")), r"has no profile \[DEFAULT\]"),
+        (
+            lambda c: c.write_text(c.read_text().replace("key.pem", "missing.pem")),
+            r"key_file '.*missing.pem' does not exist",
+        ),
+        (lambda c: (c.parent / "key.pem").write_text("not a key"), "is not a readable PEM private key"),
+        (lambda c: c.write_text(c.read_text().replace("fingerprint=", "fingerprint=zz")), "fingerprint is malformed"),
+    ],
+)
+def test_bad_credentials_fail_before_anything_is_uploaded(
+    server: FakeOCI, config: Path, data: Path, setup: Any, message: str
+) -> None:
+    setup(config)
+    provider = make_provider(server, config)
+    with pytest.raises(CloudDDPError, match=message):
+        provider.submit(provider.render(make_spec(data)))
+    assert server.requests == []
+
+
+def test_a_profile_and_config_file_from_the_oci_cli_variables(
+    server: FakeOCI, key: ThrowawayKey, tmp_path: Path
+) -> None:
+    config = key.write_config(tmp_path / "elsewhere", profile="TRAINING")
+    provider = OCIProvider(service_endpoint=server.url, environ={"OCI_CLI_CONFIG_FILE": str(config),
+                                                                 "OCI_CLI_PROFILE": "TRAINING"})  # fmt: skip
+    assert provider.clients().credentials.origin == f"profile [TRAINING] of {config}"
+
+
+def test_resource_principal_outside_oci_is_a_clear_error(data: Path, server: FakeOCI, config: Path) -> None:
+    provider = make_provider(server, config)
+    with pytest.raises(CloudDDPError, match=r"works inside OCI only .* OCI_RESOURCE_PRINCIPAL_VERSION is not set"):
+        provider.submit(provider.render(make_spec(data, oci={"auth": "resource_principal"})))
+    assert server.requests == []
+
+
+def test_invalid_spec_uploads_nothing_and_creates_nothing(use_server: FakeOCI, data: Path) -> None:
+    for bad in ({"environment": {"BIG": "x" * 20_001}}, {"args": ["y" * 4_001]},
+                {"oci": {"block_storage_gb": 10}}, {"oci": {"shape": "VM.Standard2.1"}}):  # fmt: skip
+        with pytest.raises(CloudDDPError):
+            run_job("oci", make_spec(data, **bad), say=lambda line: None)
+    assert use_server.requests == []
+
+
+def test_an_encrypted_key_works_and_its_passphrase_is_never_sent_or_printed(
+    server: FakeOCI, key: ThrowawayKey, config: Path, data: Path
+) -> None:
+    passphrase = "correct-horse-battery-staple"
+    (config.parent / "key.pem").write_bytes(key.private_key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.TraditionalOpenSSL,
+        serialization.BestAvailableEncryption(passphrase.encode())))  # fmt: skip
+    config.write_text(config.read_text() + f"pass_phrase={passphrase}\n")
+    provider = make_provider(server, config)
+    job_request = provider.render(make_spec(data))
+    provider.submit(job_request)
+    assert server.signature_failures == []
+    seen = repr([(r.headers, r.body) for r in server.requests]) + job_request.to_yaml()
+    assert passphrase not in seen and "PRIVATE KEY" not in seen
+    with pytest.raises(CloudDDPError, match="is encrypted; add its pass_phrase") as caught:
+        config.write_text(config.read_text().replace(f"pass_phrase={passphrase}\n", ""))
+        make_provider(server, config).clients()
+    assert passphrase not in str(caught.value)
+
+
+def test_estimator_fits_on_oci(use_server: FakeOCI, data: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    estimator = Estimator(provider="oci", entry_point="train_ddp.py", source_dir=str(REPO / "sources"),
+                          instance_count=2, hyperparameters={"epochs": 1}, **oci_settings())  # fmt: skip
+    assert "create_job" in estimator.dry_run({"train": str(data)})
+    assert use_server.requests == []
+    status = estimator.fit({"train": str(data)})
+    assert status is not None and status.state == "SUCCEEDED"
+    assert estimator.model_data == status.artifacts
+    out = capsys.readouterr().out
+    assert (
+        "cloudddp: submitted ocid1.datasciencejobrun." in out and "[node-0] cloudddp: node 0 exited with code 0" in out
+    )
+    (group,) = use_server.calls("POST", r"^/20190101/jobs$")[0].body["jobNodeConfigurationDetails"][
+        "jobNodeGroupConfigurationDetailsList"
+    ]
+    assert group["jobEnvironmentConfigurationDetails"]["cmd"] == ["--epochs", "1"]
+
+
+def test_follow_up_calls_use_the_credentials_the_job_was_submitted_with(
+    server: FakeOCI, key: ThrowawayKey, tmp_path: Path, data: Path
+) -> None:
+    config = key.write_config(tmp_path / "team", profile="TRAINING")
+    provider = OCIProvider(service_endpoint=server.url, environ={}, poll=0.1, log_grace=3)
+    spec = make_spec(data, oci={"config_file": str(config), "profile": "TRAINING"})
+    handle = provider.submit(provider.render(spec))
+    assert any("exited with code 0" in line for line in provider.logs(handle.job_id, follow=True))
+    assert provider.status(handle.job_id).state == "SUCCEEDED"
+
+
+@pytest.mark.slow
+def test_cli_status_logs_and_cancel_with_a_job_run_ocid(key: ThrowawayKey, config: Path, data: Path) -> None:
+    from conftest import run_cli
+
+    with FakeOCI(key, step=2.0) as server:
+        provider = make_provider(server, config)
+        handle = provider.submit(provider.render(make_spec(data)))
+        env = {"CLOUDDDP_OCI_SERVICE_ENDPOINT": server.url, "OCI_CONFIG_FILE": str(config)}
+        status = run_cli("status", "--provider", "oci", handle.job_id, env=env)
+        assert status.returncode == 0, status.stderr
+        assert f"{handle.job_id}: PENDING" in status.stdout or f"{handle.job_id}: RUNNING" in status.stdout
+        assert "cloudddp: CREATING" in status.stdout or "cloudddp: ACTIVE" in status.stdout
+        cancel = run_cli("cancel", "--provider", "oci", handle.job_id, env=env)
+        assert cancel.returncode == 0 and f"asked oci to stop {handle.job_id}" in cancel.stdout
+        server.wait_for_run(handle.job_id, timeout=30)
+        logs = run_cli("logs", "--provider", "oci", "--follow", handle.job_id, env=env)
+        assert logs.returncode == 0 and "[oci] job run CANCELED" in logs.stdout
+        bad = run_cli("status", "--provider", "oci", "not-an-ocid", env=env)
+        assert bad.returncode == 2 and "is not an OCID" in bad.stderr and "Traceback" not in bad.stderr

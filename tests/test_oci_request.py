@@ -1,0 +1,225 @@
+"""The OCI request as rendered (dry run): its shape, and every limit checked before any call."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import oci
+import pytest
+import yaml
+from oci_loopback_server import COMPARTMENT, IMAGE, LOG_GROUP, PROJECT, oci_settings
+
+from cloudddp.errors import CloudDDPError
+from cloudddp.providers.oci import request, validation
+from cloudddp.providers.oci.provider import OCIProvider
+from cloudddp.spec import build_spec
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def spec_for(tmp_path: Path, **fields: Any) -> Any:
+    data = tmp_path / "data"
+    data.mkdir(exist_ok=True)
+    oci_fields = fields.pop("oci", {})
+    base = {"entry_point": "train_ddp.py", "source_dir": str(REPO / "sources"), "nodes": 2,
+            "inputs": {"train": str(data)}, "oci": oci_settings(**oci_fields)}  # fmt: skip
+    return build_spec({**base, **fields})
+
+
+def render(tmp_path: Path, environ: dict[str, str] | None = None, **fields: Any) -> Any:
+    provider = OCIProvider(environ=environ if environ is not None else {}, service_endpoint="http://127.0.0.1:9")
+    return provider.render(spec_for(tmp_path, **fields))
+
+
+def test_render_builds_one_multi_node_job_with_the_sdk_model_classes(tmp_path: Path) -> None:
+    parts = render(tmp_path, args=["--epochs", "1"], max_runtime=3601).parts
+    job = parts.create_job
+    assert isinstance(job, oci.data_science.models.CreateJobDetails)
+    assert job.job_configuration_details is None
+    assert job.job_infrastructure_configuration_details is None
+    assert job.job_environment_configuration_details is None
+    node = job.job_node_configuration_details
+    assert isinstance(node, oci.data_science.models.MultiNodeJobNodeConfigurationDetails)
+    assert (node.job_node_type, node.startup_order, node.maximum_runtime_in_minutes) == (
+        "MULTI_NODE",
+        "IN_PARALLEL",
+        61,
+    )
+    assert isinstance(node.job_network_configuration, oci.data_science.models.JobDefaultNetworkConfiguration)
+    (group,) = node.job_node_group_configuration_details_list
+    assert (group.name, group.replicas, group.minimum_success_replicas) == ("cloudddp", 2, 2)
+    infra = group.job_infrastructure_configuration_details
+    assert isinstance(infra, oci.data_science.models.MultiNodeJobInfrastructureConfigurationDetails)
+    assert (infra.shape_name, infra.block_storage_size_in_gbs) == ("VM.Standard.E4.Flex", 100)
+    assert (infra.job_shape_config_details.ocpus, infra.job_shape_config_details.memory_in_gbs) == (2.0, 32.0)
+    container = group.job_environment_configuration_details
+    assert isinstance(container, oci.data_science.models.OcirContainerJobEnvironmentConfigurationDetails)
+    assert container.image == IMAGE
+    assert container.entrypoint[:2] == ["/bin/sh", "-c"] and "cloudddp_bootstrap.py" in container.entrypoint[2]
+    assert container.cmd == ["--epochs", "1"]
+    env = group.job_configuration_details.environment_variables
+    assert env["CLOUDDDP_SOURCE"].startswith("/mnt/cloudddp/runs/") and env["CLOUDDDP_SOURCE"].endswith(".tar.gz")
+    assert env["CLOUDDDP_CHANNEL_TRAIN"] == "/mnt/cloudddp/inputs/train"
+    (mount,) = job.job_storage_mount_configuration_details_list
+    assert isinstance(mount, oci.data_science.models.ObjectStorageMountConfigurationDetails)
+    assert (mount.bucket, mount.namespace, mount.prefix, mount.destination_directory_name) == (
+        "bkt",
+        "ns",
+        "cloudddp/cloudddp-job/",
+        "cloudddp",
+    )
+    logging = job.job_log_configuration_details
+    assert (logging.enable_logging, logging.enable_auto_log_creation, logging.log_group_id) == (True, True, LOG_GROUP)
+    run = parts.create_job_run
+    assert isinstance(run, oci.data_science.models.CreateJobRunDetails)
+    assert (run.compartment_id, run.project_id) == (COMPARTMENT, PROJECT)
+    assert run.freeform_tags["cloudddp-output"] == parts.output_uri
+
+
+def test_dry_run_yaml_is_the_sdk_dict_of_both_requests(tmp_path: Path) -> None:
+    job_request = render(tmp_path)
+    document = yaml.safe_load(job_request.to_yaml())
+    assert document["request"]["create_job"] == oci.util.to_dict(job_request.parts.create_job)
+    assert document["request"]["create_job_run"]["job_id"] == request.RUN_ID_PLACEHOLDER
+    assert [s["what"].split()[0] for s in document["before_submit"]["stage"]] == ["source", "input"]
+
+
+def test_render_needs_no_config_file_no_client_and_no_network(tmp_path: Path) -> None:
+    missing = {"OCI_CONFIG_FILE": str(tmp_path / "nowhere" / "config")}
+    provider = OCIProvider(environ=missing, service_endpoint="http://127.0.0.1:9")
+    provider.render(spec_for(tmp_path))
+    assert provider._clients == {}
+
+
+def test_dry_run_does_not_import_oci_for_the_cli_or_launcher() -> None:
+    code = "import sys, cloudddp.cli, cloudddp.launcher.cli, cloudddp.spec, cloudddp.providers.oci.ads, cloudddp.providers.oci.compose; print('oci' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "False"
+
+
+def test_custom_subnet_fixed_shape_logging_off_and_oci_inputs(tmp_path: Path) -> None:
+    parts = render(
+        tmp_path, nodes=3, inputs={"train": "oci://data@ns/sets/train"}, output="oci://models@ns/run7",
+        checkpoint="oci://models@ns/ckpt",
+        oci={"subnet_id": "ocid1.subnet.oc1.iad.aaaasubnet", "shape": "BM.GPU.A100-v2.8", "log_group_id": None},
+    ).parts  # fmt: skip
+    node = parts.create_job.job_node_configuration_details
+    assert node.job_network_configuration.subnet_id == "ocid1.subnet.oc1.iad.aaaasubnet"
+    group = node.job_node_group_configuration_details_list[0]
+    assert group.job_infrastructure_configuration_details.job_shape_config_details is None
+    assert parts.create_job.job_log_configuration_details.enable_logging is False
+    mounts = {
+        m.destination_directory_name: (m.bucket, m.prefix)
+        for m in parts.create_job.job_storage_mount_configuration_details_list
+    }
+    assert mounts == {"cloudddp": ("bkt", "cloudddp/cloudddp-job/"), "cloudddp-in-train": ("data", "sets/train/"),
+                      "cloudddp-output": ("models", "run7/"), "cloudddp-checkpoint": ("models", "ckpt/")}  # fmt: skip
+    env = group.job_configuration_details.environment_variables
+    assert env["CLOUDDDP_CHANNEL_TRAIN"] == "/mnt/cloudddp-in-train"
+    assert env["CLOUDDDP_OUTPUT_DIR"] == "/mnt/cloudddp-output"
+    assert env["CLOUDDDP_CHECKPOINT_DIR"] == "/mnt/cloudddp-checkpoint"
+    assert parts.output_uri == "oci://models@ns/run7"
+    assert [u.kind for u in parts.uploads] == ["archive"]
+
+
+def test_compartment_and_project_come_from_the_notebook_session_environment(tmp_path: Path) -> None:
+    environ = {"NB_SESSION_COMPARTMENT_OCID": COMPARTMENT, "PROJECT_OCID": PROJECT}
+    job_request = render(tmp_path, environ=environ, oci={"compartment_id": None, "project_id": None})
+    assert job_request.parts.create_job.compartment_id == COMPARTMENT
+    assert job_request.plan["from_environment"] == {"compartment_id": "NB_SESSION_COMPARTMENT_OCID",
+                                                    "project_id": "PROJECT_OCID"}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("oci_fields", "message"),
+    [
+        ({"compartment_id": None}, "oci.compartment_id is required"),
+        ({"project_id": None}, "oci.project_id is required"),
+        ({"compartment_id": "oci.xxxx.<compartment_ocid>"}, "is not an OCID"),
+        (
+            {"project_id": "ocid1.compartment.oc1..aaaa"},
+            "is the OCID of a compartment, but project_id needs a datascienceproject",
+        ),
+        ({"subnet_id": "ocid1.subnet.oc1.iad"}, "oci.subnet_id='ocid1.subnet.oc1.iad' is not an OCID"),
+        ({"log_group_id": None, "log_id": "ocid1.log.oc1.iad.aaaa"}, "oci.log_id needs oci.log_group_id"),
+        ({"image": None}, "oci.image is required"),
+        ({"image": "pytorch/pytorch:2.5.1"}, "OCI Container Registry only"),
+        ({"shape": "VM.Standard2.1"}, "cannot run multi-node jobs"),
+        ({"shape": "n1-standard-8"}, "is not an OCI shape name"),
+        ({"shape": "VM.GPU.A10.2", "ocpus": 4}, "apply to flexible shapes only"),
+        ({"block_storage_gb": 49}, "at least 50 GB of block storage"),
+        ({"work_dir": None}, "oci.work_dir is required"),
+        ({"work_dir": "s3://bucket/prefix"}, "must look like oci://bucket@namespace/prefix"),
+    ],
+)
+def test_bad_settings_fail_at_render_with_the_field_named(
+    tmp_path: Path, oci_fields: dict[str, Any], message: str
+) -> None:
+    with pytest.raises(CloudDDPError, match=None) as caught:
+        render(tmp_path, oci=oci_fields)
+    assert message in str(caught.value)
+
+
+def test_environment_over_20000_characters_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(CloudDDPError, match=r"hold 20,0\d\d characters .* allows 20,000\. Largest: BIG"):
+        render(tmp_path, environment={"BIG": "x" * 19_900})
+    render(tmp_path, environment={"BIG": "x" * 19_700})  # under the limit with cloudddp's own variables
+
+
+def test_arguments_over_4000_characters_are_refused(tmp_path: Path) -> None:
+    with pytest.raises(
+        CloudDDPError, match=r"command-line arguments .* 4,001 characters; OCI Data Science allows 4,000"
+    ):
+        render(tmp_path, args=["a" * 4001])
+    render(tmp_path, args=["a" * 4000])
+
+
+def test_replicas_below_one_are_refused() -> None:
+    with pytest.raises(CloudDDPError, match="at least 1 replica"):
+        validation.check_replicas(0)
+
+
+def test_secret_environment_variables_never_reach_the_job(tmp_path: Path) -> None:
+    with pytest.raises(CloudDDPError, match="HF_TOKEN: looks like a secret") as caught:
+        render(tmp_path, environment={"HF_TOKEN": "hf_abcdef123"})
+    assert "hf_abcdef123" not in str(caught.value)
+
+
+def test_local_output_or_checkpoint_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(CloudDDPError, match=r"output='\./model': on OCI the output must be an oci://"):
+        render(tmp_path, output="./model")
+    with pytest.raises(CloudDDPError, match="checkpoint='/ckpt'"):
+        render(tmp_path, checkpoint="/ckpt")
+
+
+def test_missing_input_and_too_many_mounts(tmp_path: Path) -> None:
+    with pytest.raises(CloudDDPError, match=r"inputs.train='/no/such/dir' does not exist"):
+        render(tmp_path, inputs={"train": "/no/such/dir"})
+    many = {f"c{i}": f"oci://b{i}@ns/x" for i in range(5)}
+    with pytest.raises(CloudDDPError, match="needs 6 Object Storage mounts"):
+        render(tmp_path, inputs=many)
+
+
+def test_node_script_is_valid_posix_sh() -> None:
+    subprocess.run(["sh", "-n", "-c", request.NODE_SCRIPT], check=True)
+
+
+@pytest.mark.parametrize(
+    ("value", "ok"),
+    [
+        ("ocid1.compartment.oc1..aaaaaaaa5tbquvc3", True),
+        ("ocid1.tenancy.oc1..aaaaaaaaba3pv6wkcr4j", True),
+        ("ocid1.datasciencejobrun.oc1.iad.amaaaaaa7uxnq", True),
+        ("ocid1.datasciencejobrun.oc1.us-ashburn-1.future.amaaaaaa", True),
+        ("ocid2.compartment.oc1..aaaa", False),
+        ("ocid1.compartment.oc1.aaaa", False),
+        ("ocid1.compartment..aaaa", False),
+        ("ocid1.Compartment.oc1..aaaa", False),
+        ("", False),
+    ],
+)
+def test_ocid_format(value: str, ok: bool) -> None:
+    assert bool(validation.OCID.fullmatch(value)) is ok
