@@ -132,7 +132,7 @@ def test_heterogeneous_host_outside_the_chosen_groups_sits_out(tmp_path: Path) -
             },
             [],
             ["sagemaker", "slurm", "--provider"],
-        ),  # fmt: skip
+        ),
         ({}, ["--node-rank", "3", "--nnodes", "2"], ["node rank 3", "nnodes=2"]),
         ({}, ["--provider", "nimbus"], ["nimbus"]),
     ],
@@ -145,7 +145,7 @@ def test_heterogeneous_host_outside_the_chosen_groups_sits_out(tmp_path: Path) -
         "two-providers",
         "override-out-of-range",
         "unknown-provider",
-    ],  # fmt: skip
+    ],
 )
 def test_bad_environment_gets_one_clear_message_and_exit_code_2(env: dict, args: list, names: list) -> None:
     result = run_launcher(*args, SCRIPT, env=env)

@@ -60,7 +60,7 @@ def run_two_nodes(
             str(tmp / "out"),
             *script_args,
             log=tmp / f"node{rank}.log",
-        )  # fmt: skip
+        )
         for rank in range(2)
     ]
 
