@@ -114,6 +114,16 @@ class JobSpec(Section):
     def entry_path(self) -> Path:
         return Path(self.source_dir) / self.entry_point
 
+    def require_source(self) -> None:
+        """The script and its folder exist here (checked before anything is uploaded or started)."""
+        if not self.module and not self.entry_path().is_file():
+            raise CloudDDPError(
+                f"entry_point {self.entry_point!r}: the training script {str(self.entry_path())!r} does not exist "
+                f"(source_dir={self.source_dir!r})."
+            )
+        if not Path(self.source_dir).is_dir():
+            raise CloudDDPError(f"source_dir {self.source_dir!r} is not a folder.")
+
     def script_args(self) -> list[str]:
         """The script's arguments: `args`, then hyperparameters as --key value."""
         extra: list[str] = []

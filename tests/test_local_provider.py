@@ -144,9 +144,11 @@ def test_sagemaker_emulation_is_what_the_script_relies_on(
 
 @pytest.mark.slow
 def test_one_node_with_two_processes_lands_in_the_same_band(tmp_path: Path, demo_data: Path) -> None:
-    result = run_cli("launch", "--nodes", "1", "--nproc-per-node", "2", "--runs-dir", str(tmp_path),
+    output = tmp_path / "exported-model"
+    result = run_cli("launch", "--nodes", "1", "--nproc-per-node", "2", "--runs-dir", str(tmp_path), "--output", str(output),
                      "-i", f"train={demo_data}", TRAIN, "--", "--epochs", "5")  # fmt: skip
     assert result.returncode == 0, result.stdout[-3000:]
+    assert (output / "model.pt").is_file() and f"model: {output}" in result.stdout
     run = run_folder(result.stdout)
     metrics = json.loads((run / "model" / "metrics.json").read_text())
     assert metrics["world_size"] == 2 and metrics["val_acc"] >= ACCURACY_BAND

@@ -321,7 +321,7 @@ def test_missing_user_bucket_is_not_created(aws: FakeAWS, project: Path) -> None
         ({"hyperparameters": {"big": "x" * 3000}}, ["'big'", "at most 2500"]),
         ({"sagemaker": {"tags": {"aws:x": "1"}}}, ["--tag 'aws:x'"]),
         ({"sagemaker": {"bucket": "s3://b"}}, ["--bucket"]),
-        ({"entry_point": "missing.py"}, ["entry_point 'missing.py' does not exist"]),
+        ({"entry_point": "missing.py"}, ["entry_point 'missing.py'", "does not exist"]),
         ({"sagemaker": {"framework_version": "1.0"}}, ["framework_version '1.0'", "--image"]),
         ({"sagemaker": {"py_version": "py39"}}, ["py_version 'py39'"]),
     ],

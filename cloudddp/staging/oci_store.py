@@ -18,7 +18,7 @@ import hashlib
 import os
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -26,19 +26,12 @@ import oci
 from oci.object_storage import UploadManager
 
 from cloudddp.errors import CloudDDPError
+from cloudddp.staging.report import StageReport
 
 MD5_META = "cloudddp-md5"
 PART_SIZE = 128 * 1024 * 1024  # the SDK's default: multipart above this size
 PARALLEL_PARTS = 3  # the SDK's default number of parts in flight per file
 LIST_FIELDS = "name,size,md5"
-
-
-@dataclass
-class StageReport:
-    uploaded: list[str] = field(default_factory=list)
-    skipped: list[str] = field(default_factory=list)
-    deleted: list[str] = field(default_factory=list)
-    bytes_uploaded: int = 0
 
 
 @dataclass

@@ -14,7 +14,6 @@ import hashlib
 import os
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -22,17 +21,10 @@ from boto3.s3.transfer import TransferConfig
 from botocore.exceptions import ClientError
 
 from cloudddp.errors import CloudDDPError
+from cloudddp.staging.report import StageReport
 
 MD5_META = "cloudddp-md5"
 TRANSFER = TransferConfig(multipart_threshold=64 * 1024 * 1024, multipart_chunksize=64 * 1024 * 1024, max_concurrency=8)
-
-
-@dataclass
-class StageReport:
-    uploaded: list[str] = field(default_factory=list)
-    skipped: list[str] = field(default_factory=list)
-    deleted: list[str] = field(default_factory=list)
-    bytes_uploaded: int = 0
 
 
 def split_uri(uri: str) -> tuple[str, str]:

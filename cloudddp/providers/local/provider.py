@@ -48,13 +48,7 @@ class LocalProvider(Provider):
         return Path(spec.local.runs_dir if spec else os.environ.get("CLOUDDDP_RUNS_DIR", "cloudddp-runs"))
 
     def validate(self, spec: JobSpec) -> None:
-        if not spec.module and not spec.entry_path().is_file():
-            raise CloudDDPError(
-                f"the training script {str(spec.entry_path())!r} does not exist "
-                f"(entry_point={spec.entry_point!r}, source_dir={spec.source_dir!r})."
-            )
-        if not Path(spec.source_dir).is_dir():
-            raise CloudDDPError(f"source_dir {spec.source_dir!r} is not a folder.")
+        spec.require_source()
         for channel, where in spec.inputs.items():
             if _is_uri(where):
                 raise CloudDDPError(
@@ -181,7 +175,7 @@ class LocalProvider(Provider):
                  for name, n in state.get("nodes", {}).items()}  # fmt: skip
         return JobStatus(
             job_id=str(run_dir), state=current, reason=state.get("reason", ""), exit_code=state.get("exit_code"),
-            nodes=nodes, artifacts=str(run_dir / "model"),
+            nodes=nodes, artifacts=state.get("output") or str(run_dir / "model"),
         )  # fmt: skip
 
     def logs(self, job_id: str, follow: bool = False) -> Iterator[str]:

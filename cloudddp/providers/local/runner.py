@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -119,9 +120,23 @@ class Runner:
             bad = [name for name, n in self.state["nodes"].items() if n["exit_code"] not in (0, None)]
             self.state["reason"] = f"node(s) {', '.join(bad)} exited with code(s) {', '.join(map(str, failed))}"
         self.state["exit_code"] = exit_code
+        self.copy_output()
         self.state["ended"] = time.time()
         write_state(self.run_dir, self.state)
         return exit_code
+
+    def copy_output(self) -> None:
+        """The spec's `output`: node 0's model folder is copied there when the job ends, whatever the outcome."""
+        target, model = self.job.get("output"), self.job["nodes"][0].get("model_dir")
+        if not target or not model or not Path(model).is_dir():
+            return
+        try:
+            shutil.copytree(model, target, dirs_exist_ok=True)
+            self.state["output"] = target
+        except OSError as exc:
+            self.state["reason"] = (
+                self.state.get("reason", "") + f"; could not copy the model to {target}: {exc}"
+            ).lstrip("; ")
 
     def run(self) -> int:
         signal.signal(signal.SIGTERM, self.on_stop)

@@ -139,14 +139,7 @@ def runtime_minutes(seconds: int) -> int:
 
 
 def validate_locals(spec: JobSpec) -> None:
-    source = Path(spec.source_dir)
-    if not source.is_dir():
-        raise CloudDDPError(f"source_dir {spec.source_dir!r} is not a folder.")
-    if not spec.module and not spec.entry_path().is_file():
-        raise CloudDDPError(
-            f"entry_point {spec.entry_point!r} does not exist in source_dir {spec.source_dir!r} "
-            f"(looked for {spec.entry_path()})."
-        )
+    spec.require_source()
     for channel, where in spec.inputs.items():
         if "://" in where:
             if not where.startswith("oci://"):

@@ -263,11 +263,4 @@ def validate_spec(spec: JobSpec) -> None:
         raise CloudDDPError(f"--bucket {sm.bucket!r} is not a valid S3 bucket name (just the name, no s3://).")
     if sm.checkpoint_s3:
         check.check_s3_uri(sm.checkpoint_s3, "--checkpoint-s3")
-    source = Path(spec.source_dir)
-    if not source.is_dir():
-        raise CloudDDPError(f"source_dir {spec.source_dir!r} is not a folder.")
-    if not spec.module and not spec.entry_path().is_file():
-        raise CloudDDPError(
-            f"entry_point {spec.entry_point!r} does not exist in source_dir {spec.source_dir!r} "
-            f"(looked for {spec.entry_path()})."
-        )
+    spec.require_source()
