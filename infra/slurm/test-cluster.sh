@@ -67,9 +67,15 @@ CONF
   ;;
 stop)
   scontrol shutdown >/dev/null 2>&1 || true
-  for pidfile in "$dir"/run/*.pid; do
-    [ -f "$pidfile" ] && kill "$(cat "$pidfile")" 2>/dev/null || true
+  pids=$(cat "$dir"/run/*.pid 2>/dev/null || true)
+  for pid in $pids; do kill "$pid" 2>/dev/null || true; done
+  for _ in $(seq 1 40); do  # slurmctld saves its state first: give it up to 10 s, then insist
+    alive=""
+    for pid in $pids; do kill -0 "$pid" 2>/dev/null && alive="$alive $pid"; done
+    [ -z "$alive" ] && break
+    sleep 0.25
   done
+  for pid in ${alive:-}; do kill -9 "$pid" 2>/dev/null || true; done
   if [ -f "$dir/started-munged" ]; then pkill -x munged || true; rm -f "$dir/started-munged"; fi
   ;;
 *)
