@@ -253,3 +253,11 @@ def test_status_and_logs_work_on_a_finished_run(tmp_path: Path) -> None:
     assert "SUCCEEDED" in status.stdout and "algo-2: exit 0" in status.stdout
     logs = run_cli("logs", str(run))
     assert "[algo-1] rank 0/2: all_reduce sum=3" in logs.stdout and "[algo-2] rank 1/2" in logs.stdout
+
+
+@pytest.mark.slow
+def test_a_job_past_its_max_runtime_is_stopped(tmp_path: Path) -> None:
+    result = run_cli("launch", "--nodes", "2", "--runs-dir", str(tmp_path), "--max-runtime", "5",
+                     CHECK, "--", "--out-dir", str(tmp_path / "o"), "--sleep", "120")  # fmt: skip
+    assert result.returncode != 0
+    assert "job STOPPED: max_runtime of 5 s reached" in result.stdout

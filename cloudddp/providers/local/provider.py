@@ -85,6 +85,7 @@ class LocalProvider(Provider):
             "emulate": spec.local.emulate,
             "checkpoint": str(Path(spec.checkpoint).resolve()) if spec.checkpoint else None,
             "output": str(Path(spec.output).resolve()) if spec.output else None,
+            "max_runtime": spec.max_runtime,
             "master_port": spec.local.master_port,
             "link_inputs": spec.local.link_inputs,
             "nodes": nodes,

@@ -102,6 +102,10 @@ class Runner:
                         first_failure = time.monotonic()
             if running == 0:
                 return
+            if not self.stopping and time.time() - self.state["started"] > self.job.get("max_runtime", float("inf")):
+                # As on the platforms: past max_runtime the job is stopped (SageMaker: MaxRuntimeExceeded).
+                self.state["reason"] = f"max_runtime of {self.job['max_runtime']} s reached"
+                self.on_stop(signal.SIGTERM, None)
             if first_failure is not None and time.monotonic() - first_failure > PEER_GRACE:
                 self.signal_nodes(signal.SIGTERM)
                 first_failure = float("inf")  # signal once; node launchers escalate themselves
