@@ -33,23 +33,25 @@ def clean_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
     return env
 
 
+def run_python(
+    argv: list[str], env: Mapping[str, str] | None, cwd: Path | str, timeout: float
+) -> subprocess.CompletedProcess[str]:
+    """`python ARGV` in a clean environment, output captured as text."""
+    return subprocess.run([PYTHON, *argv], cwd=cwd, env=clean_env(env), capture_output=True, text=True, timeout=timeout)
+
+
 def run_cli(
     *args: str, cwd: Path | str = REPO, env: Mapping[str, str] | None = None, timeout: float = 600
 ) -> subprocess.CompletedProcess[str]:
     """`cloudddp ARGS` in a subprocess, as a user runs it."""
-    return subprocess.run(
-        [PYTHON, "-c", "from cloudddp.cli import main; main()", *args],
-        cwd=cwd, env=clean_env(env), capture_output=True, text=True, timeout=timeout,
-    )  # fmt: skip
+    return run_python(["-c", "from cloudddp.cli import main; main()", *args], env, cwd, timeout)
 
 
 def run_launcher(
     *args: str, env: Mapping[str, str] | None = None, cwd: Path | str = REPO, timeout: float = 120
 ) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [PYTHON, "-m", "cloudddp.launcher", *args],
-        cwd=cwd, env=clean_env(env), capture_output=True, text=True, timeout=timeout,
-    )  # fmt: skip
+    """`cloudddp-launch ARGS` in a subprocess."""
+    return run_python(["-m", "cloudddp.launcher", *args], env, cwd, timeout)
 
 
 @pytest.fixture(scope="session")
