@@ -229,7 +229,16 @@ app.command("render", help=RENDER_HELP, context_settings={"help_option_names": [
 def status(
     job: Annotated[str, typer.Argument(help="job id, run folder or 'latest'")], provider: ProviderOpt = "local"
 ) -> None:
-    """Show a job's state."""
+    """Show a job's state, per node where the platform says.
+
+    [bold]Examples[/bold]
+
+      cloudddp status latest
+
+      cloudddp status cloudddp-runs/cloudddp-job-20261122-101500
+
+      cloudddp status -p sagemaker my-training-job-20261122-101500
+    """
     from cloudddp.providers import get_provider
 
     current = get_provider(provider).status(job)
@@ -247,7 +256,14 @@ def logs(
     provider: ProviderOpt = "local",
     follow: Annotated[bool, typer.Option("--follow", "-F", help="keep streaming until the job ends")] = False,
 ) -> None:
-    """Print a job's logs, every line prefixed with its node."""
+    """Print a job's logs, every line prefixed with its node.
+
+    [bold]Examples[/bold]
+
+      cloudddp logs latest --follow
+
+      cloudddp logs -p oci ocid1.datasciencejobrun.oc1.iad.xxxx
+    """
     from cloudddp.providers import get_provider
 
     for line in get_provider(provider).logs(job, follow=follow):
@@ -258,7 +274,14 @@ def logs(
 def cancel(
     job: Annotated[str, typer.Argument(help="job id, run folder or 'latest'")], provider: ProviderOpt = "local"
 ) -> None:
-    """Stop a running job."""
+    """Stop a running job (the training script gets SIGTERM and can checkpoint).
+
+    [bold]Examples[/bold]
+
+      cloudddp cancel latest
+
+      cloudddp cancel -p sagemaker my-training-job-20261122-101500
+    """
     from cloudddp.providers import get_provider
 
     get_provider(provider).cancel(job)

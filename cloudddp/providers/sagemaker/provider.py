@@ -38,6 +38,7 @@ from cloudddp.providers.sagemaker.request import (
     job_name_for,
     validate_spec,
 )
+from cloudddp.session import emit
 from cloudddp.spec import JobSpec
 from cloudddp.staging.archive import pack_source, source_files
 from cloudddp.staging.s3 import S3Stager, StageReport, split_uri
@@ -52,11 +53,6 @@ CREDENTIALS_HELP = (
     "Configure them with `aws configure` (or `aws sso login --profile NAME` and AWS_PROFILE=NAME), or set "
     "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (and AWS_SESSION_TOKEN for temporary credentials)."
 )
-
-
-def emit(line: str) -> None:
-    # print(), not logging: shows up in a notebook with no logging configured.
-    print(line, flush=True)
 
 
 def translate(exc: Exception, action: str) -> CloudDDPError:
