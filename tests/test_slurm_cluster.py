@@ -65,3 +65,16 @@ def test_a_failing_slurm_node_fails_the_job(slurm: dict[str, str], tmp_path: Pat
     )  # fmt: skip
     assert job.returncode != 0
     assert "failing on purpose" in (tmp_path / "job.log").read_text()
+
+
+def test_the_sbatch_template_runs_as_shipped(slurm: dict[str, str], tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    env = {**slurm, "PATH": f"{Path(PYTHON).parent}:{slurm['PATH']}", "CLOUDDDP_HOST_MAP": "n1=127.0.0.1"}
+    job = subprocess.run(
+        # This test cluster has 1 CPU per node: the template's 8 CPUs per task are overridden, nothing else.
+        ["sbatch", "--wait", "--cpus-per-task=1", "-o", str(tmp_path / "job.log"), f"--chdir={REPO}",
+         str(REPO / "infra" / "slurm" / "cloudddp.sbatch"), str(SOURCES / "allreduce_check.py"), "--out-dir", str(out)],
+        env=env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert job.returncode == 0, job.stderr + (tmp_path / "job.log").read_text()
+    assert [json.loads((out / f"rank{r}.json").read_text())["sum"] for r in range(2)] == [3.0, 3.0]
