@@ -189,7 +189,6 @@ def test_a_stopped_job_resumes_from_its_checkpoint(tmp_path: Path, demo_data: Pa
         time.sleep(0.5)
     saved = torch_epoch(ckpt / "checkpoint.pt")
     assert 1 <= saved < 5
-    time.sleep(1)  # run folders are named by the second
     second = run_cli("launch", *common, TRAIN, "--", "--epochs", "5")
     assert second.returncode == 0, second.stdout[-3000:]
     assert f"after epoch {saved}; starting at epoch {saved + 1}" in second.stdout
@@ -261,3 +260,11 @@ def test_a_job_past_its_max_runtime_is_stopped(tmp_path: Path) -> None:
                      CHECK, "--", "--out-dir", str(tmp_path / "o"), "--sleep", "120")  # fmt: skip
     assert result.returncode != 0
     assert "job STOPPED: max_runtime of 5 s reached" in result.stdout
+
+
+def test_two_launches_in_the_same_second_get_different_run_folders(tmp_path: Path) -> None:
+    from cloudddp.providers.local.provider import unused_name
+
+    (tmp_path / "job-20261122-101500").mkdir()
+    (tmp_path / "job-20261122-101500-2").mkdir()
+    assert unused_name(tmp_path, "job-20261122-101500") == "job-20261122-101500-3"

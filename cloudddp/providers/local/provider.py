@@ -31,6 +31,15 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+def unused_name(runs_dir: Path, name: str) -> str:
+    """`name`, or `name-2`, `name-3`... when a run folder of that name exists (two launches in one second)."""
+    candidate, number = name, 1
+    while (runs_dir / candidate).exists():
+        number += 1
+        candidate = f"{name}-{number}"
+    return candidate
+
+
 def _is_uri(value: str) -> bool:
     return "://" in value
 
@@ -60,8 +69,7 @@ class LocalProvider(Provider):
 
     def render(self, spec: JobSpec) -> JobRequest:
         self.validate(spec)
-        stamp = time.strftime("%Y%m%d-%H%M%S")
-        job_name = f"{spec.name}-{stamp}"
+        job_name = unused_name(self.runs_dir(spec), f"{spec.name}-{time.strftime('%Y%m%d-%H%M%S')}")
         run_dir = (self.runs_dir(spec) / job_name).resolve()
         nodes = []
         cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
@@ -121,9 +129,12 @@ class LocalProvider(Provider):
     def submit(self, request: JobRequest) -> JobHandle:
         payload = request.payload
         run_dir = Path(payload["run_dir"])
-        if run_dir.exists():
-            raise CloudDDPError(f"the run folder {run_dir} already exists; wait a second and launch again.")
-        run_dir.mkdir(parents=True)
+        try:
+            run_dir.mkdir(parents=True)
+        except FileExistsError:
+            raise CloudDDPError(
+                f"the run folder {run_dir} appeared after rendering (another launch?); launch again."
+            ) from None
         port = payload["master_port"] or free_port()
         for node in payload["nodes"]:
             self.prepare_node(node, payload)
