@@ -195,7 +195,7 @@ def run(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = N
 def peer_watch(
     plan: ClusterPlan, args: argparse.Namespace, environ: Mapping[str, str], supervisor: Supervisor
 ) -> PeerWatch | None:
-    """The fail-fast channel between the nodes' launchers (fixed-size static jobs only)."""
+    """The fail-fast channel between the nodes' launchers (fixed-size jobs; elastic ones reshape instead)."""
     port = args.control_port
     if port is None and environ.get("CLOUDDDP_CONTROL_PORT"):
         port = parse_int(environ["CLOUDDDP_CONTROL_PORT"], "CLOUDDDP_CONTROL_PORT", minimum=0)
