@@ -26,6 +26,18 @@ import yaml
 from cloudddp.redact import redact
 from cloudddp.spec import JobSpec
 
+
+class BlockDumper(yaml.SafeDumper):
+    """Safe YAML with multi-line strings (scripts, commands) as readable `|` blocks."""
+
+
+def _block_strings(dumper: yaml.SafeDumper, value: str) -> yaml.Node:
+    style = "|" if "\n" in value else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
+
+
+BlockDumper.add_representer(str, _block_strings)
+
 STATES = ("PENDING", "RUNNING", "STOPPING", "SUCCEEDED", "FAILED", "STOPPED")
 TERMINAL = ("SUCCEEDED", "FAILED", "STOPPED")
 
@@ -46,9 +58,7 @@ class JobRequest:
         document = {"provider": self.provider, "name": self.name, "request": self.payload}
         if self.plan:
             document["before_submit"] = self.plan
-        return yaml.safe_dump(redact(document), sort_keys=False, default_flow_style=False)
-
-    to_yaml_redacted = to_yaml
+        return yaml.dump(redact(document), Dumper=BlockDumper, sort_keys=False, default_flow_style=False)
 
 
 @dataclass

@@ -139,7 +139,7 @@ class LocalProvider(Provider):
         for node in payload["nodes"]:
             self.prepare_node(node, payload)
             node["command"] = [*node["command"][:3], f"--master-port={port}", *node["command"][3:]]
-        (run_dir / "request.yaml").write_text(request.to_yaml_redacted())
+        (run_dir / "request.yaml").write_text(request.to_yaml())
         (run_dir / "state.json").write_text(json.dumps({"state": "PENDING", "nodes": {}}))
         model = Path(payload["nodes"][0]["model_dir"]) if payload["nodes"][0]["model_dir"] else None
         if model:

@@ -26,12 +26,10 @@ from pathlib import Path
 from typing import Any
 
 import oci
-import yaml
 
 from cloudddp.errors import CloudDDPError
 from cloudddp.providers.base import JobHandle, JobRequest, JobStatus, Provider
 from cloudddp.providers.oci import auth, logs, request, validation
-from cloudddp.redact import redact
 from cloudddp.spec import JobSpec, OCISettings
 from cloudddp.staging.archive import pack_source
 from cloudddp.staging.oci_store import PART_SIZE, OCIStager
@@ -59,27 +57,6 @@ class OCIJobRequest(JobRequest):
     """The printable request plus the model objects `submit` sends."""
 
     parts: request.Parts | None = field(default=None, repr=False)
-
-    def to_yaml(self) -> str:
-        """As the base class prints it, with the node script as a readable `|` block."""
-        document: dict[str, Any] = {"provider": self.provider, "name": self.name, "request": self.payload}
-        if self.plan:
-            document["before_submit"] = self.plan
-        return yaml.dump(redact(document), Dumper=BlockDumper, sort_keys=False, default_flow_style=False)
-
-    to_yaml_redacted = to_yaml
-
-
-class BlockDumper(yaml.SafeDumper):
-    """Multi-line strings as literal blocks."""
-
-
-def _block_strings(dumper: yaml.SafeDumper, value: str) -> yaml.Node:
-    style = "|" if "\n" in value else None
-    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
-
-
-BlockDumper.add_representer(str, _block_strings)
 
 
 @dataclass
