@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import socket
 import statistics
 import subprocess
 import sys
@@ -19,14 +18,10 @@ import tempfile
 import time
 from pathlib import Path
 
+from cloudddp.providers.local.provider import free_port
+
 REPO = Path(__file__).resolve().parents[1]
 CHECK = str(REPO / "sources" / "allreduce_check.py")
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def base_env() -> dict[str, str]:

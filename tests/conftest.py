@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 from collections.abc import Mapping
@@ -14,12 +13,6 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 SOURCES = REPO / "sources"
 PYTHON = sys.executable
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def clean_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:

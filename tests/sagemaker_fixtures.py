@@ -10,7 +10,6 @@ from __future__ import annotations
 import copy
 import io
 import os
-import socket
 import subprocess
 import tarfile
 import time
@@ -149,12 +148,6 @@ def data_dir(tmp_path: Path) -> Path:
 def archive_members(blob: bytes) -> dict[str, bytes]:
     with tarfile.open(fileobj=io.BytesIO(blob), mode="r:gz") as tar:
         return {m.name: tar.extractfile(m).read() for m in tar.getmembers() if m.isfile()}  # type: ignore[union-attr]
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @pytest.fixture

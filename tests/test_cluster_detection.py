@@ -166,9 +166,10 @@ def test_slurm_without_gpus_falls_back_to_gpus_or_one() -> None:
 
 def test_slurm_host_map_replaces_an_unresolvable_master_name() -> None:
     env = slurm_env(SLURM_JOB_NODELIST="n[1-2]", SLURM_NODELIST="n[1-2]", SLURM_NODEID="0")
-    plan = slurm.plan(env, DetectOptions(host_map={"n1": "127.0.0.1"}))
+    plan = slurm.plan(env, OPTIONS)
+    plan.map_hosts({"n1": "127.0.0.1"})
     assert plan.master_addr == "127.0.0.1"
-    assert plan.sources["master_addr"] == "host map"
+    assert plan.sources["master_addr"] == "host map (n1)"
     assert plan.hosts == ["n1", "n2"]
 
 
@@ -336,9 +337,10 @@ def test_pbs_nodefile_that_is_a_directory_is_an_error(tmp_path: Path) -> None:
 
 def test_pbs_host_map_applies_to_the_master(tmp_path: Path) -> None:
     path = write_nodefile(tmp_path, ["node1", "node2"])
-    plan = pbs.plan(pbs_env(path), DetectOptions(hostnames=["node2"], host_map={"node1": "10.0.0.1"}))
+    plan = pbs.plan(pbs_env(path), DetectOptions(hostnames=["node2"]))
+    plan.map_hosts({"node1": "10.0.0.1"})
     assert plan.master_addr == "10.0.0.1"
-    assert plan.sources["master_addr"] == "host map"
+    assert plan.sources["master_addr"] == "host map (node1)"
 
 
 # ---------------------------------------------------------------- Kubeflow

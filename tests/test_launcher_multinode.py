@@ -15,7 +15,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from conftest import PYTHON, REPO, SOURCES, clean_env, free_port
+from conftest import PYTHON, REPO, SOURCES, clean_env
+
+from cloudddp.launcher.supervisor import is_running
+from cloudddp.providers.local.provider import free_port
 
 pytestmark = pytest.mark.slow
 CHECK = str(SOURCES / "allreduce_check.py")
@@ -79,18 +82,6 @@ def test_two_nodes_all_reduce_across_the_platform_contract(
     assert "node 0/2" in logs[0] and "node 1/2" in logs[1]
 
 
-def processes_alive(pids: list[int]) -> list[int]:
-    alive = []
-    for pid in pids:
-        try:
-            with open(f"/proc/{pid}/stat") as handle:
-                if handle.read().rsplit(")", 1)[1].split()[0] != "Z":
-                    alive.append(pid)
-        except OSError:
-            pass
-    return alive
-
-
 def test_one_node_failing_fails_both_and_leaves_no_process(tmp_path: Path) -> None:
     started = time.monotonic()
     nodes = run_two_nodes(sagemaker_env, tmp_path, "--fail-rank", "1", "--fail-code", "3")
@@ -99,7 +90,7 @@ def test_one_node_failing_fails_both_and_leaves_no_process(tmp_path: Path) -> No
     assert all(code != 0 for code in codes), codes
     pids = [int(p.read_text()) for p in (tmp_path / "out").glob("pid-rank*.txt")]
     assert len(pids) == 2
-    assert processes_alive(pids) == []
+    assert [pid for pid in pids if is_running(pid)] == []
 
 
 def test_sigterm_to_a_launcher_reaches_the_script_and_exits_143(tmp_path: Path) -> None:
@@ -120,7 +111,7 @@ def test_sigterm_to_a_launcher_reaches_the_script_and_exits_143(tmp_path: Path) 
     nodes[1].send_signal(signal.SIGTERM)
     nodes[1].wait(timeout=60)
     pids = [int(p.read_text()) for p in out.glob("pid-rank*.txt")]
-    assert processes_alive(pids) == []
+    assert [pid for pid in pids if is_running(pid)] == []
 
 
 def test_oci_nodes_wait_for_a_metadata_file_that_fills_in_late(tmp_path: Path) -> None:

@@ -13,9 +13,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import PYTHON, REPO, clean_env, free_port, run_cli
+from conftest import PYTHON, REPO, clean_env, run_cli
 from oci_loopback_server import COMPARTMENT, IMAGE, LOG_GROUP, PROJECT, FakeOCI, ThrowawayKey
 
+from cloudddp.providers.local.provider import free_port
 from cloudddp.providers.oci.request import NODE_SCRIPT
 
 VENV_BIN = str(Path(PYTHON).parent)

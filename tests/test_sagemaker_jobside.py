@@ -25,11 +25,11 @@ from sagemaker_fixtures import (  # noqa: F401  (fixtures)
     FakeAWS,
     aws,
     aws_env,
-    free_port,
     spec_for,
 )
 
 from cloudddp.providers.local.layout import NodeLayout, sagemaker_nodes
+from cloudddp.providers.local.provider import free_port
 from cloudddp.spec import JobSpec
 
 pytestmark = pytest.mark.slow

@@ -10,15 +10,7 @@ import textwrap
 import time
 from pathlib import Path
 
-from cloudddp.launcher.supervisor import Supervisor, descendants
-
-
-def alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as handle:
-            return handle.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
+from cloudddp.launcher.supervisor import Supervisor, descendants, is_running
 
 
 def test_exit_code_is_the_childs() -> None:
@@ -39,7 +31,7 @@ def test_orphans_in_their_own_session_are_terminated_when_the_child_exits(tmp_pa
     """)
     assert Supervisor([sys.executable, "-c", code]).run() == 0
     grandchild = int(pidfile.read_text())
-    assert not alive(grandchild)
+    assert not is_running(grandchild)
     assert descendants(os.getpid()) == []
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import socket
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 
 @dataclass
@@ -13,15 +13,12 @@ class DetectOptions:
     """Knobs for detection; the defaults are what a real job wants.
 
     `sleep` and `clock` are injectable so waiting logic is testable without waiting.
-    `host_map` maps host names to addresses (the local emulation's `algo-1` -> 127.0.0.1,
-    or Slurm node names that don't resolve).
     """
 
     metadata_timeout: float = 600.0
     metadata_poll: float = 2.0
     instance_groups: list[str] | None = None
     hostnames: list[str] | None = None
-    host_map: dict[str, str] = field(default_factory=dict)
     sleep: Callable[[float], None] = time.sleep
     clock: Callable[[], float] = time.monotonic
 

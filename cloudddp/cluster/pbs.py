@@ -108,11 +108,7 @@ def plan(environ: Mapping[str, str], options: DetectOptions) -> ClusterPlan:
     result.set("hosts", hosts, "PBS_NODEFILE")
     result.set("nnodes", nnodes, "PBS_NODEFILE (distinct hosts)")
     result.set("node_rank", node_rank, rank_source)
-    master = hosts[0]
-    if master in options.host_map:
-        result.set("master_addr", options.host_map[master], "host map")
-    else:
-        result.set("master_addr", master, "PBS_NODEFILE (first host)")
+    result.set("master_addr", hosts[0], "PBS_NODEFILE (first host)")
     if env.has("MASTER_PORT"):
         result.set("master_port", env.int("MASTER_PORT", minimum=1), "MASTER_PORT")
     else:

@@ -54,6 +54,13 @@ class ClusterPlan:
         setattr(self, name, value)
         self.sources[name] = source
 
+    def map_hosts(self, host_map: Mapping[str, str]) -> None:
+        """Replace host names that don't resolve (local emulation, Slurm node names) by addresses."""
+        for name in ("master_addr", "local_addr"):
+            host = getattr(self, name)
+            if host in host_map:
+                self.set(name, host_map[host], f"host map ({host})")
+
     @property
     def endpoint(self) -> str:
         """The rendezvous endpoint torchrun will use (static: the master's address)."""

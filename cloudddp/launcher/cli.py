@@ -106,13 +106,6 @@ def apply_overrides(plan: ClusterPlan, args: argparse.Namespace) -> None:
         )
 
 
-def apply_host_map(plan: ClusterPlan, host_map: Mapping[str, str]) -> None:
-    if plan.master_addr in host_map:
-        plan.set("master_addr", host_map[plan.master_addr], f"host map ({plan.master_addr})")
-    if plan.local_addr in host_map:
-        plan.set("local_addr", host_map[plan.local_addr], f"host map ({plan.local_addr})")
-
-
 def make_target(args: argparse.Namespace, environ: Mapping[str, str]) -> Target:
     script_args = list(args.script_args)
     if script_args[:1] == ["--"]:
@@ -131,10 +124,10 @@ def plan_for(args: argparse.Namespace, environ: Mapping[str, str]) -> ClusterPla
     host_map = parse_host_map(args.host_map or environ.get("CLOUDDDP_HOST_MAP", ""),
                               "--host-map" if args.host_map else "CLOUDDDP_HOST_MAP")  # fmt: skip
     groups = [g for g in (args.instance_groups or "").split(",") if g] or None
-    options = DetectOptions(metadata_timeout=args.metadata_timeout, instance_groups=groups, host_map=host_map)
+    options = DetectOptions(metadata_timeout=args.metadata_timeout, instance_groups=groups)
     plan = resolve_plan(environ, args.provider, options)
     apply_overrides(plan, args)
-    apply_host_map(plan, host_map)
+    plan.map_hosts(host_map)  # after the overrides: a --master-addr NAME is mapped too
     return plan
 
 

@@ -79,6 +79,21 @@ def descendants(pid: int) -> list[int]:
     return found
 
 
+def is_running(pid: int) -> bool:
+    """True while `pid` exists and is not a zombie (a zombie still answers kill(0); it is done)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            return handle.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return True  # no /proc (not Linux): kill(0) said it exists
+
+
 def _signal_all(pids: Sequence[int], sig: int) -> None:
     for pid in pids:
         with contextlib.suppress(ProcessLookupError, PermissionError):

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from cloudddp.errors import CloudDDPError
+from cloudddp.launcher.supervisor import is_running
 from cloudddp.providers.base import JobHandle, JobRequest, JobStatus, Provider
 from cloudddp.providers.local.layout import node_layouts
 from cloudddp.spec import JobSpec
@@ -181,7 +182,7 @@ class LocalProvider(Provider):
         current = state["state"]
         pid_file = run_dir / "runner.pid"
         runner_pid = state.get("runner_pid") or (int(pid_file.read_text()) if pid_file.is_file() else None)
-        if current in ("PENDING", "RUNNING", "STOPPING") and runner_pid and not _alive(runner_pid):
+        if current in ("PENDING", "RUNNING", "STOPPING") and runner_pid and not is_running(runner_pid):
             current, state["reason"] = "FAILED", "the local runner process died"
         nodes = {name: ("running" if n["exit_code"] is None else f"exit {n['exit_code']}")
                  for name, n in state.get("nodes", {}).items()}  # fmt: skip
@@ -216,23 +217,8 @@ class LocalProvider(Provider):
     def cancel(self, job_id: str) -> None:
         run_dir = self.find_run(job_id)
         pid = self.read_state(run_dir).get("runner_pid")
-        if pid and _alive(pid):
+        if pid and is_running(pid):
             os.kill(pid, 15)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    # A zombie still answers kill(0); it is done all the same.
-    try:
-        with open(f"/proc/{pid}/stat") as handle:
-            return handle.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return True
 
 
 def create(**options: Any) -> LocalProvider:
