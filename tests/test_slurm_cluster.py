@@ -8,42 +8,31 @@ the two nodes do a real gloo all-reduce. Needs Debian's slurm-wlm and munge and 
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import PYTHON, REPO, SOURCES, clean_env
+from conftest import PYTHON, REPO, SOURCES
+from slurm_cluster import SlurmCluster, slurm_cluster
 
 pytestmark = [pytest.mark.slow, pytest.mark.slurm]
-CLUSTER = REPO / "infra" / "slurm" / "test-cluster.sh"
 
 
 @pytest.fixture(scope="module")
-def slurm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
-    if not shutil.which("slurmctld") or os.geteuid() != 0:
-        if os.environ.get("CI"):
-            pytest.fail("CI must run the real-Slurm tests: slurm-wlm/munge missing or not root (see .ci/run)")
-        pytest.skip("needs slurm-wlm, munge and root (apt-get install -y slurm-wlm munge)")
-    state = tmp_path_factory.mktemp("slurm")
-    started = subprocess.run(["bash", str(CLUSTER), "start", str(state)], capture_output=True, text=True, timeout=120)
-    assert started.returncode == 0, started.stdout + started.stderr
-    try:
-        yield clean_env({"SLURM_CONF": str(state / "slurm.conf")})
-    finally:
-        subprocess.run(["bash", str(CLUSTER), "stop", str(state)], capture_output=True, timeout=60)
+def slurm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SlurmCluster]:
+    with slurm_cluster(tmp_path_factory.mktemp("slurm"), nodes=2) as cluster:
+        yield cluster
 
 
-def test_two_slurm_nodes_all_reduce_through_cloudddp_launch(slurm: dict[str, str], tmp_path: Path) -> None:
+def test_two_slurm_nodes_all_reduce_through_cloudddp_launch(slurm: SlurmCluster, tmp_path: Path) -> None:
     out = tmp_path / "out"
     step = (f"srun --kill-on-bad-exit=1 {PYTHON} -m cloudddp.launcher --host-map n1=127.0.0.1 "
             f"{SOURCES / 'allreduce_check.py'} --out-dir {out}")  # fmt: skip
     job = subprocess.run(
         ["sbatch", "--wait", "--parsable", "-N2", "--ntasks-per-node=1", "-o", str(tmp_path / "job.log"),
          f"--chdir={REPO}", "--wrap", step],
-        env=slurm, capture_output=True, text=True, timeout=300,
+        env=slurm.env, capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     log = (tmp_path / "job.log").read_text() if (tmp_path / "job.log").exists() else ""
     assert job.returncode == 0, job.stderr + log
@@ -55,21 +44,21 @@ def test_two_slurm_nodes_all_reduce_through_cloudddp_launch(slurm: dict[str, str
     assert f"127.0.0.1:{20000 + job_id % 12000}" in log
 
 
-def test_a_failing_slurm_node_fails_the_job(slurm: dict[str, str], tmp_path: Path) -> None:
+def test_a_failing_slurm_node_fails_the_job(slurm: SlurmCluster, tmp_path: Path) -> None:
     step = (f"srun --kill-on-bad-exit=1 {PYTHON} -m cloudddp.launcher --host-map n1=127.0.0.1 "
             f"{SOURCES / 'allreduce_check.py'} --out-dir {tmp_path} --fail-rank 1 --fail-code 3")  # fmt: skip
     job = subprocess.run(
         ["sbatch", "--wait", "-N2", "--ntasks-per-node=1", "-o", str(tmp_path / "job.log"), f"--chdir={REPO}",
          "--wrap", step],
-        env=slurm, capture_output=True, text=True, timeout=300,
+        env=slurm.env, capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     assert job.returncode != 0
     assert "failing on purpose" in (tmp_path / "job.log").read_text()
 
 
-def test_the_sbatch_template_runs_as_shipped(slurm: dict[str, str], tmp_path: Path) -> None:
+def test_the_sbatch_template_runs_as_shipped(slurm: SlurmCluster, tmp_path: Path) -> None:
     out = tmp_path / "out"
-    env = {**slurm, "PATH": f"{Path(PYTHON).parent}:{slurm['PATH']}", "CLOUDDDP_HOST_MAP": "n1=127.0.0.1"}
+    env = {**slurm.env, "PATH": f"{Path(PYTHON).parent}:{slurm.env['PATH']}", "CLOUDDDP_HOST_MAP": "n1=127.0.0.1"}
     job = subprocess.run(
         # This test cluster has 1 CPU per node: the template's 8 CPUs per task are overridden, nothing else.
         ["sbatch", "--wait", "--cpus-per-task=1", "-o", str(tmp_path / "job.log"), f"--chdir={REPO}",

@@ -1,16 +1,26 @@
 #!/usr/bin/env bash
-# A real two-node Slurm cluster on 127.0.0.1 for tests: Debian's slurm-wlm (22.05) + munge.
-#   infra/slurm/test-cluster.sh start DIR   # writes DIR/slurm.conf, starts munged, slurmctld, slurmd n1 and n2
+# A real multi-node Slurm cluster on 127.0.0.1 for tests: Debian's slurm-wlm (22.05) + munge.
+#   infra/slurm/test-cluster.sh start DIR [NODES]   # DIR/slurm.conf; munged, slurmctld, slurmd n1..nNODES
 #   infra/slurm/test-cluster.sh stop DIR
-# Needs root (munge key, daemons). Nodes n1/n2 share this host; their names do not resolve,
-# so jobs pass --host-map n1=127.0.0.1 to cloudddp-launch.
+# NODES (default 2, or $SLURM_TEST_NODES) node names n1..nN share this host, one CPU each. Ports come
+# from the environment so a second cluster can run beside this one:
+#   SLURM_TEST_CTLD_PORT (16817), SLURM_TEST_SLURMD_PORT_BASE (17000: node i listens on BASE+i),
+#   SLURM_TEST_SRUN_PORTS (60001-60100).
+# Needs root (munge key, daemons). Node names do not resolve, so jobs pass --host-map n1=127.0.0.1
+# to cloudddp-launch. tests/slurm_cluster.py serializes use of this script across processes (flock).
 set -euo pipefail
 action=${1:?start|stop}
 dir=$(realpath -m "${2:?state folder}")
+nodes=${3:-${SLURM_TEST_NODES:-2}}
+ctld_port=${SLURM_TEST_CTLD_PORT:-16817}
+slurmd_base=${SLURM_TEST_SLURMD_PORT_BASE:-17000}
+srun_ports=${SLURM_TEST_SRUN_PORTS:-60001-60100}
 export SLURM_CONF="$dir/slurm.conf"
 
 start_munge() {
-  if pgrep -x munged >/dev/null; then return; fi
+  # One munged per host serves every cluster. Ask it for a credential rather than pgrep: a dead
+  # munged lingers as a zombie where PID 1 does not reap, and pgrep still lists it.
+  if munge -n >/dev/null 2>&1; then return; fi
   mkdir -p /etc/munge /run/munge /var/lib/munge /var/log/munge
   [ -s /etc/munge/munge.key ] || mungekey --create --keyfile=/etc/munge/munge.key
   chown -R munge:munge /etc/munge /run/munge /var/lib/munge /var/log/munge
@@ -18,20 +28,25 @@ start_munge() {
   chmod 0400 /etc/munge/munge.key
   runuser -u munge -- munged
   touch "$dir/started-munged"
+  for _ in $(seq 1 20); do munge -n >/dev/null 2>&1 && return; sleep 0.25; done
+  echo "munged did not start; see /var/log/munge/munged.log" >&2
+  exit 1
 }
 
 case "$action" in
 start)
+  case "$nodes" in ''|*[!0-9]*|0) echo "NODES must be a positive integer, got '$nodes'" >&2; exit 2 ;; esac
   mkdir -p "$dir"/{state,spool,log,run}
   host=$(hostname -s)
-  cat >"$SLURM_CONF" <<CONF
+  {
+    cat <<CONF
 ClusterName=cloudddp-test
 SlurmctldHost=$host(127.0.0.1)
-SlurmctldPort=16817
+SlurmctldPort=$ctld_port
 SlurmUser=root
 AuthType=auth/munge
 CommunicationParameters=NoCtldInAddrAny,NoInAddrAny
-SrunPortRange=60001-60100
+SrunPortRange=$srun_ports
 ProctrackType=proctrack/linuxproc
 TaskPlugin=task/none
 SelectType=select/cons_tres
@@ -46,17 +61,18 @@ SlurmctldLogFile=$dir/log/slurmctld.log
 SlurmdLogFile=$dir/log/slurmd-%n.log
 MailProg=/bin/true
 ReturnToService=2
-NodeName=n1 NodeHostname=$host NodeAddr=127.0.0.1 Port=17001 CPUs=1
-NodeName=n2 NodeHostname=$host NodeAddr=127.0.0.1 Port=17002 CPUs=1
-PartitionName=debug Nodes=n[1-2] Default=YES MaxTime=INFINITE State=UP
 CONF
+    for i in $(seq 1 "$nodes"); do
+      echo "NodeName=n$i NodeHostname=$host NodeAddr=127.0.0.1 Port=$((slurmd_base + i)) CPUs=1"
+    done
+    echo "PartitionName=debug Nodes=n[1-$nodes] Default=YES MaxTime=INFINITE State=UP"
+  } >"$SLURM_CONF"
   start_munge
   slurmctld -f "$SLURM_CONF" -i
-  slurmd -f "$SLURM_CONF" -N n1
-  slurmd -f "$SLURM_CONF" -N n2
+  for i in $(seq 1 "$nodes"); do slurmd -f "$SLURM_CONF" -N "n$i"; done
   for _ in $(seq 1 60); do
     if [ "$(sinfo -h -o '%t' 2>/dev/null | sort -u)" = "idle" ]; then
-      echo "slurm test cluster up: SLURM_CONF=$SLURM_CONF"
+      echo "slurm test cluster up ($nodes nodes): SLURM_CONF=$SLURM_CONF"
       exit 0
     fi
     sleep 0.5
@@ -67,7 +83,7 @@ CONF
   ;;
 stop)
   scontrol shutdown >/dev/null 2>&1 || true
-  pids=$(cat "$dir"/run/*.pid 2>/dev/null || true)
+  pids=$(cat "$dir"/run/slurm*.pid 2>/dev/null || true)
   for pid in $pids; do kill "$pid" 2>/dev/null || true; done
   for _ in $(seq 1 40); do  # slurmctld saves its state first: give it up to 10 s, then insist
     alive=""
@@ -76,10 +92,14 @@ stop)
     sleep 0.25
   done
   for pid in ${alive:-}; do kill -9 "$pid" 2>/dev/null || true; done
-  if [ -f "$dir/started-munged" ]; then pkill -x munged || true; rm -f "$dir/started-munged"; fi
+  # Stop munged only if this cluster started it, and only that process (its default pid file).
+  if [ -f "$dir/started-munged" ]; then
+    if [ -s /run/munge/munged.pid ]; then kill "$(cat /run/munge/munged.pid)" 2>/dev/null || true; fi
+    rm -f "$dir/started-munged"
+  fi
   ;;
 *)
-  echo "usage: $0 start|stop DIR" >&2
+  echo "usage: $0 start|stop DIR [NODES]" >&2
   exit 2
   ;;
 esac
