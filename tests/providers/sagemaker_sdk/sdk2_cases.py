@@ -1,0 +1,82 @@
+"""Argument sets given to both the real SageMaker SDK v2 `PyTorch` and `cloudddp.sagemaker.PyTorch`.
+
+Pure data (standard library only): `record_sdk2_requests.py` runs it inside `.venv-sdk2`
+with the real SDK, the tests run it with cloudddp. Each case is the constructor's keyword
+arguments plus `fit()`'s `inputs`; `source_dir` is filled in by whoever runs the case.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+REGION = "us-east-1"
+ACCOUNT = "123456789012"  # moto's default account
+ROLE = f"arn:aws:iam::{ACCOUNT}:role/SageMakerRole"
+DATA = "s3://cloudddp-sdk2-data/hymenoptera_data"
+ENTRY_POINT = "train.py"
+BUCKETS = ("cloudddp-sdk2-data", "cloudddp-sdk2-out")  # exist before any case runs
+
+CASES: dict[str, dict[str, Any]] = {
+    # The seed guide's estimator cell (../shared/seeds/003_*.txt), entry point = the training script.
+    "seed": {
+        "estimator": {
+            "entry_point": ENTRY_POINT, "role": ROLE, "framework_version": "1.9", "py_version": "py38",
+            "disable_profiler": True, "debugger_hook_config": False,
+            "hyperparameters": {"epochs": 25}, "instance_count": 2, "instance_type": "ml.p3.2xlarge",
+        },
+        "inputs": {"train": f"{DATA}/train", "val": f"{DATA}/val"},
+    },
+    "torch_distributed": {
+        "estimator": {
+            "entry_point": ENTRY_POINT, "role": ROLE, "framework_version": "2.5.1", "py_version": "py311",
+            "instance_count": 2, "instance_type": "ml.g5.12xlarge",
+            "distribution": {"torch_distributed": {"enabled": True}},
+            "disable_profiler": True, "debugger_hook_config": False,
+            "hyperparameters": {"epochs": 3, "lr": 0.01, "model-name": "resnet18", "pretrained": True},
+        },
+        "inputs": {"train": f"{DATA}/train"},
+    },
+    "spot_checkpoints_output": {
+        "estimator": {
+            "entry_point": ENTRY_POINT, "role": ROLE, "framework_version": "2.2", "py_version": "py310",
+            "instance_count": 1, "instance_type": "ml.g5.xlarge", "disable_profiler": True,
+            "debugger_hook_config": False, "use_spot_instances": True, "max_run": 7200, "max_wait": 10800,
+            "checkpoint_s3_uri": "s3://cloudddp-sdk2-out/checkpoints/run-1", "output_path": "s3://cloudddp-sdk2-out/models",
+            "volume_size": 100, "environment": {"WANDB_MODE": "offline", "NCCL_DEBUG": "INFO"},
+            "tags": [{"Key": "team", "Value": "vision"}, {"Key": "cost-center", "Value": "42"}],
+            "base_job_name": "resnet-spot",
+        },
+        "inputs": {"train": f"{DATA}/train"},
+    },
+    "vpc_and_kms": {
+        "estimator": {
+            "entry_point": ENTRY_POINT, "role": ROLE, "framework_version": "2.1", "py_version": "py310",
+            "instance_count": 2, "instance_type": "ml.m5.xlarge", "disable_profiler": True,
+            "debugger_hook_config": False, "subnets": ["subnet-0a1b2c3d"], "security_group_ids": ["sg-0a1b2c3d"],
+            "volume_kms_key": "arn:aws:kms:us-east-1:123456789012:key/1234abcd-12ab-34cd-56ef-1234567890ab",
+        },
+        "inputs": {"train": f"{DATA}/train"},
+    },
+    "image_uri": {
+        "estimator": {
+            "entry_point": ENTRY_POINT, "role": ROLE,
+            "image_uri": "763104351884.dkr.ecr.us-east-1.amazonaws.com/pytorch-training:2.3.0-gpu-py311-cu121-ubuntu20.04-sagemaker",
+            "instance_count": 2, "instance_type": "ml.g5.2xlarge", "disable_profiler": True,
+            "debugger_hook_config": False, "hyperparameters": {"batch-size": 64, "b": 1.5},
+        },
+        "inputs": {"train": f"{DATA}/train"},
+    },
+    # The SDK's defaults: profiler and debugger left as they come.
+    "defaults": {
+        "estimator": {
+            "entry_point": ENTRY_POINT, "role": ROLE, "framework_version": "2.5", "py_version": "py311",
+            "instance_count": 1, "instance_type": "ml.m5.xlarge",
+        },
+        "inputs": {"train": f"{DATA}/train"},
+    },
+}  # fmt: skip
+
+
+def job_name(case: str) -> str:
+    """The name both sides give `fit(job_name=...)`, so the requests can be compared."""
+    return f"sdk2-{case.replace('_', '-')}"
