@@ -1,5 +1,67 @@
-"""Amazon SageMaker training jobs, submitted with boto3 (see provider.py)."""
+"""`--provider sagemaker`: Amazon SageMaker training jobs, submitted with boto3 (see provider.py).
 
-from cloudddp.providers.sagemaker.provider import SageMakerProvider, create
+This file only declares the provider (see cloudddp.providers.registry); boto3 is imported
+by provider.py, when the provider is created.
+"""
 
-__all__ = ["SageMakerProvider", "create"]
+from __future__ import annotations
+
+from pydantic import Field
+
+from cloudddp.providers.registry import Option, ProviderInfo
+from cloudddp.spec import Section
+
+
+class SageMakerSettings(Section):
+    """Amazon SageMaker training jobs (submitted with boto3)."""
+
+    region: str | None = None
+    role: str | None = None
+    instance_type: str = "ml.m5.xlarge"
+    image: str | None = None
+    framework_version: str = "2.5"
+    py_version: str = "py311"
+    bucket: str | None = None
+    prefix: str = "cloudddp"
+    volume_size_gb: int = Field(default=30, ge=1)
+    spot: bool = False
+    max_wait: int | None = Field(default=None, ge=1)
+    checkpoint_s3: str | None = None
+    subnets: list[str] = Field(default_factory=list)
+    security_groups: list[str] = Field(default_factory=list)
+    kms_key: str | None = None
+    network_isolation: bool = False
+    inter_container_encryption: bool = False
+    tags: dict[str, str] = Field(default_factory=dict)
+    instance_groups: list[str] | None = None
+
+
+PROVIDER = ProviderInfo(
+    name="sagemaker",
+    title="SageMaker",
+    summary="Amazon SageMaker training jobs (boto3), data staged to S3",
+    settings=SageMakerSettings,
+    options=(
+        Option("--region", "region", help="AWS region"),
+        Option("--instance-type", "instance_type"),
+        Option("--role", "role", help="IAM role ARN (or CLOUDDDP_SAGEMAKER_ROLE)"),
+        Option("--image", "image", help="container image URI"),
+        Option("--framework-version", "framework_version"),
+        Option("--py-version", "py_version"),
+        Option("--bucket", "bucket", help="staging bucket"),
+        Option("--prefix", "prefix", help="staging key prefix"),
+        Option("--spot", "spot", type=bool, off_flag="--on-demand"),
+        Option("--max-wait", "max_wait", type=int, help="spot: seconds to wait for capacity"),
+        Option("--checkpoint-s3", "checkpoint_s3"),
+        Option("--subnet", "subnets", multiple=True),
+        Option("--security-group", "security_groups", multiple=True),
+        Option("--kms-key", "kms_key"),
+        Option("--network-isolation", "network_isolation", type=bool),
+        Option("--inter-container-encryption", "inter_container_encryption", type=bool),
+        Option("--tag", "tags", key_value=True, help="K=V (repeatable)"),
+    ),
+    interrupt_stops_job=False,  # Ctrl-C asks before stopping a job that bills by the second
+    factory="cloudddp.providers.sagemaker.provider:create",
+)
+
+__all__ = ["PROVIDER", "SageMakerSettings"]

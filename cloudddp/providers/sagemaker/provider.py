@@ -16,20 +16,13 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-import boto3
 import botocore.session
-from botocore.exceptions import (
-    BotoCoreError,
-    ClientError,
-    EndpointConnectionError,
-    NoCredentialsError,
-    NoRegionError,
-    PartialCredentialsError,
-)
+from botocore.exceptions import BotoCoreError, ClientError
 
 from cloudddp.errors import CloudDDPError
 from cloudddp.providers.base import JobHandle, JobRequest, JobStatus, Provider
 from cloudddp.providers.sagemaker import validation as check
+from cloudddp.providers.sagemaker.aws import CREDENTIALS_HELP, make_client, open_session, translate
 from cloudddp.providers.sagemaker.images import training_image
 from cloudddp.providers.sagemaker.logs import LogTail
 from cloudddp.providers.sagemaker.request import (
@@ -49,32 +42,7 @@ PENDING_SECONDARY = {
     "DownloadingTrainingImage", "Restarting", "Interrupted",
 }  # fmt: skip
 STATES = {"Completed": "SUCCEEDED", "Failed": "FAILED", "Stopping": "STOPPING", "Stopped": "STOPPED"}
-CREDENTIALS_HELP = (
-    "Configure them with `aws configure` (or `aws sso login --profile NAME` and AWS_PROFILE=NAME), or set "
-    "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (and AWS_SESSION_TOKEN for temporary credentials)."
-)
-
-
-def translate(exc: Exception, action: str) -> CloudDDPError:
-    """An AWS failure as one paragraph a person can act on."""
-    if isinstance(exc, (NoCredentialsError, PartialCredentialsError)):
-        return CloudDDPError(f"no AWS credentials found while trying to {action}. {CREDENTIALS_HELP}")
-    if isinstance(exc, NoRegionError):
-        return CloudDDPError("no AWS region: pass --region or set AWS_REGION.")
-    if isinstance(exc, EndpointConnectionError):
-        return CloudDDPError(
-            f"cannot reach AWS to {action}: {exc}. Check the network, the region and AWS_ENDPOINT_URL."
-        )
-    if isinstance(exc, ClientError):
-        error = exc.response.get("Error", {})
-        code, message = error.get("Code", ""), error.get("Message", "")
-        if code in ("InvalidClientTokenId", "UnrecognizedClientException", "SignatureDoesNotMatch",
-                    "ExpiredToken", "ExpiredTokenException", "InvalidToken"):  # fmt: skip
-            return CloudDDPError(f"AWS rejected your credentials ({code}) while trying to {action}. {CREDENTIALS_HELP}")
-        if code in ("AccessDenied", "AccessDeniedException"):
-            return CloudDDPError(f"AWS denied access while trying to {action} ({code}: {message}).")
-        return CloudDDPError(f"AWS refused to {action}: {code}: {message}")
-    return CloudDDPError(f"AWS call failed while trying to {action}: {exc}")
+__all__ = ["CREDENTIALS_HELP", "SageMakerProvider", "create", "translate"]
 
 
 class SageMakerProvider(Provider):
@@ -97,19 +65,23 @@ class SageMakerProvider(Provider):
             chosen = self.session_override.region_name
         if not chosen:
             # botocore reads AWS_DEFAULT_REGION and the profile; AWS_REGION is what the other AWS SDKs read.
-            chosen = os.environ.get("AWS_REGION") or botocore.session.get_session().get_config_variable("region")
+            try:
+                chosen = os.environ.get("AWS_REGION") or botocore.session.get_session().get_config_variable("region")
+            except BotoCoreError as exc:  # a misspelt AWS_PROFILE shows up here first
+                raise translate(exc, "read the AWS configuration") from None
         return check.check_region(chosen, known_regions())
 
     def session(self, region: str) -> Any:
         if self.session_override is not None:
             return self.session_override
         if region not in self._sessions:
-            self._sessions[region] = boto3.Session(region_name=region)
+            self._sessions[region] = open_session(region)
         return self._sessions[region]
 
     def client(self, service: str, region: str | None = None) -> Any:
+        """A client with bounded timeouts and retries (see aws.py)."""
         region = region or self.region()
-        return self.session(region).client(service, region_name=region)
+        return make_client(self.session(region), service, region)
 
     def call(self, action: str, fn: Callable[..., Any], **kwargs: Any) -> Any:
         try:
@@ -139,9 +111,13 @@ class SageMakerProvider(Provider):
     # -- submit -------------------------------------------------------------------------
     def caller_account(self, region: str) -> str:
         session = self.session(region)
-        if session.get_credentials() is None:
+        try:
+            credentials = session.get_credentials()
+        except BotoCoreError as exc:  # a profile that names a missing source profile or SSO session
+            raise translate(exc, "load your AWS credentials") from None
+        if credentials is None:
             raise CloudDDPError(f"no AWS credentials found. {CREDENTIALS_HELP}")
-        sts = session.client("sts", region_name=region)
+        sts = self.client("sts", region)
         return str(self.call("check your AWS credentials", sts.get_caller_identity)["Account"])
 
     def submit(self, request: JobRequest) -> JobHandle:
@@ -153,8 +129,7 @@ class SageMakerProvider(Provider):
             request = self.render(request.spec, account=account)
             plan = request.plan
         payload, kms_key = request.payload, request.spec.sagemaker.kms_key
-        s3 = self.session(region).client("s3", region_name=region)
-        stager = S3Stager(s3, plan["bucket"], kms_key=kms_key, account=account)
+        stager = S3Stager(self.client("s3", region), plan["bucket"], kms_key=kms_key, account=account)
         created = self.call("check the staging bucket", stager.ensure_bucket, create=plan["bucket_is_default"],
                             region=region)  # fmt: skip
         if created:
@@ -162,16 +137,12 @@ class SageMakerProvider(Provider):
         for warning in plan.get("warnings", []):
             self.say(f"cloudddp: warning: {warning}")
         self.upload_code(stager, request)
-        for item in plan["inputs"]:
-            _, prefix = split_uri(item["to"])
-            report = self.call(f"stage {item['from']}", stager.stage_path, local=item["from"], prefix=prefix)
-            self.say(
-                f"cloudddp: staged {item['channel']}: {len(report.uploaded)} uploaded "
-                f"({report.bytes_uploaded / 1e6:.1f} MB), {len(report.skipped)} unchanged, "
-                f"{len(report.deleted)} removed -> {item['to']}"
-            )
-        sagemaker = self.client("sagemaker", region)
-        response = self.call(f"create the training job {request.name}", sagemaker.create_training_job, **payload)
+        try:
+            self.stage_uploads(stager, plan)
+            sagemaker = self.client("sagemaker", region)
+            response = self.call(f"create the training job {request.name}", sagemaker.create_training_job, **payload)
+        except CloudDDPError as exc:
+            raise CloudDDPError(f"{exc} {self.remove_staged(stager, plan)}") from None
         return JobHandle(
             provider=self.name, job_id=request.name,
             details={"arn": response.get("TrainingJobArn"), "region": region, "request": request},
@@ -188,6 +159,38 @@ class SageMakerProvider(Provider):
         self.say(
             f"cloudddp: uploaded the source ({len(archive.files)} files, {archive.size / 1e6:.2f} MB) -> {code['to']}"
         )
+
+    def stage_uploads(self, stager: S3Stager, plan: dict[str, Any]) -> None:
+        """Local input folders, then a local checkpoint folder to resume from."""
+        uploads = [*plan["inputs"], *([plan["checkpoint"]] if plan.get("checkpoint") else [])]
+        for item in uploads:
+            _, prefix = split_uri(item["to"])
+            report = self.call(f"stage {item['from']}", stager.stage_path, local=item["from"], prefix=prefix)
+            self.say(
+                f"cloudddp: staged {item.get('channel', 'checkpoint')}: {len(report.uploaded)} uploaded "
+                f"({report.bytes_uploaded / 1e6:.1f} MB), {len(report.skipped)} unchanged, "
+                f"{len(report.deleted)} removed -> {item['to']}"
+            )
+
+    def remove_staged(self, stager: S3Stager, plan: dict[str, Any]) -> str:
+        """After a refused CreateTrainingJob: delete what only this job would have used; say what stays."""
+        removed: list[str] = []
+        prefixes = [plan["code"]["to"], *([plan["checkpoint"]["to"]] if plan.get("checkpoint") else [])]
+        try:
+            for uri in prefixes:
+                _, key = split_uri(uri)
+                listed = stager.s3.list_objects_v2(Bucket=stager.bucket, Prefix=key).get("Contents", [])
+                for item in listed:
+                    stager.s3.delete_object(Bucket=stager.bucket, Key=item["Key"])
+                    removed.append(f"s3://{stager.bucket}/{item['Key']}")
+        except (ClientError, BotoCoreError) as exc:
+            return f"Removing this launch's uploads failed too ({translate(exc, 'delete objects')}); remove {prefixes} by hand."
+        kept = (
+            f" The staged inputs stay ({', '.join(i['to'] for i in plan['inputs'])}): the next launch reuses them."
+            if plan["inputs"]
+            else ""
+        )
+        return f"Removed what this launch uploaded for the job: {', '.join(removed) or 'nothing'}.{kept}"
 
     # -- follow-up calls ----------------------------------------------------------------
     def describe(self, job_id: str) -> dict[str, Any]:
@@ -247,7 +250,19 @@ class SageMakerProvider(Provider):
 
     def cancel(self, job_id: str) -> None:
         sagemaker = self.client("sagemaker")
-        self.call(f"stop the training job {job_id}", sagemaker.stop_training_job, TrainingJobName=job_id)
+        try:
+            sagemaker.stop_training_job(TrainingJobName=job_id)
+        except ClientError as exc:
+            error = exc.response.get("Error", {})
+            message = str(error.get("Message", ""))
+            if error.get("Code") == "ValidationException" and "find" in message.lower():
+                raise CloudDDPError(
+                    f"no SageMaker training job named {job_id!r} in {sagemaker.meta.region_name} "
+                    f"(set AWS_REGION if it runs in another region)."
+                ) from None
+            raise translate(exc, f"stop the training job {job_id}") from None
+        except BotoCoreError as exc:
+            raise translate(exc, f"stop the training job {job_id}") from None
 
 
 def known_regions() -> list[str]:

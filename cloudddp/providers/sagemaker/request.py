@@ -101,7 +101,59 @@ def job_name_for(spec: JobSpec, now: float | None = None) -> str:
 
 
 def encode_hyperparameter(value: Any) -> str:
-    return json.dumps(value)
+    """JSON, as the SDK v2's framework estimators send every value (`EstimatorBase._json_encode_hyperparameters`).
+
+    A string stays the string it was ("1.10" is sent as '"1.10"'; the training toolkit and
+    cloudddp's launcher decode it back to 1.10). NaN and infinities are not JSON: refused.
+    """
+    try:
+        return json.dumps(value, allow_nan=False)
+    except ValueError:
+        raise CloudDDPError(
+            f"hyperparameter value {value!r} is not a finite number; SageMaker's hyperparameters are JSON, which "
+            f"has no NaN or Infinity. Pass it as text (-H name=nan on the command line, or quote it in YAML)."
+        ) from None
+
+
+@dataclass
+class CheckpointPlan:
+    """Where the job's /opt/ml/checkpoints syncs to, and the local folder to seed it from first."""
+
+    uri: str | None = None
+    upload: dict[str, str] | None = None
+    warnings: list[str] = field(default_factory=list)
+
+
+def plan_checkpoint(spec: JobSpec, staging: Staging) -> CheckpointPlan:
+    """SageMaker's CheckpointConfig for the spec; a spot job always gets one.
+
+    A local `checkpoint` folder is uploaded under this job's prefix before the job starts
+    (so the job resumes from it): the job's own checkpoints then live in S3, not locally.
+    """
+    sm = spec.sagemaker
+    local = spec.checkpoint if spec.checkpoint and not spec.checkpoint.startswith("s3://") else None
+    remote = sm.checkpoint_s3 or (spec.checkpoint if local is None else None)
+    if local is None and remote is None:
+        if not sm.spot:
+            return CheckpointPlan()
+        uri = staging.uri(staging.job_name, "checkpoints") + "/"
+        return CheckpointPlan(uri=uri, warnings=[
+            f"spot job without a checkpoint location: /opt/ml/checkpoints syncs to {uri} (set checkpoint or "
+            f"--checkpoint-s3 to choose; a job interrupted without checkpoints restarts from scratch)"
+        ])  # fmt: skip
+    if remote is not None:
+        return CheckpointPlan(uri=check.check_s3_uri(remote, "--checkpoint-s3" if sm.checkpoint_s3 else "checkpoint"))
+    uri = staging.uri(staging.job_name, "checkpoints") + "/"
+    path = Path(local).resolve()  # type: ignore[arg-type]
+    if not path.is_dir():
+        return CheckpointPlan(uri=uri, warnings=[
+            f"checkpoint {local!r}: the local folder {path} does not exist, so there is nothing to resume from; "
+            f"the job's checkpoints sync to {uri}"
+        ])  # fmt: skip
+    return CheckpointPlan(uri=uri, upload={"from": str(path), "to": uri}, warnings=[
+        f"checkpoint {local!r} is a local folder: it is uploaded to {uri} before the job starts, and the job's "
+        f"checkpoints sync there (not back to {path})"
+    ])  # fmt: skip
 
 
 def launcher_args(spec: JobSpec, mode: str) -> list[str]:
@@ -210,14 +262,10 @@ def build_request(spec: JobSpec, *, job_name: str, region: str, role: str, image
         del payload["Environment"]
     if sm.spot:
         payload["StoppingCondition"]["MaxWaitTimeInSeconds"] = sm.max_wait
-    checkpoint = sm.checkpoint_s3 or (
-        spec.checkpoint if spec.checkpoint and spec.checkpoint.startswith("s3://") else None
-    )
-    if checkpoint:
-        payload["CheckpointConfig"] = {
-            "S3Uri": check.check_s3_uri(checkpoint, "--checkpoint-s3"),
-            "LocalPath": CHECKPOINT_DIR,
-        }
+    checkpoint = plan_checkpoint(spec, staging)
+    if checkpoint.uri:
+        payload["CheckpointConfig"] = {"S3Uri": checkpoint.uri, "LocalPath": CHECKPOINT_DIR}
+        warnings += checkpoint.warnings
     if sm.kms_key:
         payload["OutputDataConfig"]["KmsKeyId"] = sm.kms_key
         if INSTANCE_STORAGE.match(sm.instance_type):
@@ -240,6 +288,7 @@ def build_request(spec: JobSpec, *, job_name: str, region: str, role: str, image
             "cloudddp_job.json": job_config(spec, mode),
         },
         "inputs": uploads,
+        "checkpoint": checkpoint.upload,
         "mode": mode,
         "region": region,
     }
@@ -263,4 +312,7 @@ def validate_spec(spec: JobSpec) -> None:
         raise CloudDDPError(f"--bucket {sm.bucket!r} is not a valid S3 bucket name (just the name, no s3://).")
     if sm.checkpoint_s3:
         check.check_s3_uri(sm.checkpoint_s3, "--checkpoint-s3")
+    check.check_checkpoint(spec.checkpoint, sm.checkpoint_s3)
+    for value in spec.hyperparameters.values():
+        encode_hyperparameter(value)
     spec.require_source()

@@ -8,6 +8,8 @@ model for SageMaker (a test keeps them in step with it).
 
 from __future__ import annotations
 
+import difflib
+import functools
 import os
 import re
 from collections.abc import Mapping
@@ -18,7 +20,6 @@ from cloudddp.errors import CloudDDPError
 JOB_NAME = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$")
 JOB_NAME_MAX = 63
 ROLE_ARN = re.compile(r"^arn:aws[a-z\-]*:iam::(\d{12}):role/?[a-zA-Z_0-9+=,.@\-_/]+$")
-INSTANCE_TYPE = re.compile(r"^ml\.[a-z0-9-]+\.[a-z0-9]+$")
 CHANNEL_NAME = re.compile(r"^[A-Za-z0-9.\-_]{1,64}$")
 ENV_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
 VPC_ID = re.compile(r"^[-0-9a-zA-Z]{1,32}$")
@@ -41,6 +42,9 @@ MAX_SECURITY_GROUPS = 5
 MAX_CONTAINER_ARGUMENT = 256
 MAX_IMAGE_URI = 255
 MAX_S3_URI = 1024
+# StoppingCondition.MaxRuntimeInSeconds: "The maximum value is 28 days." (botocore's service
+# model for sagemaker, API 2017-07-24, the member's documentation; a test reads it there).
+MAX_RUNTIME_SECONDS = 28 * 24 * 3600
 
 SOURCE_WARN_BYTES = 100 * 1024 * 1024
 # No documented SageMaker limit exists for the code archive; past 1 GiB it is data
@@ -104,11 +108,24 @@ def check_region(region: str | None, known: list[str]) -> str:
     return region
 
 
+@functools.cache
+def training_instance_types() -> frozenset[str]:
+    """The `TrainingInstanceType` enum of botocore's offline service model (read once, on first use)."""
+    import botocore.session  # client side only; the provider imports boto3 anyway
+
+    model = botocore.session.get_session().get_service_model("sagemaker")
+    return frozenset(model.shape_for("TrainingInstanceType").enum)
+
+
 def check_instance(instance_type: str, count: int) -> None:
-    if not INSTANCE_TYPE.match(instance_type):
+    known = training_instance_types()
+    if instance_type not in known:
+        close = difflib.get_close_matches(instance_type, sorted(known), n=4, cutoff=0.6)
+        hint = f" Did you mean {', '.join(close)}?" if close else " They look like ml.g5.12xlarge or ml.m5.xlarge."
         raise CloudDDPError(
-            f"--instance-type {instance_type!r} is not a SageMaker training instance type "
-            f"(they look like ml.g5.12xlarge or ml.m5.xlarge)."
+            f"--instance-type {instance_type!r} is not a SageMaker training instance type (not in the "
+            f"TrainingInstanceType list of botocore's SageMaker service model; a newer botocore may know "
+            f"newer types).{hint}"
         )
     if count < 1:
         raise CloudDDPError(f"--instance-count (nodes) must be at least 1, got {count}.")
@@ -117,6 +134,11 @@ def check_instance(instance_type: str, count: int) -> None:
 def check_stopping(max_runtime: int, spot: bool, max_wait: int | None) -> None:
     if max_runtime < 1:
         raise CloudDDPError(f"--max-runtime must be at least 1 second, got {max_runtime}.")
+    if max_runtime > MAX_RUNTIME_SECONDS:
+        raise CloudDDPError(
+            f"--max-runtime {max_runtime} seconds ({max_runtime / 86400:.1f} days) is above SageMaker's maximum of "
+            f"28 days ({MAX_RUNTIME_SECONDS} seconds)."
+        )
     if spot and max_wait is None:
         raise CloudDDPError(
             f"a spot job (--spot) needs --max-wait: the seconds to wait for spot capacity plus the run, "
@@ -135,6 +157,19 @@ def check_s3_uri(uri: str, what: str) -> str:
     if not S3_URI.match(uri) or len(uri) > MAX_S3_URI:
         raise CloudDDPError(f"{what} {uri!r} is not an s3://bucket/prefix URI.")
     return uri
+
+
+def check_checkpoint(checkpoint: str | None, checkpoint_s3: str | None) -> None:
+    """`checkpoint` (a local folder or s3:// URI) and `--checkpoint-s3` name one place, not two."""
+    if checkpoint and checkpoint_s3 and checkpoint != checkpoint_s3:
+        raise CloudDDPError(
+            f"checkpoint {checkpoint!r} and --checkpoint-s3 {checkpoint_s3!r} both say where checkpoints go; "
+            f"SageMaker syncs one S3 location. Keep one (a local checkpoint folder is uploaded to S3 first)."
+        )
+    if checkpoint and "://" in checkpoint and not checkpoint.startswith("s3://"):
+        raise CloudDDPError(f"checkpoint {checkpoint!r}: SageMaker takes an s3:// URI or a local folder.")
+    if checkpoint and checkpoint.startswith("s3://"):
+        check_s3_uri(checkpoint, "checkpoint")
 
 
 def check_inputs(inputs: Mapping[str, str], reserved: str) -> None:
