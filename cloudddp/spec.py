@@ -6,12 +6,13 @@ or built by `Estimator(...)`. Unknown fields are errors, so a typo never passes 
 
 from __future__ import annotations
 
+import functools
 import re
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, field_validator
 
 from cloudddp.errors import CloudDDPError
 
@@ -20,64 +21,17 @@ Scalar = str | int | float | bool
 
 
 class Section(BaseModel):
+    """A part of the job spec; unknown fields are errors. Provider settings subclass it."""
+
     model_config = ConfigDict(extra="forbid")
 
 
-class LocalSettings(Section):
-    """The local multi-node emulation (no cloud, no Docker)."""
+class JobSpecBase(Section):
+    """Everything about a job that does not depend on where it runs.
 
-    emulate: Literal["sagemaker", "oci", "kubeflow", "slurm", "none"] = "sagemaker"
-    runs_dir: str = "cloudddp-runs"
-    master_port: int | None = Field(default=None, ge=1024, le=65535)
-    link_inputs: bool = True
-
-
-class SageMakerSettings(Section):
-    """Amazon SageMaker training jobs (submitted with boto3)."""
-
-    region: str | None = None
-    role: str | None = None
-    instance_type: str = "ml.m5.xlarge"
-    image: str | None = None
-    framework_version: str = "2.5"
-    py_version: str = "py311"
-    bucket: str | None = None
-    prefix: str = "cloudddp"
-    volume_size_gb: int = Field(default=30, ge=1)
-    spot: bool = False
-    max_wait: int | None = Field(default=None, ge=1)
-    checkpoint_s3: str | None = None
-    subnets: list[str] = []
-    security_groups: list[str] = []
-    kms_key: str | None = None
-    network_isolation: bool = False
-    inter_container_encryption: bool = False
-    tags: dict[str, str] = {}
-    instance_groups: list[str] | None = None
-
-
-class OCISettings(Section):
-    """OCI Data Science multi-node jobs (submitted with the oci SDK)."""
-
-    region: str | None = None
-    config_file: str = "~/.oci/config"
-    profile: str = "DEFAULT"
-    auth: Literal["api_key", "resource_principal", "instance_principal"] = "api_key"
-    compartment_id: str | None = None
-    project_id: str | None = None
-    shape: str = "VM.Standard.E4.Flex"
-    ocpus: float | None = Field(default=None, gt=0)
-    memory_in_gbs: float | None = Field(default=None, gt=0)
-    block_storage_gb: int = 100
-    image: str | None = None
-    subnet_id: str | None = None
-    log_group_id: str | None = None
-    log_id: str | None = None
-    work_dir: str | None = None  # oci://bucket@namespace/prefix for staged inputs and outputs
-
-
-class JobSpec(Section):
-    """Everything about a job that does not depend on where it runs, plus one section per provider."""
+    `JobSpec` is this plus one section per registered provider (`spec.local`, `spec.sagemaker`,
+    ...), built from the registry on first use (see `job_spec_model`).
+    """
 
     name: str = "cloudddp-job"
     entry_point: str
@@ -92,9 +46,6 @@ class JobSpec(Section):
     environment: dict[str, str] = {}
     hyperparameters: dict[str, Scalar] = {}
     max_runtime: int = Field(default=24 * 3600, ge=1, description="seconds")
-    local: LocalSettings = LocalSettings()
-    sagemaker: SageMakerSettings = SageMakerSettings()
-    oci: OCISettings = OCISettings()
 
     @field_validator("name")
     @classmethod
@@ -130,6 +81,40 @@ class JobSpec(Section):
         for key, value in self.hyperparameters.items():
             extra += [f"--{key}", str(value)]
         return [*self.args, *extra]
+
+
+@functools.cache
+def job_spec_model() -> type[JobSpecBase]:
+    """`JobSpecBase` plus a `<name>: <settings>` section for every registered provider."""
+    from cloudddp.providers import registry
+
+    sections: dict[str, Any] = {
+        name: (info.settings, Field(default_factory=info.settings)) for name, info in registry.providers().items()
+    }
+    return create_model("JobSpec", __base__=JobSpecBase, __module__=__name__, **sections)
+
+
+if TYPE_CHECKING:
+    JobSpec = JobSpecBase  # the provider sections exist at run time only
+    # Their old home, kept for importers (`__getattr__` below does it at run time).
+    from cloudddp.providers.local import LocalSettings  # noqa: F401
+    from cloudddp.providers.oci import OCISettings  # noqa: F401
+    from cloudddp.providers.sagemaker import SageMakerSettings  # noqa: F401
+
+
+def __getattr__(name: str) -> Any:
+    """`JobSpec` is built on first use, and the provider settings keep their old home here.
+
+    Lazily, because the providers' declarations import `Section` from this module.
+    """
+    if name == "JobSpec":
+        return job_spec_model()
+    moved = {"LocalSettings": "local", "SageMakerSettings": "sagemaker", "OCISettings": "oci"}
+    if name in moved:
+        from cloudddp.providers import registry
+
+        return registry.get(moved[name]).settings
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def deep_merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
@@ -177,7 +162,7 @@ def read_yaml(path: Path) -> dict[str, Any]:
 
 def build_spec(data: dict[str, Any], origin: str = "the job spec") -> JobSpec:
     try:
-        return JobSpec.model_validate(data)
+        return job_spec_model().model_validate(data)
     except ValidationError as exc:
         raise CloudDDPError(describe_errors(exc, origin)) from None
 

@@ -19,12 +19,14 @@ import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
 from cloudddp.redact import redact
-from cloudddp.spec import JobSpec
+
+if TYPE_CHECKING:
+    from cloudddp.spec import JobSpec  # at run time it is built from the registry, which imports this
 
 
 class BlockDumper(yaml.SafeDumper):

@@ -1,28 +1,65 @@
-"""OCI Data Science multi-node jobs (`--provider oci`), and reading Oracle ADS specs.
+"""`--provider oci`: OCI Data Science multi-node jobs, and reading Oracle ADS specs.
 
-The `oci` SDK is imported only when a provider is created (`create`), never when this
-package is: `cloudddp.spec` imports `cloudddp.providers.oci.ads` to read ADS YAML, and
-that must work without the `oci` extra installed.
+This file only declares the provider (see cloudddp.providers.registry). The `oci` SDK is
+imported by provider.py when the provider is created, never when this package is:
+`cloudddp.spec` imports `cloudddp.providers.oci.ads` to read ADS YAML, and that must work
+without the `oci` extra installed.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Literal
 
-from cloudddp.errors import CloudDDPError
+from pydantic import Field
 
-
-def create(**options: Any) -> Any:
-    """The OCI provider; a clear error if the `oci` SDK is missing."""
-    try:
-        from cloudddp.providers.oci.provider import OCIProvider
-    except ModuleNotFoundError as exc:
-        if exc.name and exc.name.split(".")[0] == "oci":
-            raise CloudDDPError(
-                "the oci provider needs the Python package 'oci': pip install 'cloudddp[oci]'."
-            ) from None
-        raise
-    return OCIProvider(**options)
+from cloudddp.providers.registry import Option, ProviderInfo
+from cloudddp.spec import Section
 
 
-__all__ = ["create"]
+class OCISettings(Section):
+    """OCI Data Science multi-node jobs (submitted with the oci SDK)."""
+
+    region: str | None = None
+    config_file: str = "~/.oci/config"
+    profile: str = "DEFAULT"
+    auth: Literal["api_key", "resource_principal", "instance_principal"] = "api_key"
+    compartment_id: str | None = None
+    project_id: str | None = None
+    shape: str = "VM.Standard.E4.Flex"
+    ocpus: float | None = Field(default=None, gt=0)
+    memory_in_gbs: float | None = Field(default=None, gt=0)
+    block_storage_gb: int = 100
+    image: str | None = None
+    subnet_id: str | None = None
+    log_group_id: str | None = None
+    log_id: str | None = None
+    work_dir: str | None = None  # oci://bucket@namespace/prefix for staged inputs and outputs
+
+
+PROVIDER = ProviderInfo(
+    name="oci",
+    title="OCI",
+    summary="OCI Data Science multi-node jobs (oci SDK), data staged to Object Storage",
+    settings=OCISettings,
+    options=(
+        Option("--region", "region", help="OCI region"),
+        Option("--compartment", "compartment_id", help="compartment OCID"),
+        Option("--project", "project_id", help="Data Science project OCID"),
+        Option("--shape", "shape"),
+        Option("--ocpus", "ocpus", type=float),
+        Option("--memory-gb", "memory_in_gbs", type=float),
+        Option("--block-storage-gb", "block_storage_gb", type=int),
+        Option("--subnet-id", "subnet_id"),
+        Option("--log-group", "log_group_id", help="log group OCID"),
+        Option("--log", "log_id", help="log OCID"),
+        Option("--work-dir", "work_dir", help="oci://bucket@namespace/prefix"),
+        Option("--profile", "profile", help="~/.oci/config profile"),
+        Option("--config-file", "config_file", help="OCI config file"),
+        Option("--auth", "auth", help="api_key, resource_principal or instance_principal"),
+        Option("--image", "image", help="container image URI"),
+    ),
+    interrupt_stops_job=False,  # Ctrl-C asks before cancelling a cloud job
+    factory="cloudddp.providers.oci.provider:create",
+)
+
+__all__ = ["PROVIDER", "OCISettings"]

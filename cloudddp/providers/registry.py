@@ -1,0 +1,229 @@
+"""The provider registry: every provider declares itself once, everything else is derived.
+
+A provider is ONE folder. To add `--provider slurm`:
+
+1. Create the sub-package `cloudddp/providers/slurm/`. Its `__init__.py` declares the provider
+   and imports nothing heavy (no SDK: boto3, oci, kubernetes are imported inside the provider's
+   own modules, only when the provider is created)::
+
+       from cloudddp.providers.registry import Option, ProviderInfo
+       from cloudddp.spec import Section
+
+       class SlurmSettings(Section):
+           '''The `slurm:` section of the job spec.'''
+           partition: str | None = None
+           time_limit: str | None = None
+
+       PROVIDER = ProviderInfo(
+           name="slurm",                                   # --provider slurm, spec section `slurm:`
+           summary="Slurm batch jobs submitted with sbatch",  # one line for --help
+           settings=SlurmSettings,
+           options=(
+               Option("--partition", "partition", help="Slurm partition"),
+               Option("--time-limit", "time_limit", help="sbatch --time"),
+           ),
+           interrupt_stops_job=False,                      # Ctrl-C asks before stopping the job
+           factory="cloudddp.providers.slurm.provider:create",  # imported only when used
+       )
+
+2. Put the `Provider` subclass (render / submit / status / logs / cancel, see
+   `cloudddp.providers.base`) in `cloudddp/providers/slurm/provider.py` with a
+   `create(**options) -> Provider` function.
+
+That is all: the job spec gets a `slurm:` section (`JobSpec.slurm`), `cloudddp launch --help`
+shows a "Slurm options" group with `--partition` and `--time-limit`, `--provider slurm` and
+`Estimator(provider="slurm", partition=...)` work, and a flag of another provider is refused.
+
+A provider outside this package registers the same `ProviderInfo` through the entry point
+group `cloudddp.providers`, e.g. in its pyproject.toml::
+
+    [project.entry-points."cloudddp.providers"]
+    myslurm = "my_package.cloudddp_provider:PROVIDER"
+
+Built-ins come first ("local", the default, then by name), then entry points by name; two
+providers with one name are an error, as is a declaration that does not fit its settings.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import importlib.metadata
+import importlib.util
+import pkgutil
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from cloudddp.errors import CloudDDPError
+
+if TYPE_CHECKING:
+    from pydantic import BaseModel
+
+    from cloudddp.providers.base import Provider
+
+ENTRY_POINT_GROUP = "cloudddp.providers"
+DEFAULT_PROVIDER = "local"
+OPTION_TYPES = (str, int, float, bool)
+
+
+@dataclass(frozen=True)
+class Option:
+    """One command-line flag of a provider, mapped to one field of its settings section.
+
+    `Option("--instance-type", "instance_type")` makes `--instance-type X` set
+    `spec.<provider>.instance_type = X`. `multiple`: repeatable, the field is a list.
+    `key_value`: repeatable `K=V`, the field is a dict. `off_flag`: for a bool, the flag that
+    sets False (`Option("--spot", "spot", type=bool, off_flag="--on-demand")`; default
+    `--no-<flag>`). A flag left out leaves the field to the job spec file or its default.
+    """
+
+    flag: str
+    field: str
+    help: str = ""
+    type: type = str
+    multiple: bool = False
+    key_value: bool = False
+    off_flag: str | None = None
+
+    @property
+    def off_flags(self) -> str:
+        """A bool's off switch: `off_flag`, else `--no-<flag>`."""
+        return self.off_flag or f"--no-{self.flag.lstrip('-')}"
+
+    @property
+    def param_name(self) -> str:
+        """The Python name of the flag (`--instance-type` -> `instance_type`)."""
+        return self.flag.lstrip("-").replace("-", "_")
+
+
+@dataclass(frozen=True)
+class ProviderInfo:
+    """What a provider says about itself; see the module docstring for the recipe."""
+
+    name: str
+    summary: str
+    settings: type[BaseModel]
+    options: tuple[Option, ...] = ()
+    interrupt_stops_job: bool = False
+    factory: str | Callable[..., Provider] = ""
+    supports_elastic: bool = False
+    # The --help group's title ("SageMaker options"); default: the name, capitalised.
+    title: str = ""
+    # The pip extra that installs the provider's SDK, for the "missing package" hint
+    # (built-ins: the provider's name; third parties: their own distribution).
+    install_hint: str = field(default="", compare=False)
+
+    @property
+    def display_title(self) -> str:
+        return self.title or self.name.capitalize()
+
+    def create(self, **options: Any) -> Provider:
+        """The provider object; its SDK is imported here, with a clear error if it is missing."""
+        try:
+            factory = load_factory(self.factory) if isinstance(self.factory, str) else self.factory
+            return factory(**options)
+        except ModuleNotFoundError as exc:
+            if exc.name and exc.name.split(".")[0] != "cloudddp":
+                hint = self.install_hint or f"pip install 'cloudddp[{self.name}]'"
+                raise CloudDDPError(
+                    f"the {self.name} provider needs the Python package {exc.name!r}: {hint}."
+                ) from None
+            raise
+
+
+def load_factory(reference: str) -> Callable[..., Provider]:
+    """`"package.module:create"` -> the callable."""
+    module_name, _, attribute = reference.partition(":")
+    return getattr(importlib.import_module(module_name), attribute or "create")  # type: ignore[no-any-return]
+
+
+def check_declaration(info: Any, origin: str) -> ProviderInfo:
+    """A declaration that does not fit is the provider author's error: say where and what."""
+    from cloudddp.spec import Section
+
+    if not isinstance(info, ProviderInfo):
+        raise CloudDDPError(f"{origin}: expected a cloudddp ProviderInfo, got {type(info).__name__}.")
+    if not isinstance(info.settings, type) or not issubclass(info.settings, Section):
+        raise CloudDDPError(f"{origin}: ProviderInfo.settings must be a subclass of cloudddp.spec.Section.")
+    if not info.name.isidentifier() or info.name != info.name.lower():
+        raise CloudDDPError(f"{origin}: provider name {info.name!r} must be a lower-case Python identifier.")
+    for option in info.options:
+        if option.field not in info.settings.model_fields:
+            raise CloudDDPError(
+                f"{origin}: option {option.flag} sets {option.field!r}, which {info.settings.__name__} does not have."
+            )
+        if option.type not in OPTION_TYPES or not option.flag.startswith("--"):
+            raise CloudDDPError(f"{origin}: option {option.flag}: a --flag of type str, int, float or bool.")
+    if not info.factory:
+        raise CloudDDPError(f"{origin}: ProviderInfo.factory is empty.")
+    return info
+
+
+def builtin_declarations() -> list[ProviderInfo]:
+    """Every sub-package of cloudddp.providers that declares `PROVIDER` (adding a folder is enough)."""
+    import cloudddp.providers as package
+
+    found = []
+    for module in sorted(pkgutil.iter_modules(package.__path__), key=lambda m: m.name):
+        if not module.ispkg or module.name.startswith("_"):
+            continue
+        origin = f"cloudddp/providers/{module.name}/__init__.py"
+        declared = getattr(importlib.import_module(f"{package.__name__}.{module.name}"), "PROVIDER", None)
+        if declared is None:
+            # A folder being written: skipped here, named in the "unknown provider" error (see get).
+            continue
+        found.append(check_declaration(declared, origin))
+        if declared.name != module.name:
+            raise CloudDDPError(f"{origin}: PROVIDER.name is {declared.name!r}; it must be the folder's name.")
+    return sorted(found, key=lambda info: (info.name != DEFAULT_PROVIDER, info.name))
+
+
+def entry_point_declarations() -> list[ProviderInfo]:
+    """Third-party providers: each entry point of the group `cloudddp.providers` loads a ProviderInfo."""
+    found = []
+    for entry in sorted(importlib.metadata.entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name):
+        origin = f"entry point {entry.name} = {entry.value} (group {ENTRY_POINT_GROUP})"
+        info = check_declaration(entry.load(), origin)
+        if info.name != entry.name:
+            raise CloudDDPError(f"{origin}: it declares the provider {info.name!r}; name the entry point the same.")
+        found.append(info)
+    return found
+
+
+@functools.cache
+def providers() -> dict[str, ProviderInfo]:
+    """Every provider by name: built-ins first, then entry points (read once per process)."""
+    registered: dict[str, ProviderInfo] = {}
+    for info in [*builtin_declarations(), *entry_point_declarations()]:
+        if info.name in registered:
+            raise CloudDDPError(f"two providers are named {info.name!r}; uninstall or rename one.")
+        registered[info.name] = info
+    return registered
+
+
+def refresh() -> None:
+    """Forget what was found (tests that install a provider while the process runs)."""
+    providers.cache_clear()
+    from cloudddp import spec
+
+    spec.job_spec_model.cache_clear()
+
+
+def names() -> list[str]:
+    return list(providers())
+
+
+def get(name: str) -> ProviderInfo:
+    """The declaration of `name`, or an error listing the providers there are."""
+    registered = providers()
+    if name not in registered:
+        undeclared = ""
+        if importlib.util.find_spec(f"cloudddp.providers.{name}") if name.isidentifier() else None:
+            undeclared = f" (cloudddp/providers/{name}/__init__.py declares no PROVIDER = ProviderInfo(...))"
+        raise CloudDDPError(f"unknown provider {name!r}{undeclared}; choose one of: {', '.join(registered)}.")
+    return registered[name]
+
+
+def create_provider(name: str, **options: Any) -> Provider:
+    return get(name).create(**options)
