@@ -44,19 +44,6 @@ def pairs(values: list[str] | None, flag: str) -> dict[str, str]:
     return result
 
 
-def scalar(text: str) -> str | int | float | bool:
-    """`-H epochs=2` means the number 2, `-H aug=true` a boolean; anything else stays text."""
-    lowered = text.lower()
-    if lowered in ("true", "false"):
-        return lowered == "true"
-    for kind in (int, float):
-        try:
-            return kind(text)
-        except ValueError:
-            pass
-    return text
-
-
 def split_entry_point(script: str, source_dir: str | None) -> tuple[str, str]:
     """`sources/train.py` -> ("sources", "train.py") unless --source-dir says otherwise."""
     if source_dir is None:
@@ -178,7 +165,8 @@ def launch(
     overrides.update(
         name=name, nodes=nodes, nproc_per_node=nproc, output=output, checkpoint=checkpoint,
         max_runtime=max_runtime, inputs=pairs(input, "--input"), environment=pairs(env, "--env"),
-        hyperparameters={k: scalar(v) for k, v in pairs(hyperparameter, "--hyperparameter").items()},
+        # Kept as typed (`-H version=1.10` stays "1.10", `run_id=007` stays "007"): the script parses its arguments.
+        hyperparameters=pairs(hyperparameter, "--hyperparameter"),
         local={"emulate": emulate, "runs_dir": runs_dir},
         sagemaker={
             "region": region, "instance_type": instance_type, "role": role, "image": image,
@@ -300,6 +288,11 @@ def demo_data(
 
     counts = write_demo_dataset(directory, train_per_class=train_per_class, val_per_class=val_per_class, seed=seed)
     out.print(f"wrote {counts['train']} training and {counts['val']} validation images to {directory}")
+
+
+from cloudddp.staging.cli import stage_command  # noqa: E402  (`cloudddp stage`; its options live there)
+
+app.command("stage", context_settings={"help_option_names": ["-h", "--help"]})(stage_command)
 
 
 def main() -> None:

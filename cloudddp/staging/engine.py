@@ -1,0 +1,206 @@
+"""The one staging algorithm, for every object store: list -> compare -> upload -> verify -> publish.
+
+1. Scan the local folder and hash every file (content, not mtime).
+2. The version name follows from the hashes. If `<prefix>/_cloudddp_manifest.json` already
+   names it, nothing is written (a no-op re-stage costs one GET).
+3. Otherwise list `<prefix>/<version>/`: objects an interrupted run already finished are
+   kept (an object only appears once its upload completed with a verified checksum).
+4. Objects whose content the previously published version holds are copied server-side
+   where the store can; the rest are uploaded in parallel, each verified by the store.
+5. Every expected object is listed back with its size, then the manifest is written:
+   from this moment jobs see the new version, never a partial one.
+6. `delete=True` then removes every other object under the prefix (older versions,
+   abandoned partial ones); without it they stay, since a running job may read them.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from cloudddp.errors import CloudDDPError
+from cloudddp.staging import local_files, shards
+from cloudddp.staging.manifest import MANIFEST_NAME, PLAIN, SHARDS, FileEntry, Manifest, ObjectEntry, version_of
+from cloudddp.staging.store import ObjectStore, Upload
+
+VERSION_FOLDER = re.compile(r"^v-[0-9a-f]{16}/")  # what version_of() names
+
+
+@dataclass
+class StageResult:
+    uri: str  # what a job reads: the published version's prefix
+    version: str
+    layout: str
+    files: int = 0
+    uploaded: list[str] = field(default_factory=list)  # object names under the version prefix
+    copied: list[str] = field(default_factory=list)
+    resumed: list[str] = field(default_factory=list)  # already there from an interrupted run
+    deleted: list[str] = field(default_factory=list)
+    bytes_uploaded: int = 0
+    unchanged: bool = False  # the version was already published: nothing written
+
+
+class Progress:
+    """Callbacks for a progress display; the default shows nothing."""
+
+    def phase(self, text: str) -> None: ...
+
+    def start(self, files: int, total_bytes: int) -> None: ...
+
+    def advance(self, size: int) -> None: ...
+
+    def finish(self) -> None: ...
+
+
+@dataclass
+class StageOptions:
+    layout: str = PLAIN
+    delete: bool = False
+    create_bucket: bool = False
+    shard_size: int = shards.DEFAULT_SHARD_SIZE
+    shard_dir: Path | None = None  # where shards are built (default: the system temp folder)
+
+
+def stage(
+    local: str | Path, store: ObjectStore, options: StageOptions | None = None, progress: Progress | None = None
+) -> StageResult:
+    """Stage the folder (or file) `local` under the store's location; return what a job should read."""
+    options, progress = options or StageOptions(), progress or Progress()
+    if options.layout not in (PLAIN, SHARDS):
+        raise CloudDDPError(f"the staging layout {options.layout!r} is not one of {PLAIN!r}, {SHARDS!r}.")
+    location = store.location
+    progress.phase("scanning")
+    files = local_files.list_files(Path(local))
+    if not files:
+        raise CloudDDPError(f"the local folder {str(local)!r} to stage holds no files.")
+    store.check_bucket(options.create_bucket)
+    progress.phase("hashing")
+    hashed = local_files.hash_files(files, with_md5=store.needs_md5)
+    entries = [FileEntry(h.file.relative, h.file.size, h.sha256) for h in hashed]
+    shard_size = options.shard_size if options.layout == SHARDS else None
+    version = version_of(options.layout, entries, shard_size)
+    result = StageResult(uri=location.uri(version, folder=True), version=version, layout=options.layout,
+                         files=len(files))  # fmt: skip
+    published = read_manifest(store)
+    if published and published.version == version:
+        result.unchanged = True
+        if options.delete:
+            result.deleted = delete_others(store, version)
+        return result
+    work = Path(tempfile.mkdtemp(prefix="cloudddp-shards-", dir=options.shard_dir)) if shard_size else None
+    try:
+        manifest, uploads = plan_objects(hashed, options, version, store, work, progress)
+        transfer(store, manifest, uploads, published, result, progress)
+    finally:
+        if work:
+            shutil.rmtree(work, ignore_errors=True)
+    verify_listed(store, manifest)
+    store.write(location.key(MANIFEST_NAME), manifest.to_json())  # the publication
+    if options.delete:
+        result.deleted = delete_others(store, version)
+    return result
+
+
+def read_manifest(store: ObjectStore) -> Manifest | None:
+    key = store.location.key(MANIFEST_NAME)
+    data = store.read(key)
+    return Manifest.from_json(data, store.location.uri(MANIFEST_NAME)) if data is not None else None
+
+
+def plan_objects(
+    hashed: list[local_files.Hashed], options: StageOptions, version: str, store: ObjectStore,
+    work: Path | None, progress: Progress,
+) -> tuple[Manifest, list[Upload]]:  # fmt: skip
+    """The objects of the new version, and an Upload for each (from the user's file or a built shard)."""
+    key = store.location.key
+    if options.layout == PLAIN:
+        manifest = Manifest(version, PLAIN, [FileEntry(h.file.relative, h.file.size, h.sha256) for h in hashed],
+                            [ObjectEntry(h.file.relative, h.file.size, h.sha256) for h in hashed])  # fmt: skip
+        uploads = [Upload(key(version, h.file.relative), h.file.path, h.file.size, h.sha256, h.md5, h.file)
+                   for h in hashed]  # fmt: skip
+        return manifest, uploads
+    assert work is not None
+    progress.phase("building shards")
+    built = shards.build_shards(hashed, work, options.shard_size)
+    index_path = work / shards.INDEX_NAME
+    index_path.write_bytes(shards.index_json(built))
+    membership = {m.path: s.name for s in built for m in s.members}
+    files = [FileEntry(h.file.relative, h.file.size, h.sha256, membership[h.file.relative]) for h in hashed]
+    built_files = [(s.name, s.path) for s in built] + [(shards.INDEX_NAME, index_path)]
+    hashed_built = local_files.hash_files(
+        [local_files.describe(path, name) for name, path in built_files], with_md5=store.needs_md5
+    )
+    objects = [ObjectEntry(h.file.relative, h.file.size, h.sha256) for h in hashed_built]
+    uploads = [Upload(key(version, h.file.relative), h.file.path, h.file.size, h.sha256, h.md5) for h in hashed_built]
+    return Manifest(version, SHARDS, files, objects), uploads
+
+
+def transfer(
+    store: ObjectStore, manifest: Manifest, uploads: list[Upload], published: Manifest | None,
+    result: StageResult, progress: Progress,
+) -> None:  # fmt: skip
+    """Resume, copy or upload each object of the new version."""
+    key = store.location.key
+    version_prefix = key(manifest.version) + "/"
+    already = store.list_sizes(version_prefix)
+    reusable = published.objects_by_hash() if published and store.can_copy else {}
+    to_copy: list[tuple[str, str]] = []
+    to_send: list[Upload] = []
+    for upload in uploads:
+        name = upload.key[len(version_prefix) :]
+        if already.get(upload.key) == upload.size:
+            result.resumed.append(name)
+        elif upload.sha256 in reusable and published is not None:
+            to_copy.append((key(published.version, reusable[upload.sha256].name), upload.key))
+            result.copied.append(name)
+        else:
+            to_send.append(upload)
+    if to_copy:
+        progress.phase("copying unchanged objects")
+        store.copy(to_copy)
+    progress.phase("uploading")
+    progress.start(len(to_send), sum(u.size for u in to_send))
+
+    def landed(upload: Upload) -> None:
+        if upload.source and not local_files.unchanged_since_scan(upload.source):
+            raise CloudDDPError(
+                f"{str(upload.path)!r} changed while it was being uploaded (size or modification time differs from "
+                f"the scan). Nothing was published; stage again once nothing writes to it."
+            )
+        result.uploaded.append(upload.key[len(version_prefix) :])
+        result.bytes_uploaded += upload.size
+        progress.advance(upload.size)
+
+    try:
+        store.upload(to_send, landed)
+    finally:
+        progress.finish()
+
+
+def verify_listed(store: ObjectStore, manifest: Manifest) -> None:
+    """Every object of the version is there with its size before the manifest points at it."""
+    prefix = store.location.key(manifest.version) + "/"
+    listed = store.list_sizes(prefix)
+    for entry in manifest.objects:
+        key = prefix + entry.name
+        if listed.get(key) != entry.size:
+            raise CloudDDPError(
+                f"{store.location.bucket_uri}/{key} is {'missing' if key not in listed else 'the wrong size'} after "
+                f"the upload (expected {entry.size} bytes). Nothing was published; stage again."
+            )
+
+
+def delete_others(store: ObjectStore, version: str) -> list[str]:
+    """Objects of every other version under the prefix (never anything cloudddp did not write)."""
+    location = store.location
+    base = location.key() + "/" if location.key() else ""
+    stale = [
+        k
+        for k in store.list_sizes(base)
+        if VERSION_FOLDER.match(k[len(base) :]) and not k.startswith(f"{base}{version}/")
+    ]
+    store.delete(sorted(stale))
+    return sorted(stale)

@@ -1,0 +1,114 @@
+"""The local side of staging: which files a folder holds, and their content hashes.
+
+Hashes are of the content (SHA-256, and MD5 where the store verifies with it), never
+mtimes: a touched but unchanged file is not uploaded again. Symlinks to files are
+followed; a symlink loop or a dangling link is an error naming the path.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+from cloudddp.errors import CloudDDPError
+
+READ_BLOCK = 1024 * 1024
+HASH_THREADS = 4  # hashlib releases the GIL on large buffers: two cores stay busy
+
+
+@dataclass(frozen=True)
+class LocalFile:
+    relative: str  # POSIX path under the staged folder: the object name below the version prefix
+    path: Path
+    size: int
+    mtime_ns: int
+
+
+@dataclass(frozen=True)
+class Hashed:
+    file: LocalFile
+    sha256: str  # hex
+    md5: str | None  # hex, when the store checks uploads with MD5 (OCI)
+
+
+def list_files(root: Path) -> list[LocalFile]:
+    """Every regular file under `root` (or `root` itself), sorted by relative path."""
+    if not root.exists() and not root.is_symlink():
+        raise CloudDDPError(f"the local path {str(root)!r} to stage does not exist.")
+    if root.is_file():
+        return [describe(root, root.name)]
+    if not root.is_dir():
+        raise CloudDDPError(
+            f"the local path {str(root)!r} to stage is neither a file nor a folder (a broken symlink?)."
+        )
+    found: list[LocalFile] = []
+    seen_dirs: set[tuple[int, int]] = set()
+    walk(root, root, seen_dirs, found)
+    found.sort(key=lambda f: f.relative)
+    return found
+
+
+def walk(root: Path, folder: Path, seen_dirs: set[tuple[int, int]], found: list[LocalFile]) -> None:
+    # os.walk(followlinks=True) would loop forever on a cycle: remember each folder's (device, inode).
+    stat = folder.stat()
+    if (stat.st_dev, stat.st_ino) in seen_dirs:
+        raise CloudDDPError(f"symlink loop under {str(root)!r}: {str(folder)!r} leads back to a folder already staged.")
+    seen_dirs.add((stat.st_dev, stat.st_ino))
+    try:
+        entries = sorted(os.scandir(folder), key=lambda e: e.name)
+    except OSError as exc:
+        raise CloudDDPError(f"cannot read the folder {str(folder)!r}: {exc.strerror}.") from None
+    for entry in entries:
+        path = Path(entry.path)
+        try:
+            is_dir = entry.is_dir(follow_symlinks=True)
+            is_file = entry.is_file(follow_symlinks=True)
+        except OSError as exc:  # ELOOP: a link pointing at itself
+            raise CloudDDPError(f"cannot follow {str(path)!r} under {str(root)!r}: {exc.strerror}.") from None
+        if is_dir:
+            walk(root, path, seen_dirs, found)
+        elif is_file:
+            found.append(describe(path, path.relative_to(root).as_posix()))
+        elif entry.is_symlink():
+            raise CloudDDPError(f"{str(path)!r} under {str(root)!r} is a broken symlink (or a symlink loop).")
+
+
+def describe(path: Path, relative: str) -> LocalFile:
+    try:
+        stat = path.stat()
+    except OSError as exc:
+        raise CloudDDPError(f"cannot read {str(path)!r}: {exc.strerror}.") from None
+    return LocalFile(relative, path, stat.st_size, stat.st_mtime_ns)
+
+
+def hash_file(file: LocalFile, with_md5: bool) -> Hashed:
+    sha = hashlib.sha256()
+    md5 = hashlib.md5(usedforsecurity=False) if with_md5 else None
+    try:
+        with open(file.path, "rb") as handle:
+            while block := handle.read(READ_BLOCK):
+                sha.update(block)
+                if md5:
+                    md5.update(block)
+    except OSError as exc:
+        raise CloudDDPError(f"cannot read {str(file.path)!r}: {exc.strerror}.") from None
+    return Hashed(file, sha.hexdigest(), md5.hexdigest() if md5 else None)
+
+
+def hash_files(files: Iterable[LocalFile], with_md5: bool = False) -> list[Hashed]:
+    """Content hashes of many files, a few at a time, in the input order."""
+    with ThreadPoolExecutor(max_workers=HASH_THREADS) as pool:
+        return list(pool.map(lambda f: hash_file(f, with_md5), files))
+
+
+def unchanged_since_scan(file: LocalFile) -> bool:
+    """True if the file still has the size and mtime it had when it was hashed."""
+    try:
+        stat = file.path.stat()
+    except OSError:
+        return False
+    return (stat.st_size, stat.st_mtime_ns) == (file.size, file.mtime_ns)

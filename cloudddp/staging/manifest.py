@@ -1,0 +1,78 @@
+"""The staging manifest: what a published version holds, and how versions are named.
+
+`<prefix>/_cloudddp_manifest.json` is written last, after every object of the version
+it names is uploaded and verified: it is the publication. A job reads
+`<prefix>/<version>/`, a prefix that never changes once published. The version name is
+a hash of the layout and of every file's path, size and SHA-256, so the same data always
+gets the same version (a re-stage of unchanged data finds it published and writes nothing).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from cloudddp.errors import CloudDDPError
+
+MANIFEST_NAME = "_cloudddp_manifest.json"
+FORMAT = "cloudddp-manifest/1"
+PLAIN, SHARDS = "plain", "shards"
+
+
+@dataclass(frozen=True)
+class FileEntry:
+    path: str  # relative, POSIX
+    size: int
+    sha256: str
+    shard: str | None = None  # the shard object holding it (shard layout only)
+
+
+@dataclass(frozen=True)
+class ObjectEntry:
+    name: str  # relative to the version prefix
+    size: int
+    sha256: str
+
+
+@dataclass
+class Manifest:
+    version: str
+    layout: str
+    files: list[FileEntry] = field(default_factory=list)
+    objects: list[ObjectEntry] = field(default_factory=list)  # what lives under the version prefix
+
+    def to_json(self) -> bytes:
+        body = {"format": FORMAT, "version": self.version, "layout": self.layout,
+                "files": [asdict(f) for f in self.files], "objects": [asdict(o) for o in self.objects]}  # fmt: skip
+        return json.dumps(body, indent=1, sort_keys=True).encode()
+
+    @classmethod
+    def from_json(cls, data: bytes, where: str) -> Manifest:
+        try:
+            body: dict[str, Any] = json.loads(data)
+            if body.get("format") != FORMAT:
+                raise ValueError(f"format {body.get('format')!r}")
+            return cls(
+                version=str(body["version"]),
+                layout=str(body["layout"]),
+                files=[FileEntry(**f) for f in body["files"]],
+                objects=[ObjectEntry(**o) for o in body["objects"]],
+            )
+        except (ValueError, KeyError, TypeError) as exc:
+            raise CloudDDPError(
+                f"{where} is not a cloudddp staging manifest ({exc}). Stage to another prefix, or remove it if "
+                f"nothing uses that prefix."
+            ) from None
+
+    def objects_by_hash(self) -> dict[str, ObjectEntry]:
+        return {o.sha256: o for o in self.objects}
+
+
+def version_of(layout: str, files: list[FileEntry], shard_size: int | None) -> str:
+    """A stable name for this content: same files and layout, same version."""
+    digest = hashlib.sha256(f"{layout}\n{shard_size or ''}\n".encode())
+    for f in sorted(files, key=lambda e: e.path):
+        digest.update(f"{f.path}\0{f.size}\0{f.sha256}\n".encode())
+    return "v-" + digest.hexdigest()[:16]

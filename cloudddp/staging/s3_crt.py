@@ -1,0 +1,126 @@
+"""File uploads to S3 through the AWS Common Runtime (`awscrt.s3.S3Client`).
+
+The CRT client signs (SigV4), sends and retries in native code on its own event loop,
+so a Python process is no longer bound by botocore's per-request cost. Small files are
+one PUT each with the scan's SHA-256 in `x-amz-checksum-sha256` (S3 rejects bytes that
+don't match it); files above the multipart threshold are split into parts by the CRT,
+each with a CRC32C it computes, sent as a trailer. Results come back on CRT threads and
+are handed to the caller's thread through a queue, so errors surface where they belong.
+"""
+
+from __future__ import annotations
+
+import base64
+import ipaddress
+import os
+import queue
+from collections.abc import Callable
+from typing import Any
+from urllib.parse import quote, urlsplit
+
+from cloudddp.errors import CloudDDPError
+from cloudddp.staging.store import Upload
+
+
+def b64(hex_digest: str) -> str:
+    return base64.b64encode(bytes.fromhex(hex_digest)).decode()
+
+
+IN_FLIGHT = 256  # requests handed to the CRT at once; it schedules connections itself
+PART_SIZE = 16 * 1024 * 1024
+
+
+def available() -> bool:
+    try:
+        import awscrt.s3  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+class CrtUploader:
+    def __init__(self, endpoint_url: str, region: str, credentials: Any, path_style: bool | None = None) -> None:
+        from awscrt import auth, io, s3
+
+        self.s3 = s3
+        parts = urlsplit(endpoint_url)
+        self.host = parts.netloc
+        self.tls = parts.scheme == "https"
+        hostname = parts.hostname or ""
+        self.path_style = path_style if path_style is not None else (is_ip(hostname) or hostname == "localhost")
+
+        def current() -> Any:  # botocore refreshes temporary credentials; ask it each time
+            frozen = credentials.get_frozen_credentials()
+            return auth.AwsCredentials(frozen.access_key, frozen.secret_key, frozen.token)
+
+        provider = auth.AwsCredentialsProvider.new_delegate(current)
+        loop = io.EventLoopGroup(max(2, os.cpu_count() or 2))
+        bootstrap = io.ClientBootstrap(loop, io.DefaultHostResolver(loop))
+        self.client = s3.S3Client(
+            bootstrap=bootstrap,
+            region=region,
+            tls_mode=s3.S3RequestTlsMode.ENABLED if self.tls else s3.S3RequestTlsMode.DISABLED,
+            signing_config=s3.create_default_s3_signing_config(region=region, credential_provider=provider),
+            part_size=PART_SIZE,
+            multipart_upload_threshold=PART_SIZE,
+            throughput_target_gbps=10.0,
+        )
+
+    def request(self, bucket: str, key: str, size: int, headers: list[tuple[str, str]]) -> Any:
+        from awscrt import http
+
+        if self.path_style:
+            host, path = self.host, f"/{bucket}/{quote(key, safe='/-_.~')}"
+        else:
+            host, path = f"{bucket}.{self.host}", f"/{quote(key, safe='/-_.~')}"
+        return http.HttpRequest("PUT", path, http.HttpHeaders([("Host", host), ("Content-Length", str(size)),
+                                                               *headers]))  # fmt: skip
+
+    def upload(
+        self,
+        bucket: str,
+        uploads: list[Upload],
+        on_done: Callable[[Upload], None],
+        failure: Callable[[Upload, int | None, bytes, Exception | None], CloudDDPError],
+    ) -> None:
+        """Upload every file; `failure` turns a refused or failed request into the error to raise."""
+        s3 = self.s3
+        results: queue.Queue[tuple[Upload, int | None, bytes, Exception | None]] = queue.Queue()
+        trailer = s3.S3ChecksumConfig(algorithm=s3.S3ChecksumAlgorithm.CRC32C, location=s3.S3ChecksumLocation.TRAILER)
+        pending, running, finished = list(reversed(uploads)), [], 0
+
+        def start(upload: Upload) -> None:
+            def done(error: Exception | None = None, status_code: int | None = None, error_body: bytes | None = None,
+                     **_: Any) -> None:  # fmt: skip
+                results.put((upload, status_code, error_body or b"", error))
+
+            small = upload.size <= PART_SIZE
+            headers = [("x-amz-checksum-sha256", b64(upload.sha256))] if small else []
+            running.append(self.client.make_request(
+                type=s3.S3RequestType.PUT_OBJECT, request=self.request(bucket, upload.key, upload.size, headers),
+                send_filepath=str(upload.path), checksum_config=None if small else trailer, on_done=done,
+            ))  # fmt: skip
+
+        while pending and len(running) < IN_FLIGHT:
+            start(pending.pop())
+        try:
+            while finished < len(uploads):
+                upload, status, body, error = results.get()
+                finished += 1
+                if error is not None or status != 200:
+                    raise failure(upload, status, body, error)
+                on_done(upload)
+                if pending:
+                    start(pending.pop())
+        except BaseException:
+            for request in running:
+                request.cancel()
+            raise
+
+
+def is_ip(host: str) -> bool:
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return True

@@ -1,0 +1,247 @@
+"""S3 adapter for the staging algorithm (`cloudddp.staging.engine`).
+
+Listing, small objects, copies and deletes go through boto3. File uploads go through the
+AWS Common Runtime's S3 client (`awscrt`, the native client boto3's s3transfer can use)
+when it is installed: it signs, sends and checksums in C, which is what makes thousands
+of small files fast on a small machine; otherwise through boto3 from a thread pool.
+Either way every PUT carries the SHA-256 the scan computed (`x-amz-checksum-sha256`), so
+S3 stores the object only if the bytes it received are the bytes that were hashed; large
+files go up in parts, each part with its own checksum.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import re
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from typing import Any
+
+from boto3.s3.transfer import TransferConfig
+from botocore.exceptions import BotoCoreError, ClientError
+
+from cloudddp.errors import CloudDDPError
+from cloudddp.staging import s3_crt
+from cloudddp.staging.local_files import hash_file
+from cloudddp.staging.location import Location
+from cloudddp.staging.store import Upload
+
+MULTIPART_THRESHOLD = 16 * 1024 * 1024
+PART_SIZE = 16 * 1024 * 1024
+THREADS = 16
+NOT_FOUND = ("404", "NoSuchKey", "NotFound", "NoSuchBucket")
+DENIED = ("AccessDenied", "403", "AllAccessDisabled", "InvalidAccessKeyId", "SignatureDoesNotMatch", "Forbidden")
+
+
+def b64(hex_digest: str) -> str:
+    return base64.b64encode(bytes.fromhex(hex_digest)).decode()
+
+
+def code_of(exc: ClientError) -> str:
+    return str(exc.response.get("Error", {}).get("Code", ""))
+
+
+class S3Store:
+    """One bucket and prefix on S3 (or an S3-compatible server: `AWS_ENDPOINT_URL`)."""
+
+    needs_md5 = False
+    can_copy = True
+
+    def __init__(self, client: Any, location: Location, region: str = "us-east-1", crt: Any | None = None) -> None:
+        self.client, self.location, self.region, self.crt = client, location, region, crt
+        self.bucket = location.bucket
+
+    # -- errors -------------------------------------------------------------------------
+    def error(self, exc: Exception, action: str, key: str | None = None) -> CloudDDPError:
+        where = f"s3://{self.bucket}/{key}" if key else f"the bucket s3://{self.bucket}"
+        code = code_of(exc) if isinstance(exc, ClientError) else type(exc).__name__
+        if code in DENIED:
+            return CloudDDPError(
+                f"cannot {action} in {where}: access denied ({code}). Your credentials may not use this bucket; "
+                f"grant s3:PutObject, s3:GetObject, s3:ListBucket (and s3:DeleteObject for --delete) on it."
+            )
+        if code == "NoSuchBucket":
+            return self.missing_bucket()
+        return CloudDDPError(f"cannot {action} in {where}: {code}: {exc}")
+
+    def missing_bucket(self) -> CloudDDPError:
+        return CloudDDPError(
+            f"the bucket s3://{self.bucket} does not exist. Create it, or pass --create-bucket to create it (private)."
+        )
+
+    # -- the bucket ---------------------------------------------------------------------
+    def check_bucket(self, create: bool) -> bool:
+        try:
+            self.client.head_bucket(Bucket=self.bucket)
+            return False
+        except ClientError as exc:
+            if code_of(exc) not in NOT_FOUND:
+                raise self.error(exc, "use the bucket") from None
+        except BotoCoreError as exc:
+            raise CloudDDPError(f"cannot reach S3 for s3://{self.bucket}: {exc}") from None
+        if not create:
+            raise self.missing_bucket()
+        args: dict[str, Any] = {"Bucket": self.bucket}
+        if self.region != "us-east-1":
+            args["CreateBucketConfiguration"] = {"LocationConstraint": self.region}
+        try:
+            self.client.create_bucket(**args)
+            self.client.put_public_access_block(
+                Bucket=self.bucket,
+                PublicAccessBlockConfiguration={"BlockPublicAcls": True, "IgnorePublicAcls": True,
+                                                "BlockPublicPolicy": True, "RestrictPublicBuckets": True},
+            )  # fmt: skip
+        except ClientError as exc:
+            raise self.error(exc, "create the bucket") from None
+        return True
+
+    # -- reading --------------------------------------------------------------------------
+    def list_sizes(self, prefix: str) -> dict[str, int]:
+        found: dict[str, int] = {}
+        try:
+            for page in self.client.get_paginator("list_objects_v2").paginate(Bucket=self.bucket, Prefix=prefix):
+                for item in page.get("Contents", []):
+                    found[item["Key"]] = int(item["Size"])
+        except ClientError as exc:
+            raise self.error(exc, "list objects") from None
+        return found
+
+    def read(self, key: str) -> bytes | None:
+        try:
+            return bytes(self.client.get_object(Bucket=self.bucket, Key=key)["Body"].read())
+        except ClientError as exc:
+            if code_of(exc) in ("NoSuchKey", "404", "NotFound"):
+                return None
+            raise self.error(exc, "read", key) from None
+
+    # -- writing --------------------------------------------------------------------------
+    def write(self, key: str, data: bytes) -> None:
+        try:
+            self.client.put_object(Bucket=self.bucket, Key=key, Body=data,
+                                   ChecksumSHA256=b64(hashlib.sha256(data).hexdigest()))  # fmt: skip
+        except ClientError as exc:
+            raise self.error(exc, "write", key) from None
+
+    def upload(self, uploads: list[Upload], on_done: Callable[[Upload], None]) -> None:
+        if not uploads:
+            return
+        if self.crt is not None:
+            self.crt.upload(self.bucket, uploads, on_done, self.crt_failure)
+            return
+        with ThreadPoolExecutor(max_workers=THREADS) as pool:
+            futures = {pool.submit(self.upload_one, u): u for u in uploads}
+            try:
+                for future in as_completed(futures):
+                    future.result()
+                    on_done(futures[future])
+            except BaseException:
+                for future in futures:
+                    future.cancel()
+                raise
+
+    def upload_one(self, upload: Upload) -> None:
+        try:
+            if upload.size <= MULTIPART_THRESHOLD:
+                with open(upload.path, "rb") as body:
+                    self.client.put_object(Bucket=self.bucket, Key=upload.key, Body=body,
+                                           ChecksumSHA256=b64(upload.sha256))  # fmt: skip
+            else:
+                config = TransferConfig(multipart_threshold=MULTIPART_THRESHOLD, multipart_chunksize=PART_SIZE,
+                                        max_concurrency=4)  # fmt: skip
+                self.client.upload_file(str(upload.path), self.bucket, upload.key,
+                                        ExtraArgs={"ChecksumAlgorithm": "SHA256"}, Config=config)  # fmt: skip
+        except ClientError as exc:
+            if code_of(exc) in ("BadDigest", "XAmzContentSHA256Mismatch", "InvalidDigest"):
+                raise self.mismatch(upload) from None
+            raise self.error(exc, "upload", upload.key) from None
+        except OSError as exc:
+            raise CloudDDPError(f"cannot read {str(upload.path)!r}: {exc.strerror}.") from None
+        except Exception as exc:  # s3transfer wraps ClientError in S3UploadFailedError
+            text = str(exc)
+            if "BadDigest" in text or "Checksum" in text:
+                raise self.mismatch(upload) from None
+            raise CloudDDPError(
+                f"cannot upload {str(upload.path)!r} to s3://{self.bucket}/{upload.key}: {text}"
+            ) from None
+
+    def mismatch(self, upload: Upload) -> CloudDDPError:
+        """S3 refused the bytes: say whether the file changed since the scan or the bytes were damaged."""
+        now = hash_file(upload.source, False).sha256 if upload.source else None
+        if now is not None and now != upload.sha256:
+            return CloudDDPError(
+                f"{str(upload.path)!r} changed while it was being uploaded (its SHA-256 differs from the scan). "
+                f"Nothing was published; stage again once nothing writes to it."
+            )
+        return CloudDDPError(
+            f"S3 rejected s3://{self.bucket}/{upload.key} from {str(upload.path)!r}: the bytes it received do not "
+            f"match their SHA-256 (damaged in transit). Nothing was published; stage again."
+        )
+
+    def crt_failure(self, upload: Upload, status: int | None, body: bytes, error: Exception | None) -> CloudDDPError:
+        text = body.decode(errors="replace")
+        if "BadDigest" in text or "XAmzContentChecksumMismatch" in text or "InvalidDigest" in text:
+            return self.mismatch(upload)
+        code = re.search(r"<Code>([^<]+)</Code>", text)
+        if code and code.group(1) == "NoSuchBucket":
+            return self.missing_bucket()
+        if status == 403 or (code and code.group(1) in DENIED):
+            return CloudDDPError(
+                f"cannot upload to s3://{self.bucket}/{upload.key}: access denied ({code.group(1) if code else status})."
+                f" Your credentials may not write to this bucket; grant s3:PutObject on it."
+            )
+        reason = code.group(1) if code else (f"HTTP {status}" if status else str(error))
+        return CloudDDPError(f"cannot upload {str(upload.path)!r} to s3://{self.bucket}/{upload.key}: {reason}.")
+
+    def copy(self, pairs: list[tuple[str, str]]) -> None:
+        def one(pair: tuple[str, str]) -> None:
+            source, target = pair
+            try:
+                self.client.copy({"Bucket": self.bucket, "Key": source}, self.bucket, target)
+            except ClientError as exc:
+                raise self.error(exc, f"copy {source} to", target) from None
+
+        with ThreadPoolExecutor(max_workers=THREADS) as pool:
+            list(pool.map(one, pairs))
+
+    def delete(self, keys: list[str]) -> None:
+        for start in range(0, len(keys), 1000):
+            batch = keys[start : start + 1000]
+            try:
+                response = self.client.delete_objects(
+                    Bucket=self.bucket, Delete={"Objects": [{"Key": k} for k in batch], "Quiet": True}
+                )
+            except ClientError as exc:
+                raise self.error(exc, "delete objects") from None
+            for failed in response.get("Errors", []):
+                raise CloudDDPError(
+                    f"cannot delete s3://{self.bucket}/{failed.get('Key')}: {failed.get('Code')} {failed.get('Message')}"
+                )
+
+
+def open_s3_store(location: Location, transport: str = "auto", session: Any | None = None) -> S3Store:
+    """An S3Store from the SDK's usual configuration (profiles, AWS_ENDPOINT_URL, AWS_REGION, ...).
+
+    `transport`: "auto" (the CRT when awscrt is installed), "crt" or "boto3".
+    """
+    import boto3
+    from botocore.config import Config
+
+    if transport not in ("auto", "crt", "boto3"):
+        raise CloudDDPError(f"--transport {transport!r} is not one of auto, crt, boto3.")
+    session = session or boto3.Session()
+    credentials = session.get_credentials()
+    if credentials is None:
+        raise CloudDDPError(
+            f"no AWS credentials found to stage to s3://{location.bucket}: set AWS_PROFILE or AWS_ACCESS_KEY_ID/"
+            f"AWS_SECRET_ACCESS_KEY, or run `aws configure`."
+        )
+    region = session.region_name or "us-east-1"
+    config = Config(max_pool_connections=THREADS * 2, retries={"max_attempts": 5, "mode": "standard"})
+    client = session.client("s3", region_name=region, config=config)
+    crt = None
+    if transport == "crt" and not s3_crt.available():
+        raise CloudDDPError("--transport crt needs the awscrt package: pip install awscrt.")
+    if transport != "boto3" and s3_crt.available():
+        crt = s3_crt.CrtUploader(client.meta.endpoint_url, region, credentials)
+    return S3Store(client, location, region, crt)

@@ -1,0 +1,58 @@
+"""What the staging algorithm needs from an object store; S3 and OCI each implement it.
+
+Every method raises `CloudDDPError` with the bucket or object named; `upload` verifies
+each object (the store checks a checksum the client computed from the bytes it scanned)
+and calls `on_done` as each one lands, so progress and resume see completed objects.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+from cloudddp.staging.local_files import LocalFile
+from cloudddp.staging.location import Location
+
+
+@dataclass(frozen=True)
+class Upload:
+    key: str
+    path: Path
+    size: int
+    sha256: str  # hex, of the bytes scanned
+    md5: str | None = None  # hex, where the store verifies with MD5
+    source: LocalFile | None = None  # the user's file (not a shard): checked for changes after the upload
+
+
+class ObjectStore(Protocol):
+    location: Location
+    needs_md5: bool  # uploads are verified with MD5 (OCI), so the scan computes it too
+    can_copy: bool  # server-side copies are cheap; otherwise unchanged objects are uploaded again
+
+    def check_bucket(self, create: bool) -> bool:
+        """Fail naming the bucket if it is missing (unless `create`) or not usable. True if created."""
+        ...
+
+    def list_sizes(self, prefix: str) -> dict[str, int]:
+        """key -> size of every object whose key starts with `prefix`."""
+        ...
+
+    def read(self, key: str) -> bytes | None:
+        """The object's bytes, or None if it does not exist."""
+        ...
+
+    def write(self, key: str, data: bytes) -> None:
+        """A small object from memory, verified like an upload."""
+        ...
+
+    def upload(self, uploads: list[Upload], on_done: Callable[[Upload], None]) -> None:
+        """Upload and verify every file, several at a time."""
+        ...
+
+    def copy(self, pairs: list[tuple[str, str]]) -> None:
+        """Server-side copies (source key, destination key) within the bucket: no bytes from this machine."""
+        ...
+
+    def delete(self, keys: list[str]) -> None: ...
