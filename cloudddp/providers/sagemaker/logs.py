@@ -15,6 +15,8 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
+from cloudddp.redact import redact_text
+
 LOG_GROUP = "/aws/sagemaker/TrainingJobs"
 STREAM_HOST = re.compile(r"^[^/]+/(?P<host>.+?)-\d+$")
 
@@ -26,7 +28,8 @@ class LogEvent:
     message: str = field(compare=False)
 
     def line(self) -> str:
-        return f"[{self.host}] {self.message.rstrip()}"
+        """The line as cloudddp prints it: host prefix, URL passwords hidden."""
+        return f"[{self.host}] {redact_text(self.message.rstrip())}"
 
 
 def host_of(stream: str) -> str:

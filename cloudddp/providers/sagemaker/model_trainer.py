@@ -23,8 +23,10 @@ from cloudddp.providers.sagemaker.request import (
     ARCHIVE_NAME,
     CHECKPOINT_DIR,
     ENTRYPOINT,
+    Staging,
     default_bucket,
     job_config,
+    plan_checkpoint,
     validate_spec,
 )
 from cloudddp.spec import JobSpec
@@ -81,11 +83,14 @@ def to_model_trainer(spec: JobSpec, region: str | None = None, boto_session: Any
             enable_network_isolation=sm.network_isolation,
             enable_inter_container_traffic_encryption=sm.inter_container_encryption,
         )  # fmt: skip
-    checkpoint = sm.checkpoint_s3 or (
-        spec.checkpoint if spec.checkpoint and spec.checkpoint.startswith("s3://") else None
-    )
-    if checkpoint:
-        options["checkpoint_config"] = CheckpointConfig(s3_uri=checkpoint, local_path=CHECKPOINT_DIR)
+    checkpoint = plan_checkpoint(spec, Staging(bucket=bucket, prefix=sm.prefix, job_name=spec.name))
+    if checkpoint.upload:
+        raise CloudDDPError(
+            f"checkpoint {spec.checkpoint!r} is a local folder: the ModelTrainer cannot upload it. Use Estimator.fit() "
+            f"(it uploads the folder first), or pass an s3:// URI as checkpoint."
+        )
+    if checkpoint.uri:
+        options["checkpoint_config"] = CheckpointConfig(s3_uri=checkpoint.uri, local_path=CHECKPOINT_DIR)
     if sm.tags:
         options["tags"] = [Tag(key=k, value=v) for k, v in sm.tags.items()]
     if spec.inputs:

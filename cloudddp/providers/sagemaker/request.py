@@ -31,6 +31,7 @@ from typing import Any
 from cloudddp.errors import CloudDDPError
 from cloudddp.providers.sagemaker import validation as check
 from cloudddp.providers.sagemaker.images import is_dlc
+from cloudddp.redact import secret_environment_warning
 from cloudddp.spec import JobSpec
 from cloudddp.staging.archive import BOOTSTRAP_NAME
 
@@ -39,6 +40,7 @@ ARCHIVE_NAME = "sourcedir.tar.gz"
 CODE_DIR = "/opt/ml/code"
 CHECKPOINT_DIR = "/opt/ml/checkpoints"
 TOOLKIT, ENTRYPOINT = "toolkit", "entrypoint"
+SECRET_STORE = "AWS Secrets Manager (or SSM Parameter Store SecureString), readable by the job's role"
 # Fits SageMaker's 256-character limit on one container argument (checked below).
 ENTRYPOINT_COMMAND = (
     "set -e; mkdir -p {code}; tar -xzf /opt/ml/input/data/{channel}/*.tar.gz -C {code}; cd {code}; "
@@ -236,6 +238,9 @@ def build_request(spec: JobSpec, *, job_name: str, region: str, role: str, image
             environment.setdefault(f"SM_HP_{key.upper().replace('-', '_')}", str(value))
     check.check_hyperparameters(hyperparameters)
     check.check_environment(environment)
+    exposed = secret_environment_warning(spec.environment, "SageMaker", SECRET_STORE)
+    if exposed:
+        warnings.append(exposed)
 
     output = spec.output if spec.output and spec.output.startswith("s3://") else staging.uri() + "/"
     if spec.output and not spec.output.startswith("s3://"):
