@@ -17,7 +17,7 @@ from conftest import PYTHON, REPO, clean_env, run_cli
 from oci_loopback_server import COMPARTMENT, IMAGE, LOG_GROUP, PROJECT, FakeOCI, ThrowawayKey
 
 from cloudddp.providers.local.provider import free_port
-from cloudddp.providers.oci.request import NODE_SCRIPT
+from cloudddp.providers.oci.node import ENTRYPOINT, NODE_SCRIPT, NODE_SCRIPT_NAME
 
 VENV_BIN = str(Path(PYTHON).parent)
 
@@ -71,13 +71,14 @@ def test_a_metadata_file_that_never_completes_times_out_naming_the_missing_rank(
 
 
 def fake_archive(folder: Path, bootstrap: str) -> Path:
-    """A source archive whose bootstrap is a stand-in script (no torch needed)."""
+    """A source archive with the real node script and a stand-in bootstrap (no torch needed)."""
     path = folder / "sourcedir.tar.gz"
     with tarfile.open(path, "w:gz") as tar:
-        data = bootstrap.encode()
-        info = tarfile.TarInfo("cloudddp_bootstrap.py")
-        info.size = len(data)
-        tar.addfile(info, io.BytesIO(data))
+        for name, text in (("cloudddp_bootstrap.py", bootstrap), (NODE_SCRIPT_NAME, NODE_SCRIPT)):
+            data = text.encode()
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
     return path
 
 
@@ -89,7 +90,7 @@ def run_node_script(
         "CLOUDDDP_SOURCE": source or str(fake_archive(tmp_path, bootstrap)), "CLOUDDDP_NODE_ROOT": str(tmp_path / "node"),
         "CLOUDDDP_OUTPUT_DIR": str(tmp_path / "mnt" / "output"),
     })  # fmt: skip
-    return subprocess.Popen(["/bin/sh", "-c", NODE_SCRIPT, "cloudddp-node", *args], env=env,
+    return subprocess.Popen([*ENTRYPOINT, *args], env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)  # fmt: skip
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -13,6 +14,7 @@ import yaml
 from oci_loopback_server import COMPARTMENT, IMAGE, LOG_GROUP, PROJECT, oci_settings
 
 from cloudddp.errors import CloudDDPError
+from cloudddp.providers.oci import node as oci_node
 from cloudddp.providers.oci import request, validation
 from cloudddp.providers.oci.provider import OCIProvider
 from cloudddp.spec import build_spec
@@ -58,7 +60,7 @@ def test_render_builds_one_multi_node_job_with_the_sdk_model_classes(tmp_path: P
     container = group.job_environment_configuration_details
     assert isinstance(container, oci.data_science.models.OcirContainerJobEnvironmentConfigurationDetails)
     assert container.image == IMAGE
-    assert container.entrypoint[:2] == ["/bin/sh", "-c"] and "cloudddp_bootstrap.py" in container.entrypoint[2]
+    assert container.entrypoint == oci_node.ENTRYPOINT and oci_node.NODE_SCRIPT_NAME in container.entrypoint[2]
     assert container.cmd == ["--epochs", "1"]
     env = group.job_configuration_details.environment_variables
     assert env["CLOUDDDP_SOURCE"].startswith("/mnt/cloudddp/runs/") and env["CLOUDDDP_SOURCE"].endswith(".tar.gz")
@@ -153,6 +155,34 @@ def test_compartment_and_project_come_from_the_notebook_session_environment(tmp_
         ({"block_storage_gb": 49}, "at least 50 GB of block storage"),
         ({"work_dir": None}, "oci.work_dir is required"),
         ({"work_dir": "s3://bucket/prefix"}, "must look like oci://bucket@namespace/prefix"),
+        # Regions: oci.regions (the SDK's offline table), not a pattern.
+        (
+            {"region": "us-ashburn-1 "},
+            "oci.region='us-ashburn-1 ' is not an OCI region (it has spaces around it). Did you mean 'us-ashburn-1'?",
+        ),
+        ({"region": "nowhere-1"}, "oci.region='nowhere-1' is not an OCI region."),
+        ({"region": "US-ASHBURN-1"}, "(region names are lower case)"),
+        # Flexible shapes: ranges from the Data Science "Supported Compute Shapes" table.
+        ({"ocpus": 200}, "oci.ocpus=200: VM.Standard.E4.Flex takes 1 to 114 OCPUs."),
+        ({"ocpus": 0.5}, "oci.ocpus=0.5: VM.Standard.E4.Flex takes 1 to 114 OCPUs."),
+        (
+            {"ocpus": 4, "memory_in_gbs": 300},
+            "oci.memory_in_gbs=300 with oci.ocpus=4: VM.Standard.E4.Flex takes 4 to 256 GB for 4 OCPUs",
+        ),
+        ({"ocpus": 8, "memory_in_gbs": 4}, "takes 8 to 512 GB for 8 OCPUs"),
+        ({"memory_in_gbs": 200}, "oci.memory_in_gbs=200 with oci.ocpus=2 (default)"),
+        ({"shape": "VM.Optimized3.Flex", "ocpus": 16, "memory_in_gbs": 300}, "takes 16 to 256 GB"),
+        ({"shape": "VM.Standard.E9.Flex"}, "'VM.Standard.E9.Flex' is not a flexible shape Data Science runs."),
+        ({"shape": "VM.Standard.E4.flex"}, "cannot run multi-node jobs"),
+        (
+            {"shape": "VM.GPU.A10.3"},
+            "is not a GPU shape cloudddp knows. Did you mean VM.GPU.A10.2 or VM.GPU.A10.1 or BM.GPU.A10.4?",
+        ),
+        # Object Storage URIs whose prefix the mount and the staging would read differently.
+        ({"work_dir": "oci://bkt@ns/team//run"}, "the prefix has an empty segment (//)"),
+        ({"work_dir": "oci://bkt@ns/team/../run"}, "the prefix has a '.' or '..' segment"),
+        ({"work_dir": "oci://bkt@ns/team?x=1"}, "the prefix has a '?'"),
+        ({"work_dir": "oci://bkt@ns/team run"}, "white space"),
     ],
 )
 def test_bad_settings_fail_at_render_with_the_field_named(
@@ -163,18 +193,62 @@ def test_bad_settings_fail_at_render_with_the_field_named(
     assert message in str(caught.value)
 
 
+def test_valid_names_the_sdk_and_the_tables_know_pass(tmp_path: Path) -> None:
+    for fields in ({"region": "us-ashburn-1"}, {"region": "iad"}, {"shape": "BM.GPU.A100-v2.8"},
+                   {"shape": "VM.Standard.E4.Flex", "ocpus": 114, "memory_in_gbs": 1760},
+                   {"shape": "VM.Standard.A1.Flex", "ocpus": 1, "memory_in_gbs": 1}, {"work_dir": "oci://bkt@ns/a/b/"}):  # fmt: skip
+        render(tmp_path, oci=fields)
+
+
+def test_a_region_newer_than_the_sdk_passes_when_oci_region_metadata_describes_it(tmp_path: Path) -> None:
+    metadata = '{"realmKey": "oc1", "realmDomainComponent": "oraclecloud.com", "regionKey": "new", "regionIdentifier": "xx-new-1"}'
+    with pytest.raises(CloudDDPError, match="upgrade the oci package or describe it in OCI_REGION_METADATA"):
+        render(tmp_path, oci={"region": "xx-new-1"})
+    render(tmp_path, environ={"OCI_REGION_METADATA": metadata}, oci={"region": "xx-new-1"})
+
+
+def test_a_gpu_shape_newer_than_the_table_passes_when_allowed(tmp_path: Path) -> None:
+    with pytest.raises(CloudDDPError, match="CLOUDDDP_OCI_ALLOW_UNKNOWN_SHAPE=1"):
+        render(tmp_path, oci={"shape": "BM.GPU.X9.8"})
+    render(tmp_path, environ={"CLOUDDDP_OCI_ALLOW_UNKNOWN_SHAPE": "1"}, oci={"shape": "BM.GPU.X9.8"})
+
+
+def test_channel_and_variable_names_that_are_not_environment_variable_names_are_refused(tmp_path: Path) -> None:
+    (tmp_path / "data").mkdir()
+    with pytest.raises(CloudDDPError) as caught:
+        render(tmp_path, inputs={"my-data": str(tmp_path / "data")})
+    assert str(caught.value) == (
+        "inputs.my-data: the job would read this channel from CLOUDDDP_CHANNEL_MY-DATA, which is not a valid "
+        "environment variable name (letters, digits and _). Rename the channel, e.g. 'my_data'."
+    )
+    with pytest.raises(CloudDDPError, match=r"inputs\.v1\.2: .*CLOUDDDP_CHANNEL_V1\.2"):
+        render(tmp_path, inputs={"v1.2": "oci://data@ns/v1"})
+    with pytest.raises(CloudDDPError, match="environment 'MY-VAR': not valid environment variable names"):
+        render(tmp_path, environment={"MY-VAR": "1"})
+
+
 def test_environment_over_20000_characters_is_refused(tmp_path: Path) -> None:
     with pytest.raises(CloudDDPError, match=r"hold 20,0\d\d characters .* allows 20,000\. Largest: BIG"):
         render(tmp_path, environment={"BIG": "x" * 19_900})
     render(tmp_path, environment={"BIG": "x" * 19_700})  # under the limit with cloudddp's own variables
 
 
-def test_arguments_over_4000_characters_are_refused(tmp_path: Path) -> None:
-    with pytest.raises(
-        CloudDDPError, match=r"command-line arguments .* 4,001 characters; OCI Data Science allows 4,000"
-    ):
-        render(tmp_path, args=["a" * 4001])
-    render(tmp_path, args=["a" * 4000])
+def test_cmd_plus_entrypoint_must_stay_under_2048_bytes_and_the_error_says_how_many_over(tmp_path: Path) -> None:
+    # The oci SDK documents the rule on OcirContainerJobEnvironmentConfigurationDetails.cmd/.entrypoint
+    # (oci 2.189.0): "The combined size of `CMD` and `ENTRYPOINT` must be less than 2048 bytes."
+    room = 2047 - oci_node.command_bytes(oci_node.ENTRYPOINT, [""])
+    assert room > 1500  # the entrypoint is short: the node script travels in the archive
+    largest = render(tmp_path, args=["a" * room]).parts
+    container = largest.create_job.job_node_configuration_details.job_node_group_configuration_details_list[0]
+    sent = oci.util.to_dict(container.job_environment_configuration_details)
+    assert (
+        len(json.dumps(sent["entrypoint"], separators=(",", ":")) + json.dumps(sent["cmd"], separators=(",", ":")))
+        == 2047
+    )
+    with pytest.raises(CloudDDPError, match=r"container command is 2,048 bytes.* under 2,048 bytes: 1 byte\(s\) over"):
+        render(tmp_path, args=["a" * (room + 1)])
+    with pytest.raises(CloudDDPError, match=r": 6 byte\(s\) over"):
+        render(tmp_path, args=["a" * (room - 10)], hyperparameters={"lr": "0.0001"})  # ,"--lr","0.0001": 16 bytes
 
 
 def test_replicas_below_one_are_refused() -> None:
@@ -203,8 +277,9 @@ def test_missing_input_and_too_many_mounts(tmp_path: Path) -> None:
         render(tmp_path, inputs=many)
 
 
-def test_node_script_is_valid_posix_sh() -> None:
-    subprocess.run(["sh", "-n", "-c", request.NODE_SCRIPT], check=True)
+def test_entrypoint_and_node_script_are_valid_posix_sh() -> None:
+    subprocess.run(["sh", "-n", "-c", oci_node.NODE_SCRIPT], check=True)
+    subprocess.run(["sh", "-n", "-c", oci_node.ENTRYPOINT_SCRIPT], check=True)
 
 
 @pytest.mark.parametrize(

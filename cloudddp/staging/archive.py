@@ -8,7 +8,9 @@ The archive (`sourcedir.tar.gz`) holds:
   standard library, so the container needs no `pip install` and works with network
   isolation;
 - `cloudddp_bootstrap.py`, the container's entry point, and `cloudddp_job.json`, the
-  job's entry point and launcher options it reads.
+  job's entry point and launcher options it reads;
+- any `extra_files` a provider adds at the top level (OCI: `cloudddp_node.sh`, the node
+  script its short container entrypoint hands over to).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import io
 import json
 import os
 import tarfile
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -117,12 +120,23 @@ def _add_bytes(tar: tarfile.TarFile, name: str, data: bytes) -> None:
     tar.addfile(info, io.BytesIO(data))
 
 
-def pack_source(source_dir: str | Path, destination: str | Path, job_config: dict[str, Any]) -> ArchiveReport:
-    """Write the archive; `job_config` is what the bootstrap runs (see bootstrap.py)."""
+def pack_source(
+    source_dir: str | Path,
+    destination: str | Path,
+    job_config: dict[str, Any],
+    extra_files: Mapping[str, bytes] | None = None,
+) -> ArchiveReport:
+    """Write the archive; `job_config` is what the bootstrap runs (see bootstrap.py).
+
+    `extra_files` (top-level name -> bytes) are cloudddp's own files, like the bootstrap:
+    they win over a user file of the same name.
+    """
     source = Path(source_dir)
     report = ArchiveReport(path=Path(destination))
     user_files = source_files(source)
-    clashes = [name for _, name in user_files if name.split("/")[0] in ("cloudddp", BOOTSTRAP_NAME, JOB_CONFIG_NAME)]
+    extras = dict(extra_files or {})
+    reserved = ("cloudddp", BOOTSTRAP_NAME, JOB_CONFIG_NAME, *extras)
+    clashes = [name for _, name in user_files if name.split("/")[0] in reserved]
     with tarfile.open(destination, "w:gz") as tar:
         for path, name in user_files:
             if name in clashes:
@@ -136,5 +150,8 @@ def pack_source(source_dir: str | Path, destination: str | Path, job_config: dic
         _add_bytes(tar, BOOTSTRAP_NAME, bootstrap)
         _add_bytes(tar, JOB_CONFIG_NAME, json.dumps(job_config, indent=2).encode())
         report.files += [BOOTSTRAP_NAME, JOB_CONFIG_NAME]
+        for name, data in sorted(extras.items()):
+            _add_bytes(tar, name, data)
+            report.files.append(name)
     report.size = report.path.stat().st_size
     return report

@@ -23,6 +23,7 @@ from typing import Any
 import oci
 
 from cloudddp.errors import CloudDDPError
+from cloudddp.providers.oci.validation import check_region
 from cloudddp.spec import OCISettings
 
 DEFAULT_CONFIG_FILE = "~/.oci/config"
@@ -166,4 +167,6 @@ def load_credentials(settings: OCISettings, environ: Mapping[str, str] | None = 
         raise CloudDDPError(
             f"no OCI region: set oci.region (--region), a region in {credentials.origin}, or OCI_REGION."
         )
+    origin = "oci.region" if settings.region else f"the region of {credentials.origin}"
+    check_region(credentials.region, origin, environ)
     return credentials

@@ -6,7 +6,7 @@ that comes back full (or refused) is split in half until each half fits (down to
 1 ms resolution of its RFC 3339 times), as Oracle ADS does. Lines reach the index some
 seconds after they were written (ingestion delay), so following re-reads an overlap
 (`lag`, 180 s like ADS) behind the last poll and drops what it already printed by the
-record id. Following ends once every node wrote its exit line (see request.NODE_SCRIPT),
+record id. Following ends once every node wrote its exit line (see node.NODE_SCRIPT),
 or `grace` seconds after the run finished for runs whose nodes never got that far.
 """
 
@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from cloudddp.providers.oci.request import EXIT_MARKER
+from cloudddp.providers.oci.node import EXIT_MARKER
 
 LIMIT = 1000
 RESOLUTION = dt.timedelta(milliseconds=1)

@@ -29,7 +29,7 @@ import oci
 
 from cloudddp.errors import CloudDDPError
 from cloudddp.providers.base import JobHandle, JobRequest, JobStatus, Provider
-from cloudddp.providers.oci import auth, logs, request, validation
+from cloudddp.providers.oci import auth, logs, node, request, validation
 from cloudddp.spec import JobSpec, OCISettings
 from cloudddp.staging.archive import pack_source
 from cloudddp.staging.oci_store import PART_SIZE, OCIStager
@@ -163,7 +163,9 @@ class OCIProvider(Provider):
             for upload in parts.uploads:
                 if upload.kind == "archive":
                     archive = Path(scratch) / request.ARCHIVE_NAME
-                    pack_source(upload.local, archive, parts.job_config)
+                    pack_source(
+                        upload.local, archive, parts.job_config, {node.NODE_SCRIPT_NAME: node.NODE_SCRIPT.encode()}
+                    )
                     stager.stage_path(archive, upload.prefix)
                 else:
                     stager.stage_path(upload.local, upload.prefix)

@@ -10,12 +10,8 @@ mount of the work dir, so the container needs no SDK and no credentials):
       inputs/<channel>/                             local input folders, staged (MD5-skipped)
 
 `oci://` inputs, an `oci://` output and an `oci://` checkpoint get a mount each. Every
-node runs `NODE_SCRIPT` (POSIX sh): unpack the archive onto the node's block volume, run
-`cloudddp_bootstrap.py` (the launcher reads NODE_RANK, INITIAL_CLUSTER_SIZE and the
-cluster metadata file), prefix every output line with `[node-<rank>]` so the logs say
-which node wrote them, forward SIGTERM, and at exit, failed or not, copy its own log to
-`output/logs/node-<rank>.log` (readable even with OCI Logging off) and, on node 0, the
-model folder to the output mount. There is no sleep at exit.
+node runs `node.ENTRYPOINT`: it unpacks the archive onto the node's block volume and runs
+the node script shipped inside it (see node.py), with the script's arguments as CMD.
 """
 
 from __future__ import annotations
@@ -29,53 +25,18 @@ from pathlib import Path
 from typing import Any
 
 from cloudddp.errors import CloudDDPError
-from cloudddp.providers.oci import validation
+from cloudddp.providers.oci import node, validation
 from cloudddp.spec import JobSpec
 
 MOUNT_ROOT = "/mnt"
 WORK_MOUNT = "cloudddp"
 NODE_GROUP = "cloudddp"
 ARCHIVE_NAME = "sourcedir.tar.gz"
-DEFAULT_FLEX_OCPUS = 2.0
-DEFAULT_FLEX_MEMORY_GB = 32.0
 COMPARTMENT_VARIABLES = ("NB_SESSION_COMPARTMENT_OCID", "CLOUDDDP_OCI_COMPARTMENT_ID")
 PROJECT_VARIABLES = ("PROJECT_OCID", "CLOUDDDP_OCI_PROJECT_ID")
 OUTPUT_TAG = "cloudddp-output"
 NODES_TAG = "cloudddp-nodes"
 RUN_ID_PLACEHOLDER = "<id returned by create_job>"
-
-# What every node runs (entrypoint ["/bin/sh", "-c", NODE_SCRIPT, "cloudddp-node"], the
-# script's arguments as cmd). POSIX sh, so any image with python3 and torch works.
-# CLOUDDDP_NODE_ROOT (default: the job's block volume at /home/datascience) is node-local
-# scratch: the unpacked source, the model and checkpoint folders.
-NODE_SCRIPT = r"""root="${CLOUDDDP_NODE_ROOT:-/home/datascience/cloudddp}"
-mkdir -p "$root" 2>/dev/null || root="${TMPDIR:-/tmp}/cloudddp"
-rank="${NODE_RANK:-0}"
-say() { printf '[node-%s] cloudddp: %s\n' "$rank" "$*"; }
-export PYTHONUNBUFFERED=1 CLOUDDDP_MODEL_DIR="${CLOUDDDP_MODEL_DIR:-$root/model}"
-export CLOUDDDP_CHECKPOINT_DIR="${CLOUDDDP_CHECKPOINT_DIR:-$root/checkpoints}"
-mkdir -p "$root/code" "$CLOUDDDP_MODEL_DIR" "$CLOUDDDP_CHECKPOINT_DIR" || exit 2
-tar -xzf "$CLOUDDDP_SOURCE" -C "$root/code" || { say "cannot unpack $CLOUDDDP_SOURCE (is the Object Storage mount there?)"; exit 2; }
-py="$(command -v python3 || command -v python)" || { say "the image has no python3"; exit 2; }
-fifo="$root/output.fifo"; rm -f "$fifo"; mkfifo "$fifo" || exit 2
-while IFS= read -r line || [ -n "$line" ]; do printf '[node-%s] %s\n' "$rank" "$line"; printf '%s\n' "$line" >&3; done < "$fifo" 3>>"$root/node.log" & reader=$!
-cd "$root/code" || exit 2
-"$py" cloudddp_bootstrap.py "$@" > "$fifo" 2>&1 & child=$!
-trap 'kill -TERM "$child" 2>/dev/null' TERM INT
-wait "$child"; code=$?
-while kill -0 "$child" 2>/dev/null; do wait "$child"; code=$?; done
-wait "$reader"
-if [ -n "${CLOUDDDP_OUTPUT_DIR:-}" ]; then
-  mkdir -p "$CLOUDDDP_OUTPUT_DIR/logs" && cp "$root/node.log" "$CLOUDDDP_OUTPUT_DIR/logs/node-$rank.log" || say "could not copy this node's log to $CLOUDDDP_OUTPUT_DIR/logs"
-  if [ "$rank" = 0 ]; then
-    if cp -R "$CLOUDDDP_MODEL_DIR/." "$CLOUDDDP_OUTPUT_DIR/"; then say "copied the model folder to $CLOUDDDP_OUTPUT_DIR"; else say "could not copy the model folder to $CLOUDDDP_OUTPUT_DIR"; fi
-  fi
-fi
-say "node $rank exited with code $code"
-exit "$code"
-"""
-# The last line every node writes; logs.py stops following once each node has written it.
-EXIT_MARKER = r"cloudddp: node (\d+) exited with code (-?\d+)"
 
 
 @dataclass
@@ -179,9 +140,15 @@ def build(spec: JobSpec, environ: Mapping[str, str] | None = None, stamp: str | 
         raise CloudDDPError("oci.log_id needs oci.log_group_id too (the log group the log belongs to).")
     image = validation.check_image(settings.image)
     validation.check_replicas(spec.nodes)
-    validation.check_shape(settings.shape, settings.ocpus, settings.memory_in_gbs)
+    if settings.region:
+        validation.check_region(settings.region, "oci.region", environ)
+    flex = validation.check_shape(
+        settings.shape, settings.ocpus, settings.memory_in_gbs,
+        allow_unknown=environ.get(validation.UNKNOWN_SHAPE_VARIABLE) == "1",
+    )  # fmt: skip
     validation.check_block_storage(settings.block_storage_gb)
     validate_locals(spec)
+    validation.check_channel_names(sorted(spec.inputs))
 
     bucket, namespace, base = validation.parse_work_dir(settings.work_dir)
     job_prefix = "/".join(p for p in (base, spec.name) if p)
@@ -215,10 +182,12 @@ def build(spec: JobSpec, environ: Mapping[str, str] | None = None, stamp: str | 
     clashes = sorted(cloudddp_keys & set(spec.environment))
     if clashes:
         raise CloudDDPError(f"environment {', '.join(clashes)}: set by cloudddp for the job; choose other names.")
+    validation.check_env_names(sorted(spec.environment))
     env.update(spec.environment)
     validation.check_environment(env, list(spec.environment))
     arguments = spec.script_args()
     validation.check_arguments(arguments)
+    validation.check_container_command(node.ENTRYPOINT, arguments)
     uploads.insert(0, Upload(str(Path(spec.source_dir).resolve()), run_prefix, "archive"))
 
     launcher_args: list[str] = []
@@ -226,11 +195,7 @@ def build(spec: JobSpec, environ: Mapping[str, str] | None = None, stamp: str | 
         launcher_args.append(f"--nproc-per-node={spec.nproc_per_node}")
     job_config = {"entry_point": spec.entry_point, "module": spec.module, "args": [], "launcher_args": launcher_args}
 
-    shape_config = None
-    if settings.shape.endswith(".Flex"):
-        shape_config = models.JobShapeConfigDetails(
-            ocpus=settings.ocpus or DEFAULT_FLEX_OCPUS, memory_in_gbs=settings.memory_in_gbs or DEFAULT_FLEX_MEMORY_GB
-        )
+    shape_config = models.JobShapeConfigDetails(ocpus=flex[0], memory_in_gbs=flex[1]) if flex else None
     network: Any = (
         models.JobCustomNetworkConfiguration(subnet_id=settings.subnet_id)
         if settings.subnet_id
@@ -248,7 +213,7 @@ def build(spec: JobSpec, environ: Mapping[str, str] | None = None, stamp: str | 
         job_configuration_details=models.DefaultJobConfigurationDetails(environment_variables=env),
         job_environment_configuration_details=models.OcirContainerJobEnvironmentConfigurationDetails(
             image=image,
-            entrypoint=["/bin/sh", "-c", NODE_SCRIPT, "cloudddp-node"],
+            entrypoint=list(node.ENTRYPOINT),
             cmd=arguments or None,
         ),
     )

@@ -10,23 +10,38 @@ best, and a half-made cluster at worst. Every error names the spec field and the
 - Job environment variables: at most 20,000 characters in total (names and values);
   command-line arguments: at most 4,000 characters.
 - Node group: replicas >= 1; block storage >= 50 GB; a shape that multi-node jobs run on.
+  Flexible shapes: the OCPU and memory ranges of `FLEX_SHAPES`; GPU shapes: a name in
+  `GPU_SHAPES` (case aside), so a typo is caught here rather than by the service.
+- The container's CMD + ENTRYPOINT under 2,048 bytes (see node.py for the source).
+- The region: one the `oci` SDK knows (`oci.regions`, offline), or one described by
+  OCI_REGION_METADATA as the SDK reads it for regions newer than itself.
+- Object Storage URIs: `oci://bucket@namespace/prefix` whose prefix has no empty (`//`),
+  `.` or `..` segment and no `?` or `#` (the mount and the staging would disagree).
+- Environment variable names (channel variables `CLOUDDDP_CHANNEL_<NAME>` included):
+  letters, digits and `_`, not starting with a digit, as a shell can read them.
 - No secrets in job environment variables (anyone who can read the job reads them).
 
-Pure functions of their arguments: no SDK, no network, usable in a dry run.
+Pure functions of their arguments: no network, no client, usable in a dry run (only
+`oci.regions`' offline tables are read).
 """
 
 from __future__ import annotations
 
+import difflib
+import json
 import re
 from collections.abc import Mapping, Sequence
 
 from cloudddp.errors import CloudDDPError
+from cloudddp.providers.oci.node import MAX_COMMAND_BYTES, command_bytes
 from cloudddp.redact import is_secret_name
 
 MAX_ENV_CHARS = 20_000
 MAX_ARGS_CHARS = 4_000
 MIN_BLOCK_STORAGE_GB = 50
 MAX_STORAGE_MOUNTS = 5  # ADS enforces the same (MAXIMUM_MOUNT_COUNT in ads/jobs/.../dsc_job.py)
+DEFAULT_FLEX_OCPUS = 2.0
+DEFAULT_FLEX_MEMORY_GB = 32.0
 
 OCID = re.compile(
     r"ocid1\.(?P<type>[a-z0-9]+)\.(?P<realm>[a-z0-9]+)\.(?P<region>[a-z0-9-]*)(?:\.[a-z0-9-]+)?\.(?P<unique>[a-z0-9]{1,255})"
@@ -44,6 +59,32 @@ OCID_TYPES: dict[str, tuple[str, ...]] = {
 # Fixed-size legacy VM shapes (VM.Standard2.1, VM.Standard.E2.1, ...) are not offered for
 # multi-node jobs.
 MULTI_NODE_SHAPE = re.compile(r"(BM\.[A-Za-z0-9.-]+|VM\.GPU[A-Za-z0-9.-]*|VM\.[A-Za-z0-9.-]+\.Flex)")
+GPU_SHAPE = re.compile(r"(VM|BM)\.GPU.*", re.IGNORECASE)
+# Flexible shapes Data Science runs: name -> (max OCPUs, max memory in GB), from OCI's
+# "Supported Compute Shapes" page for Data Science
+# (https://docs.oracle.com/en-us/iaas/data-science/using/supported-shapes.htm). The same
+# page and Compute's shape reference
+# (https://docs.oracle.com/en-us/iaas/Content/Compute/References/computeshapes.htm) give the
+# other bounds: at least 1 OCPU; memory at least 1 GB per OCPU and at most 64 GB per OCPU.
+FLEX_SHAPES: dict[str, tuple[float, float]] = {
+    "VM.Standard.E3.Flex": (114, 1776),
+    "VM.Standard.E4.Flex": (114, 1760),
+    "VM.Standard.E5.Flex": (94, 1049),
+    "VM.Standard.A1.Flex": (80, 512),
+    "VM.Standard.A2.Flex": (78, 946),
+    "VM.Standard3.Flex": (32, 512),
+    "VM.Optimized3.Flex": (18, 256),
+}
+MIN_GB_PER_OCPU, MAX_GB_PER_OCPU = 1.0, 64.0
+# GPU shapes, from Oracle ADS's shape index: oracle/accelerated-data-science,
+# ads/aqua/resources/gpu_shapes_index.json at 0e785b9fd36fb354019e0924b94ac2b0ec6f235a
+# (compared case-insensitively: the index spells "BM.GPU.A100-V2.8", the Console "-v2").
+GPU_SHAPES = (
+    "BM.GPU.A10.4", "BM.GPU.A100-V2.8", "BM.GPU.B200.8", "BM.GPU.B4.8", "BM.GPU.GB200.4", "BM.GPU.H100.8",
+    "BM.GPU.H200.8", "BM.GPU.L40S-NC.4", "BM.GPU.L40S.4", "BM.GPU.MI300X.8", "BM.GPU2.2", "BM.GPU4.8",
+    "VM.GPU.A10.1", "VM.GPU.A10.2", "VM.GPU2.1", "VM.GPU3.1", "VM.GPU3.2", "VM.GPU3.4", "VM.GPU3.8",
+)  # fmt: skip
+ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 SHAPE_NAME = re.compile(r"(VM|BM)\.[A-Za-z0-9.-]+")
 WORK_DIR = re.compile(r"oci://(?P<bucket>[A-Za-z0-9._-]+)@(?P<namespace>[A-Za-z0-9._-]+)(?:/(?P<prefix>.*))?")
 OCIR_IMAGE = re.compile(
@@ -78,13 +119,39 @@ def parse_work_dir(value: str | None, field: str = "oci.work_dir") -> tuple[str,
             f"{field} is required: the Object Storage folder the source, staged inputs and outputs go to, "
             f"as oci://bucket@namespace/prefix (--work-dir)."
         )
-    match = WORK_DIR.fullmatch(value.strip())
+    match = WORK_DIR.fullmatch(value)
     if not match:
         raise CloudDDPError(f"{field}={value!r} must look like oci://bucket@namespace/prefix.")
-    return match["bucket"], match["namespace"], (match["prefix"] or "").strip("/")
+    prefix = match["prefix"] or ""
+    segments = prefix.rstrip("/").split("/") if prefix.rstrip("/") else []
+    problems = []
+    if "" in segments:
+        problems.append("an empty segment (//)")
+    if any(segment in (".", "..") for segment in segments):
+        problems.append("a '.' or '..' segment")
+    problems += [f"a {char!r}" for char in "?#" if char in prefix]
+    if any(char.isspace() or ord(char) < 32 for char in prefix):
+        problems.append("white space or a control character")
+    if problems:
+        raise CloudDDPError(
+            f"{field}={value!r}: the prefix has {' and '.join(problems)}; Object Storage would store the names "
+            f"literally while the job's mount and cloudddp's staging would not agree on them. Use a prefix like "
+            f"oci://{match['bucket']}@{match['namespace']}/team/project."
+        )
+    return match["bucket"], match["namespace"], prefix.strip("/")
 
 
-def check_shape(shape: str, ocpus: float | None, memory_in_gbs: float | None) -> None:
+UNKNOWN_SHAPE_VARIABLE = "CLOUDDDP_OCI_ALLOW_UNKNOWN_SHAPE"
+
+
+def check_shape(
+    shape: str, ocpus: float | None, memory_in_gbs: float | None, *, allow_unknown: bool = False
+) -> tuple[float, float] | None:
+    """The shape can run a multi-node job; for a flexible shape, the (OCPUs, memory GB) to ask for.
+
+    `ocpus`/`memory_in_gbs` left unset get the defaults (`default_flex`). `allow_unknown`
+    (CLOUDDDP_OCI_ALLOW_UNKNOWN_SHAPE=1) lets a GPU shape newer than the table through.
+    """
     if not SHAPE_NAME.fullmatch(shape):
         raise CloudDDPError(
             f"oci.shape={shape!r} is not an OCI shape name (like VM.Standard.E4.Flex or BM.GPU.A100-v2.8)."
@@ -92,11 +159,116 @@ def check_shape(shape: str, ocpus: float | None, memory_in_gbs: float | None) ->
     if not MULTI_NODE_SHAPE.fullmatch(shape):
         raise CloudDDPError(
             f"oci.shape={shape!r} cannot run multi-node jobs; use a GPU shape (VM.GPU.*, BM.GPU.*), a bare metal "
-            f"shape (BM.*) or a flexible CPU shape (VM.Standard.E4.Flex, VM.Standard3.Flex, VM.Optimized3.Flex, ...)."
+            f"shape (BM.*) or a flexible CPU shape ({', '.join(FLEX_SHAPES)})."
         )
-    if not shape.endswith(".Flex") and (ocpus is not None or memory_in_gbs is not None):
+    if GPU_SHAPE.fullmatch(shape) and not allow_unknown:
+        known = {name.lower(): name for name in GPU_SHAPES}
+        if shape.lower() not in known:
+            close = difflib.get_close_matches(shape.lower(), known, n=3, cutoff=0.7)
+            hint = f" Did you mean {' or '.join(known[c] for c in close)}?" if close else ""
+            raise CloudDDPError(
+                f"oci.shape={shape!r} is not a GPU shape cloudddp knows.{hint} Known: {', '.join(GPU_SHAPES)} (from "
+                f"Oracle ADS's shape index). If OCI offers it since, set {UNKNOWN_SHAPE_VARIABLE}=1."
+            )
+    if not shape.endswith(".Flex"):
+        if ocpus is not None or memory_in_gbs is not None:
+            raise CloudDDPError(
+                f"oci.ocpus/oci.memory_in_gbs apply to flexible shapes only (*.Flex); oci.shape={shape!r} has a fixed "
+                f"size."
+            )
+        return None
+    return check_flex(shape, ocpus, memory_in_gbs)
+
+
+def check_flex(shape: str, ocpus: float | None, memory_in_gbs: float | None) -> tuple[float, float]:
+    """OCPUs and memory within the shape's documented ranges (see FLEX_SHAPES)."""
+    if shape not in FLEX_SHAPES:
+        close = difflib.get_close_matches(shape, FLEX_SHAPES, n=1, cutoff=0.8)
+        hint = f" Did you mean {close[0]}?" if close else ""
         raise CloudDDPError(
-            f"oci.ocpus/oci.memory_in_gbs apply to flexible shapes only (*.Flex); oci.shape={shape!r} has a fixed size."
+            f"oci.shape={shape!r} is not a flexible shape Data Science runs.{hint} Flexible shapes: "
+            f"{', '.join(FLEX_SHAPES)}."
+        )
+    max_ocpus, max_memory = FLEX_SHAPES[shape]
+    chosen_ocpus = DEFAULT_FLEX_OCPUS if ocpus is None else ocpus
+    chosen_memory = DEFAULT_FLEX_MEMORY_GB if memory_in_gbs is None else memory_in_gbs
+    shown = f"oci.ocpus={chosen_ocpus:g}{' (default)' if ocpus is None else ''}"
+    if not 1 <= chosen_ocpus <= max_ocpus:
+        raise CloudDDPError(f"{shown}: {shape} takes 1 to {max_ocpus:g} OCPUs.")
+    low = max(MIN_GB_PER_OCPU * chosen_ocpus, 1.0)
+    high = min(MAX_GB_PER_OCPU * chosen_ocpus, max_memory)
+    if not low <= chosen_memory <= high:
+        raise CloudDDPError(
+            f"oci.memory_in_gbs={chosen_memory:g}{' (default)' if memory_in_gbs is None else ''} with {shown}: "
+            f"{shape} takes {low:g} to {high:g} GB for {chosen_ocpus:g} OCPUs (1 to 64 GB per OCPU, at most "
+            f"{max_memory:g} GB)."
+        )
+    return chosen_ocpus, chosen_memory
+
+
+def check_region(region: str, origin: str = "oci.region", environ: Mapping[str, str] | None = None) -> str:
+    """A region the oci SDK knows offline (`oci.regions`), or one OCI_REGION_METADATA describes."""
+    import oci
+
+    known = set(oci.regions.REGIONS)
+    short = dict(oci.regions.REGIONS_SHORT_NAMES)
+    if region in known or region in short:
+        return region
+    metadata = (environ or {}).get(oci.regions.OCI_REGION_METADATA_ENV_VAR_NAME)
+    if metadata:
+        try:
+            described = json.loads(metadata)
+        except ValueError:
+            described = {}
+        if isinstance(described, dict) and region in (described.get("regionIdentifier"), described.get("regionKey")):
+            return region
+    problem = ""
+    if region != region.strip():
+        problem = " (it has spaces around it)"
+    elif region != region.lower() and region.lower() in known:
+        problem = " (region names are lower case)"
+    close = difflib.get_close_matches(region.strip().lower(), sorted(known), n=1, cutoff=0.75)
+    hint = f" Did you mean {close[0]!r}?" if close else ""
+    raise CloudDDPError(
+        f"{origin}={region!r} is not an OCI region{problem}.{hint} The oci SDK {oci.__version__} knows "
+        f"{len(known)} regions (like us-ashburn-1, eu-frankfurt-1) and their short names (iad, fra); for a region "
+        f"newer than the SDK, upgrade the oci package or describe it in OCI_REGION_METADATA."
+    )
+
+
+def check_container_command(entrypoint: Sequence[str], cmd: Sequence[str] | None) -> None:
+    """CMD + ENTRYPOINT under 2,048 bytes (counted as node.command_bytes does)."""
+    size = command_bytes(entrypoint, cmd)
+    if size >= MAX_COMMAND_BYTES:
+        own = command_bytes(entrypoint, [])
+        over = size - (MAX_COMMAND_BYTES - 1)
+        raise CloudDDPError(
+            f"the container command is {size:,} bytes: cloudddp's entrypoint ({own:,}) plus the script's arguments "
+            f"(args and hyperparameters, {size - own:,}). OCI Data Science needs CMD + ENTRYPOINT under "
+            f"{MAX_COMMAND_BYTES:,} bytes: {over:,} byte(s) over. Move long values into a config file in the source "
+            f"folder."
+        )
+
+
+def check_channel_names(channels: Sequence[str]) -> None:
+    """Each channel reaches the script as CLOUDDDP_CHANNEL_<NAME>: that must be a variable name."""
+    for channel in channels:
+        variable = f"CLOUDDDP_CHANNEL_{channel.upper()}"
+        if not ENV_NAME.fullmatch(variable):
+            suggestion = re.sub(r"[^A-Za-z0-9_]", "_", channel)
+            raise CloudDDPError(
+                f"inputs.{channel}: the job would read this channel from {variable}, which is not a valid environment "
+                f"variable name (letters, digits and _). Rename the channel, e.g. {suggestion!r}."
+            )
+
+
+def check_env_names(names: Sequence[str], what: str = "environment") -> None:
+    """Names a shell can read: letters, digits and _, not starting with a digit."""
+    bad = [name for name in names if not ENV_NAME.fullmatch(name)]
+    if bad:
+        raise CloudDDPError(
+            f"{what} {', '.join(repr(b) for b in bad)}: not valid environment variable names (letters, digits and _, "
+            f"not starting with a digit)."
         )
 
 
