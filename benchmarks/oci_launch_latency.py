@@ -45,7 +45,7 @@ from oci_loopback_server import COMPARTMENT, IMAGE, LOG_GROUP, PROJECT, WORK_DIR
 from cloudddp.cluster.oci import wait_for_cluster  # noqa: E402
 from cloudddp.cluster.options import DetectOptions  # noqa: E402
 from cloudddp.demo_data import write_demo_dataset  # noqa: E402
-from cloudddp.providers.oci.request import NODE_SCRIPT  # noqa: E402
+from cloudddp.providers.oci.node import ENTRYPOINT, NODE_SCRIPT, NODE_SCRIPT_NAME  # noqa: E402
 
 ADS_WORKER_POLL = 10.0  # s, workers polling Object Storage for the main node's address
 ADS_V2_METADATA_POLL = 20.0  # s, the v2 driver polling the cluster metadata file
@@ -117,15 +117,16 @@ def exit_overhead(trials: int, scratch: Path) -> list[float]:
     )
     archive = scratch / "sourcedir.tar.gz"
     with tarfile.open(archive, "w:gz") as tar:
-        info = tarfile.TarInfo("cloudddp_bootstrap.py")
-        info.size = len(bootstrap)
-        tar.addfile(info, io.BytesIO(bootstrap.encode()))
+        for name, text in (("cloudddp_bootstrap.py", bootstrap), (NODE_SCRIPT_NAME, NODE_SCRIPT)):
+            info = tarfile.TarInfo(name)
+            info.size = len(text.encode())
+            tar.addfile(info, io.BytesIO(text.encode()))
     overheads = []
     for trial in range(trials):
         root = scratch / f"node-{trial}"
         env = {**os.environ, "NODE_RANK": "0", "CLOUDDDP_SOURCE": str(archive), "CLOUDDDP_NODE_ROOT": str(root),
                "CLOUDDDP_OUTPUT_DIR": str(scratch / f"output-{trial}")}  # fmt: skip
-        subprocess.run(["/bin/sh", "-c", NODE_SCRIPT, "cloudddp-node"], env=env, check=True, capture_output=True)
+        subprocess.run(ENTRYPOINT, env=env, check=True, capture_output=True)
         overheads.append(time.time() - float((root / "ended").read_text()))
     return overheads
 
