@@ -1,0 +1,181 @@
+"""`--provider pbs`: qsub from a login node; status from `qstat -f -F json` (PBS Pro/OpenPBS), falling back
+to `qstat -f` text (Torque, Slurm's Torque wrappers); logs by following each node's log in the run
+folder; cancel with qdel.
+
+JSON layout: openpbs/openpbs src/cmds/qstat.c and doc/man1/qstat.1B (commit
+cd7ab5edaf03dcac2f1cb9e2f42d75eb117d468a): {"Jobs": {"<id>": {"job_state": "R", "Exit_status": 0,
+"Job_Name": ..., "Variable_List": {"NAME": "value", ...}, ...}}}.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from cloudddp.errors import CloudDDPError
+from cloudddp.providers.base import JobHandle, JobRequest, JobStatus, Provider
+from cloudddp.providers.pbs.script import QsubRequest, render_qsub
+from cloudddp.providers.pbs.settings import PBSSettings
+from cloudddp.providers.slurm.tools import run_tool
+from cloudddp.spec import JobSpec
+
+# qstat job states (PBS Pro: Q H W T R E F B S X M U; Torque adds C for completed).
+STATES = {"Q": "PENDING", "H": "PENDING", "W": "PENDING", "T": "PENDING", "S": "PENDING", "U": "PENDING",
+          "M": "PENDING", "R": "RUNNING", "B": "RUNNING", "E": "STOPPING"}  # fmt: skip
+FINISHED = ("F", "C", "X")
+JOB_ID = re.compile(r"^\d+(\[\d*\])?(\.[A-Za-z0-9_.-]+)?$")
+QDEL_EXIT_CODES = (271,)  # PBS Pro sets Exit_status 271 (SIGTERM+256) for jobs deleted while running
+
+
+def settings_of(spec: JobSpec) -> PBSSettings:
+    section = getattr(spec, "pbs", None)
+    return section if isinstance(section, PBSSettings) else PBSSettings.model_validate(section or {})
+
+
+KEY_LINE = re.compile(r"^\s+([A-Za-z_][\w.]*) = (.*)$")
+
+
+def parse_full_text(text: str) -> dict[str, Any]:
+    """`qstat -f ID` as text: `Job Id: X`, then indented `key = value` lines (4 spaces in Torque and
+    PBS Pro, a tab in Slurm's qstat.pl), long values continued on tab-indented lines.
+    Variable_List becomes a dict, as in the JSON form."""
+    record: dict[str, Any] = {}
+    key = None
+    for line in text.splitlines():
+        match = KEY_LINE.match(line)
+        if line.startswith("Job Id:"):
+            record["Job Id"] = line.split(":", 1)[1].strip()
+        elif match:
+            key = match.group(1)
+            record[key] = match.group(2).strip()
+        elif key and line[:1] in ("\t", " ") and line.strip():
+            record[key] += line.strip()
+    if isinstance(record.get("Variable_List"), str):
+        pairs = (item.partition("=") for item in record["Variable_List"].split(","))
+        record["Variable_List"] = {name: value for name, _, value in pairs if name}
+    return record
+
+
+class PBSProvider(Provider):
+    name = "pbs"
+
+    def __init__(self, environ: dict[str, str] | None = None) -> None:
+        self.environ = dict(os.environ if environ is None else environ)
+
+    def render(self, spec: JobSpec) -> JobRequest:
+        request = render_qsub(spec, settings_of(spec))
+        return JobRequest(provider=self.name, name=spec.name, payload={"qsub": request}, spec=spec)
+
+    def submit(self, request: JobRequest) -> JobHandle:
+        qsub: QsubRequest = request.payload["qsub"]
+        Path(qsub.runs_dir).mkdir(parents=True, exist_ok=True)
+        env = {**self.environ, **{name: request.spec.environment[name] for name in qsub.secret_names}}
+        # qsub reads the script from a file; it holds no secrets (they travel by name in -v).
+        with tempfile.NamedTemporaryFile("w", suffix=".pbs", dir=qsub.runs_dir, delete=False) as handle:
+            handle.write(qsub.script)
+        try:
+            result = run_tool([*qsub.argv, handle.name], env=env, what="qsub")
+        finally:
+            os.unlink(handle.name)
+        job_id = result.stdout.strip().splitlines()[-1].strip() if result.stdout.strip() else ""
+        if not JOB_ID.match(job_id):
+            raise CloudDDPError(f"qsub answered {result.stdout.strip()!r}, not a job id.")
+        return JobHandle(provider=self.name, job_id=job_id, details={"runs_dir": qsub.runs_dir})
+
+    # -- follow-up calls ------------------------------------------------------------------
+    def check_id(self, job_id: str) -> str:
+        if not JOB_ID.match(job_id):
+            raise CloudDDPError(f"{job_id!r} is not a PBS job id (as qsub printed it, e.g. 1234.server).")
+        return job_id
+
+    def describe(self, job_id: str) -> dict[str, Any]:
+        """The job's attributes: JSON from PBS Pro/OpenPBS (-x: finished jobs too), else Torque's text."""
+        self.check_id(job_id)
+        result = run_tool(["qstat", "-x", "-f", "-F", "json", job_id], env=self.environ, check=False)
+        if result.returncode == 0 and result.stdout.lstrip().startswith("{"):
+            jobs = json.loads(result.stdout).get("Jobs", {})
+            if jobs:
+                return next(iter(jobs.values()))
+        result = run_tool(["qstat", "-f", job_id], env=self.environ, what="qstat")
+        record = parse_full_text(result.stdout)
+        if not record:
+            raise CloudDDPError(f"qstat -f {job_id} printed nothing PBS-like: {result.stdout.strip()[:200]!r}")
+        return record
+
+    def status(self, job_id: str) -> JobStatus:
+        record = self.describe(job_id)
+        pbs_state = str(record.get("job_state", "?"))
+        exit_text = record.get("Exit_status", record.get("exit_status"))
+        exit_code = int(exit_text) if exit_text is not None and str(exit_text).lstrip("-").isdigit() else None
+        run_dir = self.run_dir(record, job_id)
+        reason = f"job_state={pbs_state}"
+        if pbs_state in FINISHED:
+            if exit_code is None:  # Torque-style wrappers may not report it: the nodes wrote theirs
+                exit_code, reason = self.node_exit_code(run_dir), f"{reason}; exit code from the nodes' exit files"
+            if exit_code == 0:
+                state = "SUCCEEDED"
+            elif exit_code is not None and (exit_code in QDEL_EXIT_CODES or exit_code > 256):
+                state = "STOPPED"  # killed by a signal (exit status 256 + signal): qdel or walltime
+            else:
+                state = "FAILED"
+        else:
+            state = STATES.get(pbs_state, "RUNNING")
+        hosts = [chunk.split("/")[0] for chunk in str(record.get("exec_host", "")).split("+") if chunk]
+        return JobStatus(job_id=job_id, state=state, reason=reason, exit_code=exit_code,
+                         nodes={host: pbs_state for host in hosts},
+                         artifacts=str(run_dir / "model") if run_dir else None)  # fmt: skip
+
+    @staticmethod
+    def node_exit_code(run_dir: Path | None) -> int | None:
+        """The first non-zero exit code the nodes recorded, 0 if all succeeded, None if none recorded."""
+        codes = [f.read_text().strip() for f in sorted(run_dir.glob("exit/*"))] if run_dir else []
+        if not codes:
+            return None
+        failed = [int(c) if c.isdigit() else 255 for c in codes if c != "0"]
+        return failed[0] if failed else 0
+
+    @staticmethod
+    def run_dir(record: dict[str, Any], job_id: str) -> Path | None:
+        variables = record.get("Variable_List") or {}
+        runs_dir = variables.get("CLOUDDDP_RUNS_DIR") if isinstance(variables, dict) else None
+        if not runs_dir or not record.get("Job_Name"):
+            return None
+        return Path(runs_dir) / f"{record['Job_Name']}-{job_id}"
+
+    def logs(self, job_id: str, follow: bool = False) -> Iterator[str]:
+        """Each node's log in the run folder, lines prefixed with `[host]`."""
+        run_dir = self.run_dir(self.describe(job_id), job_id)
+        if run_dir is None:
+            raise CloudDDPError(
+                f"PBS job {job_id} was not started by cloudddp (no CLOUDDDP_RUNS_DIR in its variables)."
+            )
+        positions: dict[Path, int] = {}
+        partial: dict[Path, str] = {}
+        while True:
+            done = self.status(job_id).done if follow else True
+            for log in sorted((run_dir / "logs").glob("*.log")):
+                with open(log, "rb") as handle:
+                    handle.seek(positions.get(log, 0))
+                    chunk = handle.read()
+                    positions[log] = handle.tell()
+                lines = (partial.pop(log, "") + chunk.decode(errors="replace")).split("\n")
+                if lines[-1]:
+                    partial[log] = lines[-1]
+                yield from (f"[{log.stem}] {line}" for line in lines[:-1])
+            if done:
+                yield from (f"[{log.stem}] {rest}" for log, rest in partial.items())
+                return
+            time.sleep(1.0)
+
+    def cancel(self, job_id: str) -> None:
+        run_tool(["qdel", self.check_id(job_id)], env=self.environ, what="qdel")
+
+
+def create(**options: Any) -> PBSProvider:
+    return PBSProvider(**options)

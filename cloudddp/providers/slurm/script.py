@@ -1,0 +1,126 @@
+"""The sbatch script for a job spec: pure rendering, nothing touches Slurm here.
+
+One task per node (`srun --ntasks-per-node=1 --kill-on-bad-exit=1`), each running
+`cloudddp-launch`, which reads SLURM_* (node list, node id, job id) and starts torchrun.
+`--signal=B:USR1@N` warns the batch shell before the time limit; the shell forwards USR1
+to the job step (srun passes USR1 on to its tasks: SchedMD/slurm src/srun/signals.c,
+commit 284c3b95f08a2dc2478499837b03355e1b9c5c75), and cloudddp-launch hands it to the
+training processes so they can checkpoint.
+"""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from cloudddp.providers.slurm.settings import SlurmSettings, slurm_walltime
+from cloudddp.providers.slurm.shell import (
+    activation_lines,
+    data_variables,
+    export_lines,
+    launcher_words,
+    quote,
+    split_environment,
+)
+from cloudddp.spec import JobSpec
+
+
+@dataclass
+class SbatchRequest:
+    """Exactly what `submit` runs: `sbatch --parsable` with `script` on stdin."""
+
+    script: str
+    runs_dir: str
+    # Secret variables: passed by name through sbatch's environment (--export=ALL), never in the script.
+    secret_names: list[str] = field(default_factory=list)
+
+    @property
+    def argv(self) -> list[str]:
+        return ["sbatch", "--parsable"]
+
+
+def runs_dir_of(spec: JobSpec, settings: SlurmSettings) -> Path:
+    return Path(spec.output or settings.runs_dir).expanduser().resolve()
+
+
+def directives(spec: JobSpec, settings: SlurmSettings, runs_dir: Path) -> list[str]:
+    """The #SBATCH lines, in the order sbatch's man page lists the common ones."""
+    options = [
+        f"--job-name={spec.name}",
+        f"--nodes={spec.nodes}",
+        "--ntasks-per-node=1",
+        f"--time={slurm_walltime(settings, spec.max_runtime)}",
+        f"--output={runs_dir}/%x-%j.out",
+        f"--chdir={Path(spec.source_dir).resolve()}",
+    ]
+    if settings.gpus_per_node:
+        options.append(f"--gpus-per-node={settings.gpus_per_node}")
+    if settings.cpus_per_task:
+        options.append(f"--cpus-per-task={settings.cpus_per_task}")
+    if settings.mem:
+        options.append(f"--mem={settings.mem}")
+    for flag in ("partition", "account", "qos"):
+        if getattr(settings, flag):
+            options.append(f"--{flag}={getattr(settings, flag)}")
+    if settings.signal_seconds:
+        options.append(f"--signal=B:USR1@{settings.signal_seconds}")
+    if settings.requeue:
+        options += ["--requeue", "--open-mode=append"]  # a requeued run appends to the same log
+    options += settings.sbatch_args
+    return [f"#SBATCH {option}" for option in options]
+
+
+def step_command(spec: JobSpec, settings: SlurmSettings) -> str:
+    """`srun ... cloudddp-launch ...`: one launcher per node; --label prefixes each line with its task."""
+    srun = ["srun", "--kill-on-bad-exit=1", "--ntasks-per-node=1", "--label"]
+    if settings.container_image:
+        srun += [
+            f"--container-image={settings.container_image}",
+            f"--container-workdir={Path(spec.source_dir).resolve()}",
+        ]
+        if settings.container_mounts:
+            srun.append(f"--container-mounts={','.join(settings.container_mounts)}")
+    return quote([*srun, *launcher_words(spec, settings.launcher, settings.host_map, settings.launcher_args)])
+
+
+def job_variables(spec: JobSpec, runs_dir: Path) -> list[str]:
+    """Where the script finds data, writes the model and keeps checkpoints (CLOUDDDP_* as in every provider)."""
+    plain, _ = split_environment(spec)
+    lines = [f'export CLOUDDDP_RUN_DIR={shlex.quote(str(runs_dir))}/"$SLURM_JOB_NAME-$SLURM_JOB_ID"']
+    lines.append('export CLOUDDDP_MODEL_DIR="$CLOUDDDP_RUN_DIR/model"')
+    if spec.checkpoint:
+        lines += export_lines({"CLOUDDDP_CHECKPOINT_DIR": str(Path(spec.checkpoint).expanduser().resolve())})
+    lines += export_lines(data_variables(spec, "slurm"))
+    lines += export_lines(plain)
+    lines.append('mkdir -p "$CLOUDDDP_MODEL_DIR"')
+    return lines
+
+
+# The step runs in the background so the batch shell can take USR1 and pass it on.
+STEP_SUPERVISION = """step=$!
+trap 'echo "cloudddp: USR1 (time limit or preemption ahead): passing it to the job step"; kill -USR1 "$step"' USR1
+code=0
+while :; do
+  wait "$step" && code=0 || code=$?
+  kill -0 "$step" 2>/dev/null || break  # wait returned early for the trap: keep waiting
+done
+exit "$code"
+"""
+
+
+def render_sbatch(spec: JobSpec, settings: SlurmSettings) -> SbatchRequest:
+    spec.require_source()
+    runs_dir = runs_dir_of(spec, settings)
+    _, secret = split_environment(spec)
+    lines = [
+        "#!/bin/bash",
+        f"# cloudddp job {spec.name!r}: {spec.nodes} node(s), one cloudddp-launch per node. Submit: sbatch --parsable FILE",
+        *directives(spec, settings, runs_dir),
+        "set -euo pipefail",
+        *activation_lines(settings.conda_env, settings.venv, settings.setup),
+        *job_variables(spec, runs_dir),
+        f"{step_command(spec, settings)} &",
+        STEP_SUPERVISION,
+    ]
+    return SbatchRequest(script="\n".join(lines), runs_dir=str(runs_dir), secret_names=secret)
