@@ -1,0 +1,238 @@
+"""The staging algorithm against moto's in-process S3 (boto3 transport): what is sent, and when.
+
+Writes are counted through botocore's `before-call` events, i.e. the requests the real
+code made, not what a fake says it received.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import tarfile
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pytest
+from moto import mock_aws
+
+from cloudddp.errors import CloudDDPError
+from cloudddp.staging.engine import StageOptions, stage
+from cloudddp.staging.location import parse_location
+from cloudddp.staging.manifest import MANIFEST_NAME, SHARDS
+from cloudddp.staging.s3_store import S3Store
+from cloudddp.staging.shards import INDEX_NAME
+
+WRITES = {"PutObject", "CopyObject", "DeleteObjects", "DeleteObject", "CreateMultipartUpload", "UploadPart",
+          "CompleteMultipartUpload", "UploadPartCopy"}  # fmt: skip
+
+
+class Calls:
+    """Every S3 operation the client made, by name."""
+
+    def __init__(self, client: Any) -> None:
+        self.seen: Counter[str] = Counter()
+        client.meta.events.register("before-call.s3", self.record)
+
+    def record(self, model: Any, **_: Any) -> None:
+        self.seen[model.name] += 1
+
+    def writes(self) -> Counter[str]:
+        return Counter({k: v for k, v in self.seen.items() if k in WRITES})
+
+    def reset(self) -> None:
+        self.seen.clear()
+
+
+@pytest.fixture
+def s3() -> Iterator[Any]:
+    with mock_aws():
+        client = boto3.client("s3", region_name="us-east-1")
+        client.create_bucket(Bucket="bkt")
+        yield client
+
+
+@pytest.fixture
+def data(tmp_path: Path) -> Path:
+    root = tmp_path / "data"
+    for i in range(12):
+        path = root / ("train" if i % 3 else "val") / f"class{i % 2}" / f"img{i:02d}.png"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(os.urandom(1000 + i))
+    (root / "labels.json").write_text('{"a": 1}')
+    return root
+
+
+def store(client: Any, dest: str = "s3://bkt/datasets/cats") -> S3Store:
+    return S3Store(client, parse_location(dest))
+
+
+def objects(client: Any, prefix: str, bucket: str = "bkt") -> dict[str, bytes]:
+    keys = [o["Key"] for o in client.list_objects_v2(Bucket=bucket, Prefix=prefix).get("Contents", [])]
+    return {k[len(prefix) :]: client.get_object(Bucket=bucket, Key=k)["Body"].read() for k in keys}
+
+
+def local(root: Path) -> dict[str, bytes]:
+    return {p.relative_to(root).as_posix(): p.read_bytes() for p in root.rglob("*") if p.is_file()}
+
+
+def test_a_stage_publishes_a_versioned_copy_and_then_the_manifest_naming_it(s3: Any, data: Path) -> None:
+    calls = Calls(s3)
+    result = stage(data, store(s3))
+    assert result.uri == f"s3://bkt/datasets/cats/{result.version}/"
+    assert objects(s3, f"datasets/cats/{result.version}/") == local(data)
+    manifest = json.loads(s3.get_object(Bucket="bkt", Key=f"datasets/cats/{MANIFEST_NAME}")["Body"].read())
+    assert manifest["version"] == result.version
+    assert {f["path"]: f["size"] for f in manifest["files"]} == {k: len(v) for k, v in local(data).items()}
+    # the manifest is the last write: a job that sees it sees a complete version
+    puts = [c for c in calls.seen.elements() if c == "PutObject"]
+    assert len(puts) == 14 and calls.writes() == Counter({"PutObject": 14})
+
+
+def test_restaging_unchanged_data_writes_nothing_even_after_a_touch(s3: Any, data: Path) -> None:
+    first = stage(data, store(s3))
+    calls = Calls(s3)
+    os.utime(data / "labels.json", (1, 1))  # a new mtime, the same content
+    again = stage(data, store(s3))
+    assert again.unchanged and again.uri == first.uri
+    assert calls.writes() == Counter()
+    assert sum(calls.seen.values()) <= 3  # HeadBucket, GetObject(manifest): no per-file HEAD
+
+
+def test_a_changed_file_is_the_only_upload_the_rest_is_copied_server_side(s3: Any, data: Path) -> None:
+    first = stage(data, store(s3))
+    (data / "train/class1/img01.png").write_bytes(b"new pixels")
+    calls = Calls(s3)
+    second = stage(data, store(s3))
+    assert second.version != first.version
+    assert second.uploaded == ["train/class1/img01.png"] and len(second.copied) == 12
+    assert calls.writes()["PutObject"] == 2  # the changed file and the manifest
+    assert objects(s3, f"datasets/cats/{second.version}/") == local(data)
+    # the old version stays for jobs still reading it: --delete is never the default
+    assert objects(s3, f"datasets/cats/{first.version}/")["train/class1/img01.png"] != b"new pixels"
+
+
+def test_delete_removes_older_versions_but_nothing_cloudddp_did_not_write(s3: Any, data: Path) -> None:
+    first = stage(data, store(s3))
+    s3.put_object(Bucket="bkt", Key="datasets/cats/notes.txt", Body=b"mine")
+    (data / "labels.json").unlink()
+    second = stage(data, store(s3), StageOptions(delete=True))
+    assert second.deleted and all(k.startswith(f"datasets/cats/{first.version}/") for k in second.deleted)
+    remaining = objects(s3, "datasets/cats/")
+    assert not any(k.startswith(first.version) for k in remaining)
+    assert "notes.txt" in remaining and "labels.json" not in objects(s3, f"datasets/cats/{second.version}/")
+
+
+def test_an_interrupted_stage_publishes_nothing_and_the_next_run_sends_only_the_rest(s3: Any, data: Path) -> None:
+    before = stage(data, store(s3))
+    (data / "train/class0/img04.png").write_bytes(os.urandom(5000))
+    for path in sorted(data.rglob("*.png"))[:6]:
+        path.write_bytes(path.read_bytes() + b"!")  # seven files differ from the published version
+    interrupted = store(s3)
+    interrupted.can_copy = False  # every object is an upload, so the interruption lands mid-way
+    sent: list[str] = []
+    real_upload_one = interrupted.upload_one
+
+    def crash_after_four(upload: Any) -> None:
+        if len(sent) >= 4:
+            raise KeyboardInterrupt  # Ctrl-C
+        real_upload_one(upload)
+        sent.append(upload.key)
+
+    interrupted.upload_one = crash_after_four  # type: ignore[method-assign]
+    with pytest.raises(KeyboardInterrupt):
+        stage(data, interrupted)
+    published = json.loads(s3.get_object(Bucket="bkt", Key=f"datasets/cats/{MANIFEST_NAME}")["Body"].read())
+    assert published["version"] == before.version  # jobs still see the old, complete version
+    calls = Calls(s3)
+    resumed = stage(data, store(s3))
+    assert len(resumed.resumed) >= 4
+    assert not set(resumed.uploaded) & set(resumed.resumed)
+    assert calls.writes()["PutObject"] + calls.writes()["CopyObject"] == 13 - len(resumed.resumed) + 1
+    assert objects(s3, f"datasets/cats/{resumed.version}/") == local(data)
+
+
+def test_shard_layout_packs_files_into_tars_with_an_index_and_membership(s3: Any, data: Path) -> None:
+    result = stage(data, store(s3), StageOptions(layout=SHARDS, shard_size=8000))
+    staged = objects(s3, f"datasets/cats/{result.version}/")
+    shard_names = sorted(k for k in staged if k.endswith(".tar"))
+    assert len(shard_names) >= 2 and INDEX_NAME in staged
+    unpacked: dict[str, bytes] = {}
+    for name in shard_names:
+        with tarfile.open(fileobj=io.BytesIO(staged[name])) as tar:
+            for member in tar.getmembers():
+                unpacked[member.name] = tar.extractfile(member).read()  # type: ignore[union-attr]
+    assert unpacked == local(data)
+    index = json.loads(staged[INDEX_NAME])
+    for shard in index["shards"]:
+        blob = staged[shard["name"]]
+        for member in shard["members"]:
+            assert blob[member["offset"] : member["offset"] + member["size"]] == local(data)[member["path"]]
+    manifest = json.loads(s3.get_object(Bucket="bkt", Key=f"datasets/cats/{MANIFEST_NAME}")["Body"].read())
+    assert {f["shard"] for f in manifest["files"]} == set(shard_names)
+    calls = Calls(s3)
+    assert stage(data, store(s3), StageOptions(layout=SHARDS, shard_size=8000)).unchanged
+    assert calls.writes() == Counter()
+
+
+def test_shards_are_byte_identical_for_the_same_files(s3: Any, data: Path, tmp_path: Path) -> None:
+    first = stage(data, store(s3), StageOptions(layout=SHARDS, shard_size=8000))
+    (data / "labels.json").write_text('{"a": 2}')  # sorts first: changes shard 0 only
+    second = stage(data, store(s3), StageOptions(layout=SHARDS, shard_size=8000))
+    assert sorted(second.uploaded) == ["_cloudddp_index.json", "shard-000000.tar"]
+    assert len(second.copied) >= 1 and first.version != second.version
+
+
+def test_webdataset_reads_the_shards(s3: Any, data: Path, tmp_path: Path) -> None:
+    webdataset = pytest.importorskip("webdataset")
+    result = stage(data, store(s3), StageOptions(layout=SHARDS, shard_size=1 << 20))
+    shard = tmp_path / "shard-000000.tar"
+    shard.write_bytes(
+        s3.get_object(Bucket="bkt", Key=f"datasets/cats/{result.version}/shard-000000.tar")["Body"].read()
+    )
+    samples = list(webdataset.WebDataset(str(shard), shardshuffle=False))
+    assert {s["__key__"] for s in samples} == {p.rsplit(".", 1)[0] for p in local(data)}
+    assert (
+        next(s for s in samples if s["__key__"] == "train/class1/img01")["png"]
+        == (data / "train/class1/img01.png").read_bytes()
+    )
+
+
+def test_missing_bucket_names_it_and_offers_create_bucket(s3: Any, data: Path) -> None:
+    with pytest.raises(CloudDDPError, match=r"s3://other does not exist.*--create-bucket"):
+        stage(data, store(s3, "s3://other/x"))
+    created = stage(data, store(s3, "s3://other/x"), StageOptions(create_bucket=True))
+    assert objects(s3, f"x/{created.version}/", "other") == local(data)
+    assert s3.get_public_access_block(Bucket="other")["PublicAccessBlockConfiguration"]["BlockPublicAcls"]
+
+
+def test_bad_local_paths_are_named(s3: Any, tmp_path: Path) -> None:
+    with pytest.raises(CloudDDPError, match="does not exist"):
+        stage(tmp_path / "missing", store(s3))
+    loop = tmp_path / "loop"
+    (loop / "sub").mkdir(parents=True)
+    (loop / "sub" / "up").symlink_to(loop)
+    with pytest.raises(CloudDDPError, match=r"symlink loop.*sub/up"):
+        stage(loop, store(s3))
+    selfref = tmp_path / "self"
+    selfref.mkdir()
+    (selfref / "me").symlink_to(selfref / "me")
+    with pytest.raises(CloudDDPError, match=r"self/me"):
+        stage(selfref, store(s3))
+    assert "Contents" not in s3.list_objects_v2(Bucket="bkt")  # nothing uploaded
+
+
+def test_a_file_that_changes_during_the_upload_fails_the_stage_naming_it(s3: Any, data: Path) -> None:
+    victim = data / "train/class1/img01.png"
+
+    def grow(**_: Any) -> None:  # runs inside the real upload, before the request is sent
+        if victim.stat().st_size < 5000:
+            victim.write_bytes(os.urandom(6000))
+
+    s3.meta.events.register("before-call.s3.PutObject", grow)
+    with pytest.raises(CloudDDPError, match=r"img01.png' changed while it was being uploaded"):
+        stage(data, store(s3))
+    assert "Contents" not in s3.list_objects_v2(Bucket="bkt", Prefix=f"datasets/cats/{MANIFEST_NAME}")
