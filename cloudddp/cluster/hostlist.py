@@ -14,6 +14,7 @@ import itertools
 import math
 import re
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from cloudddp.errors import CloudDDPError
 
@@ -21,8 +22,10 @@ from cloudddp.errors import CloudDDPError
 MAX_HOSTS = 100_000
 _NUMBER = re.compile(r"\d+")
 _RANGE = re.compile(r"(\d+)-(\d+)")
-# Builds the error for a malformed hostlist from the reason.
-_ErrorFactory = Callable[[str], CloudDDPError]
+if TYPE_CHECKING:
+    # Builds the error for a malformed hostlist from the reason. Only for the type checker:
+    # collections.abc.Callable[...] fails at runtime on the Python 3.8 of PyTorch <= 1.12 images.
+    _ErrorFactory = Callable[[str], CloudDDPError]
 
 
 def expand_hostlist(text: str, *, variable: str = "SLURM_JOB_NODELIST") -> list[str]:
