@@ -1,10 +1,13 @@
 """The interface every provider implements, with the dry run apart from the submission.
 
 `submit(render(spec))` is the whole launch: `render` builds the exact request the
-platform will receive (what `--dry-run` prints) and touches nothing; `submit` uploads
-and creates. The behaviour of the other calls, written once here:
+platform will receive (a `JobRequest`, what `--dry-run` prints) and touches nothing;
+`submit` does the request's `before_submit` steps (uploads) and sends `request`
+unchanged. `cloudddp.session.run_job` is the one caller of both. What a provider declares
+about itself (name, settings, CLI options, Ctrl-C behaviour) is in its `PROVIDER`
+(see `cloudddp.providers.registry`). The behaviour of the other calls, written once here:
 
-- `status(job_id)` returns a `JobStatus` with one of `STATES`; `done` is true for the
+- `status(job_id)` returns a `JobStatus` with one of `JOB_STATES`; `done` is true for the
   terminal ones (SUCCEEDED, FAILED, STOPPED).
 - `logs(job_id, follow)` yields lines, each prefixed with the node or host it came
   from ("[algo-1] ..."). Without follow it ends after what exists now; with follow
@@ -19,7 +22,7 @@ import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import yaml
 
@@ -40,27 +43,55 @@ def _block_strings(dumper: yaml.SafeDumper, value: str) -> yaml.Node:
 
 BlockDumper.add_representer(str, _block_strings)
 
-STATES = ("PENDING", "RUNNING", "STOPPING", "SUCCEEDED", "FAILED", "STOPPED")
-TERMINAL = ("SUCCEEDED", "FAILED", "STOPPED")
+# The states every provider's `status` maps its platform's own states onto.
+JOB_STATES = ("PENDING", "RUNNING", "STOPPING", "SUCCEEDED", "FAILED", "STOPPED")
+FINISHED_STATES = ("SUCCEEDED", "FAILED", "STOPPED")
+
+RequestT = TypeVar("RequestT")
+
+
+def document_of(value: Any) -> Any:
+    """A typed request or staging step as plain data for the dry run: its `to_document()`, or itself."""
+    to_document = getattr(value, "to_document", None)
+    return to_document() if callable(to_document) else value
 
 
 @dataclass
-class JobRequest:
-    """What would be sent to the platform, printable; `payload` is the platform's own request."""
+class JobRequest(Generic[RequestT]):
+    """What `render` built and `submit` sends, unchanged: the dry run is the truth.
+
+    `request` is the provider's own typed request (the local provider's `LocalRequest`, the
+    OCI SDK's model objects, ...); `before_submit` is what `submit` does first (staging),
+    typed as well. Both print through their `to_document()` (plain dicts print as they are).
+    """
 
     provider: str
     name: str
-    payload: dict[str, Any]
     spec: JobSpec
-    # Work `submit` must do before the payload is valid (stage these local paths, ...).
-    plan: dict[str, Any] = field(default_factory=dict)
+    request: RequestT = None  # type: ignore[assignment]  # always given (or, for now, `payload`)
+    before_submit: Any = None
+    # Transition: `payload`/`plan` were the old names of `request`/`before_submit`. Providers that
+    # still pass them (sagemaker, oci, slurm, pbs while their owners move) get both names filled.
+    payload: Any = field(default=None, repr=False)
+    plan: Any = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.request is None:
+            self.request = self.payload
+        if self.before_submit is None:
+            self.before_submit = self.plan
+        self.payload, self.plan = document_of(self.request), self.before_submit
+
+    def to_document(self) -> dict[str, Any]:
+        document = {"provider": self.provider, "name": self.name, "request": document_of(self.request)}
+        before = document_of(self.before_submit)
+        if before:
+            document["before_submit"] = before
+        return document
 
     def to_yaml(self) -> str:
         """The request as YAML, secrets replaced by ***: what --dry-run prints."""
-        document = {"provider": self.provider, "name": self.name, "request": self.payload}
-        if self.plan:
-            document["before_submit"] = self.plan
-        return yaml.dump(redact(document), Dumper=BlockDumper, sort_keys=False, default_flow_style=False)
+        return yaml.dump(redact(self.to_document()), Dumper=BlockDumper, sort_keys=False, default_flow_style=False)
 
 
 @dataclass
@@ -81,7 +112,7 @@ class JobStatus:
 
     @property
     def done(self) -> bool:
-        return self.state in TERMINAL
+        return self.state in FINISHED_STATES
 
     @property
     def succeeded(self) -> bool:
@@ -114,6 +145,3 @@ class Provider(ABC):
             if current.done:
                 return current
             time.sleep(poll)
-
-    def launch(self, spec: JobSpec) -> JobHandle:
-        return self.submit(self.render(spec))
