@@ -11,6 +11,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import boto3
@@ -388,3 +389,156 @@ def test_limits_match_botocores_service_model() -> None:
 def test_cli_and_launcher_do_not_import_boto3() -> None:
     code = "import sys, cloudddp.cli, cloudddp.launcher.cli; assert 'boto3' not in sys.modules, 'boto3 imported'"
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+# -- issue 9: what the service would refuse, refused before anything is uploaded ----------
+
+
+@pytest.mark.parametrize(
+    ("overrides", "fragments"),
+    [
+        # ml.g5 has 12xlarge and 16xlarge but no 13xlarge: botocore's TrainingInstanceType enum says so.
+        ({"sagemaker": {"instance_type": "ml.g5.13xlarge"}}, ["'ml.g5.13xlarge'", "TrainingInstanceType", "ml.g5."]),
+        ({"sagemaker": {"instance_type": "ml.p4.24xlarge"}}, ["'ml.p4.24xlarge'", "Did you mean ml.p4d.24xlarge"]),
+        ({"max_runtime": 28 * 86400 + 1}, ["--max-runtime 2419201", "28 days"]),
+        (
+            {"sagemaker": {"spot": True, "max_wait": 3599}, "max_runtime": 3600},
+            ["--max-wait 3599", "--max-runtime 3600"],
+        ),
+        ({"checkpoint": "./ckpt", "sagemaker": {"checkpoint_s3": "s3://my-ckpts/c"}}, ["both say where checkpoints go"]),
+        ({"checkpoint": "gs://b/c"}, ["checkpoint 'gs://b/c'", "s3:// URI or a local folder"]),
+        ({"hyperparameters": {"lr": float("nan")}}, ["not a finite number", "NaN"]),
+        ({"hyperparameters": {"clip": float("inf")}}, ["not a finite number"]),
+    ],
+)
+def test_what_sagemaker_would_refuse_is_refused_before_any_upload(
+    aws: FakeAWS, project: Path, overrides: dict[str, Any], fragments: list[str]
+) -> None:
+    message = error_of(aws, spec_for(project, **overrides))
+    for fragment in fragments:
+        assert fragment in message, f"{fragment!r} not in {message!r}"
+
+
+def test_training_instance_types_and_runtime_cap_come_from_botocores_model() -> None:
+    import botocore.session
+
+    model = botocore.session.get_session().get_service_model("sagemaker")
+    assert validation.training_instance_types() == frozenset(model.shape_for("TrainingInstanceType").enum)
+    stopping = model.operation_model("CreateTrainingJob").input_shape.members["StoppingCondition"].members
+    assert "The maximum value is 28 days." in stopping["MaxRuntimeInSeconds"].documentation
+    assert validation.MAX_RUNTIME_SECONDS == 28 * 86400
+    assert "equal to or greater than <code>MaxRuntimeInSeconds</code>" in stopping["MaxWaitTimeInSeconds"].documentation
+    validation.check_stopping(28 * 86400, spot=True, max_wait=28 * 86400)  # the limits themselves pass
+    validation.check_instance("ml.p4d.24xlarge", 1)
+
+
+def refuse_create(fake: FakeAWS, code: str, message: str) -> None:
+    """CreateTrainingJob answers as SageMaker does for a limit that only the account knows (HTTP 400, JSON)."""
+
+    def answer(**_: Any) -> Any:
+        body = json.dumps({"__type": code, "message": message}).encode()
+        response = SimpleNamespace(status_code=400, headers={"x-amzn-requestid": "r1"}, content=body)
+        return response, {"Error": {"Code": code, "Message": message}, "ResponseMetadata": {"HTTPStatusCode": 400}}
+
+    fake.session.events.register("before-call.sagemaker.CreateTrainingJob", answer)
+
+
+def test_a_refused_create_training_job_removes_this_launchs_archive_and_checkpoint_copy(
+    aws: FakeAWS, project: Path, data_dir: Path, tmp_path: Path
+) -> None:
+    checkpoint = tmp_path / "ckpt"
+    checkpoint.mkdir()
+    (checkpoint / "last.pt").write_bytes(b"weights")
+    refuse_create(aws, "ResourceLimitExceeded",
+                  "The account-level service limit 'ml.m5.xlarge for training job usage' is 1 Instances")  # fmt: skip
+    spec = spec_for(project, inputs={"train": str(data_dir)}, checkpoint=str(checkpoint))
+    with pytest.raises(CloudDDPError) as info:
+        aws.provider.submit(aws.provider.render(spec))
+    message = str(info.value)
+    assert "ResourceLimitExceeded" in message and "service limit" in message
+    assert "sourcedir.tar.gz" in message and "last.pt" in message and "inputs stay" in message
+    keys = aws.object_keys()
+    assert not any(k.endswith("sourcedir.tar.gz") for k in keys), keys
+    assert not any("/checkpoints/" in k for k in keys), keys
+    assert sum("/inputs/" in k for k in keys) == 3  # kept: the next launch reuses them
+
+
+# -- issue 9: checkpoints are never dropped -----------------------------------------------
+
+
+def test_a_spot_job_without_a_checkpoint_gets_one_in_the_staging_bucket(aws: FakeAWS, project: Path) -> None:
+    spec = spec_for(project, sagemaker={"spot": True, "max_wait": 7200}, max_runtime=3600)
+    sent, handle = launch(aws, spec)
+    assert sent["CheckpointConfig"] == {
+        "S3Uri": f"s3://{BUCKET}/cloudddp/{handle.job_id}/checkpoints/", "LocalPath": "/opt/ml/checkpoints",
+    }  # fmt: skip
+    assert any("spot job without a checkpoint location" in line for line in aws.said), aws.said
+
+
+def test_a_local_checkpoint_folder_is_uploaded_and_the_job_resumes_from_it(
+    aws: FakeAWS, project: Path, tmp_path: Path
+) -> None:
+    checkpoint = tmp_path / "ckpt"
+    (checkpoint / "epoch-3").mkdir(parents=True)
+    (checkpoint / "epoch-3" / "model.pt").write_bytes(b"\x00weights\x01")
+    (checkpoint / "latest").write_text("epoch-3\n")
+    # The README's own example: spot with `checkpoint: ./ckpt`.
+    spec = spec_for(project, checkpoint=str(checkpoint), sagemaker={"spot": True, "max_wait": 86400})
+    sent, handle = launch(aws, spec)
+    uri = sent["CheckpointConfig"]["S3Uri"]
+    assert uri == f"s3://{BUCKET}/cloudddp/{handle.job_id}/checkpoints/"
+    assert sent["CheckpointConfig"]["LocalPath"] == "/opt/ml/checkpoints"
+    assert aws.read(uri + "epoch-3/model.pt") == b"\x00weights\x01"
+    assert aws.read(uri + "latest") == b"epoch-3\n"
+    assert any("staged checkpoint: 2 uploaded" in line for line in aws.said), aws.said
+    assert any("uploaded to" in line and "not back to" in line for line in aws.said), aws.said
+
+
+def test_a_missing_local_checkpoint_folder_is_a_warning_not_a_silent_drop(
+    aws: FakeAWS, project: Path, tmp_path: Path
+) -> None:
+    sent, handle = launch(aws, spec_for(project, checkpoint=str(tmp_path / "not-yet")))
+    assert sent["CheckpointConfig"]["S3Uri"] == f"s3://{BUCKET}/cloudddp/{handle.job_id}/checkpoints/"
+    assert any("does not exist, so there is nothing to resume from" in line for line in aws.said), aws.said
+
+
+def test_an_s3_checkpoint_is_used_as_given(aws: FakeAWS, project: Path) -> None:
+    sent, _ = launch(aws, spec_for(project, checkpoint="s3://my-ckpts/run-1"))
+    assert sent["CheckpointConfig"] == {"S3Uri": "s3://my-ckpts/run-1", "LocalPath": "/opt/ml/checkpoints"}
+
+
+# -- issue 9: hyperparameters keep the value the user typed -------------------------------
+
+
+def test_cli_hyperparameters_reach_the_script_exactly_as_typed(aws: FakeAWS, project: Path, tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from cloudddp.cli import app
+    from cloudddp.cluster.sagemaker import hyperparameter_args
+
+    typed = {"version": "1.10", "run_id": "007", "steps": "1_000", "flag": "true", "lr": "1e-3", "nan": "nan"}
+    args = ["launch", "-p", "sagemaker", "--dry-run", "--region", REGION, str(project / "train.py")]
+    for key, value in typed.items():
+        args += ["-H", f"{key}={value}"]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    import yaml
+
+    sent = yaml.safe_load(result.output)["request"]["HyperParameters"]
+    assert {k: json.loads(sent[k]) for k in typed} == typed
+    # On the instance, the toolkit / cloudddp's launcher decodes hyperparameters.json back into arguments.
+    (tmp_path / "hyperparameters.json").write_text(json.dumps(sent))
+    got = hyperparameter_args({"SM_INPUT_CONFIG_DIR": str(tmp_path)})
+    for key, value in typed.items():
+        assert got[got.index(f"--{key}") + 1] == value
+
+
+def test_yaml_typed_hyperparameters_are_encoded_as_the_sdk_v2_does(aws: FakeAWS, project: Path) -> None:
+    # aws/sagemaker-python-sdk v2.257.6 (fc582aaa46faf7b7e16ab1e13840869712174cd0), src/sagemaker/estimator.py:
+    # Framework.hyperparameters() -> EstimatorBase._json_encode_hyperparameters: json.dumps(v) for every value.
+    values: dict[str, Any] = {"epochs": 5, "lr": 0.001, "aug": True, "arch": "resnet18", "version": "1.10"}
+    sent, _ = launch(aws, spec_for(project, hyperparameters=values))
+    for key, value in values.items():
+        assert sent["HyperParameters"][key] == json.dumps(value)
+    for text in sent["HyperParameters"].values():
+        assert "NaN" not in text and "Infinity" not in text

@@ -9,6 +9,7 @@ imported only here and in the modules beside it, never by the CLI or the launche
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import tempfile
 import time
@@ -106,7 +107,7 @@ class SageMakerProvider(Provider):
         rendered.plan["bucket_is_default"] = sm.bucket is None
         if warning:
             rendered.plan.setdefault("warnings", []).insert(0, warning)
-        return JobRequest(provider=self.name, name=job_name, payload=rendered.payload, spec=spec, plan=rendered.plan)
+        return job_request(self.name, job_name, spec, rendered.payload, rendered.plan)
 
     # -- submit -------------------------------------------------------------------------
     def caller_account(self, region: str) -> str:
@@ -263,6 +264,14 @@ class SageMakerProvider(Provider):
             raise translate(exc, f"stop the training job {job_id}") from None
         except BotoCoreError as exc:
             raise translate(exc, f"stop the training job {job_id}") from None
+
+
+def job_request(provider: str, name: str, spec: JobSpec, payload: dict[str, Any], plan: dict[str, Any]) -> JobRequest:
+    # JobRequest is being reshaped (issue #10: `request`/`before_submit` instead of `payload`/`plan`);
+    # build whichever this checkout has, until that lands.
+    if "request" in {f.name for f in dataclasses.fields(JobRequest)}:
+        return JobRequest(provider=provider, name=name, spec=spec, request=payload, before_submit=plan)  # type: ignore[call-arg]
+    return JobRequest(provider=provider, name=name, payload=payload, spec=spec, plan=plan)  # type: ignore[call-arg]
 
 
 def known_regions() -> list[str]:
