@@ -8,7 +8,10 @@ work dir (staging/oci_store.py), then calls `create_job` once and `create_job_ru
 "latest" means the newest cloudddp run in the compartment).
 
 The service endpoint can be pointed elsewhere (a private endpoint, or the tests'
-loopback server) with `service_endpoint=` or CLOUDDDP_OCI_SERVICE_ENDPOINT.
+loopback server) with `service_endpoint=` or CLOUDDDP_OCI_SERVICE_ENDPOINT. Every call is
+bounded in time (network.py: `timeout=` or CLOUDDDP_OCI_TIMEOUT), and a network failure in
+submit, status, logs, cancel or fetch_artifacts ends as one CloudDDPError naming the
+endpoint and region.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import tempfile
 import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -29,7 +33,7 @@ import oci
 
 from cloudddp.errors import CloudDDPError
 from cloudddp.providers.base import JobHandle, JobRequest, JobStatus, Provider
-from cloudddp.providers.oci import auth, logs, node, request, validation
+from cloudddp.providers.oci import auth, logs, network, node, request, validation
 from cloudddp.spec import JobSpec, OCISettings
 from cloudddp.staging.archive import pack_source
 from cloudddp.staging.oci_store import PART_SIZE, OCIStager
@@ -112,8 +116,11 @@ class OCIProvider(Provider):
         part_size: int = PART_SIZE,
         settings: OCISettings | None = None,
         sleep: Callable[[float], None] = time.sleep,
+        timeout: float | None = None,
     ) -> None:
         self.environ = os.environ if environ is None else environ
+        self.network = network.NetworkPolicy.choose(timeout, self.environ)
+        self._last: Clients | None = None  # the clients of the latest call, named in network errors
         self.service_endpoint = service_endpoint or self.environ.get(ENDPOINT_VARIABLE) or None
         self.poll = DEFAULT_POLL if poll is None else poll
         self.log_grace, self.part_size = log_grace, part_size
@@ -128,17 +135,31 @@ class OCIProvider(Provider):
         key = chosen.model_dump_json()
         if key not in self._clients:
             credentials = auth.load_credentials(chosen, self.environ)
-            kwargs = credentials.client_kwargs()
+            kwargs = {**credentials.client_kwargs(), **self.network.client_kwargs()}
             if self.service_endpoint:
                 kwargs["service_endpoint"] = self.service_endpoint
-            retry = oci.retry.DEFAULT_RETRY_STRATEGY
             self._clients[key] = Clients(
-                data_science=oci.data_science.DataScienceClient(retry_strategy=retry, **kwargs),
+                data_science=oci.data_science.DataScienceClient(**kwargs),
                 object_storage=oci.object_storage.ObjectStorageClient(**kwargs),
-                log_search=oci.loggingsearch.LogSearchClient(retry_strategy=retry, **kwargs),
+                log_search=oci.loggingsearch.LogSearchClient(**kwargs),
                 credentials=credentials,
             )
-        return self._clients[key]
+        self._last = self._clients[key]
+        return self._last
+
+    @contextmanager
+    def reaching(self, call: str) -> Iterator[None]:
+        """Network failures inside become one paragraph naming `call`, the endpoint and the region."""
+        try:
+            yield
+        except Exception as exc:
+            last = self._last
+            endpoint = self.service_endpoint or (last.data_science.base_client.endpoint if last else None)
+            region = last.credentials.region if last else None
+            error = network.as_error(exc, call, endpoint, region, self.network)
+            if error is None:
+                raise
+            raise error from None
 
     # -- render / submit ----------------------------------------------------------------
     def render(self, spec: JobSpec) -> OCIJobRequest:
@@ -153,6 +174,10 @@ class OCIProvider(Provider):
         )  # fmt: skip
 
     def submit(self, job_request: JobRequest) -> JobHandle:
+        with self.reaching("launch"):
+            return self._submit(job_request)
+
+    def _submit(self, job_request: JobRequest) -> JobHandle:
         parts = getattr(job_request, "parts", None) or request.build(job_request.spec, self.environ)
         spec = job_request.spec
         started = time.perf_counter()
@@ -263,9 +288,14 @@ class OCIProvider(Provider):
         )  # fmt: skip
 
     def status(self, job_id: str) -> JobStatus:
-        return self.to_status(self.get_run(self.resolve_run_id(job_id)))
+        with self.reaching("status"):
+            return self.to_status(self.get_run(self.resolve_run_id(job_id)))
 
     def cancel(self, job_id: str) -> None:
+        with self.reaching("cancel"):
+            self._cancel(job_id)
+
+    def _cancel(self, job_id: str) -> None:
         run_id = self.resolve_run_id(job_id)
         if self.get_run(run_id).lifecycle_state in TERMINAL:
             return
@@ -283,6 +313,10 @@ class OCIProvider(Provider):
         return f"[oci] job run {run.lifecycle_state}{details}" + (f" (node groups: {nodes})" if nodes else "")
 
     def logs(self, job_id: str, follow: bool = False) -> Iterator[str]:
+        with self.reaching("logs"):
+            yield from self._logs(job_id, follow)
+
+    def _logs(self, job_id: str, follow: bool) -> Iterator[str]:
         run_id = self.resolve_run_id(job_id)
         run = self.get_run(run_id)
         log_details = run.log_details
@@ -344,6 +378,10 @@ class OCIProvider(Provider):
 
     def fetch_artifacts(self, job_id: str, destination: str | Path) -> Path:
         """Download the run's output folder (node 0's model folder) into `destination`."""
+        with self.reaching("fetch_artifacts"):
+            return self._fetch_artifacts(job_id, destination)
+
+    def _fetch_artifacts(self, job_id: str, destination: str | Path) -> Path:
         current = self.status(job_id)
         if not current.artifacts:
             raise CloudDDPError(f"the job run {current.job_id} has no {request.OUTPUT_TAG} tag: not a cloudddp run?")
