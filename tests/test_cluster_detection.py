@@ -113,7 +113,8 @@ def test_hostlist_error_names_the_variable_it_was_read_from() -> None:
 
 
 def slurm_env(**extra: str) -> dict[str, str]:
-    """What `srun --nodes=2 --ntasks-per-node=1` sets on the second node (selection)."""
+    """What `srun --nodes=2 --ntasks-per-node=1` sets on the second node (selection; the full set as
+    Slurm 22.05 writes it is in tests/cluster/fixtures/slurm/)."""
     env = {
         "SLURM_JOB_ID": "123456",
         "SLURM_JOBID": "123456",
@@ -121,6 +122,10 @@ def slurm_env(**extra: str) -> dict[str, str]:
         "SLURM_NODELIST": "gpu-[01-02]",
         "SLURM_NNODES": "2",
         "SLURM_JOB_NUM_NODES": "2",
+        "SLURM_STEP_ID": "0",
+        "SLURM_STEPID": "0",
+        "SLURM_STEP_NODELIST": "gpu-[01-02]",
+        "SLURM_STEP_NUM_NODES": "2",
         "SLURM_NODEID": "1",
         "SLURM_PROCID": "1",
         "SLURM_LOCALID": "0",
@@ -138,7 +143,7 @@ def test_slurm_node_reads_rank_hosts_master_and_gpus() -> None:
     assert (plan.nnodes, plan.node_rank) == (2, 1)
     assert plan.master_addr == "gpu-01"
     assert plan.nproc_per_node == 4
-    assert plan.rdzv_id == "123456"
+    assert plan.rdzv_id == "123456.0"  # job and step: two steps of one allocation are two rendezvous
     assert plan.sources["node_rank"] == "SLURM_NODEID"
     assert plan.sources["nproc_per_node"] == "SLURM_GPUS_ON_NODE"
 
@@ -165,25 +170,12 @@ def test_slurm_without_gpus_falls_back_to_gpus_or_one() -> None:
 
 
 def test_slurm_host_map_replaces_an_unresolvable_master_name() -> None:
-    env = slurm_env(SLURM_JOB_NODELIST="n[1-2]", SLURM_NODELIST="n[1-2]", SLURM_NODEID="0")
+    env = slurm_env(SLURM_JOB_NODELIST="n[1-2]", SLURM_NODELIST="n[1-2]", SLURM_STEP_NODELIST="n[1-2]", SLURM_NODEID="0")
     plan = slurm.plan(env, OPTIONS)
     plan.map_hosts({"n1": "127.0.0.1"})
     assert plan.master_addr == "127.0.0.1"
     assert plan.sources["master_addr"] == "host map (n1)"
     assert plan.hosts == ["n1", "n2"]
-
-
-def test_slurm_reads_the_job_nodelist_when_the_old_name_is_absent() -> None:
-    env = slurm_env()
-    del env["SLURM_NODELIST"]
-    assert slurm.plan(env, OPTIONS).hosts == ["gpu-01", "gpu-02"]
-
-
-def test_slurm_step_on_part_of_the_allocation_uses_the_step_nodelist() -> None:
-    env = slurm_env(SLURM_JOB_NODELIST="gpu-[01-04]", SLURM_NODELIST="gpu-[03-04]", SLURM_NODEID="0")
-    plan = slurm.plan(env, OPTIONS)
-    assert plan.hosts == ["gpu-03", "gpu-04"]
-    assert plan.master_addr == "gpu-03"
 
 
 def test_slurm_single_node_batch_without_nodeid_is_rank_zero() -> None:
@@ -199,7 +191,7 @@ def test_slurm_multi_node_without_nodeid_asks_for_srun() -> None:
 
 
 def test_slurm_nodeid_at_or_beyond_nnodes_is_an_error() -> None:
-    error_from(lambda: slurm.plan(slurm_env(SLURM_NODEID="2"), OPTIONS), "SLURM_NODEID=2", "SLURM_NNODES=2")
+    error_from(lambda: slurm.plan(slurm_env(SLURM_NODEID="2"), OPTIONS), "SLURM_NODEID=2", "SLURM_STEP_NUM_NODES=2")
     error_from(lambda: slurm.plan(slurm_env(SLURM_NODEID="7"), OPTIONS), "SLURM_NODEID=7")
 
 
@@ -209,9 +201,9 @@ def test_slurm_negative_nodeid_is_an_error() -> None:
 
 def test_slurm_nnodes_disagreeing_with_the_nodelist_is_an_error() -> None:
     error_from(
-        lambda: slurm.plan(slurm_env(SLURM_NNODES="3"), OPTIONS),
-        "SLURM_NNODES=3",
-        "SLURM_NODELIST='gpu-[01-02]'",
+        lambda: slurm.plan(slurm_env(SLURM_STEP_NUM_NODES="3"), OPTIONS),
+        "SLURM_STEP_NUM_NODES=3",
+        "SLURM_STEP_NODELIST='gpu-[01-02]'",
         "2 host(s)",
     )
 
@@ -219,7 +211,7 @@ def test_slurm_nnodes_disagreeing_with_the_nodelist_is_an_error() -> None:
 @pytest.mark.parametrize(
     ("name", "value"),
     [
-        ("SLURM_NNODES", "two"),
+        ("SLURM_STEP_NUM_NODES", "two"),
         ("SLURM_NODEID", "1.0"),
         ("SLURM_GPUS_ON_NODE", "4(x2)"),
         ("MASTER_PORT", "http"),
@@ -230,10 +222,10 @@ def test_slurm_non_integer_values_are_errors(name: str, value: str) -> None:
 
 
 def test_slurm_malformed_nodelist_is_an_error_naming_it() -> None:
-    env = slurm_env(SLURM_NODELIST="gpu-[01-02", SLURM_JOB_NODELIST="gpu-[01-02")
-    error_from(lambda: slurm.plan(env, OPTIONS), "SLURM_NODELIST='gpu-[01-02'", "never closed")
-    del env["SLURM_NODELIST"]
-    error_from(lambda: slurm.plan(env, OPTIONS), "SLURM_JOB_NODELIST='gpu-[01-02'")
+    env = slurm_env(SLURM_STEP_NODELIST="gpu-[01-02")
+    error_from(lambda: slurm.plan(env, OPTIONS), "SLURM_STEP_NODELIST='gpu-[01-02'", "never closed")
+    single = {"SLURM_JOB_ID": "7", "SLURM_JOB_NODELIST": "gpu-[01"}
+    error_from(lambda: slurm.plan(single, OPTIONS), "SLURM_JOB_NODELIST='gpu-[01'")
 
 
 def test_slurm_detection_needs_a_job_id_and_a_nodelist() -> None:
@@ -647,7 +639,15 @@ def test_sagemaker_resource_config_gives_rank_master_and_interface(tmp_path: Pat
     assert plan.nproc_per_node == 8
     assert plan.network_interface == "eth0"
     assert plan.rdzv_id == "job-1"
-    assert plan.failure_file == "/opt/ml/output/failure"
+    assert plan.failure_file is None  # no SageMaker output folder beside this config: nothing to write to
+
+
+def test_sagemaker_failure_file_only_where_the_sagemaker_layout_exists(tmp_path: Path) -> None:
+    root = tmp_path / "opt" / "ml"
+    env = {"SM_INPUT_CONFIG_DIR": str(write_resource_config(root / "input" / "config"))}
+    assert sagemaker.plan(env, DetectOptions()).failure_file is None
+    (root / "output").mkdir()
+    assert sagemaker.plan(env, DetectOptions()).failure_file == str(root / "output" / "failure")
 
 
 def test_sagemaker_variables_alone_are_enough(clean: dict[str, str]) -> None:

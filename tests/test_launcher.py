@@ -59,7 +59,14 @@ def test_command_line_options_override_detected_values_and_say_so() -> None:
 
 
 def test_provider_flag_beats_detection() -> None:
-    env = {**SM_ENV, "SLURM_JOB_ID": "77", "SLURM_JOB_NODELIST": "n[1-2]", "SLURM_NNODES": "2", "SLURM_NODEID": "1"}
+    env = {
+        **SM_ENV,
+        "SLURM_JOB_ID": "77",
+        "SLURM_JOB_NODELIST": "n[1-2]",
+        "SLURM_STEP_NODELIST": "n[1-2]",
+        "SLURM_NNODES": "2",
+        "SLURM_NODEID": "1",
+    }
     plan = dry_run("--provider", "slurm", "--host-map", "n1=127.0.0.1", SCRIPT, env=env)
     assert plan["provider"] == "slurm" and plan["master_addr"] == "127.0.0.1"
     assert plan["sources"]["master_addr"].startswith("host map")
@@ -112,7 +119,7 @@ def test_heterogeneous_host_outside_the_chosen_groups_sits_out(tmp_path: Path) -
             ["algo-9"],
         ),
         (
-            {"SLURM_JOB_ID": "5", "SLURM_JOB_NODELIST": "n[1-2]", "SLURM_NNODES": "2", "SLURM_NODEID": "2"},
+            {"SLURM_JOB_ID": "5", "SLURM_STEP_NODELIST": "n[1-2]", "SLURM_STEP_NUM_NODES": "2", "SLURM_NODEID": "2"},
             [],
             ["SLURM_NODEID", "2"],
         ),

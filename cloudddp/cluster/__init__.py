@@ -1,7 +1,8 @@
-"""Reading the platform's environment into this node's `ClusterPlan`.
+"""Reading the platform's environment into this node's `ClusterPlan` (and writing it, for the emulation).
 
-One module per environment, each with `NAME`, `detect(environ) -> bool` and
-`plan(environ, options) -> ClusterPlan`, tried in the fixed order of `ENVIRONMENTS`.
+One module per environment, each an `Environment` (see `cloudddp.cluster.environment`): `NAME`,
+`detect(environ) -> bool`, `plan(environ, options) -> ClusterPlan`, and for the platforms the
+local provider emulates `emulate(cluster) -> [EmulatedNode]`. Tried in the fixed order of `ENVIRONMENTS`.
 `--provider NAME` / `CLOUDDDP_PROVIDER` skip detection. Two environments detecting at
 once is an error (contradictory variables), resolved by naming the provider.
 """
@@ -9,22 +10,26 @@ once is an error (contradictory variables), resolved by naming the provider.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from types import ModuleType
 
 from cloudddp.cluster import awsbatch, kubeflow, oci, pbs, sagemaker, skypilot, slurm, standalone
+from cloudddp.cluster.environment import EmulatedEnvironment, Environment
 from cloudddp.cluster.options import DetectOptions
 from cloudddp.cluster.plan import ClusterPlan
 from cloudddp.errors import CloudDDPError
 
 # Fixed, documented detection order (most specific contract first).
-ENVIRONMENTS: tuple[ModuleType, ...] = (sagemaker, oci, kubeflow, awsbatch, skypilot, slurm, pbs)
-BY_NAME: dict[str, ModuleType] = {m.NAME: m for m in (*ENVIRONMENTS, standalone)}
+ENVIRONMENTS: tuple[Environment, ...] = (sagemaker, oci, kubeflow, awsbatch, skypilot, slurm, pbs)
+BY_NAME: dict[str, Environment] = {m.NAME: m for m in (*ENVIRONMENTS, standalone)}
+# What `--emulate` / `local.emulate` may name: the platform writes its own contract (`emulate`).
+EMULATIONS: dict[str, EmulatedEnvironment] = {
+    "sagemaker": sagemaker, "oci": oci, "kubeflow": kubeflow, "slurm": slurm, "none": standalone,
+}  # fmt: skip
 ALIASES = {"local": "standalone", "none": "standalone", "kubernetes": "kubeflow", "k8s": "kubeflow"}
 
-__all__ = ["BY_NAME", "ENVIRONMENTS", "ClusterPlan", "DetectOptions", "detect_provider", "resolve_plan"]
+__all__ = ["BY_NAME", "EMULATIONS", "ENVIRONMENTS", "ClusterPlan", "DetectOptions", "detect_provider", "resolve_plan"]
 
 
-def detect_provider(environ: Mapping[str, str], provider: str | None = None) -> ModuleType:
+def detect_provider(environ: Mapping[str, str], provider: str | None = None) -> Environment:
     """The environment module for this node: named, else the one that detects."""
     name = provider or environ.get("CLOUDDDP_PROVIDER") or ""
     if name:

@@ -8,14 +8,21 @@ PET_RDZV_BACKEND, PET_RDZV_ENDPOINT, PET_NNODES=min:max, PET_MAX_RESTARTS), and 
 plain MASTER_ADDR / MASTER_PORT / WORLD_SIZE / RANK. PET_* wins when both are present:
 recent training-operators set WORLD_SIZE to nodes x nprocPerNode, while older ones (without
 PET_NNODES) set it to the node count. Default port: 23456 for v1, 29500 for v2.
+
+Upstream: kubeflow/training-operator `pkg/controller.v1/pytorch/{envvar,master,elastic}.go` (v1) and
+kubeflow/trainer `pkg/runtime/framework/plugins/torch/torch.go` (v2). The elastic rendezvous id is
+PET_RDZV_ID when the job sets `elasticPolicy.rdzvId`, else the job's name, read from the pod's
+HOSTNAME (`<job>-worker-<i>`, the operator's replica name): two jobs sharing one etcd never collide.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 
+from cloudddp.cluster.environment import EmulatedCluster, EmulatedNode, generic_node, host_map_arg
 from cloudddp.cluster.options import DetectOptions
-from cloudddp.cluster.plan import NPROC_GPUS_OR_ONE, ClusterPlan, EnvReader, check_rank, parse_int
+from cloudddp.cluster.plan import NPROC_GPUS_OR_ONE, ClusterPlan, EnvReader, check_rank, parse_int, parse_port
 from cloudddp.errors import CloudDDPError
 
 NAME = "kubeflow"
@@ -83,12 +90,21 @@ def parse_nproc(raw: str, name: str) -> int | str:
     return value
 
 
-def split_endpoint(endpoint: str) -> tuple[str, int | None]:
-    """`host:port` -> (host, port); a bare host -> (host, None)."""
+def split_endpoint(endpoint: str, name: str = "PET_RDZV_ENDPOINT") -> tuple[str, int | None]:
+    """`host:port` -> (host, port); a bare host -> (host, None); a port outside 1-65535 is an error."""
     host, sep, port = endpoint.rpartition(":")
-    if sep and host and port.isdigit():
-        return host, int(port)
+    if sep and host and port.lstrip("-").isdigit():
+        return host, parse_port(port, f"kubeflow: the port of {name}={endpoint!r}")
     return endpoint, None
+
+
+REPLICA_NAME = re.compile(r"^(?P<job>.+)-(master|worker)-\d+$")  # replicaName() in envvar.go
+
+
+def job_name_from_pod(environ: Mapping[str, str]) -> str | None:
+    """The PyTorchJob's name from the pod's HOSTNAME (`<job>-worker-<i>` / `<job>-master-0`)."""
+    match = REPLICA_NAME.match(environ.get("HOSTNAME", ""))
+    return match.group("job") if match else None
 
 
 def plan(environ: Mapping[str, str], options: DetectOptions) -> ClusterPlan:
@@ -120,7 +136,14 @@ def plan(environ: Mapping[str, str], options: DetectOptions) -> ClusterPlan:
             )
         backend_source = "PET_RDZV_BACKEND" if backend else "default (c10d, as PET_RDZV_ENDPOINT is set)"
         result.set("rdzv_backend", backend or "c10d", backend_source)
+        split_endpoint(endpoint)  # its port, when it has one, must be a real port
         result.set("rdzv_endpoint", endpoint, "PET_RDZV_ENDPOINT")
+        if not env.has("PET_RDZV_ID"):
+            job = job_name_from_pod(environ)
+            if job:
+                result.set("rdzv_id", job, "HOSTNAME (the PyTorchJob's name in the pod name)")
+            else:
+                result.set("rdzv_id", endpoint, "PET_RDZV_ENDPOINT (no PET_RDZV_ID, no replica pod name)")
     elif backend and backend != "static":
         raise CloudDDPError(
             f"kubeflow: PET_RDZV_BACKEND={backend!r} is set but PET_RDZV_ENDPOINT is not; "
@@ -158,7 +181,7 @@ def plan(environ: Mapping[str, str], options: DetectOptions) -> ClusterPlan:
     else:
         raise CloudDDPError("kubeflow: neither PET_MASTER_ADDR nor MASTER_ADDR is set, so the master is unknown.")
     if port_name is not None:
-        result.set("master_port", env.int(port_name, minimum=1), port_name)
+        result.set("master_port", env.port(port_name), port_name)
     elif "master_port" not in result.sources:
         if v1:
             result.set("master_port", V1_DEFAULT_PORT, "default (PyTorchJob: 23456)")
@@ -173,3 +196,27 @@ def plan(environ: Mapping[str, str], options: DetectOptions) -> ClusterPlan:
     if env.has("PET_MAX_RESTARTS"):
         result.set("max_restarts", env.int("PET_MAX_RESTARTS", minimum=0), "PET_MAX_RESTARTS")
     return result
+
+
+def emulate(cluster: EmulatedCluster) -> list[EmulatedNode]:
+    """A PyTorchJob with one Master and N-1 Workers, with every variable the v1 operator injects
+    (envvar.go setPodEnv + master.go): PYTHONUNBUFFERED, MASTER_ADDR/PORT, PET_MASTER_ADDR/PORT,
+    WORLD_SIZE (nodes x nprocPerNode), RANK, PET_NODE_RANK, PET_NPROC_PER_NODE, PET_NNODES, and
+    the pod's HOSTNAME."""
+    master = f"{cluster.job_name}-master-0"
+    port = str(V1_DEFAULT_PORT)
+    nproc_per_node = cluster.nproc_per_node
+    world = cluster.nodes * (nproc_per_node if isinstance(nproc_per_node, int) else 1)  # getNprocPerNodeInt
+    nodes = []
+    for rank in range(cluster.nodes):
+        name = master if rank == 0 else f"{cluster.job_name}-worker-{rank - 1}"
+        node = generic_node(cluster, name, rank)
+        node.env.update(
+            HOSTNAME=name, PYTHONUNBUFFERED="1",
+            MASTER_ADDR=master, MASTER_PORT=port, PET_MASTER_ADDR=master, PET_MASTER_PORT=port,
+            WORLD_SIZE=str(world), RANK=str(rank), PET_NODE_RANK=str(rank),
+            PET_NPROC_PER_NODE=str(nproc_per_node), PET_NNODES=str(cluster.nodes),
+        )  # fmt: skip
+        node.launcher_args = ["--host-map", host_map_arg([master])]
+        nodes.append(node)
+    return nodes

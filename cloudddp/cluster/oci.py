@@ -1,49 +1,67 @@
-"""OCI Data Science jobs: native multi-node runs and the legacy ADS `opctl` contract.
+"""OCI Data Science jobs: native multi-node runs and the legacy ADS `opctl` contract; reader and emulation.
 
 Native multi-node (https://docs.oracle.com/en-us/iaas/data-science/using/jobs-multi-node.htm):
 every node gets NODE_RANK, INITIAL_CLUSTER_SIZE and CLUSTER_NODES_METADATA_FILE, a JSON
 list of {"Rank": int, "IPAddress": str} that fills in as nodes come up. There is no
 MASTER_ADDR: the master is rank 0's IP, and this node's own IP goes to torchrun's
---local-addr (c10d otherwise advertises a hostname other nodes cannot reach).
+--local-addr (c10d otherwise advertises a hostname other nodes cannot reach). As Oracle ADS's
+PyTorch driver does (oracle/accelerated-data-science `ads/jobs/templates/driver_pytorch.py`):
+the size falls back to NODE_COUNT, and NCCL/GLOO_SOCKET_IFNAME become the interface that owns
+this node's metadata IP (or SET_SOCKET_IFNAME) unless already set. A partial set of these
+variables is an error naming the missing one, never a silent one-node run.
 
-Legacy ADS (`ads opctl distributed-training`, and its docker-compose local test):
-OCI__MODE=MAIN|WORKER, RANK, OCI__WORKER_COUNT, MASTER_ADDR or OCI__MAIN_ADDR, port 29400.
+Legacy ADS (`ads opctl distributed-training`, and its docker-compose local test): one job run
+per node, OCI__MODE=MAIN|WORKER, RANK, OCI__WORKER_COUNT, port 29400. The main node's address
+arrives as MASTER_ADDR (ADS's PyTorch cluster provider writes it to `MAIN_config.json` and the
+workers export it) or OCI__MAIN_IP (`abstract_cluster_provider.basic_configuration`). cloudddp
+does not perform that work-dir handshake itself (it reads no `OCI__WORK_DIR/<JOB_OCID>/` files):
+a worker needs the address in its environment. Every node of one legacy job shares JOB_OCID
+(ADS keys the work dir on it) while JOB_RUN_OCID differs per node, so JOB_OCID is the rendezvous id.
 """
 
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from cloudddp.cluster.environment import EmulatedCluster, EmulatedNode, generic_node
 from cloudddp.cluster.options import DetectOptions
-from cloudddp.cluster.plan import NPROC_GPUS_OR_ONE, ClusterPlan, EnvReader, check_rank
+from cloudddp.cluster.plan import NPROC_GPUS_OR_ONE, ClusterPlan, EnvReader, check_rank, read_text
 from cloudddp.errors import CloudDDPError
 
 NAME = "oci"
 MASTER_PORT = 29400
-NATIVE_VARIABLES = ("NODE_RANK", "INITIAL_CLUSTER_SIZE", "CLUSTER_NODES_METADATA_FILE")
+METADATA = "CLUSTER_NODES_METADATA_FILE"
+SIZE_VARIABLES = ("INITIAL_CLUSTER_SIZE", "NODE_COUNT")  # ADS's driver: the first set wins
+MAIN_ADDRESS_VARIABLES = ("MASTER_ADDR", "OCI__MAIN_IP", "OCI__MAIN_ADDR")
+PARSE_FAILURES_ALLOWED = 3  # as ADS: a file being rewritten may not parse; more than this is an error
 
 
 def detect(environ: Mapping[str, str]) -> bool:
-    native = all(environ.get(name) for name in NATIVE_VARIABLES)
-    legacy = bool(environ.get("OCI__MODE"))
-    return native or legacy
+    # INITIAL_CLUSTER_SIZE and the metadata file are OCI's own names; NODE_RANK/NODE_COUNT alone are not.
+    return bool(environ.get("OCI__MODE") or environ.get("INITIAL_CLUSTER_SIZE") or environ.get(METADATA))
+
+
+class MetadataUnreadable(Exception):
+    """The metadata file exists but does not parse (yet)."""
 
 
 def read_metadata(path: Path) -> dict[int, str]:
-    """Rank -> IP from the metadata file; a missing or half-written file reads as empty."""
-    try:
-        text = path.read_text()
-    except FileNotFoundError:
-        return {}
-    if not text.strip():
+    """Rank -> IP from the metadata file; a missing or empty file reads as empty.
+
+    Raises MetadataUnreadable for text that is not JSON (the service may be rewriting it) and a
+    CloudDDPError for JSON that can never be right (not a list, bad entries, duplicate ranks).
+    """
+    text = read_text(path, f"oci: the cluster metadata file ({METADATA})")
+    if text is None or not text.strip():
         return {}
     try:
         entries: Any = json.loads(text)
-    except json.JSONDecodeError:
-        return {}  # the service may be rewriting it; read again at the next poll
+    except json.JSONDecodeError as exc:
+        raise MetadataUnreadable(f"{exc.msg} at line {exc.lineno} column {exc.colno}") from None
     if not isinstance(entries, list):
         raise CloudDDPError(
             f"oci: the cluster metadata file {path} must hold a JSON list of "
@@ -52,52 +70,101 @@ def read_metadata(path: Path) -> dict[int, str]:
     ranks: dict[int, str] = {}
     for entry in entries:
         try:
-            ranks[int(entry["Rank"])] = str(entry["IPAddress"])
+            rank, address = int(entry["Rank"]), entry["IPAddress"]
         except (KeyError, TypeError, ValueError):
+            rank, address = -1, None
+        if rank < 0 or not isinstance(address, str) or not address.strip():
             raise CloudDDPError(
-                f"oci: the cluster metadata file {path} has an entry {entry!r} without an "
-                f'integer "Rank" and an "IPAddress".'
-            ) from None
+                f"oci: the cluster metadata file {path} has an entry {entry!r:.200} without an "
+                f'integer "Rank" >= 0 and a non-empty "IPAddress".'
+            )
+        if rank in ranks:
+            raise CloudDDPError(f"oci: the cluster metadata file {path} lists rank {rank} twice.")
+        ranks[rank] = address.strip()
     return ranks
 
 
-def wait_for_cluster(path: Path, size: int, options: DetectOptions) -> dict[int, str]:
+def wait_for_cluster(
+    path: Path, size: int, options: DetectOptions, size_name: str = "INITIAL_CLUSTER_SIZE"
+) -> dict[int, str]:
     """Poll the metadata file until every rank is listed, within the timeout."""
     poll = min(max(options.metadata_poll, 0.05), 2.0)
     deadline = options.clock() + options.metadata_timeout
+    failures = 0
     while True:
-        ranks = read_metadata(path)
+        try:
+            ranks = read_metadata(path)
+            failures, unreadable = 0, ""
+        except MetadataUnreadable as exc:
+            ranks, failures, unreadable = {}, failures + 1, str(exc)
+            if failures > PARSE_FAILURES_ALLOWED:
+                raise CloudDDPError(
+                    f"oci: the cluster metadata file {path} ({METADATA}) does not parse as JSON ({unreadable}), "
+                    f"{failures} reads in a row."
+                ) from None
         missing = [r for r in range(size) if r not in ranks]
         if not missing:
+            extra = sorted(r for r in ranks if r >= size)
+            if extra:
+                raise CloudDDPError(f"oci: the cluster metadata file {path} lists rank(s) {extra} beyond size {size}.")
             return ranks
         if options.clock() >= deadline:
+            if unreadable:
+                raise CloudDDPError(
+                    f"oci: the cluster metadata file {path} ({METADATA}) does not parse as JSON ({unreadable})."
+                )
             raise CloudDDPError(
-                f"oci: the cluster metadata file {path} (CLUSTER_NODES_METADATA_FILE) still lacks "
-                f"rank(s) {', '.join(map(str, missing))} of INITIAL_CLUSTER_SIZE={size} after "
+                f"oci: the cluster metadata file {path} ({METADATA}) still lacks "
+                f"rank(s) {', '.join(map(str, missing))} of {size_name}={size} after "
                 f"{options.metadata_timeout:g} s; those nodes never came up. Raise "
                 f"--metadata-timeout if they start slowly."
             )
         options.sleep(poll)
 
 
+def cluster_size(env: EnvReader) -> tuple[int, str] | None:
+    name = next((n for n in SIZE_VARIABLES if env.has(n)), None)
+    return (env.int(name, minimum=1), name) if name else None
+
+
 def native_plan(environ: Mapping[str, str], options: DetectOptions) -> ClusterPlan:
     env = EnvReader(environ, NAME)
-    size = env.int("INITIAL_CLUSTER_SIZE", minimum=1)
+    size = cluster_size(env)
+    required = {
+        "NODE_RANK": env.has("NODE_RANK"),
+        "INITIAL_CLUSTER_SIZE": size is not None,
+        METADATA: env.has(METADATA),
+    }
+    missing = [name for name, present in required.items() if not present]
+    if missing or size is None:
+        present = ", ".join(f"{n}={environ[n]!r}" for n in ("NODE_RANK", *SIZE_VARIABLES, METADATA) if env.has(n))
+        raise CloudDDPError(
+            f"oci: a multi-node job run sets NODE_RANK, INITIAL_CLUSTER_SIZE (or NODE_COUNT) and {METADATA}; "
+            f"{' and '.join(missing)} {'is' if len(missing) == 1 else 'are'} not set (found {present}). "
+            f"Refusing to guess a one-node run; set the missing variable, or --provider standalone."
+        )
+    nnodes, size_name = size
     rank = env.int("NODE_RANK", minimum=0)
-    check_rank(rank, size, "NODE_RANK", "INITIAL_CLUSTER_SIZE")
-    path = Path(env.str("CLUSTER_NODES_METADATA_FILE"))
-    ranks = wait_for_cluster(path, size, options)
-    result = ClusterPlan(provider=NAME, rdzv_id=environ.get("JOB_RUN_OCID", "cloudddp"))
-    result.set("nnodes", size, "INITIAL_CLUSTER_SIZE")
+    check_rank(rank, nnodes, "NODE_RANK", size_name)
+    ranks = wait_for_cluster(Path(environ[METADATA]), nnodes, options, size_name)
+    result = ClusterPlan(provider=NAME)
+    if env.has("JOB_RUN_OCID"):  # one job run holds every node of a native multi-node job
+        result.set("rdzv_id", environ["JOB_RUN_OCID"], "JOB_RUN_OCID")
+    result.set("nnodes", nnodes, size_name)
     result.set("node_rank", rank, "NODE_RANK")
-    result.set("hosts", [ranks[r] for r in range(size)], "CLUSTER_NODES_METADATA_FILE")
-    result.set("master_addr", ranks[0], "CLUSTER_NODES_METADATA_FILE (rank 0)")
-    result.set("master_port", MASTER_PORT, "OCI convention (29400)")
-    result.set("local_addr", ranks[rank], f"CLUSTER_NODES_METADATA_FILE (rank {rank})")
+    result.set("hosts", [ranks[r] for r in range(nnodes)], METADATA)
+    result.set("master_addr", ranks[0], f"{METADATA} (rank 0)")
+    result.set("master_port", env.port("MASTER_PORT", MASTER_PORT), "MASTER_PORT, else OCI convention (29400)")
+    result.set("local_addr", ranks[rank], f"{METADATA} (rank {rank})")
     result.set("nproc_per_node", NPROC_GPUS_OR_ONE, "default: visible GPUs, else 1")
-    ifname = environ.get("NCCL_SOCKET_IFNAME") or environ.get("GLOO_SOCKET_IFNAME")
-    if ifname:
-        result.set("network_interface", ifname, "NCCL_SOCKET_IFNAME")
+    for name in ("SET_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME"):
+        if env.has(name):
+            result.set("network_interface", environ[name], name)
+            break
+    else:
+        ifname = options.interface_for(ranks[rank])
+        if ifname:
+            result.set("network_interface", ifname, f"the interface owning {ranks[rank]} (as ADS does)")
     return result
 
 
@@ -106,29 +173,72 @@ def legacy_plan(environ: Mapping[str, str]) -> ClusterPlan:
     mode = env.str("OCI__MODE").upper()
     if mode not in ("MAIN", "WORKER"):
         raise CloudDDPError(f"oci: OCI__MODE={environ['OCI__MODE']!r} must be MAIN or WORKER.")
-    workers = env.int("OCI__WORKER_COUNT", 0, minimum=0)
-    size = workers + 1
+    size = cluster_size(env)
+    if size is None:
+        size = env.int("OCI__WORKER_COUNT", 0, minimum=0) + 1, "OCI__WORKER_COUNT+1"
+    nnodes, size_source = size
     rank = env.int("RANK", 0 if mode == "MAIN" else None, minimum=0)
-    check_rank(rank, size, "RANK", "OCI__WORKER_COUNT+1")
+    check_rank(rank, nnodes, "RANK", size_source)
     if mode == "MAIN" and rank != 0:
         raise CloudDDPError(f"oci: OCI__MODE=MAIN but RANK={rank}; the main node must be rank 0.")
-    result = ClusterPlan(provider=NAME, rdzv_id=environ.get("JOB_RUN_OCID", "cloudddp"))
-    result.set("nnodes", size, "OCI__WORKER_COUNT+1")
+    result = ClusterPlan(provider=NAME)
+    if env.has("JOB_OCID"):
+        result.set("rdzv_id", environ["JOB_OCID"], "JOB_OCID (shared by every node's job run)")
+    result.set("nnodes", nnodes, size_source)
     result.set("node_rank", rank, "RANK")
-    for name in ("MASTER_ADDR", "OCI__MAIN_ADDR"):
-        if env.has(name):
-            result.set("master_addr", environ[name], name)
-            break
+    name = next((n for n in MAIN_ADDRESS_VARIABLES if env.has(n)), None)
+    if name:
+        result.set("master_addr", environ[name], name)
+    elif mode == "WORKER":
+        handshake = (
+            f" ADS's own runner would read it from MAIN_config.json under OCI__WORK_DIR={environ['OCI__WORK_DIR']!r}; "
+            f"cloudddp does not do that work-dir handshake."
+            if env.has("OCI__WORK_DIR")
+            else ""
+        )
+        raise CloudDDPError(
+            f"oci: OCI__MODE=WORKER needs the main node's address in MASTER_ADDR (or OCI__MAIN_IP, OCI__MAIN_ADDR).{handshake} "
+            f"Export MASTER_ADDR on the worker (for example from the main job run's IP)."
+        )
     else:
-        if mode == "WORKER":
-            raise CloudDDPError("oci: OCI__MODE=WORKER needs MASTER_ADDR or OCI__MAIN_ADDR (the main node's address).")
         result.set("master_addr", "127.0.0.1", "main node (self)")
-    result.set("master_port", env.int("MASTER_PORT", MASTER_PORT, minimum=1), "MASTER_PORT or 29400")
+    result.set("master_port", env.port("MASTER_PORT", MASTER_PORT), "MASTER_PORT or 29400")
     result.set("nproc_per_node", NPROC_GPUS_OR_ONE, "default: visible GPUs, else 1")
     return result
 
 
 def plan(environ: Mapping[str, str], options: DetectOptions) -> ClusterPlan:
-    if all(environ.get(name) for name in NATIVE_VARIABLES):
-        return native_plan(environ, options)
-    return legacy_plan(environ)
+    if environ.get("OCI__MODE") and not environ.get(METADATA):
+        return legacy_plan(environ)
+    return native_plan(environ, options)
+
+
+def emulate(cluster: EmulatedCluster) -> list[EmulatedNode]:
+    """A native multi-node job run: NODE_RANK, INITIAL_CLUSTER_SIZE and a metadata file the local
+    runner fills in as nodes start (`append_metadata`), one JOB_OCID and JOB_RUN_OCID for all nodes."""
+    metadata = cluster.run_dir / "oci" / "cluster_nodes_metadata.json"
+    nodes = []
+    for rank in range(cluster.nodes):
+        node = generic_node(cluster, f"node-{rank}", rank)
+        node.env.update(
+            NODE_RANK=str(rank),
+            INITIAL_CLUSTER_SIZE=str(cluster.nodes),
+            CLUSTER_NODES_METADATA_FILE=str(metadata),
+            NODE_GROUP_NAME="cloudddp-group",
+            JOB_OCID=f"ocid1.datasciencejob.local..{cluster.job_name}",
+            JOB_RUN_OCID=f"ocid1.datasciencejobrun.local..{cluster.job_name}",
+            NCCL_SOCKET_IFNAME="lo",
+            GLOO_SOCKET_IFNAME="lo",
+        )
+        nodes.append(node)
+    return nodes
+
+
+def append_metadata(path: Path, rank: int, address: str = "127.0.0.1") -> None:
+    """What the service does as each node comes up: add {"Rank", "IPAddress"} to the metadata file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    entries = json.loads(path.read_text()) if path.is_file() else []
+    entries.append({"Rank": rank, "IPAddress": address})
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(entries))
+    os.replace(tmp, path)

@@ -10,11 +10,13 @@ import dataclasses
 import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from cloudddp.errors import CloudDDPError
 
 DEFAULT_MASTER_PORT = 29500
+MAX_PORT = 65535
 # Processes per node when nothing says: one per visible GPU, else one (CPU training).
 NPROC_GPUS_OR_ONE = "gpus-or-1"
 
@@ -117,6 +119,12 @@ class EnvReader:
             )
         return parse_int(raw, f"the environment variable {name}", minimum=minimum)
 
+    def port(self, name: str, default: int | None = None) -> int:
+        """A TCP port from a variable: 1-65535, else an error naming the variable."""
+        if self.environ.get(name, "") == "" and default is not None:
+            return default
+        return parse_port(self.str(name), f"the environment variable {name}")
+
     def json(self, name: str, check: Callable[[Any], bool], expected: str) -> Any:
         raw = self.str(name)
         try:
@@ -140,6 +148,32 @@ def parse_int(raw: str, what: str, *, minimum: int | None = None) -> int:
     if minimum is not None and value < minimum:
         raise CloudDDPError(f"{what}={raw!r} must be at least {minimum}.")
     return value
+
+
+def parse_port(raw: str | int, what: str) -> int:
+    """A TCP port (1-65535) from text, or a CloudDDPError naming `what` and the value."""
+    value = parse_int(str(raw), what)
+    if not 1 <= value <= MAX_PORT:
+        raise CloudDDPError(f"{what}={raw!r} is not a TCP port: it must be between 1 and {MAX_PORT}.")
+    return value
+
+
+def read_text(path: Path, what: str) -> str | None:
+    """A small config file's text (UTF-8); None when it does not exist.
+
+    A directory, an unreadable or a non-UTF-8 file is a CloudDDPError naming `what` and the path,
+    not a traceback.
+    """
+    try:
+        return path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None
+    except IsADirectoryError:
+        raise CloudDDPError(f"{what} {path} is a directory, not a file.") from None
+    except UnicodeDecodeError as exc:
+        raise CloudDDPError(f"{what} {path} is not UTF-8 text ({exc.reason} at byte {exc.start}).") from None
+    except OSError as exc:
+        raise CloudDDPError(f"{what} {path} cannot be read ({exc.strerror}).") from None
 
 
 def check_rank(node_rank: int, nnodes: int, rank_what: str, size_what: str) -> None:

@@ -1,29 +1,43 @@
-"""Amazon SageMaker training jobs.
+"""Amazon SageMaker training jobs: the reader (`plan`) and the local emulation (`emulate`).
 
 Contract: https://docs.aws.amazon.com/sagemaker/latest/dg/your-algorithms-training-algo-running-container.html
-`resourceconfig.json` in `$SM_INPUT_CONFIG_DIR` (default /opt/ml/input/config) is the
-source of truth, since bring-your-own containers get only that file; framework
-containers also export SM_HOSTS / SM_CURRENT_HOST / SM_NUM_GPUS. Node rank is the index
-of the current host among the participating hosts, master is the first of them, port
-7777 as AWS's own drivers use. Heterogeneous clusters: only the instance groups chosen
-for distribution join; other hosts sit the job out.
+and the training toolkit itself (aws/sagemaker-training-toolkit, `src/sagemaker_training/`
+`environment.py`, `mapping.py`, `torch_distributed.py`, `params.py`), whose rules are copied here:
+
+- `resourceconfig.json` in `$SM_INPUT_CONFIG_DIR` (default /opt/ml/input/config) is the source of
+  truth, since bring-your-own containers get only the files; framework containers also export SM_*.
+- Node rank = index of the current host among the distribution hosts, master = the first of them,
+  port 7777. Heterogeneous clusters: the distribution groups come from `--instance-groups`, else the
+  hyperparameter `sagemaker_distribution_instance_groups` (how the SageMaker SDK sends them); hosts
+  of other groups sit the job out.
+- Hyperparameters: each value in hyperparameters.json is JSON-decoded when it decodes; keys starting
+  with `sagemaker_` are the platform's. Script arguments follow `mapping.to_cmd_args` (keys sorted,
+  one-letter keys as `-k`, dicts as `k=v,k2=v2`, everything else `str()`), variables follow
+  `mapping.to_env_vars` (`SM_HP_<KEY>` upper-cased, non-strings as compact sorted JSON).
+- Processes per node: SM_NUM_GPUS, else SM_NUM_NEURONS, else (bring-your-own images) the Neuron core
+  count as the toolkit finds it (64 on trn2.48xlarge, else `neuron-ls -j`), else visible GPUs or 1.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
+import subprocess
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from cloudddp.cluster.environment import EmulatedCluster, EmulatedNode, host_map_arg
 from cloudddp.cluster.options import DetectOptions
-from cloudddp.cluster.plan import NPROC_GPUS_OR_ONE, ClusterPlan, EnvReader
+from cloudddp.cluster.plan import NPROC_GPUS_OR_ONE, ClusterPlan, EnvReader, read_text
 from cloudddp.errors import CloudDDPError
 
 NAME = "sagemaker"
 DEFAULT_CONFIG_DIR = "/opt/ml/input/config"
 MASTER_PORT = 7777
+PLATFORM_PREFIX = "sagemaker_"  # params.SAGEMAKER_PREFIX: the SDK's own hyperparameters
+DISTRIBUTION_GROUPS = "sagemaker_distribution_instance_groups"
 
 
 def config_dir(environ: Mapping[str, str]) -> Path:
@@ -33,41 +47,165 @@ def config_dir(environ: Mapping[str, str]) -> Path:
 def detect(environ: Mapping[str, str]) -> bool:
     if environ.get("SM_HOSTS") or environ.get("SM_CURRENT_HOST"):
         return True
-    return (config_dir(environ) / "resourceconfig.json").is_file()
+    return (config_dir(environ) / "resourceconfig.json").exists()
+
+
+def read_json_file(path: Path, expected: type, what: str) -> Any:
+    """A JSON config file (None when absent); anything else is an error naming the file."""
+    text = read_text(path, f"sagemaker: the file {what}")
+    if text is None:
+        return None
+    try:
+        data = json.loads(text or ("{}" if expected is dict else "null"))
+    except json.JSONDecodeError as exc:
+        raise CloudDDPError(f"sagemaker: the file {path} is not valid JSON ({exc.msg}).") from None
+    if not isinstance(data, expected):
+        raise CloudDDPError(f"sagemaker: the file {path} must hold a JSON {expected.__name__}, got {data!r:.200}.")
+    return data
+
+
+def check_host_list(value: Any, what: str) -> list[str]:
+    """A non-empty list of unique host-name strings, else an error naming `what`."""
+    if not isinstance(value, list) or not value or not all(isinstance(h, str) and h for h in value):
+        raise CloudDDPError(f"sagemaker: {what} must be a non-empty list of host names, got {value!r:.200}.")
+    if len(set(value)) != len(value):
+        raise CloudDDPError(f"sagemaker: {what} names a host twice: {value!r:.200}.")
+    return value
+
+
+def check_instance_groups(value: Any, what: str) -> list[dict[str, Any]]:
+    """resourceconfig's `instance_groups`: a list of {instance_group_name: str, hosts: [str]}."""
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise CloudDDPError(f"sagemaker: {what} must be a list of instance groups, got {value!r:.200}.")
+    for group in value:
+        if not isinstance(group, dict) or not isinstance(group.get("instance_group_name"), str):
+            raise CloudDDPError(
+                f"sagemaker: {what} has an entry without a string 'instance_group_name': {group!r:.200}."
+            )
+        check_host_list(group.get("hosts"), f"{what} (group {group['instance_group_name']!r}) 'hosts'")
+    return value
 
 
 def read_resource_config(environ: Mapping[str, str]) -> tuple[dict[str, Any], str]:
     """resourceconfig.json if present, else one built from SM_* variables."""
     path = config_dir(environ) / "resourceconfig.json"
-    if path.is_file():
-        try:
-            data = json.loads(path.read_text())
-        except (OSError, json.JSONDecodeError) as exc:
-            raise CloudDDPError(f"sagemaker: the file {path} is not valid JSON ({exc}).") from None
-        if not isinstance(data, dict):
-            raise CloudDDPError(f"sagemaker: the file {path} must hold a JSON object, got {data!r}.")
-        for key, kind in (("current_host", str), ("hosts", list)):
-            if not isinstance(data.get(key), kind):
-                raise CloudDDPError(
-                    f"sagemaker: the file {path} has no valid {key!r} "
-                    f"(found {data.get(key)!r}); expected a {kind.__name__}."
-                )
+    data = read_json_file(path, dict, str(path))
+    if data is not None:
+        if not isinstance(data.get("current_host"), str) or not data["current_host"]:
+            raise CloudDDPError(
+                f"sagemaker: the file {path} has no valid 'current_host' (found {data.get('current_host')!r})."
+            )
+        check_host_list(data.get("hosts"), f"'hosts' in {path}")
+        check_instance_groups(data.get("instance_groups"), f"'instance_groups' in {path}")
         return data, str(path)
     env = EnvReader(environ, NAME)
     hosts = env.json(
         "SM_HOSTS",
-        lambda v: isinstance(v, list) and bool(v) and all(isinstance(h, str) for h in v),
+        lambda v: isinstance(v, list) and bool(v) and all(isinstance(h, str) and h for h in v),
         'a non-empty JSON list of host names, like ["algo-1","algo-2"]',
     )
+    check_host_list(hosts, "SM_HOSTS")
     data = {
         "current_host": env.str("SM_CURRENT_HOST"),
         "hosts": hosts,
         "network_interface_name": environ.get("SM_NETWORK_INTERFACE_NAME") or None,
+        "current_instance_type": environ.get("SM_CURRENT_INSTANCE_TYPE") or "",
+        "current_group_name": environ.get("SM_CURRENT_INSTANCE_GROUP") or None,
     }
     if environ.get("SM_INSTANCE_GROUPS_DICT"):
-        groups = json.loads(environ["SM_INSTANCE_GROUPS_DICT"])
-        data["instance_groups"] = list(groups.values()) if isinstance(groups, dict) else groups
+        groups = env.json("SM_INSTANCE_GROUPS_DICT", lambda v: isinstance(v, dict), "a JSON object of instance groups")
+        data["instance_groups"] = check_instance_groups(list(groups.values()), "SM_INSTANCE_GROUPS_DICT")
     return data, "SM_HOSTS/SM_CURRENT_HOST"
+
+
+# -- hyperparameters: the toolkit's rules (environment.read_hyperparameters, mapping.to_cmd_args/to_env_vars)
+
+
+def read_hyperparameters(environ: Mapping[str, str]) -> dict[str, Any]:
+    """hyperparameters.json with each value JSON-decoded where it decodes (environment.read_hyperparameters)."""
+    path = config_dir(environ) / "hyperparameters.json"
+    raw = read_json_file(path, dict, str(path)) or {}
+    decoded: dict[str, Any] = {}
+    for key, value in raw.items():
+        try:
+            decoded[key] = json.loads(value)
+        except (ValueError, TypeError):
+            decoded[key] = value
+    return decoded
+
+
+def user_hyperparameters(hyperparameters: Mapping[str, Any]) -> dict[str, Any]:
+    """Without the SDK's own `sagemaker_*` keys (mapping.split_by_criteria with params.SAGEMAKER_PREFIX)."""
+    return {k: v for k, v in hyperparameters.items() if not k.startswith(PLATFORM_PREFIX)}
+
+
+def _decode(value: Any) -> str:
+    """mapping._decode: None -> "", bytes -> latin-1 text, anything else str()."""
+    if value is None:
+        return ""
+    if isinstance(value, bytes):
+        return value.decode("latin1")
+    return str(value)
+
+
+def to_cmd_args(hyperparameters: Mapping[str, Any]) -> list[str]:
+    """mapping.to_cmd_args: sorted keys; `-k` for one-letter keys, else `--key`; dicts as `k=v,...`."""
+    args: list[str] = []
+    for key in sorted(hyperparameters):
+        name = _decode(key)
+        value = hyperparameters[key]
+        rendered = ",".join(f"{k}={v}" for k, v in sorted(value.items())) if hasattr(value, "items") else _decode(value)
+        args += [(f"--{name}" if len(name) > 1 else f"-{name}") if name else "", rendered]
+    return args
+
+
+def to_env_value(value: Any) -> str:
+    """mapping.to_env_vars' format_value: strings as they are, None as "", the rest compact sorted JSON."""
+    if isinstance(value, bytes):
+        return value.decode("latin1")
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+
+
+def hyperparameter_args(environ: Mapping[str, str]) -> list[str]:
+    """The script arguments the toolkit would pass for hyperparameters.json (bring-your-own images)."""
+    return to_cmd_args(user_hyperparameters(read_hyperparameters(environ)))
+
+
+def hyperparameter_variables(hyperparameters: Mapping[str, Any]) -> dict[str, str]:
+    """SM_HPS, SM_HP_<KEY> and SM_USER_ARGS as the toolkit exports them (Environment.to_env_vars)."""
+    user = user_hyperparameters(hyperparameters)
+    variables = {"SM_HPS": to_env_value(user), "SM_USER_ARGS": to_env_value(to_cmd_args(user))}
+    variables.update({f"SM_HP_{key.upper()}": to_env_value(value) for key, value in user.items()})
+    return variables
+
+
+# -- the plan
+
+
+def distribution_groups(
+    environ: Mapping[str, str], options: DetectOptions, hyperparameters: Mapping[str, Any]
+) -> tuple[list[str] | None, str]:
+    """Instance groups chosen for distribution, and where that choice came from."""
+    if options.instance_groups is not None:
+        return options.instance_groups, "--instance-groups"
+    if environ.get("CLOUDDDP_SAGEMAKER_INSTANCE_GROUPS"):
+        groups = [g.strip() for g in environ["CLOUDDDP_SAGEMAKER_INSTANCE_GROUPS"].split(",") if g.strip()]
+        return groups, "CLOUDDDP_SAGEMAKER_INSTANCE_GROUPS"
+    if DISTRIBUTION_GROUPS in hyperparameters:
+        value = hyperparameters[DISTRIBUTION_GROUPS]
+        if not isinstance(value, list) or not all(isinstance(g, str) for g in value):
+            raise CloudDDPError(
+                f"sagemaker: the hyperparameter {DISTRIBUTION_GROUPS}={value!r:.200} in hyperparameters.json "
+                f'must be a JSON list of instance group names, like ["train"].'
+            )
+        return value, f"hyperparameters.json {DISTRIBUTION_GROUPS}"
+    return None, "default (every host)"
 
 
 def participating_hosts(config: dict[str, Any], chosen_groups: list[str] | None, source: str) -> list[str]:
@@ -76,97 +214,87 @@ def participating_hosts(config: dict[str, Any], chosen_groups: list[str] | None,
     groups = config.get("instance_groups") or []
     if not chosen_groups or not groups:
         return hosts
-    known = {g.get("instance_group_name"): g for g in groups}
+    known = {g["instance_group_name"]: g for g in groups}
     unknown = [g for g in chosen_groups if g not in known]
     if unknown:
         raise CloudDDPError(
             f"sagemaker: instance group(s) {', '.join(unknown)} chosen for distribution are not "
             f"in {source} (its groups: {', '.join(sorted(map(str, known)))})."
         )
-    members = {h for g in chosen_groups for h in known[g].get("hosts", [])}
+    members = {h for g in chosen_groups for h in known[g]["hosts"]}
     return [h for h in hosts if h in members]
 
 
-def nproc_from_env(environ: Mapping[str, str]) -> tuple[int | str, str] | None:
-    """Processes per node from SageMaker's accelerator counts, when it gave them."""
+def neuron_cores(instance_type: str, environ: Mapping[str, str]) -> int:
+    """Neuron cores the way the toolkit counts them (environment.num_neurons), 0 without Neuron."""
+    if "trn2.48xlarge" in instance_type:
+        return 64
+    tool = shutil.which("neuron-ls", path=environ.get("PATH"))
+    if not tool:
+        return 0
+    try:
+        output = subprocess.run([tool, "-j"], capture_output=True, check=True, timeout=30).stdout
+        devices = json.loads(output.decode("utf-8"))
+        return sum(int(d.get("nc_count", 0)) for d in devices if isinstance(d, dict))
+    except (OSError, subprocess.SubprocessError, ValueError, TypeError, AttributeError):
+        return 0  # as the toolkit: no usable neuron-ls means no Neuron cores
+
+
+def nproc_for(environ: Mapping[str, str], config: Mapping[str, Any]) -> tuple[int | str, str]:
+    """Processes per node from SageMaker's accelerator counts, else Neuron cores, else the default."""
     env = EnvReader(environ, NAME)
     for name in ("SM_NUM_GPUS", "SM_NUM_NEURONS"):
         if env.has(name):
             count = env.int(name, minimum=0)
             if count > 0:
                 return count, name
-    return None
+    instance_type = str(config.get("current_instance_type") or "")
+    if any(kind in instance_type for kind in ("trn", "inf")):
+        cores = neuron_cores(instance_type, environ)
+        if cores > 0:
+            return cores, f"Neuron cores on {instance_type} (as the SageMaker toolkit counts them)"
+    return NPROC_GPUS_OR_ONE, "default: visible GPUs, else 1"
+
+
+def failure_file(environ: Mapping[str, str]) -> str | None:
+    """Where SageMaker reads a failure reason: only where SageMaker's layout exists (never invented)."""
+    if environ.get("SM_OUTPUT_DIR"):
+        return os.path.join(environ["SM_OUTPUT_DIR"], "failure")
+    output = config_dir(environ).parent.parent / "output"  # /opt/ml/output beside /opt/ml/input/config
+    return str(output / "failure") if output.is_dir() else None
 
 
 def plan(environ: Mapping[str, str], options: DetectOptions) -> ClusterPlan:
     config, source = read_resource_config(environ)
     current = config["current_host"]
-    all_hosts = config["hosts"]
-    if not all_hosts or len(set(all_hosts)) != len(all_hosts):
-        raise CloudDDPError(f"sagemaker: hosts in {source} must be non-empty and unique, got {all_hosts!r}.")
-    if current not in all_hosts:
+    if current not in config["hosts"]:
         raise CloudDDPError(
-            f"sagemaker: the current host {current!r} is not among the hosts {all_hosts!r} in {source}."
+            f"sagemaker: the current host {current!r} is not among the hosts {config['hosts']!r} in {source}."
         )
-    chosen = options.instance_groups
-    groups_env = environ.get("CLOUDDDP_SAGEMAKER_INSTANCE_GROUPS")
-    if chosen is None and groups_env:
-        chosen = [g.strip() for g in groups_env.split(",") if g.strip()]
+    chosen, chosen_source = distribution_groups(environ, options, read_hyperparameters(environ))
     hosts = participating_hosts(config, chosen, source)
-    result = ClusterPlan(provider=NAME, rdzv_id=environ.get("TRAINING_JOB_NAME", "cloudddp"))
-    output_dir = environ.get("SM_OUTPUT_DIR") or "/opt/ml/output"
-    result.set("failure_file", os.path.join(output_dir, "failure"), "SM_OUTPUT_DIR or /opt/ml/output")
+    result = ClusterPlan(provider=NAME)
+    if environ.get("TRAINING_JOB_NAME"):
+        result.set("rdzv_id", environ["TRAINING_JOB_NAME"], "TRAINING_JOB_NAME")
+    result.set("failure_file", failure_file(environ), "SM_OUTPUT_DIR, else /opt/ml/output if it exists")
     if current not in hosts:
         result.participates = False
         result.skip_reason = (
             f"host {current} is in instance group {config.get('current_group_name')!r}, "
-            f"not among the groups chosen for distribution ({', '.join(chosen or [])}); it sits this job out."
+            f"not among the groups chosen for distribution ({', '.join(chosen or [])}, from {chosen_source}); "
+            f"it sits this job out."
         )
         return result
-    result.set("hosts", hosts, source)
+    result.set("hosts", hosts, source if not chosen else f"{source}, groups from {chosen_source}")
     result.set("nnodes", len(hosts), source)
     result.set("node_rank", hosts.index(current), f"{source} (index of {current})")
     result.set("master_addr", hosts[0], f"{source} (first host)")
     result.set("master_port", MASTER_PORT, "SageMaker convention (AWS drivers use 7777)")
-    nproc = nproc_from_env(environ)
-    if nproc:
-        result.set("nproc_per_node", nproc[0], nproc[1])
-    else:
-        result.set("nproc_per_node", NPROC_GPUS_OR_ONE, "default: visible GPUs, else 1")
+    result.set("nproc_per_node", *nproc_for(environ, config))
     ifname = config.get("network_interface_name") or environ.get("SM_NETWORK_INTERFACE_NAME")
     if ifname:
         result.set("network_interface", ifname, source)
     return result
-
-
-def hyperparameter_args(environ: Mapping[str, str]) -> list[str]:
-    """hyperparameters.json as `--key value` arguments, as SageMaker's training toolkit passes them.
-
-    Values arrive as strings, often JSON-encoded by the SDK ('"0.1"', '"resnet"'); they
-    are decoded when they decode. Keys starting with `sagemaker_` are the platform's own.
-    """
-    path = config_dir(environ) / "hyperparameters.json"
-    if not path.is_file():
-        return []
-    try:
-        data = json.loads(path.read_text() or "{}")
-    except json.JSONDecodeError as exc:
-        raise CloudDDPError(f"sagemaker: the file {path} is not valid JSON ({exc.msg}).") from None
-    if not isinstance(data, dict):
-        raise CloudDDPError(f"sagemaker: the file {path} must hold a JSON object, got {data!r}.")
-    args: list[str] = []
-    for key, raw in data.items():
-        if key.startswith("sagemaker_"):
-            continue
-        value: Any = raw
-        if isinstance(raw, str):
-            try:
-                value = json.loads(raw)
-            except json.JSONDecodeError:
-                value = raw
-        text = json.dumps(value) if isinstance(value, (dict, list)) else str(value)
-        args += [f"--{key}", text]
-    return args
 
 
 def framework_environment(environ: Mapping[str, str]) -> dict[str, str]:
@@ -185,27 +313,77 @@ def framework_environment(environ: Mapping[str, str]) -> dict[str, str]:
         "SM_OUTPUT_DIR": str(root / "output"),
         "SM_OUTPUT_DATA_DIR": str(root / "output" / "data"),
     }
-    resource = config / "resourceconfig.json"
-    if resource.is_file():
+    if (config / "resourceconfig.json").exists():
         data, _ = read_resource_config(environ)
         derived["SM_HOSTS"] = json.dumps(data["hosts"])
         derived["SM_CURRENT_HOST"] = data["current_host"]
         if data.get("network_interface_name"):
             derived["SM_NETWORK_INTERFACE_NAME"] = data["network_interface_name"]
-    channels_file = config / "inputdataconfig.json"
-    if channels_file.is_file():
-        try:
-            channels = sorted(json.loads(channels_file.read_text() or "{}"))
-        except json.JSONDecodeError as exc:
-            raise CloudDDPError(f"sagemaker: the file {channels_file} is not valid JSON ({exc.msg}).") from None
-        derived["SM_CHANNELS"] = json.dumps(channels)
+    channels_path = config / "inputdataconfig.json"
+    channel_config = read_json_file(channels_path, dict, str(channels_path))
+    if channel_config is not None:
+        channels = sorted(channel_config)
+        derived["SM_CHANNELS"] = to_env_value(channels)
         for channel in channels:
             derived[f"SM_CHANNEL_{channel.upper()}"] = str(config.parent / "data" / channel)
-    hyperparameters = config / "hyperparameters.json"
-    if hyperparameters.is_file():
-        args = hyperparameter_args(environ)
-        values = dict(zip(args[::2], args[1::2], strict=True))
-        derived["SM_HPS"] = json.dumps({k[2:]: v for k, v in values.items()})
-        for key, value in values.items():
-            derived[f"SM_HP_{key[2:].upper().replace('-', '_')}"] = value
+    if (config / "hyperparameters.json").exists():
+        derived.update(hyperparameter_variables(read_hyperparameters(environ)))
     return {k: v for k, v in derived.items() if not environ.get(k)}
+
+
+# -- the local emulation: each node as a SageMaker container sees it
+
+
+def emulate(cluster: EmulatedCluster) -> list[EmulatedNode]:
+    """`<run>/nodes/algo-N/` laid out like /opt/ml, and the SM_* variables of a framework container."""
+    hosts = [f"algo-{i + 1}" for i in range(cluster.nodes)]
+    channels = sorted(cluster.channels)
+    # The SDK JSON-encodes every value (sagemaker-python-sdk: EstimatorBase.set_hyperparameters + json.dumps).
+    hyperparameters_file = {k: json.dumps(v) for k, v in cluster.hyperparameters.items()}
+    decoded = {k: json.loads(v) for k, v in hyperparameters_file.items()}
+    nodes = []
+    for rank, host in enumerate(hosts):
+        root = cluster.run_dir / "nodes" / host
+        config = root / "input" / "config"
+        node = EmulatedNode(name=host, rank=rank, root=root)
+        node.model_dir, node.checkpoint_dir = root / "model", root / "checkpoints"
+        node.channels = {c: root / "input" / "data" / c for c in channels}
+        node.dirs = [config, node.model_dir, root / "output" / "data", node.checkpoint_dir]
+        node.files = {
+            config / "resourceconfig.json": {
+                "current_host": host,
+                "current_instance_type": "local",
+                "current_group_name": "homogeneousCluster",
+                "hosts": hosts,
+                "instance_groups": [
+                    {"instance_group_name": "homogeneousCluster", "instance_type": "local", "hosts": hosts}
+                ],
+                "network_interface_name": "lo",
+            },
+            config / "hyperparameters.json": hyperparameters_file,
+            config / "inputdataconfig.json": {
+                c: {"TrainingInputMode": "File", "S3DistributionType": "FullyReplicated", "RecordWrapperType": "None"}
+                for c in channels
+            },
+            config / "checkpointconfig.json": {"LocalPath": str(node.checkpoint_dir)},
+        }
+        node.env = {
+            "TRAINING_JOB_NAME": cluster.job_name,
+            "SM_HOSTS": to_env_value(hosts),
+            "SM_CURRENT_HOST": host,
+            "SM_CURRENT_INSTANCE_TYPE": "local",
+            "SM_NUM_GPUS": "0",
+            "SM_NUM_CPUS": str(os.cpu_count() or 1),
+            "SM_NETWORK_INTERFACE_NAME": "lo",
+            "SM_INPUT_DIR": str(root / "input"),
+            "SM_INPUT_CONFIG_DIR": str(config),
+            "SM_MODEL_DIR": str(node.model_dir),
+            "SM_OUTPUT_DIR": str(root / "output"),
+            "SM_OUTPUT_DATA_DIR": str(root / "output" / "data"),
+            "SM_CHANNELS": to_env_value(channels),
+            **hyperparameter_variables(decoded),
+            **{f"SM_CHANNEL_{c.upper()}": str(p) for c, p in node.channels.items()},
+        }
+        node.launcher_args = ["--host-map", host_map_arg(hosts), "--hyperparameters-as-args"]
+        nodes.append(node)
+    return nodes

@@ -1,26 +1,35 @@
-"""Slurm: one torchrun per node, started by `srun --ntasks-per-node=1`.
+"""Slurm: one torchrun per node, started by `srun --ntasks-per-node=1`; reader and emulation.
 
-Contract: https://slurm.schedmd.com/srun.html#SECTION_OUTPUT-ENVIRONMENT-VARIABLES
-Hosts come from the node list in hostlist syntax, the node rank from SLURM_NODEID, the
-node count from SLURM_NNODES; master is the first host. Inside an `srun` step Slurm sets
-SLURM_NODELIST / SLURM_NNODES / SLURM_NODEID for the step (which may use fewer nodes than
-the allocation in SLURM_JOB_NODELIST), so the step's list is preferred when present.
-The port is derived from the job id, so two jobs sharing a node do not collide.
+Contract: https://slurm.schedmd.com/srun.html#SECTION_OUTPUT-ENVIRONMENT-VARIABLES and SchedMD/slurm
+`src/common/env.c`. Inside an `srun` step the step's own hosts are SLURM_STEP_NODELIST /
+SLURM_STEP_NUM_NODES and SLURM_NODEID counts within the step, while SLURM_NODELIST and
+SLURM_JOB_NODELIST stay the allocation's (`srun -N2` in a 4-node allocation runs on 2 of its
+4 hosts). The batch script itself is no step: it has SLURM_NODEID=0 and no SLURM_STEP_* at all,
+so a launcher started there without `srun` would wait forever for nodes that never start; it is
+refused. Master = the step's first host; port derived from the job id, so two jobs sharing a node
+do not collide; rendezvous id = job id and step id.
 """
 
 from __future__ import annotations
 
+import zlib
 from collections.abc import Mapping
 
+from cloudddp.cluster.environment import EmulatedCluster, EmulatedNode, generic_node, host_map_arg
 from cloudddp.cluster.hostlist import expand_hostlist
 from cloudddp.cluster.options import DetectOptions
 from cloudddp.cluster.plan import NPROC_GPUS_OR_ONE, ClusterPlan, EnvReader, check_rank, port_from_job_id
 from cloudddp.errors import CloudDDPError
 
 NAME = "slurm"
-# The step's node list first (it matches SLURM_NNODES and SLURM_NODEID), then the job's.
-NODELIST_VARIABLES = ("SLURM_NODELIST", "SLURM_JOB_NODELIST")
-NNODES_VARIABLES = ("SLURM_NNODES", "SLURM_JOB_NUM_NODES")
+# A step's own node list first (it matches SLURM_NODEID), then the allocation's.
+NODELIST_VARIABLES = ("SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST", "SLURM_NODELIST")
+NNODES_VARIABLES = {
+    "SLURM_STEP_NODELIST": ("SLURM_STEP_NUM_NODES",),
+    "SLURM_JOB_NODELIST": ("SLURM_JOB_NUM_NODES", "SLURM_NNODES"),
+    "SLURM_NODELIST": ("SLURM_NNODES", "SLURM_JOB_NUM_NODES"),
+}
+STEP_ID_VARIABLES = ("SLURM_STEP_ID", "SLURM_STEPID")
 
 
 def detect(environ: Mapping[str, str]) -> bool:
@@ -30,12 +39,13 @@ def detect(environ: Mapping[str, str]) -> bool:
 def plan(environ: Mapping[str, str], options: DetectOptions) -> ClusterPlan:
     env = EnvReader(environ, NAME)
     job_id = env.str("SLURM_JOB_ID")
+    in_step = env.has("SLURM_STEP_NODELIST")
     nodelist_name = next((name for name in NODELIST_VARIABLES if env.has(name)), "SLURM_JOB_NODELIST")
     hosts = expand_hostlist(env.str(nodelist_name), variable=nodelist_name)
     if len(set(hosts)) != len(hosts):
         raise CloudDDPError(f"slurm: {nodelist_name}={environ[nodelist_name]!r} names a host twice.")
 
-    nnodes_name = next((name for name in NNODES_VARIABLES if env.has(name)), None)
+    nnodes_name = next((name for name in NNODES_VARIABLES[nodelist_name] if env.has(name)), None)
     if nnodes_name is None:
         nnodes, nnodes_source = len(hosts), f"{nodelist_name} (host count)"
     else:
@@ -46,6 +56,13 @@ def plan(environ: Mapping[str, str], options: DetectOptions) -> ClusterPlan:
                 f"{environ[nodelist_name]!r} lists {len(hosts)} host(s); they must agree."
             )
 
+    if nnodes > 1 and not in_step:
+        raise CloudDDPError(
+            f"slurm: cloudddp-launch runs in the batch script of a {nnodes}-node allocation "
+            f"({nodelist_name}={environ[nodelist_name]!r}), not in a job step (no SLURM_STEP_NODELIST): only this "
+            f"node would start and it would wait for the others forever. Run it under srun, one task per "
+            f"node: `srun --ntasks-per-node=1 cloudddp-launch ...`."
+        )
     if env.has("SLURM_NODEID"):
         node_rank = env.int("SLURM_NODEID", minimum=0)
         check_rank(node_rank, nnodes, "SLURM_NODEID", nnodes_source)
@@ -54,18 +71,22 @@ def plan(environ: Mapping[str, str], options: DetectOptions) -> ClusterPlan:
         node_rank, rank_source = 0, "default (single node)"
     else:
         raise CloudDDPError(
-            f"slurm: SLURM_NODEID is not set in a {nnodes}-node job; start one launcher per node "
+            f"slurm: SLURM_NODEID is not set in a {nnodes}-node step; start one launcher per node "
             f"with `srun --ntasks-per-node=1 ...` so each knows its node rank."
         )
 
     result = ClusterPlan(provider=NAME)
-    result.set("rdzv_id", job_id, "SLURM_JOB_ID")
+    step_name = next((name for name in STEP_ID_VARIABLES if env.has(name)), None)
+    if step_name:  # two steps of one allocation are two rendezvous
+        result.set("rdzv_id", f"{job_id}.{environ[step_name]}", f"SLURM_JOB_ID.{step_name}")
+    else:
+        result.set("rdzv_id", job_id, "SLURM_JOB_ID")
     result.set("hosts", hosts, nodelist_name)
     result.set("nnodes", nnodes, nnodes_source)
     result.set("node_rank", node_rank, rank_source)
     result.set("master_addr", hosts[0], f"{nodelist_name} (first host)")
     if env.has("MASTER_PORT"):
-        result.set("master_port", env.int("MASTER_PORT", minimum=1), "MASTER_PORT")
+        result.set("master_port", env.port("MASTER_PORT"), "MASTER_PORT")
     else:
         result.set("master_port", port_from_job_id(job_id), "derived from SLURM_JOB_ID")
     gpus = env.int("SLURM_GPUS_ON_NODE", 0, minimum=0)
@@ -74,3 +95,25 @@ def plan(environ: Mapping[str, str], options: DetectOptions) -> ClusterPlan:
     else:
         result.set("nproc_per_node", NPROC_GPUS_OR_ONE, "default: visible GPUs, else 1")
     return result
+
+
+def emulate(cluster: EmulatedCluster) -> list[EmulatedNode]:
+    """One `srun --ntasks-per-node=1` step over a whole `node[1-N]` allocation, as Slurm 22.05 sets it
+    (variables checked against the real test cluster: tests/cluster/fixtures/slurm/)."""
+    hosts = [f"node{i + 1}" for i in range(cluster.nodes)]
+    nodelist = f"node[1-{cluster.nodes}]" if cluster.nodes > 1 else "node1"
+    job_id = str(zlib.crc32(cluster.job_name.encode()) % 900000 + 100000)
+    count = str(cluster.nodes)
+    nodes = []
+    for rank, host in enumerate(hosts):
+        node = generic_node(cluster, host, rank)
+        node.env.update(
+            SLURM_JOB_ID=job_id, SLURM_JOBID=job_id, SLURM_JOB_NAME=cluster.job_name,
+            SLURM_JOB_NODELIST=nodelist, SLURM_NODELIST=nodelist, SLURM_JOB_NUM_NODES=count, SLURM_NNODES=count,
+            SLURM_STEP_ID="0", SLURM_STEPID="0", SLURM_STEP_NODELIST=nodelist, SLURM_STEP_NUM_NODES=count,
+            SLURM_STEP_NUM_TASKS=count, SLURM_NODEID=str(rank), SLURM_PROCID=str(rank), SLURM_LOCALID="0",
+            SLURM_NTASKS=count, SLURMD_NODENAME=host,
+        )  # fmt: skip
+        node.launcher_args = ["--host-map", host_map_arg(hosts)]
+        nodes.append(node)
+    return nodes

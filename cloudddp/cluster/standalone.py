@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from cloudddp.cluster.environment import LOOPBACK, EmulatedCluster, EmulatedNode, generic_node
 from cloudddp.cluster.options import DetectOptions
 from cloudddp.cluster.plan import NPROC_GPUS_OR_ONE, ClusterPlan
 
@@ -21,3 +22,15 @@ def plan(environ: Mapping[str, str], options: DetectOptions) -> ClusterPlan:
     result.set("master_addr", "127.0.0.1", "default (single node)")
     result.set("nproc_per_node", NPROC_GPUS_OR_ONE, "default: visible GPUs, else 1")
     return result
+
+
+def emulate(cluster: EmulatedCluster) -> list[EmulatedNode]:
+    """No platform: each node is told its place with plain launcher flags."""
+    nodes = []
+    for rank in range(cluster.nodes):
+        node = generic_node(cluster, f"node-{rank}", rank)
+        node.launcher_args = [
+            "--provider", NAME, f"--nnodes={cluster.nodes}", f"--node-rank={rank}", f"--master-addr={LOOPBACK}",
+        ]  # fmt: skip
+        nodes.append(node)
+    return nodes

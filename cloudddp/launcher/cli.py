@@ -20,7 +20,7 @@ from pathlib import Path
 
 from cloudddp.cluster import resolve_plan
 from cloudddp.cluster.options import DetectOptions
-from cloudddp.cluster.plan import ClusterPlan, parse_int
+from cloudddp.cluster.plan import MAX_PORT, ClusterPlan, parse_int, parse_port
 from cloudddp.cluster.sagemaker import framework_environment, hyperparameter_args
 from cloudddp.errors import CloudDDPError
 from cloudddp.launcher.command import (
@@ -68,7 +68,7 @@ def build_parser() -> argparse.ArgumentParser:
     add("--metadata-timeout", type=float, default=600.0, help="OCI: seconds to wait for every node (600)")
     add("--instance-groups", help="SageMaker heterogeneous clusters: groups that join (default: all)")
     add("--dns-timeout", type=float, default=120.0, help="seconds to wait for the master to resolve (120)")
-    add("--control-port", type=int, default=None,
+    add("--control-port", default=None,
         help="node 0's fail-fast port (default: master port + 1; 0 turns fail-fast off)")  # fmt: skip
     add("--grace-period", type=float, default=60.0, help="seconds between SIGTERM and SIGKILL on stop (60)")
     add("--hyperparameters-as-args", action="store_true",
@@ -96,7 +96,12 @@ def apply_overrides(plan: ClusterPlan, args: argparse.Namespace) -> None:
         if getattr(args, name) is not None:
             plan.set(name, getattr(args, name), "--" + name.replace("_", "-"))
     if args.master_port is not None:
-        plan.set("master_port", parse_int(args.master_port, "--master-port", minimum=1), "--master-port")
+        plan.set("master_port", parse_port(args.master_port, "--master-port"), "--master-port")
+    if plan.rdzv_endpoint:
+        host, sep, port = plan.rdzv_endpoint.rpartition(":")
+        if sep and host and port.lstrip("-").isdigit():
+            parse_port(port, f"the port of the rendezvous endpoint {plan.rdzv_endpoint!r} (from "
+                             f"{plan.sources.get('rdzv_endpoint', 'default')})")  # fmt: skip
     if args.max_restarts is not None:
         plan.set("max_restarts", parse_int(args.max_restarts, "--max-restarts", minimum=0), "--max-restarts")
     if isinstance(plan.nnodes, int) and not 0 <= plan.node_rank < plan.nnodes:
@@ -149,12 +154,13 @@ def run(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = N
     under_torchrun = bool(environ.get("TORCHELASTIC_RUN_ID"))
     if under_torchrun:
         # torchrun already started this process per worker: don't nest another torchrun.
-        command, plan = direct_argv(target), None
+        command, plan, port = direct_argv(target), None, 0
     else:
         plan = plan_for(args, environ)
         plan.set("nproc_per_node", resolve_nproc(plan.nproc_per_node, environ),
                  plan.sources.get("nproc_per_node", "default"))  # fmt: skip
         command = torchrun_argv(plan, target, extra_args=args.torchrun_arg, rdzv_timeout=args.rdzv_timeout)
+        port = control_port(plan, args, environ)
     if args.dry_run:
         report = plan.to_dict() if plan else {"provider": "torchelastic", "under_torchrun": True}
         report["argv"] = command
@@ -174,7 +180,7 @@ def run(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = N
         environ = {**framework_environment(environ), **environ}  # bring-your-own images get only the files
     env = job_environment(plan, environ, local_process_count(plan.nproc_per_node, environ))
     supervisor = Supervisor(command, env, grace_period=args.grace_period)
-    peers = peer_watch(plan, args, environ, supervisor)
+    peers = peer_watch(plan, port, supervisor)
     code = supervisor.run(on_start=peers.start if peers else None)
     if peers:
         peers.report_exit(code)
@@ -185,16 +191,24 @@ def run(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = N
     return code
 
 
-def peer_watch(
-    plan: ClusterPlan, args: argparse.Namespace, environ: Mapping[str, str], supervisor: Supervisor
-) -> PeerWatch | None:
+def control_port(plan: ClusterPlan, args: argparse.Namespace, environ: Mapping[str, str]) -> int:
+    """The fail-fast channel's port (0 = off): --control-port, CLOUDDDP_CONTROL_PORT, else master port + 1."""
+    if not isinstance(plan.nnodes, int) or plan.nnodes < 2:
+        return 0  # one node has no peers; elastic jobs reshape instead of failing fast
+    for raw, what in ((args.control_port, "--control-port"), (environ.get("CLOUDDDP_CONTROL_PORT"), "CLOUDDDP_CONTROL_PORT")):  # fmt: skip
+        if raw is not None and raw != "":
+            return 0 if str(raw).strip() == "0" else parse_port(raw, what)
+    if plan.master_port >= MAX_PORT:
+        raise CloudDDPError(
+            f"the fail-fast channel listens on the master port + 1, but the master port is {plan.master_port} "
+            f"(from {plan.sources.get('master_port', 'default')}); pass --control-port PORT (or 0 to turn it off)."
+        )
+    return plan.master_port + 1
+
+
+def peer_watch(plan: ClusterPlan, port: int, supervisor: Supervisor) -> PeerWatch | None:
     """The fail-fast channel between the nodes' launchers (fixed-size jobs; elastic ones reshape instead)."""
-    port = args.control_port
-    if port is None and environ.get("CLOUDDDP_CONTROL_PORT"):
-        port = parse_int(environ["CLOUDDDP_CONTROL_PORT"], "CLOUDDDP_CONTROL_PORT", minimum=0)
-    if port is None:
-        port = plan.master_port + 1
-    if port == 0 or not isinstance(plan.nnodes, int) or plan.nnodes < 2:
+    if port == 0 or not isinstance(plan.nnodes, int):
         return None
     return PeerWatch(plan.node_rank, plan.nnodes, plan.master_addr, port, plan.rdzv_id, supervisor.abort)
 

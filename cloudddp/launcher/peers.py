@@ -21,7 +21,7 @@ import threading
 import time
 from collections.abc import Callable
 
-RETRY_SECONDS = 0.5
+RETRY_SECONDS = 0.1  # node 0's listener usually appears within milliseconds of ours
 
 
 class PeerWatch:
@@ -32,7 +32,7 @@ class PeerWatch:
         master_addr: str,
         port: int,
         rdzv_id: str,
-        on_abort: Callable[[str], None],
+        on_abort: Callable[[str, int | None], None],
     ) -> None:
         self.node_rank, self.nnodes = node_rank, nnodes
         self.master_addr, self.port, self.rdzv_id = master_addr, port, rdzv_id
@@ -45,12 +45,13 @@ class PeerWatch:
         self.server: socket.socket | None = None
 
     # -- shared --------------------------------------------------------------------------
-    def _abort(self, reason: str) -> None:
+    def _abort(self, reason: str, code: str | None = None) -> None:
+        """Stop our job; `code` is the failing node's exit code, which this node then exits with too."""
         if self.finished.is_set() or self.aborted.is_set():
             return
         self.aborted.set()
         print(f"cloudddp: stopping this node: {reason}", file=sys.stderr, flush=True)
-        self.on_abort(reason)
+        self.on_abort(reason, int(code) if code and code.isdigit() else None)
 
     @staticmethod
     def _send(sock: socket.socket | None, line: str) -> None:
@@ -75,8 +76,19 @@ class PeerWatch:
                 yield line.decode(errors="replace").split()
 
     def start(self) -> None:
-        target = self._serve if self.node_rank == 0 else self._connect
-        threading.Thread(target=target, name="cloudddp-peers", daemon=True).start()
+        self._thread(self._serve if self.node_rank == 0 else self._connect)
+
+    @staticmethod
+    def _thread(target: Callable[..., None], *args: object) -> None:
+        """Run `target` in a daemon thread; an unexpected error disables fail-fast, never escapes."""
+
+        def guarded() -> None:
+            try:
+                target(*args)
+            except Exception as exc:  # a side channel must never take the job down
+                print(f"cloudddp: fail-fast channel error ({type(exc).__name__}: {exc})", file=sys.stderr, flush=True)
+
+        threading.Thread(target=guarded, name="cloudddp-peers", daemon=True).start()
 
     def report_exit(self, code: int) -> None:
         """Our torchrun ended with `code`: tell the others, then stop watching."""
@@ -110,13 +122,13 @@ class PeerWatch:
                 conn, _ = server.accept()
             except OSError:
                 return
-            threading.Thread(target=self._watch_peer, args=(conn,), daemon=True).start()
+            self._thread(self._watch_peer, conn)
 
     def _watch_peer(self, conn: socket.socket) -> None:
         rank = None
         done = False
         for words in self._lines(conn):
-            if words[:1] == ["HELLO"] and len(words) == 3 and words[2] == self.rdzv_id:
+            if words[:1] == ["HELLO"] and len(words) == 3 and words[2] == self.rdzv_id and words[1].isdigit():
                 rank = int(words[1])
                 with self.lock:
                     self.peers[rank] = conn
@@ -126,7 +138,7 @@ class PeerWatch:
                 done = True
             elif words[:1] == ["FAIL"] and len(words) == 3:
                 self._broadcast_abort(rank, words[2])
-                self._abort(f"node {rank} failed (exit code {words[2]})")
+                self._abort(f"node {rank} failed (exit code {words[2]})", words[2])
                 return
         if rank is not None and not done and not self.finished.is_set():
             self._broadcast_abort(rank, "lost")
@@ -156,7 +168,7 @@ class PeerWatch:
                 return
             if words[:1] == ["ABORT"] and len(words) == 3:
                 who = "node 0" if words[1] == "0" else f"node {words[1]}"
-                self._abort(f"{who} failed (exit code {words[2]})")
+                self._abort(f"{who} failed (exit code {words[2]})", words[2])
                 return
         if not self.finished.is_set():
             self._abort("lost the connection to node 0's launcher")

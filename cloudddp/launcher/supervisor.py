@@ -6,6 +6,10 @@
   (SageMaker stop, spot interruption, Slurm preemption: the script can checkpoint).
 - SIGUSR1/SIGUSR2 go to the workers themselves (torchrun's direct children): torchrun
   does not handle them and would die of them.
+- When another node has failed (the fail-fast channel), the job is lost: torchrun gets
+  SIGTERM, and `abort_grace` seconds later every descendant gets SIGKILL. torchrun itself
+  would wait 30 s for a worker blocked in rendezvous or a collective (a SIGTERM handler
+  in the script cannot run there), and the node would outlive the failure by that much.
 - torchrun puts every worker in a session of its own, so killing one process group
   is not enough. We become a child subreaper: whatever torchrun leaves behind is
   re-parented to us, and at exit we terminate every descendant, then SIGKILL it after
@@ -27,6 +31,8 @@ PR_SET_PDEATHSIG = 1
 PR_SET_CHILD_SUBREAPER = 36
 TERMINATING = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 NOTIFYING = (signal.SIGUSR1, signal.SIGUSR2)
+ABORT_GRACE = 2.0  # seconds between SIGTERM and SIGKILL once another node has failed
+POLL_SECONDS = 0.05  # how often the wait loop looks at deadlines; exit is noticed at once
 
 
 def _prctl(option: int, value: int) -> bool:
@@ -126,6 +132,7 @@ class Supervisor:
         *,
         grace_period: float = 30.0,
         workers_are_grandchildren: bool = True,
+        abort_grace: float = ABORT_GRACE,
     ) -> None:
         self.argv = list(argv)
         self.env = dict(env) if env is not None else None
@@ -135,6 +142,8 @@ class Supervisor:
         self.received: int | None = None
         self.kill_deadline: float | None = None
         self.abort_reason: str | None = None
+        self.abort_code: int | None = None
+        self.abort_grace = abort_grace
 
     def _on_signal(self, signum: int, _frame: object) -> None:
         proc = self.proc
@@ -150,14 +159,14 @@ class Supervisor:
         if first:
             self.kill_deadline = time.monotonic() + self.grace_period
 
-    def abort(self, reason: str) -> None:
-        """Stop the job because of something outside it (another node failed). Thread-safe."""
+    def abort(self, reason: str, code: int | None = None) -> None:
+        """Stop the job because another node failed (exit code `code`, which `run` then returns). Thread-safe."""
         proc = self.proc
         if proc is None or proc.poll() is not None or self.abort_reason is not None:
             return
-        self.abort_reason = reason
+        self.abort_reason, self.abort_code = reason, code
         _signal_all([proc.pid], signal.SIGTERM)
-        self.kill_deadline = time.monotonic() + self.grace_period
+        self.kill_deadline = time.monotonic() + min(self.abort_grace, self.grace_period)
 
     def _workers(self) -> list[int]:
         assert self.proc is not None
@@ -178,19 +187,20 @@ class Supervisor:
             self.cleanup()
         if self.received is not None:
             return 128 + self.received
-        if self.abort_reason is not None:
-            return exit_code_of(returncode) or 1  # stopped on purpose, but the job did fail
+        if self.abort_reason is not None:  # stopped on purpose: the job failed elsewhere, with that node's code
+            return self.abort_code or exit_code_of(returncode) or 1
         return exit_code_of(returncode)
 
     def _wait(self) -> int:
         assert self.proc is not None
         while True:
             try:
-                return self.proc.wait(timeout=0.5)
+                return self.proc.wait(timeout=POLL_SECONDS)
             except subprocess.TimeoutExpired:
                 if self.kill_deadline is not None and time.monotonic() > self.kill_deadline:
                     # torchrun did not stop within the grace period: stop everything now.
                     _signal_all([*descendants(os.getpid())], signal.SIGKILL)
+                    self.kill_deadline = time.monotonic() + 1.0  # again later only if something survived
 
     def cleanup(self, term_wait: float = 5.0) -> None:
         """Terminate whatever is left below us: SIGTERM, then SIGKILL after `term_wait`."""

@@ -6,8 +6,9 @@ commands (with their environments, which may hold secrets) from stdin, never fro
 file. `state.json` in the run folder is the record of truth:
 {"state": ..., "runner_pid": ..., "nodes": {name: {"pid", "exit_code"}}, "exit_code"}.
 
-A node that fails takes the job down: peers are given `peer_grace` seconds to notice
-(gloo raises at once when a peer's socket closes), then stopped.
+A node that fails takes the job down: peers are given `PEER_GRACE` seconds to notice
+(the launchers' fail-fast channel stops them within about 2 s), then stopped. The job's exit
+code is the first failing node's, not that of a node stopped because of it.
 """
 
 from __future__ import annotations
@@ -23,23 +24,15 @@ import time
 from pathlib import Path
 from typing import Any
 
-PEER_GRACE = 30.0
+from cloudddp.cluster.oci import append_metadata
+
+PEER_GRACE = 10.0
 
 
 def write_state(run_dir: Path, state: dict[str, Any]) -> None:
     tmp = run_dir / "state.json.tmp"
     tmp.write_text(json.dumps(state, indent=2))
     os.replace(tmp, run_dir / "state.json")  # readers never see a half-written file
-
-
-def append_metadata(path: Path, rank: int) -> None:
-    """OCI emulation: the service adds each node to the metadata file as it comes up."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    entries = json.loads(path.read_text()) if path.is_file() else []
-    entries.append({"Rank": rank, "IPAddress": "127.0.0.1"})
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(entries))
-    os.replace(tmp, path)
 
 
 class Runner:
@@ -97,9 +90,10 @@ class Runner:
                 record = self.state["nodes"][name]
                 if record["exit_code"] is None:
                     record["exit_code"] = code if code >= 0 else 128 - code
-                    write_state(self.run_dir, self.state)
                     if code != 0 and first_failure is None:
                         first_failure = time.monotonic()
+                        self.state.setdefault("first_failure", name)
+                    write_state(self.run_dir, self.state)
             if running == 0:
                 return
             if not self.stopping and time.time() - self.state["started"] > self.job.get("max_runtime", float("inf")):
@@ -114,7 +108,8 @@ class Runner:
     def finish(self) -> int:
         codes = [n["exit_code"] for n in self.state["nodes"].values()]
         failed = [c for c in codes if c not in (0, None)]
-        exit_code = failed[0] if failed else 0
+        first = self.state.get("first_failure")
+        exit_code = self.state["nodes"][first]["exit_code"] if first else (failed[0] if failed else 0)
         if self.stopping:
             self.state["state"] = "STOPPED"
             exit_code = exit_code or 143
