@@ -78,7 +78,7 @@ def stage(
         raise CloudDDPError(f"the local folder {str(local)!r} to stage holds no files.")
     store.check_bucket(options.create_bucket)
     progress.phase("hashing")
-    hashed = local_files.hash_files(files, with_md5=store.needs_md5)
+    hashed = local_files.hash_files(files, md5_part_size=store.md5_part_size)
     entries = [FileEntry(h.file.relative, h.file.size, h.sha256) for h in hashed]
     shard_size = options.shard_size if options.layout == SHARDS else None
     version = version_of(options.layout, entries, shard_size)
@@ -131,7 +131,7 @@ def plan_objects(
     files = [FileEntry(h.file.relative, h.file.size, h.sha256, membership[h.file.relative]) for h in hashed]
     built_files = [(s.name, s.path) for s in built] + [(shards.INDEX_NAME, index_path)]
     hashed_built = local_files.hash_files(
-        [local_files.describe(path, name) for name, path in built_files], with_md5=store.needs_md5
+        [local_files.describe(path, name) for name, path in built_files], md5_part_size=store.md5_part_size
     )
     objects = [ObjectEntry(h.file.relative, h.file.size, h.sha256) for h in hashed_built]
     uploads = [Upload(key(version, h.file.relative), h.file.path, h.file.size, h.sha256, h.md5) for h in hashed_built]

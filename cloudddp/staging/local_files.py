@@ -7,12 +7,14 @@ followed; a symlink loop or a dangling link is an error naming the path.
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import os
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from cloudddp.errors import CloudDDPError
 
@@ -32,7 +34,9 @@ class LocalFile:
 class Hashed:
     file: LocalFile
     sha256: str  # hex
-    md5: str | None  # hex, when the store checks uploads with MD5 (OCI)
+    # The MD5 as OCI Object Storage reports it: base64 of the bytes' MD5, or for a file uploaded in parts
+    # "<base64 MD5 of the parts' MD5s>-<part count>". None when the store does not check MD5s.
+    md5: str | None
 
 
 def list_files(root: Path) -> list[LocalFile]:
@@ -85,24 +89,42 @@ def describe(path: Path, relative: str) -> LocalFile:
     return LocalFile(relative, path, stat.st_size, stat.st_mtime_ns)
 
 
-def hash_file(file: LocalFile, with_md5: bool) -> Hashed:
+def hash_file(file: LocalFile, md5_part_size: int | None = None) -> Hashed:
+    """SHA-256 of the content and, with `md5_part_size`, its MD5 (per part above that size), in one read."""
     sha = hashlib.sha256()
-    md5 = hashlib.md5(usedforsecurity=False) if with_md5 else None
+    md5 = hashlib.md5(usedforsecurity=False) if md5_part_size else None
+    parts: list[bytes] = []
+    in_part = 0
     try:
         with open(file.path, "rb") as handle:
             while block := handle.read(READ_BLOCK):
                 sha.update(block)
-                if md5:
-                    md5.update(block)
+                while md5_part_size and md5 and block:
+                    take = block[: md5_part_size - in_part]
+                    md5.update(take)
+                    in_part += len(take)
+                    block = block[len(take) :]
+                    if in_part == md5_part_size:
+                        parts.append(md5.digest())
+                        md5, in_part = hashlib.md5(usedforsecurity=False), 0
     except OSError as exc:
         raise CloudDDPError(f"cannot read {str(file.path)!r}: {exc.strerror}.") from None
-    return Hashed(file, sha.hexdigest(), md5.hexdigest() if md5 else None)
+    return Hashed(file, sha.hexdigest(), oci_md5(md5, parts, in_part) if md5 else None)
 
 
-def hash_files(files: Iterable[LocalFile], with_md5: bool = False) -> list[Hashed]:
+def oci_md5(last: Any, parts: list[bytes], in_last: int) -> str:
+    if in_last or not parts:
+        parts.append(last.digest())
+    if len(parts) == 1:
+        return base64.b64encode(parts[0]).decode()
+    combined = hashlib.md5(b"".join(parts), usedforsecurity=False).digest()
+    return f"{base64.b64encode(combined).decode()}-{len(parts)}"
+
+
+def hash_files(files: Iterable[LocalFile], md5_part_size: int | None = None) -> list[Hashed]:
     """Content hashes of many files, a few at a time, in the input order."""
     with ThreadPoolExecutor(max_workers=HASH_THREADS) as pool:
-        return list(pool.map(lambda f: hash_file(f, with_md5), files))
+        return list(pool.map(lambda f: hash_file(f, md5_part_size), files))
 
 
 def unchanged_since_scan(file: LocalFile) -> bool:

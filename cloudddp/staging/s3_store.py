@@ -45,7 +45,7 @@ def code_of(exc: ClientError) -> str:
 class S3Store:
     """One bucket and prefix on S3 (or an S3-compatible server: `AWS_ENDPOINT_URL`)."""
 
-    needs_md5 = False
+    md5_part_size = None  # S3 checks SHA-256 / CRC32C checksums instead
     can_copy = True
 
     def __init__(self, client: Any, location: Location, region: str = "us-east-1", crt: Any | None = None) -> None:
@@ -167,7 +167,7 @@ class S3Store:
 
     def mismatch(self, upload: Upload) -> CloudDDPError:
         """S3 refused the bytes: say whether the file changed since the scan or the bytes were damaged."""
-        now = hash_file(upload.source, False).sha256 if upload.source else None
+        now = hash_file(upload.source).sha256 if upload.source else None
         if now is not None and now != upload.sha256:
             return CloudDDPError(
                 f"{str(upload.path)!r} changed while it was being uploaded (its SHA-256 differs from the scan). "

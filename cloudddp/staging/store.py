@@ -22,13 +22,13 @@ class Upload:
     path: Path
     size: int
     sha256: str  # hex, of the bytes scanned
-    md5: str | None = None  # hex, where the store verifies with MD5
+    md5: str | None = None  # where the store verifies with MD5: as it reports it (see local_files.Hashed)
     source: LocalFile | None = None  # the user's file (not a shard): checked for changes after the upload
 
 
 class ObjectStore(Protocol):
     location: Location
-    needs_md5: bool  # uploads are verified with MD5 (OCI), so the scan computes it too
+    md5_part_size: int | None  # uploads are verified with MD5s of parts this big (OCI); None: no MD5
     can_copy: bool  # server-side copies are cheap; otherwise unchanged objects are uploaded again
 
     def check_bucket(self, create: bool) -> bool:

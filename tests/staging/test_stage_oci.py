@@ -1,0 +1,184 @@
+"""Staging to OCI Object Storage through the real `oci` SDK (UploadManager) against the
+loopback OCI service, which checks request signatures and Content-MD5 like the service."""
+
+from __future__ import annotations
+
+import itertools
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import oci
+import pytest
+from oci_buckets import FakeOCIWithBuckets
+from oci_loopback_server import FakeOCI, ThrowawayKey
+
+from cloudddp.errors import CloudDDPError
+from cloudddp.staging.engine import StageOptions, stage
+from cloudddp.staging.location import parse_location
+from cloudddp.staging.manifest import MANIFEST_NAME, SHARDS
+from cloudddp.staging.oci_object_store import OCIObjectStore
+
+MIB = 1024 * 1024
+
+
+@pytest.fixture(scope="module")
+def key() -> ThrowawayKey:
+    return ThrowawayKey.generate()
+
+
+@pytest.fixture
+def server(key: ThrowawayKey) -> Iterator[FakeOCIWithBuckets]:
+    with FakeOCIWithBuckets(key) as fake:
+        yield fake
+
+
+@pytest.fixture
+def client(server: FakeOCI, key: ThrowawayKey, tmp_path: Path) -> Any:
+    config = oci.config.from_file(str(key.write_config(tmp_path / ".oci")))
+    return oci.object_storage.ObjectStorageClient(config, service_endpoint=server.url)
+
+
+@pytest.fixture
+def data(tmp_path: Path) -> Path:
+    root = tmp_path / "data"
+    for i in range(6):
+        path = root / f"part{i % 2}" / f"{i}.bin"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(os.urandom(3000 + i))
+    (root / "big.bin").write_bytes(os.urandom(3 * MIB + 7))
+    return root
+
+
+def store(client: Any, dest: str = "oci://bkt@ns/datasets/x", **options: Any) -> OCIObjectStore:
+    options.setdefault("part_size", MIB)
+    return OCIObjectStore(client, parse_location(dest), **options)
+
+
+def local(root: Path) -> dict[str, bytes]:
+    return {p.relative_to(root).as_posix(): p.read_bytes() for p in root.rglob("*") if p.is_file()}
+
+
+def staged(server: FakeOCI, prefix: str) -> dict[str, bytes]:
+    return {
+        n[len(prefix) :]: server.objects[("ns", "bkt", n)].data for n in server.object_names() if n.startswith(prefix)
+    }
+
+
+def test_stage_uploads_verified_objects_and_publishes_the_manifest_last(
+    server: FakeOCI, client: Any, data: Path
+) -> None:
+    result = stage(data, store(client))
+    assert result.uri == f"oci://bkt@ns/datasets/x/{result.version}/"
+    assert staged(server, f"datasets/x/{result.version}/") == local(data)
+    assert not server.signature_failures
+    single = [c for c in server.calls("PUT", r"/o/datasets/x/v-") if "content-md5" in c.headers]
+    assert len(single) == 6  # every single-part upload carried its MD5 for the service to check
+    assert len(server.calls("PUT", r"/u/datasets/x/v-.*/big.bin$")) == 4  # 3 MiB + 7 bytes in 1 MiB parts
+    last_write = server.writes()[-1]
+    assert last_write.path.endswith(f"/o/datasets/x/{MANIFEST_NAME}")
+
+
+def test_restaging_unchanged_data_writes_nothing(server: FakeOCI, client: Any, data: Path) -> None:
+    stage(data, store(client))
+    writes = len(server.writes())
+    os.utime(data / "big.bin", (5, 5))
+    assert stage(data, store(client)).unchanged
+    assert len(server.writes()) == writes
+
+
+def test_an_interrupted_stage_resumes_without_resending(server: FakeOCI, client: Any, data: Path) -> None:
+    interrupted = store(client)
+    real = interrupted.upload_one
+    started = itertools.count()
+
+    def stop_after_three(upload: Any) -> None:  # uploads run in parallel: count starts, not completions
+        if next(started) >= 3:
+            raise KeyboardInterrupt
+        real(upload)
+
+    interrupted.upload_one = stop_after_three  # type: ignore[method-assign]
+    with pytest.raises(KeyboardInterrupt):
+        stage(data, interrupted)
+    assert f"datasets/x/{MANIFEST_NAME}" not in server.object_names()
+    calls_before = len(server.calls())
+    result = stage(data, store(client))
+    assert len(result.resumed) == 3 and len(result.uploaded) == 4
+    second_run_puts = [c.path for c in server.calls()[calls_before:] if c.method == "PUT"]
+    assert second_run_puts and not [p for p in second_run_puts if p.endswith(tuple(result.resumed))]
+    assert staged(server, f"datasets/x/{result.version}/") == local(data)
+
+
+def test_a_content_md5_mismatch_is_an_error_naming_the_file(server: FakeOCI, client: Any, data: Path) -> None:
+    target = store(client)
+    real = target.upload_one
+
+    def corrupt_then_upload(upload: Any) -> None:
+        if upload.path.name == "3.bin":
+            upload.path.write_bytes(b"X" * upload.size)  # same size, other bytes: only the MD5 can tell
+        real(upload)
+
+    target.upload_one = corrupt_then_upload  # type: ignore[method-assign]
+    with pytest.raises(CloudDDPError, match=r"3\.bin.*MD5 mismatch"):
+        stage(data, target)
+    assert [c.status for c in server.calls("PUT", r"3\.bin$")] == [400]  # the service refused it
+    assert f"datasets/x/{MANIFEST_NAME}" not in server.object_names()
+
+
+def test_a_big_file_changed_during_its_multipart_upload_fails_on_the_multipart_md5(
+    server: FakeOCI, client: Any, data: Path
+) -> None:
+    target = store(client)
+    real = target.upload_one
+
+    def rewrite_then_upload(upload: Any) -> None:
+        if upload.path.name == "big.bin":  # same size, same mtime: only the content can tell
+            stat = upload.path.stat()
+            upload.path.write_bytes(b"Y" * upload.size)
+            os.utime(upload.path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+        real(upload)
+
+    target.upload_one = rewrite_then_upload  # type: ignore[method-assign]
+    with pytest.raises(CloudDDPError, match=r"big\.bin.*MD5 mismatch"):
+        stage(data, target)
+    assert f"datasets/x/{MANIFEST_NAME}" not in server.object_names()
+
+
+def test_shards_on_oci(server: FakeOCI, client: Any, data: Path) -> None:
+    result = stage(data, store(client), StageOptions(layout=SHARDS, shard_size=MIB))
+    names = sorted(staged(server, f"datasets/x/{result.version}/"))
+    assert names == ["_cloudddp_index.json", "shard-000000.tar", "shard-000001.tar"]
+
+
+def test_missing_bucket_is_named_and_create_bucket_creates_it_private(
+    server: FakeOCIWithBuckets, client: Any, data: Path
+) -> None:
+    with pytest.raises(CloudDDPError, match=r"oci://other@ns does not exist.*--create-bucket"):
+        stage(data, store(client, "oci://other@ns/x"))
+    assert not server.writes()
+    stage(
+        data,
+        store(client, "oci://other@ns/x", compartment_id="ocid1.compartment.oc1..c"),
+        StageOptions(create_bucket=True),
+    )
+    (created,) = server.created_buckets
+    assert created["compartmentId"] == "ocid1.compartment.oc1..c" and created["publicAccessType"] == "NoPublicAccess"
+    assert ("ns", "other") in server.buckets
+
+
+def test_stage_command_prints_the_version_uri_last(
+    server: FakeOCI, key: ThrowawayKey, data: Path, tmp_path: Path
+) -> None:
+    from conftest import run_cli
+
+    env = {"CLOUDDDP_OCI_SERVICE_ENDPOINT": server.url, "OCI_CONFIG_FILE": str(key.write_config(tmp_path / "cfg"))}
+    done = run_cli("stage", str(data), "oci://bkt@ns/cli", env=env, timeout=120)
+    assert done.returncode == 0, done.stderr
+    uri = done.stdout.strip().splitlines()[-1]
+    assert uri.startswith("oci://bkt@ns/cli/v-") and uri.endswith("/")
+    assert staged(server, uri.removeprefix("oci://bkt@ns/")) == local(data)
+    assert "\x1b[" not in done.stderr  # no progress bar when stderr is not a terminal
+    missing = run_cli("stage", str(data), "oci://nobucket@ns/cli", env=env, timeout=120)
+    assert missing.returncode == 2 and "oci://nobucket@ns does not exist" in missing.stderr
+    assert "Traceback" not in missing.stderr
