@@ -6,15 +6,23 @@ never a traceback. `launch` and `Estimator.fit` share `cloudddp.session.run_job`
 
 from __future__ import annotations
 
+import inspect
 import sys
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
 from rich.text import Text
 
 from cloudddp.errors import CloudDDPError
+from cloudddp.providers import registry
+from cloudddp.providers.registry import Option
+
+if TYPE_CHECKING:
+    from cloudddp.spec import JobSpec
 
 app = typer.Typer(
     name="cloudddp",
@@ -27,10 +35,17 @@ app = typer.Typer(
 err = Console(stderr=True, highlight=False, soft_wrap=True)
 out = Console(highlight=False, soft_wrap=True)
 
-ProviderOpt = Annotated[str, typer.Option("--provider", "-p", help="local, sagemaker or oci")]
-SAGEMAKER = "SageMaker options"
-OCI = "OCI options"
-LOCAL = "Local options"
+CONTEXT = {"help_option_names": ["-h", "--help"]}
+
+
+def provider_help() -> str:
+    try:
+        return "one of: " + ", ".join(registry.names())
+    except CloudDDPError:
+        return "the provider's name"  # the registry's own error is shown by main()
+
+
+ProviderOpt = Annotated[str, typer.Option("--provider", "-p", help=provider_help())]
 
 
 def pairs(values: list[str] | None, flag: str) -> dict[str, str]:
@@ -68,14 +83,131 @@ def drop_none(values: dict[str, Any]) -> dict[str, Any]:
     return cleaned
 
 
-@app.command(context_settings={"help_option_names": ["-h", "--help"]})
+# -- provider options: one click option per distinct flag of the registered providers ----------
+
+
+@dataclass
+class ProviderFlag:
+    """A flag as the CLI sees it: declared by one or more providers, each mapping it to a field."""
+
+    option: Option
+    fields: dict[str, str]  # provider -> settings field
+    panel: str
+    helps: dict[str, str]
+
+    def parameter(self) -> inspect.Parameter:
+        option = self.option
+        decls = f"{option.flag}/{option.off_flags}" if option.type is bool else option.flag
+        annotation: Any = list[str] | None if option.multiple or option.key_value else option.type | None
+        if len(self.helps) == 1:
+            text = next(iter(self.helps.values()))
+        else:
+            text = "; ".join(f"{name}: {help_ or option.field}" for name, help_ in self.helps.items())
+        info = typer.Option(None, decls, help=text, rich_help_panel=self.panel, show_default=False)
+        return inspect.Parameter(option.param_name, inspect.Parameter.KEYWORD_ONLY, default=info, annotation=annotation)
+
+
+def provider_flags() -> dict[str, ProviderFlag]:
+    """Every provider's options, by parameter name; a flag shared by providers (--region) is one option."""
+    flags: dict[str, ProviderFlag] = {}
+    for info in registry.providers().values():
+        for option in info.options:
+            known = flags.get(option.param_name)
+            if known is None:
+                panel = f"{info.display_title} options"
+                flags[option.param_name] = ProviderFlag(option, {info.name: option.field}, panel, {})
+            elif (known.option.type, known.option.multiple, known.option.key_value) != (
+                option.type, option.multiple, option.key_value
+            ):  # fmt: skip
+                raise CloudDDPError(
+                    f"the providers {', '.join(known.fields)} and {info.name} declare {option.flag} differently "
+                    "(type, multiple or key_value); one flag must mean one kind of value."
+                )
+            else:
+                known.fields[info.name] = option.field
+                known.panel = "Options of several providers"
+            flags[option.param_name].helps[info.name] = option.help
+    return flags
+
+
+def with_provider_options(command: Callable[..., Any], flags: dict[str, ProviderFlag]) -> Callable[..., Any]:
+    """`command` with one keyword parameter per provider flag added to what typer reads (`**given`)."""
+    signature = inspect.signature(command, eval_str=True)
+    fixed = [p for p in signature.parameters.values() if p.kind is not inspect.Parameter.VAR_KEYWORD]
+    clash = sorted(set(flags) & {p.name for p in fixed})
+    if clash:
+        raise CloudDDPError(f"a provider declares an option that `cloudddp launch` has already: {', '.join(clash)}.")
+    command.__signature__ = signature.replace(  # type: ignore[attr-defined]
+        parameters=[*fixed, *(flag.parameter() for flag in flags.values())]
+    )
+    return command
+
+
+def provider_section(provider: str, given: dict[str, Any], flags: dict[str, ProviderFlag]) -> dict[str, Any]:
+    """The `--provider` section from its flags; a flag of another provider only is an error, not ignored."""
+    section: dict[str, Any] = {}
+    for name, value in given.items():
+        if value is None or value == []:
+            continue
+        flag = flags[name]
+        if provider not in flag.fields:
+            raise CloudDDPError(
+                f"{flag.option.flag} is an option of {' and '.join(flag.fields)}, not of --provider {provider}."
+            )
+        section[flag.fields[provider]] = pairs(value, flag.option.flag) if flag.option.key_value else value
+    return section
+
+
+# -- launch / render --------------------------------------------------------------------------
+
+
+def script_overrides(script: str | None, module: bool, source_dir: str | None, args: list[str] | None) -> dict:
+    """What the positional arguments say: the script (or module), its folder and its arguments."""
+    overrides: dict[str, Any] = {}
+    if script:
+        overrides["source_dir"], overrides["entry_point"] = (
+            split_entry_point(script, source_dir) if not module else (source_dir or ".", script)
+        )
+        overrides["module"] = module or None
+    elif source_dir:
+        overrides["source_dir"] = source_dir
+    if args:
+        overrides["args"] = list(args)
+    return overrides
+
+
+def read_nproc(value: str | None) -> int | str | None:
+    """`--nproc-per-node 2` is the number 2; gpu, cpu and auto stay words."""
+    return int(value) if value and value.isdigit() else value
+
+
+def load_launch_spec(file: Path | None, overrides: dict[str, Any]) -> JobSpec:
+    """The job spec from --file (if any) with the flags on top."""
+    from cloudddp.spec import load_spec
+
+    if file is None and "entry_point" not in overrides:
+        raise CloudDDPError("launch needs a training script (cloudddp launch SCRIPT) or a job spec (-f job.yaml).")
+    if file is not None and file.suffix not in (".yaml", ".yml", ".json"):
+        raise CloudDDPError(f"--file {str(file)!r}: expected a .yaml job spec.")
+    return load_spec(file, overrides)
+
+
+def print_compose(provider: str, spec: JobSpec) -> None:
+    if provider != "oci":
+        raise CloudDDPError("render --compose writes the OCI (Oracle ADS) local test: use it with --provider oci.")
+    from cloudddp.providers.oci.compose import compose_yaml
+
+    print(compose_yaml(spec), end="")
+
+
+@app.command(context_settings=CONTEXT)
 def launch(
     ctx: typer.Context,
     script: Annotated[
         str | None, typer.Argument(help="training script (or module with -m)", show_default=False)
     ] = None,
     script_args: Annotated[list[str] | None, typer.Argument(help="arguments for the script, after --")] = None,
-    provider: ProviderOpt = "local",
+    provider: ProviderOpt = registry.DEFAULT_PROVIDER,
     file: Annotated[Path | None, typer.Option("--file", "-f", help="job spec YAML (flags override it)")] = None,
     name: Annotated[str | None, typer.Option(help="job name")] = None,
     module: Annotated[bool, typer.Option("--module", "-m", help="SCRIPT is a Python module")] = False,
@@ -92,49 +224,10 @@ def launch(
     wait: Annotated[bool, typer.Option(help="wait for the job to finish")] = True,
     logs: Annotated[bool, typer.Option(help="stream the job's logs while waiting")] = True,
     stop_on_interrupt: Annotated[bool, typer.Option(help="Ctrl-C stops the job without asking")] = False,
-    emulate: Annotated[
-        str | None, typer.Option(help="sagemaker, oci, kubeflow, slurm or none", rich_help_panel=LOCAL)
-    ] = None,
-    runs_dir: Annotated[str | None, typer.Option(help="where local runs live", rich_help_panel=LOCAL)] = None,
-    region: Annotated[str | None, typer.Option(help="AWS or OCI region", rich_help_panel=SAGEMAKER)] = None,
-    instance_type: Annotated[str | None, typer.Option(rich_help_panel=SAGEMAKER)] = None,
-    role: Annotated[
-        str | None, typer.Option(help="IAM role ARN (or CLOUDDDP_SAGEMAKER_ROLE)", rich_help_panel=SAGEMAKER)
-    ] = None,
-    image: Annotated[str | None, typer.Option(help="container image URI", rich_help_panel=SAGEMAKER)] = None,
-    framework_version: Annotated[str | None, typer.Option(rich_help_panel=SAGEMAKER)] = None,
-    py_version: Annotated[str | None, typer.Option(rich_help_panel=SAGEMAKER)] = None,
-    bucket: Annotated[str | None, typer.Option(help="staging bucket", rich_help_panel=SAGEMAKER)] = None,
-    prefix: Annotated[str | None, typer.Option(help="staging key prefix", rich_help_panel=SAGEMAKER)] = None,
-    spot: Annotated[bool | None, typer.Option("--spot/--on-demand", rich_help_panel=SAGEMAKER)] = None,
-    max_wait: Annotated[
-        int | None, typer.Option(help="spot: seconds to wait for capacity", rich_help_panel=SAGEMAKER)
-    ] = None,
-    checkpoint_s3: Annotated[str | None, typer.Option(rich_help_panel=SAGEMAKER)] = None,
-    subnet: Annotated[list[str] | None, typer.Option(rich_help_panel=SAGEMAKER)] = None,
-    security_group: Annotated[list[str] | None, typer.Option(rich_help_panel=SAGEMAKER)] = None,
-    kms_key: Annotated[str | None, typer.Option(rich_help_panel=SAGEMAKER)] = None,
-    network_isolation: Annotated[bool | None, typer.Option(rich_help_panel=SAGEMAKER)] = None,
-    inter_container_encryption: Annotated[bool | None, typer.Option(rich_help_panel=SAGEMAKER)] = None,
-    tag: Annotated[list[str] | None, typer.Option(help="K=V (repeatable)", rich_help_panel=SAGEMAKER)] = None,
-    compartment: Annotated[str | None, typer.Option(help="compartment OCID", rich_help_panel=OCI)] = None,
-    project: Annotated[str | None, typer.Option(help="Data Science project OCID", rich_help_panel=OCI)] = None,
-    shape: Annotated[str | None, typer.Option(rich_help_panel=OCI)] = None,
-    ocpus: Annotated[float | None, typer.Option(rich_help_panel=OCI)] = None,
-    memory_gb: Annotated[float | None, typer.Option(rich_help_panel=OCI)] = None,
-    block_storage_gb: Annotated[int | None, typer.Option(rich_help_panel=OCI)] = None,
-    subnet_id: Annotated[str | None, typer.Option(rich_help_panel=OCI)] = None,
-    log_group: Annotated[str | None, typer.Option(help="log group OCID", rich_help_panel=OCI)] = None,
-    log: Annotated[str | None, typer.Option(help="log OCID", rich_help_panel=OCI)] = None,
-    work_dir: Annotated[str | None, typer.Option(help="oci://bucket@namespace/prefix", rich_help_panel=OCI)] = None,
-    profile: Annotated[str | None, typer.Option(help="~/.oci/config profile", rich_help_panel=OCI)] = None,
-    config_file: Annotated[str | None, typer.Option(help="OCI config file", rich_help_panel=OCI)] = None,
-    auth: Annotated[
-        str | None, typer.Option(help="api_key, resource_principal or instance_principal", rich_help_panel=OCI)
-    ] = None,
     compose: Annotated[
-        bool, typer.Option("--compose", help="print a docker-compose file (local test)", rich_help_panel=OCI)
+        bool, typer.Option("--compose", help="OCI: print a docker-compose file (the ADS local test)")
     ] = False,
+    **given: Any,  # the providers' own options (see provider_flags), one section of the spec
 ) -> None:
     """Launch a training job.
 
@@ -147,61 +240,32 @@ def launch(
       cloudddp launch -p oci -f train.yaml --dry-run
     """
     from cloudddp.session import run_job
-    from cloudddp.spec import load_spec
 
-    overrides: dict[str, Any] = {}
-    if script:
-        overrides["source_dir"], overrides["entry_point"] = (
-            split_entry_point(script, source_dir) if not module else (source_dir or ".", script)
-        )
-        overrides["module"] = module or None
-    elif source_dir:
-        overrides["source_dir"] = source_dir
-    if script_args:
-        overrides["args"] = list(script_args)
-    nproc: int | str | None = nproc_per_node
-    if nproc_per_node and nproc_per_node.isdigit():
-        nproc = int(nproc_per_node)
+    overrides = script_overrides(script, module, source_dir, script_args)
     overrides.update(
-        name=name, nodes=nodes, nproc_per_node=nproc, output=output, checkpoint=checkpoint,
+        name=name, nodes=nodes, nproc_per_node=read_nproc(nproc_per_node), output=output, checkpoint=checkpoint,
         max_runtime=max_runtime, inputs=pairs(input, "--input"), environment=pairs(env, "--env"),
         # Kept as typed (`-H version=1.10` stays "1.10", `run_id=007` stays "007"): the script parses its arguments.
         hyperparameters=pairs(hyperparameter, "--hyperparameter"),
-        local={"emulate": emulate, "runs_dir": runs_dir},
-        sagemaker={
-            "region": region, "instance_type": instance_type, "role": role, "image": image,
-            "framework_version": framework_version, "py_version": py_version, "bucket": bucket, "prefix": prefix,
-            "spot": spot, "max_wait": max_wait, "checkpoint_s3": checkpoint_s3, "subnets": subnet,
-            "security_groups": security_group, "kms_key": kms_key, "network_isolation": network_isolation,
-            "inter_container_encryption": inter_container_encryption, "tags": pairs(tag, "--tag"),
-        },
-        oci={
-            "region": region, "compartment_id": compartment, "project_id": project, "shape": shape, "ocpus": ocpus,
-            "memory_in_gbs": memory_gb, "block_storage_gb": block_storage_gb, "subnet_id": subnet_id,
-            "log_group_id": log_group, "log_id": log, "work_dir": work_dir, "profile": profile,
-            "config_file": config_file, "auth": auth, "image": image,
-        },
     )  # fmt: skip
-    if provider != "oci":
-        overrides.pop("oci")
-    if provider != "sagemaker":
-        overrides.pop("sagemaker")
-    overrides = drop_none(overrides)
-    if file is None and "entry_point" not in overrides:
-        raise CloudDDPError("launch needs a training script (cloudddp launch SCRIPT) or a job spec (-f job.yaml).")
-    spec = load_spec(file, overrides) if file is None or file.suffix in (".yaml", ".yml", ".json") else None
-    if spec is None:
-        raise CloudDDPError(f"--file {str(file)!r}: expected a .yaml job spec.")
+    registry.get(provider)
+    overrides[provider] = provider_section(provider, given, PROVIDER_FLAGS)
+    spec = load_launch_spec(file, drop_none(overrides))
     if compose:
-        if provider != "oci":
-            raise CloudDDPError("render --compose writes the OCI (Oracle ADS) local test: use it with --provider oci.")
-        from cloudddp.providers.oci.compose import compose_yaml
-
-        print(compose_yaml(spec), end="")
+        print_compose(provider, spec)
         raise typer.Exit(0)
     dry_run = dry_run or ctx.info_name == "render"
     code = run_job(provider, spec, dry_run=dry_run, wait=wait, logs=logs, stop_on_interrupt=stop_on_interrupt)
     raise typer.Exit(code)
+
+
+# A broken provider declaration must not break `cloudddp` at import: main() reports it.
+REGISTRY_ERROR: CloudDDPError | None = None
+try:
+    PROVIDER_FLAGS = provider_flags()
+except CloudDDPError as exc:
+    REGISTRY_ERROR, PROVIDER_FLAGS = exc, {}
+with_provider_options(launch, PROVIDER_FLAGS)
 
 
 RENDER_HELP = """Print what `launch` would send, submitting nothing (launch's --dry-run); takes every launch option.
@@ -210,7 +274,7 @@ RENDER_HELP = """Print what `launch` would send, submitting nothing (launch's --
 
   cloudddp render -p oci --compose -f train.yaml > docker-compose.yaml   (the Oracle ADS local test)
 """
-app.command("render", help=RENDER_HELP, context_settings={"help_option_names": ["-h", "--help"]})(launch)
+app.command("render", help=RENDER_HELP, context_settings=CONTEXT)(launch)
 
 
 @app.command()
@@ -298,6 +362,8 @@ app.command("stage", context_settings={"help_option_names": ["-h", "--help"]})(s
 def main() -> None:
     """The console script: usage errors are click's (exit 2); ours are one paragraph, exit 2."""
     try:
+        if REGISTRY_ERROR is not None:
+            raise REGISTRY_ERROR
         app()
     except CloudDDPError as exc:
         # The message may hold brackets (JSON, hostlists): print it as plain text, not markup.

@@ -7,7 +7,8 @@
     est.fit({"train": "s3://bucket/data"})
 
 Provider-specific keyword arguments (role, instance_type, compartment_id, shape, ...)
-go to that provider's section of the job spec.
+go to that provider's section of the job spec; which providers and fields exist comes from
+the provider registry. `instance_count` is the SageMaker-compatible name of the spec's `nodes`.
 """
 
 from __future__ import annotations
@@ -15,11 +16,9 @@ from __future__ import annotations
 from typing import Any
 
 from cloudddp.errors import CloudDDPError
-from cloudddp.providers import JobHandle, JobStatus, Provider, get_provider
-from cloudddp.session import emit, follow, summarize
-from cloudddp.spec import JobSpec, LocalSettings, OCISettings, SageMakerSettings, build_spec
-
-SECTIONS = {"local": LocalSettings, "sagemaker": SageMakerSettings, "oci": OCISettings}
+from cloudddp.providers import JobHandle, JobStatus, Provider, get_provider, registry
+from cloudddp.session import INTERRUPTED_EXIT_CODE, JobRecord, emit, run_job
+from cloudddp.spec import JobSpec, build_spec
 
 
 class Estimator:
@@ -29,7 +28,8 @@ class Estimator:
         entry_point: str = "train_ddp.py",
         source_dir: str = ".",
         *,
-        instance_count: int = 1,
+        nodes: int | None = None,
+        instance_count: int | None = None,
         nproc_per_node: int | str | None = None,
         hyperparameters: dict[str, Any] | None = None,
         args: list[str] | None = None,
@@ -41,10 +41,15 @@ class Estimator:
         module: bool = False,
         **provider_options: Any,
     ) -> None:
+        if nodes is not None and instance_count is not None and nodes != instance_count:
+            raise CloudDDPError(
+                f"Estimator got nodes={nodes} and instance_count={instance_count}: they are one setting "
+                "(instance_count is the SageMaker SDK's name for nodes); pass one."
+            )
         self.provider_name = provider
         self.base: dict[str, Any] = {
             "name": name, "entry_point": entry_point, "source_dir": source_dir, "module": module,
-            "nodes": instance_count, "nproc_per_node": nproc_per_node, "hyperparameters": hyperparameters or {},
+            "nodes": nodes or instance_count, "nproc_per_node": nproc_per_node, "hyperparameters": hyperparameters or {},
             "args": args or [], "environment": environment or {}, "output": output, "checkpoint": checkpoint,
             "max_runtime": max_runtime,
         }  # fmt: skip
@@ -54,9 +59,7 @@ class Estimator:
         self.spec(None)  # validate now: a bad argument fails at construction, not at fit()
 
     def spec(self, inputs: dict[str, str] | None) -> JobSpec:
-        section = SECTIONS.get(self.provider_name)
-        if section is None:
-            raise CloudDDPError(f"unknown provider {self.provider_name!r}; choose one of: {', '.join(SECTIONS)}.")
+        section = registry.get(self.provider_name).settings
         unknown = sorted(set(self.provider_options) - set(section.model_fields))
         if unknown:
             raise CloudDDPError(
@@ -87,12 +90,18 @@ class Estimator:
         return self.provider.render(self.spec(inputs)).to_yaml()
 
     def fit(self, inputs: dict[str, str] | None = None, wait: bool = True, logs: bool = True) -> JobStatus | None:
-        self.latest_job = self.provider.submit(self.provider.render(self.spec(inputs)))
-        emit(f"cloudddp: submitted {self.latest_job.job_id} ({self.provider_name})")
+        """Launch the job (the same `run_job` as `cloudddp launch`); with wait, its final status."""
+        record = JobRecord()
+        try:
+            code = run_job(self.provider, self.spec(inputs), wait=wait, logs=logs, record=record)
+        finally:
+            self.latest_job = record.handle
+        if code == INTERRUPTED_EXIT_CODE and record.handle is not None:
+            raise CloudDDPError(f"interrupted while following {record.handle.job_id}.", exit_code=code)
         if not wait:
             return None
-        current = follow(self.provider, self.latest_job, logs, emit)
-        summarize(current, emit)
+        current = record.final
+        assert current is not None  # run_job waited
         if not current.succeeded:
             raise CloudDDPError(
                 f"job {current.job_id} ended {current.state}: {current.reason or 'see its logs'}", exit_code=1

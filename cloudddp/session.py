@@ -1,6 +1,6 @@
 """One job from spec to outcome: render, (dry run | submit), follow, wait.
 
-The single code path behind `cloudddp launch` and `Estimator.fit`.
+The single code path behind `cloudddp launch` and `Estimator.fit`: both call `run_job`.
 """
 
 from __future__ import annotations
@@ -8,15 +8,30 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from cloudddp.providers import JobHandle, JobStatus, Provider, get_provider
-from cloudddp.spec import JobSpec
+from cloudddp.providers import JobHandle, JobRequest, JobStatus, Provider, get_provider, registry
+
+if TYPE_CHECKING:
+    from cloudddp.spec import JobSpec
+
+INTERRUPTED_EXIT_CODE = 130  # 128 + SIGINT, what a shell reports for Ctrl-C
 
 
 def emit(line: str) -> None:
     # print(), not logging: shows up in a notebook with no logging configured.
     print(line, flush=True)
+
+
+@dataclass
+class JobRecord:
+    """What one `run_job` call did, for callers that need more than the exit code (the Estimator)."""
+
+    request: JobRequest | None = None
+    handle: JobHandle | None = None
+    final: JobStatus | None = None
 
 
 def follow(provider: Provider, handle: JobHandle, logs: bool, say: Callable[[str], None]) -> JobStatus:
@@ -36,7 +51,8 @@ def follow(provider: Provider, handle: JobHandle, logs: bool, say: Callable[[str
 
 
 def ask_to_stop(provider: Provider, handle: JobHandle, stop_on_interrupt: bool) -> bool:
-    if stop_on_interrupt or getattr(provider, "interrupt_stops", provider.name == "local"):
+    """After Ctrl-C: stop the job too? The provider's declaration says whether to ask."""
+    if stop_on_interrupt or registry.get(provider.name).interrupt_stops_job:
         return True
     if not sys.stdin.isatty():
         return False
@@ -55,14 +71,26 @@ def summarize(current: JobStatus, say: Callable[[str], None]) -> None:
         say(f"cloudddp: model: {current.artifacts}")
 
 
-def exit_code_of(current: JobStatus) -> int:
+def command_exit_code(current: JobStatus) -> int:
+    """The exit code `cloudddp launch` ends with for a finished job: 0, the job's own code, else 1."""
     if current.succeeded:
         return 0
     return current.exit_code or 1
 
 
+def interrupted(provider: Provider, handle: JobHandle, stop_on_interrupt: bool, say: Callable[[str], None]) -> int:
+    """Ctrl-C while following: stop the job (or leave it running), report, exit 130."""
+    if not ask_to_stop(provider, handle, stop_on_interrupt):
+        say(f"cloudddp: left {handle.job_id} running; `cloudddp cancel {handle.job_id} -p {provider.name}` stops it")
+        return INTERRUPTED_EXIT_CODE
+    say(f"cloudddp: stopping {handle.job_id} ...")
+    provider.cancel(handle.job_id)
+    summarize(provider.wait(handle.job_id, poll=0.5), say)
+    return INTERRUPTED_EXIT_CODE
+
+
 def run_job(
-    provider_name: str,
+    provider: str | Provider,
     spec: JobSpec,
     *,
     dry_run: bool = False,
@@ -70,31 +98,22 @@ def run_job(
     logs: bool = True,
     stop_on_interrupt: bool = False,
     say: Callable[[str], None] = emit,
-    on_submit: Callable[[Provider, JobHandle], None] | None = None,
+    record: JobRecord | None = None,
 ) -> int:
-    provider = get_provider(provider_name)
-    request = provider.render(spec)
+    """Render; print it (dry run) or submit exactly it; follow until done. Returns the exit code."""
+    chosen = get_provider(provider) if isinstance(provider, str) else provider
+    record = record if record is not None else JobRecord()
+    record.request = chosen.render(spec)
     if dry_run:
-        say(request.to_yaml().rstrip())
+        say(record.request.to_yaml().rstrip())
         return 0
-    handle = provider.submit(request)
-    say(f"cloudddp: submitted {handle.job_id} ({provider.name})")
-    if on_submit:
-        on_submit(provider, handle)
+    record.handle = handle = chosen.submit(record.request)
+    say(f"cloudddp: submitted {handle.job_id} ({chosen.name})")
     if not wait:
         return 0
     try:
-        current = follow(provider, handle, logs, say)
+        record.final = follow(chosen, handle, logs, say)
     except KeyboardInterrupt:
-        if not ask_to_stop(provider, handle, stop_on_interrupt):
-            say(
-                f"cloudddp: left {handle.job_id} running; `cloudddp cancel {handle.job_id} -p {provider.name}` stops it"
-            )
-            return 130
-        say(f"cloudddp: stopping {handle.job_id} ...")
-        provider.cancel(handle.job_id)
-        current = provider.wait(handle.job_id, poll=0.5)
-        summarize(current, say)
-        return 130
-    summarize(current, say)
-    return exit_code_of(current)
+        return interrupted(chosen, handle, stop_on_interrupt, say)
+    summarize(record.final, say)
+    return command_exit_code(record.final)
