@@ -150,7 +150,26 @@ def test_flags_override_the_ads_file(tmp_path: Path) -> None:
     ("change", "message"),
     [
         (lambda d: d["spec"]["cluster"].update(kind="DASK"), "cloudddp runs PyTorch DDP"),
-        (lambda d: d["spec"]["cluster"]["spec"].update(ephemeral=True), "spec.cluster.spec has field(s) ephemeral"),
+        (lambda d: d["spec"]["cluster"]["spec"].update(ps={"replicas": 1}), "spec.cluster.spec has field(s) ps"),
+        (
+            lambda d: d["spec"]["cluster"]["spec"]["config"].update(startOptions=["--x=1"]),
+            "spec.cluster.spec.config has field(s) startOptions",
+        ),
+        (lambda d: d["spec"]["runtime"]["spec"].update(kwargs="--a 1"), "spec.runtime.spec has field(s) kwargs"),
+        (lambda d: d["spec"]["runtime"].update(type="git"), "spec.runtime is 'git'"),
+        (lambda d: d["spec"]["cluster"]["spec"].pop("main"), "spec.cluster.spec.main is required (ADS needs it too)"),
+        (
+            lambda d: d["spec"]["cluster"]["spec"]["worker"].update(image="iad.ocir.io/t/other:1"),
+            "spec.cluster.spec.worker.image is 'iad.ocir.io/t/other:1' but the job runs",
+        ),
+        (
+            lambda d: d["spec"]["cluster"]["spec"]["main"].update(config={"env": [{"name": "ONLY_MAIN", "value": 1}]}),
+            "ONLY_MAIN differs between main ('1') and worker (None)",
+        ),
+        (
+            lambda d: d["spec"]["infrastructure"]["spec"].update(storageMount=[{"src": "oci://b@n/p"}]),
+            "spec.infrastructure.spec has field(s) storageMount",
+        ),
         (lambda d: d["spec"]["runtime"]["spec"].pop("entryPoint"), "entryPoint (the training script) is required"),
         (lambda d: d["spec"]["infrastructure"].update(type="dataFlow"), "cloudddp runs dataScienceJob"),
         (
@@ -167,15 +186,106 @@ def test_ads_fields_cloudddp_cannot_honour_are_errors(tmp_path: Path, change: An
     data = yaml.safe_load(SEED_TRAIN_YAML)
     change(data)
     with pytest.raises(CloudDDPError, match=None) as caught:
-        spec_dict_from_ads(data, "train.yaml")
+        spec_dict_from_ads(data, "train.yaml", warn=lambda message: None)
     assert message in str(caught.value)
     assert str(caught.value).startswith("train.yaml: ")
 
 
-def test_seed_placeholders_fail_clearly_at_launch(tmp_path: Path) -> None:
-    spec = load_spec(seed_folder(tmp_path, real_ids=False))
-    with pytest.raises(CloudDDPError, match=r"oci.compartment_id='oci.xxxx.<compartment_ocid>' is not an OCID"):
+def test_seed_placeholders_fail_at_launch_naming_the_yamls_own_field(tmp_path: Path) -> None:
+    path = seed_folder(tmp_path, real_ids=False)
+    spec = load_spec(path)
+    with pytest.raises(CloudDDPError) as caught:
         OCIProvider(environ={}).render(spec)
+    assert str(caught.value).startswith(
+        f"spec.infrastructure.spec.compartmentId='oci.xxxx.<compartment_ocid>' ({path}, cloudddp's "
+        f"oci.compartment_id) is not an OCID"
+    )
+    # A value given on the command line instead is named as cloudddp's field.
+    flagged = load_spec(path, {"oci": {"compartment_id": COMPARTMENT, "project_id": "ocid1.nope"}})
+    with pytest.raises(CloudDDPError, match=r"^oci\.project_id='ocid1\.nope' is not an OCID"):
+        OCIProvider(environ={}).render(flagged)
+    fixed = load_spec(path, {"oci": {"compartment_id": COMPARTMENT, "project_id": PROJECT, "shape": "VM.GPU2.1"}})
+    with pytest.raises(CloudDDPError, match=r"^spec\.infrastructure\.spec\.subnetId='oci\.xxxx\.<subnet-ocid>' \("):
+        OCIProvider(environ={}).render(fixed)
+
+
+def with_roles(main: dict[str, Any] | None, worker: dict[str, Any] | None, **cluster: Any) -> dict[str, Any]:
+    data = yaml.safe_load(SEED_TRAIN_YAML)
+    roles = data["spec"]["cluster"]["spec"]
+    for role, value in (("main", main), ("worker", worker)):
+        if value is None:
+            roles.pop(role)
+        else:
+            roles[role] = value
+    roles.update(cluster)
+    return data
+
+
+@pytest.mark.parametrize(
+    ("main", "worker", "nodes", "warning"),
+    [
+        # ads/opctl/backend/ads_ml_job.py: one main job run, `worker.replicas` worker runs;
+        # yaml_parser.py: `replicas or 1`, and a warning for main.replicas > 1.
+        ({"replicas": 1}, {"replicas": 2}, 3, None),
+        ({"replicas": 2}, {"replicas": 2}, 3, "main.replicas is 2; ADS runs one main node (and warns), and so does"),
+        (
+            {"replicas": 1},
+            {"replicas": 0},
+            2,
+            "worker.replicas is 0; ADS reads it as 1 (`replicas or 1`), so this is 2",
+        ),
+        ({"replicas": 1}, {"name": "w"}, 2, None),
+        ({"name": "only-main"}, None, 1, None),
+    ],
+)
+def test_nodes_are_counted_as_ads_starts_job_runs(
+    main: dict[str, Any], worker: dict[str, Any] | None, nodes: int, warning: str | None
+) -> None:
+    warnings: list[str] = []
+    converted = spec_dict_from_ads(with_roles(main, worker), "train.yaml", warn=warnings.append)
+    assert converted["nodes"] == nodes
+    counted = [w for w in warnings if "replicas" in w]
+    assert len(counted) == (1 if warning else 0)
+    assert all(w.startswith(f"train.yaml: spec.cluster.spec.{warning}") for w in counted)
+
+
+def test_the_job_name_follows_ads_and_warns_where_cloudddp_differs() -> None:
+    warnings: list[str] = []
+    named = spec_dict_from_ads(with_roles({}, None, name="ddp-run"), "train.yaml", warn=warnings.append)
+    assert named["name"] == "ddp-run" and warnings == []  # cluster.spec.name wins over displayName, as in ADS
+    spec_dict_from_ads(with_roles({}, None), "train.yaml", warn=warnings.append)
+    assert warnings == [
+        "train.yaml: the job name 'my_distributed_training' becomes 'my-distributed-training' (cloudddp names are "
+        "letters, digits, hyphens)."
+    ]
+    data = with_roles({}, None)
+    data["spec"]["infrastructure"]["spec"].pop("displayName")
+    warnings.clear()
+    assert spec_dict_from_ads(data, "train.yaml", warn=warnings.append)["name"] == "PyTorch-Distributed"
+    assert warnings == [
+        "train.yaml: the job is named after spec.name 'PyTorch-Distributed', which ADS does not read (it uses "
+        "spec.cluster.spec.name, else spec.infrastructure.spec.displayName)."
+    ]
+
+
+def test_the_image_falls_back_to_main_then_worker_as_in_ads() -> None:
+    data = with_roles({"image": "iad.ocir.io/t/main:1"}, {"replicas": 1})
+    data["spec"]["cluster"]["spec"].pop("image")
+    assert spec_dict_from_ads(data, "t.yaml", warn=lambda m: None)["oci"]["image"] == "iad.ocir.io/t/main:1"
+
+
+def test_ephemeral_is_ignored_with_a_warning() -> None:
+    warnings: list[str] = []
+    spec_dict_from_ads(with_roles({}, None, ephemeral=True, name="x"), "t.yaml", warn=warnings.append)
+    assert warnings == ["t.yaml: spec.cluster.spec.ephemeral is ignored: a cloudddp cluster always ends with its job."]
+
+
+def test_the_readme_table_lists_every_ads_field_and_what_cloudddp_does() -> None:
+    from cloudddp.providers.oci.ads import FIELDS
+
+    readme = (REPO / "README.md").read_text()
+    for field, effect in FIELDS.items():
+        assert f"| `{field}` | {effect} |" in readme, field
 
 
 def test_compose_file_matches_the_seed_guides_local_test(tmp_path: Path) -> None:
@@ -228,6 +338,10 @@ def test_cli_launch_dry_run_and_render_compose_read_the_ads_file(tmp_path: Path)
     path = seed_folder(tmp_path)
     dry = run_cli("launch", "--provider", "oci", "-f", str(path), "--dry-run", cwd=tmp_path)
     assert dry.returncode == 0, dry.stderr
+    assert (
+        f"cloudddp: warning: {path}: the job name 'my_distributed_training' becomes 'my-distributed-training'"
+        in dry.stderr
+    )
     document = yaml.safe_load(dry.stdout)
     group = document["request"]["create_job"]["job_node_configuration_details"][
         "job_node_group_configuration_details_list"

@@ -92,6 +92,17 @@ OCIR_IMAGE = re.compile(
 )
 
 
+def shown(field: str, value: object) -> str:
+    """A setting as errors name it: `oci.<field>=value`, or the ADS file's own field if it came from one."""
+    from cloudddp.providers.oci.ads import source_of
+
+    source = source_of(field, value)
+    text = f"{value:g}" if isinstance(value, float) else repr(value)
+    if source:
+        return f"{source[0]}={text} ({source[1]}, cloudddp's oci.{field})"
+    return f"oci.{field}={text}"
+
+
 def check_ocid(field: str, value: str | None, *, required: bool = False, hint: str = "") -> str | None:
     """`value` as given if it is an OCID of a type `field` accepts; a clear error otherwise."""
     if value is None or value == "":
@@ -101,13 +112,13 @@ def check_ocid(field: str, value: str | None, *, required: bool = False, hint: s
     match = OCID.fullmatch(value)
     if not match:
         raise CloudDDPError(
-            f"oci.{field}={value!r} is not an OCID: expected ocid1.<resource type>.<realm>.[region].<unique id>, "
+            f"{shown(field, value)} is not an OCID: expected ocid1.<resource type>.<realm>.[region].<unique id>, "
             f"like ocid1.{OCID_TYPES.get(field, ('compartment',))[0]}.oc1..aaaaaaaa... (copy it from the OCI Console)."
         )
     allowed = OCID_TYPES.get(field)
     if allowed and match["type"] not in allowed:
         raise CloudDDPError(
-            f"oci.{field}={value!r} is the OCID of a {match['type']}, but {field} needs a {' or '.join(allowed)} OCID."
+            f"{shown(field, value)} is the OCID of a {match['type']}, but {field} needs a {' or '.join(allowed)} OCID."
         )
     return value
 
@@ -119,9 +130,10 @@ def parse_work_dir(value: str | None, field: str = "oci.work_dir") -> tuple[str,
             f"{field} is required: the Object Storage folder the source, staged inputs and outputs go to, "
             f"as oci://bucket@namespace/prefix (--work-dir)."
         )
+    setting = shown("work_dir", value) if field == "oci.work_dir" else f"{field}={value!r}"
     match = WORK_DIR.fullmatch(value)
     if not match:
-        raise CloudDDPError(f"{field}={value!r} must look like oci://bucket@namespace/prefix.")
+        raise CloudDDPError(f"{setting} must look like oci://bucket@namespace/prefix.")
     prefix = match["prefix"] or ""
     segments = prefix.rstrip("/").split("/") if prefix.rstrip("/") else []
     problems = []
@@ -134,7 +146,7 @@ def parse_work_dir(value: str | None, field: str = "oci.work_dir") -> tuple[str,
         problems.append("white space or a control character")
     if problems:
         raise CloudDDPError(
-            f"{field}={value!r}: the prefix has {' and '.join(problems)}; Object Storage would store the names "
+            f"{setting}: the prefix has {' and '.join(problems)}; Object Storage would store the names "
             f"literally while the job's mount and cloudddp's staging would not agree on them. Use a prefix like "
             f"oci://{match['bucket']}@{match['namespace']}/team/project."
         )
@@ -154,11 +166,11 @@ def check_shape(
     """
     if not SHAPE_NAME.fullmatch(shape):
         raise CloudDDPError(
-            f"oci.shape={shape!r} is not an OCI shape name (like VM.Standard.E4.Flex or BM.GPU.A100-v2.8)."
+            f"{shown('shape', shape)} is not an OCI shape name (like VM.Standard.E4.Flex or BM.GPU.A100-v2.8)."
         )
     if not MULTI_NODE_SHAPE.fullmatch(shape):
         raise CloudDDPError(
-            f"oci.shape={shape!r} cannot run multi-node jobs; use a GPU shape (VM.GPU.*, BM.GPU.*), a bare metal "
+            f"{shown('shape', shape)} cannot run multi-node jobs; use a GPU shape (VM.GPU.*, BM.GPU.*), a bare metal "
             f"shape (BM.*) or a flexible CPU shape ({', '.join(FLEX_SHAPES)})."
         )
     if GPU_SHAPE.fullmatch(shape) and not allow_unknown:
@@ -167,13 +179,13 @@ def check_shape(
             close = difflib.get_close_matches(shape.lower(), known, n=3, cutoff=0.7)
             hint = f" Did you mean {' or '.join(known[c] for c in close)}?" if close else ""
             raise CloudDDPError(
-                f"oci.shape={shape!r} is not a GPU shape cloudddp knows.{hint} Known: {', '.join(GPU_SHAPES)} (from "
+                f"{shown('shape', shape)} is not a GPU shape cloudddp knows.{hint} Known: {', '.join(GPU_SHAPES)} (from "
                 f"Oracle ADS's shape index). If OCI offers it since, set {UNKNOWN_SHAPE_VARIABLE}=1."
             )
     if not shape.endswith(".Flex"):
         if ocpus is not None or memory_in_gbs is not None:
             raise CloudDDPError(
-                f"oci.ocpus/oci.memory_in_gbs apply to flexible shapes only (*.Flex); oci.shape={shape!r} has a fixed "
+                f"oci.ocpus/oci.memory_in_gbs apply to flexible shapes only (*.Flex); {shown('shape', shape)} has a fixed "
                 f"size."
             )
         return None
@@ -186,20 +198,25 @@ def check_flex(shape: str, ocpus: float | None, memory_in_gbs: float | None) -> 
         close = difflib.get_close_matches(shape, FLEX_SHAPES, n=1, cutoff=0.8)
         hint = f" Did you mean {close[0]}?" if close else ""
         raise CloudDDPError(
-            f"oci.shape={shape!r} is not a flexible shape Data Science runs.{hint} Flexible shapes: "
+            f"{shown('shape', shape)} is not a flexible shape Data Science runs.{hint} Flexible shapes: "
             f"{', '.join(FLEX_SHAPES)}."
         )
     max_ocpus, max_memory = FLEX_SHAPES[shape]
     chosen_ocpus = DEFAULT_FLEX_OCPUS if ocpus is None else ocpus
     chosen_memory = DEFAULT_FLEX_MEMORY_GB if memory_in_gbs is None else memory_in_gbs
-    shown = f"oci.ocpus={chosen_ocpus:g}{' (default)' if ocpus is None else ''}"
+    ocpus_shown = f"oci.ocpus={chosen_ocpus:g} (default)" if ocpus is None else shown("ocpus", ocpus)
     if not 1 <= chosen_ocpus <= max_ocpus:
-        raise CloudDDPError(f"{shown}: {shape} takes 1 to {max_ocpus:g} OCPUs.")
+        raise CloudDDPError(f"{ocpus_shown}: {shape} takes 1 to {max_ocpus:g} OCPUs.")
+    memory_shown = (
+        f"oci.memory_in_gbs={chosen_memory:g} (default)"
+        if memory_in_gbs is None
+        else shown("memory_in_gbs", memory_in_gbs)
+    )
     low = max(MIN_GB_PER_OCPU * chosen_ocpus, 1.0)
     high = min(MAX_GB_PER_OCPU * chosen_ocpus, max_memory)
     if not low <= chosen_memory <= high:
         raise CloudDDPError(
-            f"oci.memory_in_gbs={chosen_memory:g}{' (default)' if memory_in_gbs is None else ''} with {shown}: "
+            f"{memory_shown} with {ocpus_shown}: "
             f"{shape} takes {low:g} to {high:g} GB for {chosen_ocpus:g} OCPUs (1 to 64 GB per OCPU, at most "
             f"{max_memory:g} GB)."
         )
@@ -280,7 +297,7 @@ def check_image(image: str | None) -> str:
         )
     if not OCIR_IMAGE.fullmatch(image):
         raise CloudDDPError(
-            f"oci.image={image!r}: Data Science jobs pull images from OCI Container Registry only; expected "
+            f"{shown('image', image)}: Data Science jobs pull images from OCI Container Registry only; expected "
             f"<region-key>.ocir.io/<tenancy-namespace>/<repo>:<tag>."
         )
     return image
@@ -294,7 +311,7 @@ def check_replicas(replicas: int) -> None:
 def check_block_storage(size_gb: int) -> None:
     if size_gb < MIN_BLOCK_STORAGE_GB:
         raise CloudDDPError(
-            f"oci.block_storage_gb={size_gb}: Data Science jobs need at least {MIN_BLOCK_STORAGE_GB} GB of block storage."
+            f"{shown('block_storage_gb', size_gb)}: Data Science jobs need at least {MIN_BLOCK_STORAGE_GB} GB of block storage."
         )
 
 
