@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import shlex
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -309,7 +312,64 @@ def test_compose_file_matches_the_seed_guides_local_test(tmp_path: Path) -> None
     assert worker["environment"]["NCCL_ASYNC_ERROR_HANDLING"] == "1"
     assert main["command"] == ["train.py", *shlex.split(worker["environment"]["OCI__ENTRY_SCRIPT_ARGS"])]
     assert f"{tmp_path}:/code:ro" in main["volumes"]
-    assert not any(".oci" in v for s in services.values() for v in s["volumes"])  # no credentials in containers
+    # OCI__WORK_DIR is set: the credentials mount and OCI_IAM_TYPE of ADS's own local run
+    # (ads/opctl/distributed/cmds.py: update_ini's oci_key_mnt, pytorch_cmd's OCI_IAM_TYPE=api_key).
+    assert all("~/.oci:/home/oci_dist_training/.oci:ro" in s["volumes"] for s in services.values())
+    assert all(s["environment"]["OCI_IAM_TYPE"] == "api_key" for s in services.values())
+
+
+def test_compose_without_a_work_dir_puts_no_credentials_in_the_containers(tmp_path: Path) -> None:
+    spec = build_spec({"entry_point": "train_ddp.py", "source_dir": str(REPO / "sources"), "nodes": 2})
+    for service in compose_dict(spec)["services"].values():
+        assert not any(".oci" in v for v in service["volumes"])
+        assert "OCI_IAM_TYPE" not in service["environment"] and "OCI__WORK_DIR" not in service["environment"]
+
+
+def test_compose_refuses_a_placeholder_image_naming_the_yamls_field(tmp_path: Path) -> None:
+    path = seed_folder(tmp_path, real_ids=False)  # image: <region.ocir.io/my-tenancy/image-name>
+    with pytest.raises(CloudDDPError) as caught:
+        compose_yaml(load_spec(path))
+    assert str(caught.value).startswith(
+        f"spec.cluster.spec.image='<region.ocir.io/my-tenancy/image-name>' ({path}, cloudddp's oci.image) is not an "
+        f"image name docker can pull (a placeholder?)."
+    )
+
+
+def test_compose_comment_points_only_at_what_the_user_has(tmp_path: Path) -> None:
+    spec = build_spec({"entry_point": "train_ddp.py", "source_dir": str(REPO / "sources"), "nodes": 2})
+    text = compose_yaml(spec)
+    header = [line for line in text.splitlines() if line.startswith("#")]
+    assert header and not any("infra/" in line or "Dockerfile" in line for line in header)
+    assert "# Image pytorch/pytorch:2.5.1-cuda12.4-cudnn9-runtime: any image with Python and PyTorch" in text
+    dockerfile = (REPO / "infra" / "docker" / "Dockerfile").read_text()
+    assert "ARG TORCH_VERSION=2.5.1" in dockerfile and "ARG CUDA_VERSION=12.4" in dockerfile  # the same base
+
+
+def test_every_compose_service_runs_the_mounted_launcher_whatever_the_images_entrypoint(tmp_path: Path) -> None:
+    """What docker does with a service (entrypoint + command, environment, volumes), done here with sh.
+
+    An ADS-built image's entrypoint ignores `command`; the service's own `entrypoint` replaces
+    it, and the launcher comes from the read-only job-side mount: `python -S` (no site-packages)
+    proves nothing installed in the image is needed.
+    """
+    (tmp_path / "data").mkdir()
+    spec = build_spec({"entry_point": "train_ddp.py", "source_dir": str(REPO / "sources"), "nodes": 2,
+                       "inputs": {"train": str(tmp_path / "data")}, "oci": {"image": "iad.ocir.io/t/ads-built:1"}})  # fmt: skip
+    for rank, service in enumerate(compose_dict(spec)["services"].values()):
+        mounts = dict(v.rsplit(":", 2)[:2] if v.endswith(":ro") else v.split(":", 1) for v in service["volumes"])
+        host_job_side = {c: h for h, c in mounts.items()}["/opt/cloudddp/cloudddp"]
+        python = tmp_path / "bin" / "python3"
+        python.parent.mkdir(exist_ok=True)
+        python.write_text(f'#!/bin/sh\nexec {sys.executable} -S "$@"\n')
+        python.chmod(0o755)
+        environment = {**service["environment"], "PYTHONPATH": str(Path(host_job_side).parent),
+                       "PATH": f"{python.parent}:/usr/bin:/bin"}  # fmt: skip
+        result = subprocess.run([*service["entrypoint"], "--dry-run", *service["command"]], env=environment,
+                                cwd=REPO / "sources", capture_output=True, text=True, timeout=60)  # fmt: skip
+        assert result.returncode == 0, result.stderr
+        plan = json.loads(result.stdout)
+        assert (plan["provider"], plan["node_rank"], plan["nnodes"], plan["master_port"]) == ("oci", rank, 2, 29400)
+        assert plan["argv"][-1] == "train_ddp.py"
 
 
 def test_compose_variables_are_what_the_launcher_understands(tmp_path: Path) -> None:
