@@ -38,7 +38,9 @@ def sagemaker_env(rank: int, tmp: Path) -> dict[str, str]:
 
 
 def slurm_env(rank: int, tmp: Path) -> dict[str, str]:
+    # One task per node of `srun -N2` (the step variables as tests/cluster/fixtures/slurm/ shows them).
     return {"SLURM_JOB_ID": "4242", "SLURM_JOB_NODELIST": "gpu-[07-08]", "SLURM_NNODES": "2", "SLURM_NODEID": str(rank),
+            "SLURM_STEP_ID": "0", "SLURM_STEP_NODELIST": "gpu-[07-08]", "SLURM_STEP_NUM_NODES": "2",
             "SLURM_PROCID": str(rank), "CLOUDDDP_HOST_MAP": "gpu-07=127.0.0.1"}  # fmt: skip
 
 

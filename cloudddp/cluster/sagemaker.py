@@ -315,7 +315,7 @@ def framework_environment(environ: Mapping[str, str]) -> dict[str, str]:
     }
     if (config / "resourceconfig.json").exists():
         data, _ = read_resource_config(environ)
-        derived["SM_HOSTS"] = json.dumps(data["hosts"])
+        derived["SM_HOSTS"] = to_env_value(data["hosts"])
         derived["SM_CURRENT_HOST"] = data["current_host"]
         if data.get("network_interface_name"):
             derived["SM_NETWORK_INTERFACE_NAME"] = data["network_interface_name"]

@@ -1,0 +1,105 @@
+"""Failing fast, for real: two `cloudddp-launch` nodes on 127.0.0.1 with real torchrun and gloo.
+
+The script (sources/allreduce_check.py) installs a SIGTERM handler, as training scripts that
+checkpoint do; while blocked in `init_process_group` that handler cannot run, so torchrun alone
+waits its 30 s before SIGKILL. The launcher, told by the fail-fast channel that the job is lost,
+kills the workers itself after 2 s (supervisor.ABORT_GRACE).
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+from conftest import PYTHON, REPO, SOURCES, clean_env, run_cli
+
+from cloudddp.launcher.supervisor import is_running
+from cloudddp.providers.local.provider import free_port
+
+pytestmark = pytest.mark.slow
+CHECK = str(SOURCES / "allreduce_check.py")
+# torchrun's own SIGTERM->SIGKILL wait is 30 s; anything well below it proves the launcher stopped the node.
+STOP_BOUND = 15.0
+
+
+def start_node(rank: int, port: int, tmp: Path, *script_args: str) -> subprocess.Popen[bytes]:
+    env = {"SM_HOSTS": '["algo-1","algo-2"]', "SM_CURRENT_HOST": f"algo-{rank + 1}", "SM_INPUT_CONFIG_DIR": str(tmp / "none"),
+           "SM_NUM_GPUS": "0", "CLOUDDDP_HOST_MAP": "algo-1=127.0.0.1,algo-2=127.0.0.1"}  # fmt: skip
+    with open(tmp / f"node{rank}.log", "wb") as log:
+        return subprocess.Popen(
+            [PYTHON, "-m", "cloudddp.launcher", "--master-port", str(port), CHECK, "--out-dir", str(tmp / "out"), *script_args],
+            cwd=REPO, env=clean_env(env), stdout=log, stderr=subprocess.STDOUT,
+        )  # fmt: skip
+
+
+def wait_all(nodes: list[subprocess.Popen[bytes]], timeout: float) -> dict[int, tuple[int, float]]:
+    """rank -> (exit code, monotonic time it was seen to exit)."""
+    ended: dict[int, tuple[int, float]] = {}
+    deadline = time.monotonic() + timeout
+    while len(ended) < len(nodes):
+        assert time.monotonic() < deadline, f"nodes still running after {timeout} s: {ended}"
+        for rank, node in enumerate(nodes):
+            if rank not in ended and node.poll() is not None:
+                ended[rank] = (node.returncode, time.monotonic())
+        time.sleep(0.02)
+    return ended
+
+
+def no_worker_left(tmp: Path) -> bool:
+    pids = [int(p.read_text()) for p in (tmp / "out").glob("pid-rank*.txt")]
+    return not [pid for pid in pids if is_running(pid)]
+
+
+def test_a_node_failing_before_init_stops_the_other_within_seconds_with_its_code(tmp_path: Path) -> None:
+    port = free_port()
+    nodes = [start_node(rank, port, tmp_path, "--fail-rank", "1", "--fail-code", "3") for rank in range(2)]
+    ended = wait_all(nodes, timeout=120)
+    logs = [(tmp_path / f"node{r}.log").read_text() for r in range(2)]
+    failing_code, failed_at = ended[1]
+    assert failing_code != 0, logs
+    assert "failing on purpose" in logs[1]
+    code, stopped_at = ended[0]
+    # Node 0 was blocked in init_process_group waiting for rank 1; it stops soon after, with node 1's code.
+    assert stopped_at - failed_at < STOP_BOUND, (stopped_at - failed_at, logs[0])
+    assert code == failing_code, logs[0]
+    assert "node 1 failed" in logs[0]
+    assert no_worker_left(tmp_path)
+
+
+def test_a_node_whose_launcher_is_killed_mid_job_stops_the_other_within_seconds(tmp_path: Path) -> None:
+    port = free_port()
+    nodes = [start_node(rank, port, tmp_path, "--sleep", "120") for rank in range(2)]
+    out = tmp_path / "out"
+    deadline = time.monotonic() + 90
+    while not all((out / f"rank{r}.json").exists() for r in range(2)):
+        assert time.monotonic() < deadline, "the all-reduce never finished"
+        time.sleep(0.1)
+    nodes[1].send_signal(signal.SIGKILL)  # the node vanishes: no DONE, no FAIL
+    killed_at = time.monotonic()
+    code = nodes[0].wait(timeout=60)
+    assert time.monotonic() - killed_at < STOP_BOUND
+    assert code != 0
+    assert "went away" in (tmp_path / "node0.log").read_text()
+    time.sleep(1.0)  # node 1's torchrun gets SIGTERM from the kernel (parent-death signal) and ends its worker
+    assert no_worker_left(tmp_path)
+
+
+def test_a_local_job_reports_the_failing_nodes_exit_code_not_a_kill(tmp_path: Path) -> None:
+    result = run_cli(
+        "launch", "--provider", "local", "--nodes", "2", "--name", "failfast", "--runs-dir", str(tmp_path / "runs"),
+        "--source-dir", str(SOURCES), "allreduce_check.py", "--", "--fail-rank", "1", "--fail-code", "3",
+        "--out-dir", str(tmp_path / "out"), timeout=180,
+    )  # fmt: skip
+    run_dir = next((tmp_path / "runs").iterdir())
+    state = json.loads((run_dir / "state.json").read_text())
+    assert state["state"] == "FAILED", (result.stdout, result.stderr)
+    failing = state["first_failure"]
+    assert failing == "algo-2"
+    codes = {name: node["exit_code"] for name, node in state["nodes"].items()}
+    assert state["exit_code"] == codes["algo-2"] != 143, codes
+    assert codes["algo-1"] == codes["algo-2"], codes  # node 1 stopped because of node 2, with its code
+    assert result.returncode == state["exit_code"]
