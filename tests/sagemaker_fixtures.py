@@ -7,11 +7,16 @@ SageMaker provider one boto3 session whose `CreateTrainingJob` requests are capt
 
 from __future__ import annotations
 
+import contextlib
 import copy
+import http.server
 import io
+import json
 import os
+import socket
 import subprocess
 import tarfile
+import threading
 import time
 import urllib.request
 from collections.abc import Callable, Iterator
@@ -150,6 +155,52 @@ def archive_members(blob: bytes) -> dict[str, bytes]:
         return {m.name: tar.extractfile(m).read() for m in tar.getmembers() if m.isfile()}  # type: ignore[union-attr]
 
 
+def register_stop_training_job(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Teach moto (5.2 has no StopTrainingJob) the operation, as botocore's SageMaker model documents it.
+
+    The documented behaviour (StopTrainingJob's documentation in botocore's service model
+    for sagemaker, API 2017-07-24): the job's status becomes `Stopping` (then `Stopped`
+    once the algorithm has exited); the only documented error is `ResourceNotFound`. A
+    job that already finished cannot be stopped: refused with a ValidationException (the
+    message is ours; the service's wording is not documented). Returns the names stopped.
+    Works for `mock_aws()` and for a ThreadedMotoServer alike (same process, same class).
+    """
+    from moto.sagemaker.exceptions import SagemakerClientError, ValidationError
+    from moto.sagemaker.models import sagemaker_backends
+    from moto.sagemaker.responses import SageMakerResponse
+
+    class ResourceNotFound(SagemakerClientError):
+        code = "ResourceNotFound"
+
+    stopped: list[str] = []
+
+    def stop_training_job(self: Any) -> Any:
+        from moto.core.responses import EmptyResult
+
+        name = self._get_param("TrainingJobName")
+        job = sagemaker_backends[self.current_account][self.region].training_jobs.get(name)
+        if job is None:
+            raise ResourceNotFound(f"Training job {name} does not exist.")
+        if job.training_job_status != "InProgress":
+            raise ValidationError(
+                message=f"The training job {name} is {job.training_job_status}: it cannot be stopped."
+            )
+        job.training_job_status, job.secondary_status = "Stopping", "Stopping"
+        stopped.append(name)
+        return EmptyResult()
+
+    monkeypatch.setattr(SageMakerResponse, "stop_training_job", stop_training_job, raising=False)
+    return stopped
+
+
+def set_job_status(name: str, status: str, secondary: str) -> None:
+    """moto completes a job at once; a real one runs for a while (what cancel needs)."""
+    from moto.sagemaker.models import sagemaker_backends
+
+    job = sagemaker_backends[ACCOUNT][REGION].training_jobs[name]
+    job.training_job_status, job.secondary_status = status, secondary
+
+
 @pytest.fixture
 def moto_server(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[dict[str, str]]:
     """A ThreadedMotoServer on 127.0.0.1 and the environment a subprocess needs to use it."""
@@ -181,3 +232,70 @@ def run_cli(args: list[str], env: dict[str, str], cwd: Path, timeout: float = 12
     )  # fmt: skip
     result.elapsed = time.monotonic() - started  # type: ignore[attr-defined]
     return result
+
+
+# -- endpoints that fail the way AWS (or something that is not AWS) fails ---------------------
+EXPIRED_MESSAGE = "The security token included in the request is expired"
+# STS speaks the query protocol (XML errors), SageMaker and CloudWatch Logs JSON 1.1 (botocore's
+# service models: metadata.protocol). These are the error shapes botocore's parsers read.
+EXPIRED_XML = (
+    '<ErrorResponse xmlns="https://sts.amazonaws.com/doc/2011-06-15/"><Error><Type>Sender</Type>'
+    f"<Code>ExpiredToken</Code><Message>{EXPIRED_MESSAGE}</Message></Error>"
+    "<RequestId>4a4e9bf8-0000-0000-0000-000000000000</RequestId></ErrorResponse>"
+)
+EXPIRED_JSON = json.dumps({"__type": "com.amazon.coral.service#ExpiredTokenException", "message": EXPIRED_MESSAGE})
+HTML_404 = (
+    "<!DOCTYPE html><html><head><title>404 Not Found</title></head><body><h1>Not Found</h1>"
+    "<p>The requested URL was not found on this server.</p><hr><address>Apache/2.4 Server</address></body></html>"
+)
+
+
+@contextlib.contextmanager
+def canned_endpoint(kind: str) -> Iterator[str]:
+    """http://127.0.0.1:PORT answering every request with one failure: `expired` or `html`."""
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def answer(self) -> None:
+            self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            if kind == "html":
+                status, body, content_type = 404, HTML_404, "text/html"
+            elif self.headers.get("X-Amz-Target"):  # JSON protocol
+                status, body, content_type = 400, EXPIRED_JSON, "application/x-amz-json-1.1"
+            else:
+                status, body, content_type = 403, EXPIRED_XML, "text/xml"
+            data = body.encode()
+            self.send_response(status)
+            self.send_header("Content-Type", content_type)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        do_GET = do_POST = do_PUT = do_HEAD = answer
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_port}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@contextlib.contextmanager
+def silent_endpoint() -> Iterator[str]:
+    """A port that accepts connections (the kernel's backlog) and never answers a byte."""
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(64)
+        yield f"http://127.0.0.1:{listener.getsockname()[1]}"
+
+
+def closed_endpoint() -> str:
+    """A port nothing listens on (connections are refused)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return f"http://127.0.0.1:{probe.getsockname()[1]}"

@@ -5,10 +5,22 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Any
 
 import boto3
 import pytest
-from sagemaker_fixtures import BUCKET, REGION, moto_server, project, run_cli  # noqa: F401  (fixtures)
+from sagemaker_fixtures import (  # noqa: F401  (fixtures)
+    BUCKET,
+    REGION,
+    canned_endpoint,
+    closed_endpoint,
+    moto_server,
+    project,
+    register_stop_training_job,
+    run_cli,
+    set_job_status,
+    silent_endpoint,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -94,3 +106,116 @@ def test_no_role_and_no_credentials_exit_2(moto_server: dict[str, str], project:
 def test_status_of_unknown_job_exits_2(moto_server: dict[str, str], tmp_path: Path) -> None:
     result = run_cli(["status", "no-such-job", "-p", "sagemaker"], moto_server, tmp_path)
     assert result.returncode == 2 and "no SageMaker training job named 'no-such-job'" in result.stderr
+
+
+def launched_job(env: dict[str, str], project: Path, tmp_path: Path) -> str:
+    result = run_cli(["launch", "-p", "sagemaker", "--no-wait", str(project / "train.py")], env, tmp_path)
+    assert result.returncode == 0, result.stderr
+    return re.search(r"submitted (\S+) \(sagemaker\)", result.stdout).group(1)  # type: ignore[union-attr]
+
+
+# -- issue 9 point 5: cancel against the moto server -------------------------------------------
+
+
+def test_cancel_stops_a_running_job_end_to_end(
+    moto_server: dict[str, str], project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    stopped = register_stop_training_job(monkeypatch)
+    job = launched_job(moto_server, project, tmp_path)
+    set_job_status(job, "InProgress", "Training")
+    assert "RUNNING" in run_cli(["status", job, "-p", "sagemaker"], moto_server, tmp_path).stdout
+    result = run_cli(["cancel", job, "-p", "sagemaker"], moto_server, tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert stopped == [job]
+    status = run_cli(["status", job, "-p", "sagemaker"], moto_server, tmp_path)
+    assert status.returncode == 0 and "STOPPING" in status.stdout, status.stdout
+
+
+def test_cancel_of_an_unknown_or_finished_job_exits_2(
+    moto_server: dict[str, str], project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    stopped = register_stop_training_job(monkeypatch)
+    unknown = run_cli(["cancel", "no-such-job", "-p", "sagemaker"], moto_server, tmp_path)
+    assert unknown.returncode == 2 and "no SageMaker training job named 'no-such-job'" in unknown.stderr
+    job = launched_job(moto_server, project, tmp_path)  # moto completes it at once
+    finished = run_cli(["cancel", job, "-p", "sagemaker"], moto_server, tmp_path)
+    assert finished.returncode == 2 and "cannot be stopped" in finished.stderr, finished.stderr
+    assert "Traceback" not in unknown.stderr + finished.stderr and stopped == []
+
+
+# -- issue 9 point 4: credentials, profile and endpoint problems ---------------------------------
+COMMANDS = {
+    "launch --dry-run": ["launch", "-p", "sagemaker", "--dry-run", "{script}"],
+    "launch": ["launch", "-p", "sagemaker", "--no-wait", "{script}"],
+    "status": ["status", "some-job", "-p", "sagemaker"],
+    "logs": ["logs", "some-job", "-p", "sagemaker"],
+    "cancel": ["cancel", "some-job", "-p", "sagemaker"],
+}
+# Bounded: 1 s to connect, 1 s to answer, 2 attempts.
+FAST = {"CLOUDDDP_AWS_CONNECT_TIMEOUT": "1", "CLOUDDDP_AWS_READ_TIMEOUT": "1", "CLOUDDDP_AWS_MAX_ATTEMPTS": "2"}
+
+
+def run_each(commands: list[str], env: dict[str, str], project: Path, tmp_path: Path) -> dict[str, Any]:
+    results = {}
+    for name in commands:
+        args = [a.replace("{script}", str(project / "train.py")) for a in COMMANDS[name]]
+        result = run_cli(args, env, tmp_path, timeout=60)
+        assert result.returncode == 2, (name, result.stdout, result.stderr)
+        assert result.stderr.startswith("error:") and "Traceback" not in result.stderr, (name, result.stderr)
+        assert len(result.stderr.strip().splitlines()) == 1, (name, result.stderr)  # one paragraph
+        results[name] = result
+    return results
+
+
+def test_a_misspelt_aws_profile_is_one_paragraph_for_every_command(
+    moto_server: dict[str, str], project: Path, tmp_path: Path
+) -> None:
+    env = {**moto_server, "AWS_PROFILE": "prodd"}
+    for name, result in run_each(list(COMMANDS), env, project, tmp_path).items():
+        assert "AWS profile 'prodd'" in result.stderr and "AWS_PROFILE" in result.stderr, (name, result.stderr)
+    assert s3(moto_server).list_buckets()["Buckets"] == []  # type: ignore[attr-defined]
+
+
+def test_an_endpoint_url_without_a_scheme_names_the_variable(
+    moto_server: dict[str, str], project: Path, tmp_path: Path
+) -> None:
+    env = {**moto_server, "AWS_ENDPOINT_URL": "localhost:4566"}
+    for name, result in run_each(["launch", "status", "logs", "cancel"], env, project, tmp_path).items():
+        assert "AWS_ENDPOINT_URL='localhost:4566'" in result.stderr and "scheme" in result.stderr, (name, result)
+
+
+def test_an_endpoint_that_never_answers_fails_within_the_configured_time(
+    moto_server: dict[str, str], project: Path, tmp_path: Path
+) -> None:
+    with silent_endpoint() as url:
+        env = {**moto_server, **FAST, "AWS_ENDPOINT_URL": url}
+        for name, result in run_each(["launch", "status", "logs", "cancel"], env, project, tmp_path).items():
+            assert f"{url}/ did not answer in time" in result.stderr, (name, result.stderr)
+            assert "CLOUDDDP_AWS_READ_TIMEOUT" in result.stderr
+            # 2 attempts x 1 s plus the interpreter's start: far below botocore's default (60 s x 5 attempts).
+            assert result.elapsed < 30, (name, result.elapsed)  # type: ignore[attr-defined]
+
+
+def test_an_unreachable_endpoint_is_one_paragraph(moto_server: dict[str, str], project: Path, tmp_path: Path) -> None:
+    url = closed_endpoint()
+    env = {**moto_server, **FAST, "AWS_ENDPOINT_URL": url}
+    for name, result in run_each(["launch", "status"], env, project, tmp_path).items():
+        assert "could not be reached" in result.stderr and url in result.stderr, (name, result.stderr)
+
+
+def test_expired_credentials_say_how_to_renew_them(moto_server: dict[str, str], project: Path, tmp_path: Path) -> None:
+    with canned_endpoint("expired") as url:
+        env = {**moto_server, **FAST, "AWS_ENDPOINT_URL": url, "AWS_SESSION_TOKEN": "old"}
+        for name, result in run_each(["launch", "status", "logs", "cancel"], env, project, tmp_path).items():
+            assert "AWS rejected your credentials (ExpiredToken" in result.stderr, (name, result.stderr)
+            assert "aws sso login" in result.stderr and "old" not in result.stderr
+
+
+def test_an_html_error_page_is_summarised_not_printed(
+    moto_server: dict[str, str], project: Path, tmp_path: Path
+) -> None:
+    with canned_endpoint("html") as url:
+        env = {**moto_server, **FAST, "AWS_ENDPOINT_URL": url}
+        for name, result in run_each(["status", "logs", "cancel"], env, project, tmp_path).items():
+            assert "an HTML page (404 Not Found)" in result.stderr, (name, result.stderr)
+            assert "<" not in result.stderr and "Apache" not in result.stderr

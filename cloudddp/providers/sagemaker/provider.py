@@ -10,6 +10,7 @@ imported only here and in the modules beside it, never by the CLI or the launche
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 import tempfile
 import time
@@ -19,6 +20,8 @@ from typing import Any
 
 import botocore.session
 from botocore.exceptions import BotoCoreError, ClientError
+from botocore.loaders import create_loader
+from botocore.regions import EndpointResolver
 
 from cloudddp.errors import CloudDDPError
 from cloudddp.providers.base import JobHandle, JobRequest, JobStatus, Provider
@@ -64,12 +67,17 @@ class SageMakerProvider(Provider):
         chosen = (spec.sagemaker.region if spec else None) or self.region_override
         if not chosen and self.session_override is not None:
             chosen = self.session_override.region_name
-        if not chosen:
-            # botocore reads AWS_DEFAULT_REGION and the profile; AWS_REGION is what the other AWS SDKs read.
+        if self.session_override is None:
+            # Read the profile even when the region is given: a misspelt AWS_PROFILE fails the dry run
+            # too, rather than the real launch later.
             try:
-                chosen = os.environ.get("AWS_REGION") or botocore.session.get_session().get_config_variable("region")
-            except BotoCoreError as exc:  # a misspelt AWS_PROFILE shows up here first
+                session = botocore.session.get_session()
+                session.get_scoped_config()  # raises ProfileNotFound even where variables make it unneeded
+                configured = session.get_config_variable("region")
+            except BotoCoreError as exc:
                 raise translate(exc, "read the AWS configuration") from None
+            # botocore reads AWS_DEFAULT_REGION and the profile; AWS_REGION is what the other AWS SDKs read.
+            chosen = chosen or os.environ.get("AWS_REGION") or configured
         return check.check_region(chosen, known_regions())
 
     def session(self, region: str) -> Any:
@@ -256,7 +264,10 @@ class SageMakerProvider(Provider):
         except ClientError as exc:
             error = exc.response.get("Error", {})
             message = str(error.get("Message", ""))
-            if error.get("Code") == "ValidationException" and "find" in message.lower():
+            # ResourceNotFound is StopTrainingJob's documented error (botocore's model); describe says ValidationException.
+            if error.get("Code") == "ResourceNotFound" or (
+                error.get("Code") == "ValidationException" and "could not find" in message.lower()
+            ):
                 raise CloudDDPError(
                     f"no SageMaker training job named {job_id!r} in {sagemaker.meta.region_name} "
                     f"(set AWS_REGION if it runs in another region)."
@@ -274,11 +285,15 @@ def job_request(provider: str, name: str, spec: JobSpec, payload: dict[str, Any]
     return JobRequest(provider=provider, name=name, payload=payload, spec=spec, plan=plan)  # type: ignore[call-arg]
 
 
+@functools.cache
 def known_regions() -> list[str]:
-    session = botocore.session.get_session()
+    """SageMaker's regions from botocore's bundled endpoint data (no AWS config is read)."""
+    loader = create_loader()
+    resolver = EndpointResolver(loader.load_data("endpoints"))
+    prefix = loader.load_service_model("sagemaker", "service-2")["metadata"]["endpointPrefix"]  # "api.sagemaker"
     regions: list[str] = []
     for partition in ("aws", "aws-cn", "aws-us-gov"):
-        regions += session.get_available_regions("sagemaker", partition_name=partition)
+        regions += resolver.get_available_endpoints(prefix, partition_name=partition)
     return regions
 
 

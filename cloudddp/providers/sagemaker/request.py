@@ -293,10 +293,11 @@ def build_request(spec: JobSpec, *, job_name: str, region: str, role: str, image
             "cloudddp_job.json": job_config(spec, mode),
         },
         "inputs": uploads,
-        "checkpoint": checkpoint.upload,
         "mode": mode,
         "region": region,
     }
+    if checkpoint.upload:
+        plan["checkpoint"] = checkpoint.upload
     if sm.kms_key:
         plan["encryption"] = f"SSE-KMS with {sm.kms_key}"
     if warnings:

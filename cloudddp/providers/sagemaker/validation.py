@@ -111,9 +111,11 @@ def check_region(region: str | None, known: list[str]) -> str:
 @functools.cache
 def training_instance_types() -> frozenset[str]:
     """The `TrainingInstanceType` enum of botocore's offline service model (read once, on first use)."""
-    import botocore.session  # client side only; the provider imports boto3 anyway
+    # The loader reads botocore's bundled data only: no AWS config (a broken AWS_PROFILE is reported elsewhere).
+    from botocore.loaders import create_loader
+    from botocore.model import ServiceModel
 
-    model = botocore.session.get_session().get_service_model("sagemaker")
+    model = ServiceModel(create_loader().load_service_model("sagemaker", "service-2"), "sagemaker")
     return frozenset(model.shape_for("TrainingInstanceType").enum)
 
 
