@@ -405,7 +405,10 @@ def test_cli_and_launcher_do_not_import_boto3() -> None:
             {"sagemaker": {"spot": True, "max_wait": 3599}, "max_runtime": 3600},
             ["--max-wait 3599", "--max-runtime 3600"],
         ),
-        ({"checkpoint": "./ckpt", "sagemaker": {"checkpoint_s3": "s3://my-ckpts/c"}}, ["both say where checkpoints go"]),
+        (
+            {"checkpoint": "./ckpt", "sagemaker": {"checkpoint_s3": "s3://my-ckpts/c"}},
+            ["both say where checkpoints go"],
+        ),
         ({"checkpoint": "gs://b/c"}, ["checkpoint 'gs://b/c'", "s3:// URI or a local folder"]),
         ({"hyperparameters": {"lr": float("nan")}}, ["not a finite number", "NaN"]),
         ({"hyperparameters": {"clip": float("inf")}}, ["not a finite number"]),
