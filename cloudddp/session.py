@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from cloudddp.providers import JobHandle, JobRequest, JobStatus, Provider, get_provider, registry
+from cloudddp.redact import redact_text
 
 if TYPE_CHECKING:
     from cloudddp.spec import JobSpec
@@ -37,7 +38,7 @@ class JobRecord:
 def follow(provider: Provider, handle: JobHandle, logs: bool, say: Callable[[str], None]) -> JobStatus:
     if logs:
         for line in provider.logs(handle.job_id, follow=True):
-            say(line)
+            say(redact_text(line))  # a job may print a URL with its password
         return provider.status(handle.job_id)
     last = ""
 
