@@ -20,6 +20,7 @@ from typing import Any
 
 from cloudddp.errors import CloudDDPError
 from cloudddp.providers.base import JobHandle, JobRequest, JobStatus, Provider
+from cloudddp.providers.slurm.shell import ScriptJobRequest
 from cloudddp.providers.pbs.script import QsubRequest, render_qsub
 from cloudddp.providers.pbs.settings import PBSSettings
 from cloudddp.providers.slurm.tools import run_tool
@@ -70,10 +71,10 @@ class PBSProvider(Provider):
 
     def render(self, spec: JobSpec) -> JobRequest:
         request = render_qsub(spec, settings_of(spec))
-        return JobRequest(provider=self.name, name=spec.name, payload={"qsub": request}, spec=spec)
+        return ScriptJobRequest(provider=self.name, name=spec.name, spec=spec, request=request)
 
     def submit(self, request: JobRequest) -> JobHandle:
-        qsub: QsubRequest = request.payload["qsub"]
+        qsub: QsubRequest = request.request
         Path(qsub.runs_dir).mkdir(parents=True, exist_ok=True)
         env = {**self.environ, **{name: request.spec.environment[name] for name in qsub.secret_names}}
         # qsub reads the script from a file; it holds no secrets (they travel by name in -v).

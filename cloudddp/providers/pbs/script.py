@@ -42,6 +42,9 @@ class QsubRequest:
     runs_dir: str
     secret_names: list[str] = field(default_factory=list)
 
+    def to_document(self) -> dict[str, object]:
+        return {"argv": self.argv, "script": self.script, "secrets_passed_by_name": self.secret_names}
+
     @property
     def argv(self) -> list[str]:
         return ["qsub"]
@@ -96,6 +99,7 @@ def node_script(spec: JobSpec, settings: PBSSettings) -> str:
         *activation_lines(settings.conda_env, settings.venv, settings.setup),
         "export CLOUDDDP_RUN_DIR",
         'export CLOUDDDP_MODEL_DIR="$CLOUDDDP_RUN_DIR/model"',
+        'export CLOUDDDP_CHECKPOINT_DIR="$CLOUDDDP_RUN_DIR/checkpoints"',  # unless the spec names one (below)
         *export_lines(variables),
         *export_lines(plain),
         launcher,

@@ -17,6 +17,7 @@ from typing import Any
 from cloudddp.cluster.hostlist import expand_hostlist
 from cloudddp.errors import CloudDDPError
 from cloudddp.providers.base import JobHandle, JobRequest, JobStatus, Provider
+from cloudddp.providers.slurm.shell import ScriptJobRequest
 from cloudddp.providers.slurm.script import SbatchRequest, render_sbatch
 from cloudddp.providers.slurm.settings import SlurmSettings
 from cloudddp.providers.slurm.tools import run_tool
@@ -62,10 +63,10 @@ class SlurmProvider(Provider):
     # -- render / submit ----------------------------------------------------------------
     def render(self, spec: JobSpec) -> JobRequest:
         request = render_sbatch(spec, settings_of(spec))
-        return JobRequest(provider=self.name, name=spec.name, payload={"sbatch": request}, spec=spec)
+        return ScriptJobRequest(provider=self.name, name=spec.name, spec=spec, request=request)
 
     def submit(self, request: JobRequest) -> JobHandle:
-        sbatch: SbatchRequest = request.payload["sbatch"]
+        sbatch: SbatchRequest = request.request
         Path(sbatch.runs_dir).mkdir(parents=True, exist_ok=True)  # Slurm does not create --output's folder
         env = {**self.environ, **{name: request.spec.environment[name] for name in sbatch.secret_names}}
         result = run_tool(sbatch.argv, stdin=sbatch.script, env=env, what="sbatch")

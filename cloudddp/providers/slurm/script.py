@@ -35,6 +35,9 @@ class SbatchRequest:
     # Secret variables: passed by name through sbatch's environment (--export=ALL), never in the script.
     secret_names: list[str] = field(default_factory=list)
 
+    def to_document(self) -> dict[str, object]:
+        return {"argv": self.argv, "script": self.script, "secrets_passed_by_name": self.secret_names}
+
     @property
     def argv(self) -> list[str]:
         return ["sbatch", "--parsable"]
@@ -89,8 +92,10 @@ def job_variables(spec: JobSpec, runs_dir: Path) -> list[str]:
     plain, _ = split_environment(spec)
     lines = [f'export CLOUDDDP_RUN_DIR={shlex.quote(str(runs_dir))}/"$SLURM_JOB_NAME-$SLURM_JOB_ID"']
     lines.append('export CLOUDDDP_MODEL_DIR="$CLOUDDDP_RUN_DIR/model"')
-    if spec.checkpoint:
+    if spec.checkpoint:  # shared by reruns of the spec (resume); else this run's own folder
         lines += export_lines({"CLOUDDDP_CHECKPOINT_DIR": str(Path(spec.checkpoint).expanduser().resolve())})
+    else:
+        lines.append('export CLOUDDDP_CHECKPOINT_DIR="$CLOUDDDP_RUN_DIR/checkpoints"')
     lines += export_lines(data_variables(spec, "slurm"))
     lines += export_lines(plain)
     lines.append('mkdir -p "$CLOUDDDP_MODEL_DIR"')

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from cloudddp.errors import CloudDDPError
+from cloudddp.providers.base import JobRequest
 from cloudddp.redact import is_secret_name
 
 if TYPE_CHECKING:  # the spec module builds JobSpec from the registry, which imports this package
@@ -21,6 +22,16 @@ if TYPE_CHECKING:  # the spec module builds JobSpec from the registry, which imp
 # HH:MM:SS with any number of hours (Slurm and PBS both accept it; PBS also takes plain seconds).
 WALLTIME = re.compile(r"^(\d+):([0-5]\d):([0-5]\d)$")
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+class ScriptJobRequest(JobRequest):
+    """A batch job's request: its dry run prints the script itself, ready for `sbatch` or `qsub`.
+
+    The script holds no secret values (those travel by name through the scheduler's export).
+    """
+
+    def to_yaml(self) -> str:
+        return str(self.request.script)
 
 
 def walltime(seconds: int) -> str:
