@@ -20,9 +20,9 @@ from typing import Any
 
 from cloudddp.errors import CloudDDPError
 from cloudddp.providers.base import JobHandle, JobRequest, JobStatus, Provider
-from cloudddp.providers.slurm.shell import ScriptJobRequest
 from cloudddp.providers.pbs.script import QsubRequest, render_qsub
 from cloudddp.providers.pbs.settings import PBSSettings
+from cloudddp.providers.slurm.shell import ScriptJobRequest
 from cloudddp.providers.slurm.tools import run_tool
 from cloudddp.spec import JobSpec
 

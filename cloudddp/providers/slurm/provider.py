@@ -17,9 +17,9 @@ from typing import Any
 from cloudddp.cluster.hostlist import expand_hostlist
 from cloudddp.errors import CloudDDPError
 from cloudddp.providers.base import JobHandle, JobRequest, JobStatus, Provider
-from cloudddp.providers.slurm.shell import ScriptJobRequest
 from cloudddp.providers.slurm.script import SbatchRequest, render_sbatch
 from cloudddp.providers.slurm.settings import SlurmSettings
+from cloudddp.providers.slurm.shell import ScriptJobRequest
 from cloudddp.providers.slurm.tools import run_tool
 from cloudddp.spec import JobSpec
 
