@@ -64,8 +64,8 @@ class SeaweedS3:
                 f"-s3.config={config}", "-webdav=false", "-admin.ui=false", "-s3.port.iceberg=0", "-s3.port.lance=0",
                 *(f"-{name}={port}" for name, port in zip(names, ports, strict=True))]  # fmt: skip
         (self.folder / "data").mkdir(exist_ok=True)
-        log = open(self.folder / "weed.log", "wb")  # noqa: SIM115 (the process writes to it until stopped)
-        self.process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        with open(self.folder / "weed.log", "wb") as log:  # the child keeps its own copy of the descriptor
+            self.process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
