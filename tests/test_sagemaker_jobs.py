@@ -120,6 +120,12 @@ def test_logs_of_every_host_are_prefixed_and_paged(aws: FakeAWS, project: Path) 
     assert host_of(f"{job}/algo-12-1700000000") == "algo-12"
 
 
+def test_log_lines_lose_url_passwords(aws: FakeAWS, project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    seed_logs(aws, {"algo-1": ["connecting to postgres://trainer:s3cr3t@db:5432/runs"]})
+    job = submit(aws, project)
+    assert list(aws.provider.logs(job)) == ["[algo-1] connecting to postgres://trainer:***@db:5432/runs"]
+
+
 def test_follow_streams_until_the_end_including_late_lines(aws: FakeAWS, project: Path) -> None:
     seed_logs(aws, {"algo-1": ["epoch=1/2"], "algo-2": ["epoch=1/2"]})
     job = submit(aws, project)

@@ -16,6 +16,7 @@ from typing import Any
 
 import boto3
 import pytest
+import yaml
 from botocore.exceptions import ClientError
 from sagemaker_fixtures import (  # noqa: F401  (fixtures)
     ACCOUNT,
@@ -545,3 +546,28 @@ def test_yaml_typed_hyperparameters_are_encoded_as_the_sdk_v2_does(aws: FakeAWS,
         assert sent["HyperParameters"][key] == json.dumps(value)
     for text in sent["HyperParameters"].values():
         assert "NaN" not in text and "Infinity" not in text
+
+
+# -- issue 9 point 16: secrets ------------------------------------------------------------
+
+
+def test_dry_run_hides_url_passwords_and_warns_about_secrets_in_the_job_environment(
+    aws: FakeAWS, project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    spec = spec_for(project, environment={"DB_URL": "postgres://user:s3cr3t@db.internal/app", "EPOCHS": "3"},
+                    hyperparameters={"data": "https://ghp_tok3n@github.com/org/data.git"})  # fmt: skip
+    assert run_job("sagemaker", spec, dry_run=True) == 0
+    out = capsys.readouterr().out
+    assert "s3cr3t" not in out and "ghp_tok3n" not in out
+    assert "postgres://user:***@db.internal/app" in out and "https://***@github.com/org/data.git" in out
+    document = yaml.safe_load(out)
+    (warning,) = [w for w in document["before_submit"]["warnings"] if "DB_URL" in w]
+    assert "anyone who can describe the job" in warning and "AWS Secrets Manager" in warning
+    # What is sent stays what the user gave: the job needs the real value.
+    assert aws.provider.render(spec).payload["Environment"]["DB_URL"] == "postgres://user:s3cr3t@db.internal/app"
+
+
+def test_the_secret_warning_is_printed_when_the_job_is_submitted(aws: FakeAWS, project: Path) -> None:
+    launch(aws, spec_for(project, environment={"HF_TOKEN": "hf_live"}))
+    assert any("warning: HF_TOKEN looks like a secret" in line for line in aws.said), aws.said
+    assert not any("hf_live" in line for line in aws.said)

@@ -1,0 +1,86 @@
+"""Secrets never reach cloudddp's output or the files it writes (issue 9, point 16)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+from conftest import run_cli
+
+from cloudddp.redact import (
+    redact,
+    redact_text,
+    secret_environment_warning,
+    secret_variables,
+)
+
+
+@pytest.mark.parametrize(
+    ("text", "shown"),
+    [
+        ("postgres://user:pass@host/db", "postgres://user:***@host/db"),
+        ("mysql+pymysql://app:p%40ss@db.internal:3306/x?ssl=1", "mysql+pymysql://app:***@db.internal:3306/x?ssl=1"),
+        ("redis://:p@ss@cache:6379/0", "redis://:***@cache:6379/0"),  # an unencoded '@' in the password
+        ("https://ghp_abc123@github.com/org/repo.git", "https://***@github.com/org/repo.git"),  # a token as user
+        ("see amqp://u:pw@mq/ and mongodb://a:b@h1,h2/db", "see amqp://u:***@mq/ and mongodb://a:***@h1,h2/db"),
+    ],
+)
+def test_the_user_info_of_a_url_is_hidden_wherever_it_appears(text: str, shown: str) -> None:
+    assert redact_text(text) == shown
+    assert redact_text(shown) == shown  # applying it twice changes nothing
+
+
+@pytest.mark.parametrize(
+    "text", ["s3://bucket/key", "user@example.com", "git@github.com:org/repo", "http://host/path?to=a@b", "no url"]
+)
+def test_text_without_url_credentials_is_unchanged(text: str) -> None:
+    assert redact_text(text) == text
+
+
+def test_redact_handles_names_and_urls_at_any_depth() -> None:
+    document = {
+        "Environment": {"DB_URL": "postgres://user:pass@host/db", "HF_TOKEN": "hf_x", "PLAIN": "ok"},
+        "env": [{"Name": "API_KEY", "Value": "k"}, {"Name": "URL", "Value": "https://u:p@h/"}],
+        "args": ("--db", "postgres://a:b@c/d"),
+    }
+    assert redact(document) == {
+        "Environment": {"DB_URL": "postgres://user:***@host/db", "HF_TOKEN": "***", "PLAIN": "ok"},
+        "env": [{"Name": "API_KEY", "Value": "***"}, {"Name": "URL", "Value": "https://u:***@h/"}],
+        "args": ("--db", "postgres://a:***@c/d"),
+    }
+
+
+def test_secret_looking_variables_are_named_in_one_warning() -> None:
+    environment = {"DB_URL": "postgres://u:p@h/d", "WANDB_API_KEY": "x", "EPOCHS": "3", "HOME_URL": "https://h/"}
+    assert secret_variables(environment) == ["DB_URL", "WANDB_API_KEY"]
+    warning = secret_environment_warning(environment, "SageMaker", "AWS Secrets Manager")
+    assert warning is not None
+    assert "DB_URL, WANDB_API_KEY" in warning and "AWS Secrets Manager" in warning and "p@h" not in warning
+    assert secret_environment_warning({"EPOCHS": "3"}, "SageMaker", "AWS Secrets Manager") is None
+
+
+def test_local_dry_run_hides_a_password_inside_a_url(tmp_path: Path) -> None:
+    script = tmp_path / "job.py"
+    script.write_text("print('hi')\n")
+    result = run_cli("launch", "--dry-run", "--nodes", "1", "--runs-dir", str(tmp_path / "runs"),
+                     "-e", "DB_URL=postgres://user:s3cr3t@db/x", str(script))  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert "s3cr3t" not in result.stdout + result.stderr
+    assert "postgres://user:***@db/x" in result.stdout
+    assert not (tmp_path / "runs").exists()
+
+
+@pytest.mark.slow
+def test_local_run_keeps_the_password_out_of_request_yaml_and_printed_logs(tmp_path: Path) -> None:
+    script = tmp_path / "job.py"
+    script.write_text("import os\nprint('connecting to', os.environ['DB_URL'], flush=True)\n")
+    runs = tmp_path / "runs"
+    result = run_cli("launch", "--nodes", "1", "--nproc-per-node", "1", "--runs-dir", str(runs),
+                     "-e", "DB_URL=postgres://user:s3cr3t@db/x", str(script), timeout=300)  # fmt: skip
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr
+    assert "connecting to postgres://user:***@db/x" in result.stdout  # the job's own line, as cloudddp printed it
+    assert "s3cr3t" not in result.stdout + result.stderr
+    (request,) = runs.glob("*/request.yaml")
+    assert "s3cr3t" not in request.read_text()
+    assert "postgres://user:***@db/x" in yaml.safe_load(request.read_text()).__repr__()
