@@ -1,0 +1,11 @@
+"""A drop-in for the SageMaker Python SDK v2's PyTorch estimator, on cloudddp (boto3 only, no Docker).
+
+from cloudddp.sagemaker import PyTorch    # was: from sagemaker.pytorch import PyTorch
+"""
+
+from __future__ import annotations
+
+from cloudddp.sagemaker.estimator import PyTorch, TrainingJob
+from cloudddp.sagemaker.session import Session, get_execution_role
+
+__all__ = ["PyTorch", "Session", "TrainingJob", "get_execution_role"]

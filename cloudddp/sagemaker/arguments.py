@@ -1,0 +1,256 @@
+"""The SageMaker SDK v2 `PyTorch(...)` arguments: which ones cloudddp takes, and what each becomes.
+
+Semantics from aws/sagemaker-python-sdk at tag v2.257.6 (commit fc582aaa46faf7b7e16ab1e13840869712174cd0):
+`src/sagemaker/estimator.py` (EstimatorBase, Framework), `src/sagemaker/pytorch/estimator.py`,
+`src/sagemaker/fw_utils.py`. Every v2 argument is either taken (`Arguments`), or refused by
+name with the reason (`NOT_SUPPORTED`): none is silently ignored.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+from cloudddp.errors import CloudDDPError
+
+LOCAL_TYPES = ("local", "local_gpu")
+DEFAULT_MAX_RUN = 24 * 60 * 60  # v2's EstimatorBase default
+DEFAULT_VOLUME_SIZE = 30
+DEFAULT_CHECKPOINT_LOCAL_PATH = "/opt/ml/checkpoints"  # the service's default, the only one cloudddp sends
+# Both mean "run the entry point under torchrun on every host": cloudddp's launcher does exactly that.
+LAUNCHER_DISTRIBUTIONS = ("torch_distributed", "pytorchddp")
+
+NOT_SUPPORTED: dict[str, str] = {
+    "git_config": "clone the repository yourself and pass its folder as source_dir",
+    "code_location": "the source archive goes where the SDK's default puts it ({output bucket}/{job}/source/)",
+    "compiler_config": "SageMaker Training Compiler needs the SDK's own launcher, not cloudddp's",
+    "training_recipe": "HyperPod recipes need the SDK's recipe launcher",
+    "recipe_overrides": "HyperPod recipes need the SDK's recipe launcher",
+    "model_uri": "pass the model's S3 URI as a channel in fit(inputs={'model': ...})",
+    "model_channel_name": "pass the model's S3 URI as a channel in fit(inputs={'model': ...})",
+    "metric_definitions": "metric regexes are not sent; read metrics from the logs or the model folder",
+    "enable_sagemaker_metrics": "the metrics time series flag is not sent",
+    "rules": "SageMaker Debugger rules are not configured by cloudddp",
+    "profiler_config": "the SageMaker profiler is not configured by cloudddp (disable_profiler=True is accepted)",
+    "tensorboard_output_config": "SageMaker Debugger's TensorBoard output is not configured by cloudddp",
+    "max_retry_attempts": "automatic job retries are not requested",
+    "keep_alive_period_in_seconds": "warm pools are not requested",
+    "training_repository_access_mode": "private image repositories are not configured",
+    "training_repository_credentials_provider_arn": "private image repositories are not configured",
+    "enable_infra_check": "infrastructure health checks are not requested",
+    "container_entry_point": "cloudddp's bootstrap is the entry point inside the container",
+    "container_arguments": "cloudddp's bootstrap is the entry point inside the container",
+    "disable_output_compression": "the model always comes as model.tar.gz",
+    "enable_remote_debug": "remote debugging is not requested",
+    "enable_session_tag_chaining": "session tag chaining is not requested",
+    "training_plan": "training plans are not requested",
+    "instance_placement_config": "instance placement is not requested",
+    "instance_groups": "heterogeneous clusters need ResourceConfig.InstanceGroups, which cloudddp's SageMaker "
+    "provider does not send yet; use one instance_type and instance_count",
+}
+NOT_SUPPORTED_METHODS = (
+    "deploy", "attach", "compile_model", "create_model", "register", "transformer", "training_job_analytics",
+    "update_profiler", "enable_default_profiling", "disable_profiling", "latest_job_debugger_artifacts_path",
+    "latest_job_profiler_artifacts_path", "latest_job_tensorboard_artifacts_path", "get_app_url",
+    "enable_remote_debug", "disable_remote_debug", "delete_endpoint", "prepare_workflow_for_training",
+)  # fmt: skip
+
+
+@dataclass
+class Arguments:
+    """The accepted v2 constructor arguments, checked and normalised."""
+
+    entry_point: str
+    source_dir: str | None = None
+    role: str | None = None
+    framework_version: str | None = None
+    py_version: str | None = None
+    image_uri: str | None = None
+    instance_count: int = 1
+    instance_type: str = ""
+    hyperparameters: dict[str, Any] = field(default_factory=dict)
+    environment: dict[str, str] = field(default_factory=dict)
+    distribution: str | None = None  # "torch_distributed" or "pytorchddp" when asked for
+    output_path: str | None = None
+    checkpoint_s3_uri: str | None = None
+    checkpoint_local_path: str | None = None
+    use_spot_instances: bool = False
+    max_run: int = DEFAULT_MAX_RUN
+    max_wait: int | None = None
+    volume_size: int = DEFAULT_VOLUME_SIZE
+    kms_key: str | None = None  # volume_kms_key / output_kms_key
+    subnets: list[str] = field(default_factory=list)
+    security_group_ids: list[str] = field(default_factory=list)
+    tags: dict[str, str] = field(default_factory=dict)
+    base_job_name: str | None = None
+    dependencies: list[str] = field(default_factory=list)
+    network_isolation: bool = False
+    inter_container_encryption: bool = False
+
+    @property
+    def local(self) -> bool:
+        return self.instance_type in LOCAL_TYPES
+
+
+def _refuse(name: str, value: Any, why: str) -> CloudDDPError:
+    return CloudDDPError(f"PyTorch({name}={value!r}): {why}.")
+
+
+def check_distribution(distribution: Any) -> str | None:
+    """torch_distributed / pytorchddp (enabled) run under cloudddp's launcher; any other strategy is refused."""
+    if distribution is None or distribution == {}:
+        return None
+    if not isinstance(distribution, dict):
+        raise _refuse("distribution", distribution, "must be a dict such as {'torch_distributed': {'enabled': True}}")
+    unknown = sorted(set(distribution) - set(LAUNCHER_DISTRIBUTIONS))
+    if unknown:
+        raise _refuse(
+            "distribution", distribution,
+            f"{', '.join(unknown)} is not supported: cloudddp runs the entry point with its own torchrun launcher "
+            f"on every host, which is what {' and '.join(LAUNCHER_DISTRIBUTIONS)} ask for. Remove the key, or use "
+            f"{{'torch_distributed': {{'enabled': True}}}}",
+        )  # fmt: skip
+    if len(distribution) > 1:
+        raise _refuse("distribution", distribution, "give one of torch_distributed or pytorchddp, not both")
+    ((name, settings),) = distribution.items()
+    if not isinstance(settings, dict) or set(settings) - {"enabled"}:
+        raise _refuse("distribution", distribution, f"{name} takes only {{'enabled': True|False}}")
+    return name if settings.get("enabled") else None
+
+
+def check_hyperparameters(hyperparameters: Any) -> dict[str, Any]:
+    if hyperparameters is None:
+        return {}
+    if not isinstance(hyperparameters, dict):
+        raise _refuse("hyperparameters", hyperparameters, "must be a dict")
+    for key, value in hyperparameters.items():
+        if not isinstance(key, str):
+            raise _refuse("hyperparameters", hyperparameters, f"key {key!r} must be a string")
+        if not isinstance(value, (str, int, float, bool)):
+            raise CloudDDPError(
+                f"PyTorch(hyperparameters={{{key!r}: {value!r}}}): cloudddp passes str, int, float or bool values "
+                f"(JSON-encoded as the SDK does); pass {json.dumps(json.dumps(value))} as a string and parse it "
+                f"in the script."
+            )
+    return dict(hyperparameters)
+
+
+def check_tags(tags: Any) -> dict[str, str]:
+    """v2 takes [{'Key': k, 'Value': v}, ...] (or a dict); the order is kept."""
+    if not tags:
+        return {}
+    if isinstance(tags, dict):
+        return {str(k): str(v) for k, v in tags.items()}
+    if isinstance(tags, list) and all(isinstance(t, dict) and set(t) == {"Key", "Value"} for t in tags):
+        return {str(t["Key"]): str(t["Value"]) for t in tags}
+    raise _refuse("tags", tags, "must be a list of {'Key': ..., 'Value': ...} dicts")
+
+
+def check_kms(volume_kms_key: str | None, output_kms_key: str | None) -> str | None:
+    if volume_kms_key and output_kms_key and volume_kms_key != output_kms_key:
+        raise CloudDDPError(
+            f"PyTorch(volume_kms_key={volume_kms_key!r}, output_kms_key={output_kms_key!r}): cloudddp uses one KMS "
+            f"key for the volume and the output; give the same key to both, or only one."
+        )
+    return volume_kms_key or output_kms_key
+
+
+def _expect(name: str, value: Any, kind: type | tuple[type, ...], what: str) -> Any:
+    if value is not None and not isinstance(value, kind):
+        raise _refuse(name, value, f"must be {what}")
+    return value
+
+
+ACCEPTED = (
+    "entry_point", "source_dir", "role", "framework_version", "py_version", "image_uri", "instance_count",
+    "instance_type", "hyperparameters", "environment", "distribution", "output_path", "checkpoint_s3_uri",
+    "checkpoint_local_path", "use_spot_instances", "max_run", "max_wait", "volume_size", "volume_kms_key",
+    "output_kms_key", "subnets", "security_group_ids", "tags", "base_job_name", "dependencies", "disable_profiler",
+    "debugger_hook_config", "sagemaker_session", "enable_network_isolation", "encrypt_inter_container_traffic",
+    "container_log_level", "input_mode",
+)  # fmt: skip
+
+
+def check_names(kwargs: dict[str, Any]) -> None:
+    """Refused arguments by name with the reason; unknown names as Python would."""
+    for name, value in kwargs.items():
+        if name in NOT_SUPPORTED and value not in (None, False, [], {}):
+            raise _refuse(name, value, f"not supported by cloudddp's drop-in: {NOT_SUPPORTED[name]}")
+    unknown = sorted(set(kwargs) - set(ACCEPTED) - set(NOT_SUPPORTED))
+    if unknown:
+        raise CloudDDPError(f"PyTorch() got unexpected keyword argument(s): {', '.join(unknown)}.")
+
+
+def check_fixed_values(kwargs: dict[str, Any]) -> None:
+    """Arguments cloudddp takes only at the value it sends."""
+    if not kwargs.get("entry_point"):
+        raise CloudDDPError("PyTorch(entry_point=...) is required: the training script, relative to source_dir.")
+    if not kwargs.get("instance_type"):
+        raise CloudDDPError("PyTorch(instance_type=...) is required: an ml.* instance type, 'local' or 'local_gpu'.")
+    if kwargs.get("input_mode", "File") != "File":
+        raise _refuse("input_mode", kwargs["input_mode"], "only 'File' is supported (channels are downloaded)")
+    if kwargs.get("container_log_level", logging.INFO) != logging.INFO:
+        raise _refuse("container_log_level", kwargs["container_log_level"], "only logging.INFO (20) is sent")
+    debugger = kwargs.get("debugger_hook_config")
+    if debugger not in (None, False):
+        raise _refuse("debugger_hook_config", debugger, "SageMaker Debugger hooks are not configured; pass False")
+    _expect("disable_profiler", kwargs.get("disable_profiler"), bool, "True or False")
+    local_path = kwargs.get("checkpoint_local_path")
+    if local_path not in (None, DEFAULT_CHECKPOINT_LOCAL_PATH):
+        raise _refuse(
+            "checkpoint_local_path", local_path,
+            f"cloudddp's SageMaker provider always uses {DEFAULT_CHECKPOINT_LOCAL_PATH} (the service's default); "
+            f"read it from checkpointconfig.json or leave checkpoint_local_path out",
+        )  # fmt: skip
+    if kwargs.get("image_uri") is None and kwargs["instance_type"] not in LOCAL_TYPES:
+        for name in ("framework_version", "py_version"):
+            if not kwargs.get(name):
+                raise CloudDDPError(
+                    f"PyTorch({name}=None): framework_version and py_version are required unless image_uri is given "
+                    f"(as in the SageMaker SDK v2)."
+                )
+    source_dir = kwargs.get("source_dir")
+    if isinstance(source_dir, str) and source_dir.startswith("s3://"):
+        raise _refuse("source_dir", source_dir, "must be a local folder (cloudddp packs it with its launcher)")
+
+
+def _count(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise _refuse("instance_count", value, "must be a whole number >= 1")
+    return value
+
+
+def parse(kwargs: dict[str, Any]) -> tuple[Arguments, Any]:
+    """The checked arguments and the sagemaker_session (or None). Raises for anything not supported."""
+    check_names(kwargs)
+    check_fixed_values(kwargs)
+    get = kwargs.get
+    environment = _expect("environment", get("environment") or {}, dict, "a dict of str to str")
+    args = Arguments(
+        entry_point=_expect("entry_point", kwargs["entry_point"], str, "a path relative to source_dir"),
+        source_dir=_expect("source_dir", get("source_dir"), str, "a local folder"),
+        role=get("role"), framework_version=get("framework_version"), py_version=get("py_version"),
+        image_uri=get("image_uri"), instance_count=_count(get("instance_count", 1)),
+        instance_type=kwargs["instance_type"],
+        hyperparameters=check_hyperparameters(get("hyperparameters")),
+        environment={str(k): str(v) for k, v in environment.items()},
+        distribution=check_distribution(get("distribution")),
+        output_path=_expect("output_path", get("output_path"), str, "an s3:// URI"),
+        checkpoint_s3_uri=_expect("checkpoint_s3_uri", get("checkpoint_s3_uri"), str, "an s3:// URI"),
+        checkpoint_local_path=get("checkpoint_local_path"),
+        use_spot_instances=bool(get("use_spot_instances", False)),
+        max_run=_expect("max_run", get("max_run") or DEFAULT_MAX_RUN, int, "seconds"),
+        max_wait=_expect("max_wait", get("max_wait"), int, "seconds"),
+        volume_size=_expect("volume_size", get("volume_size") or DEFAULT_VOLUME_SIZE, int, "GB"),
+        kms_key=check_kms(get("volume_kms_key"), get("output_kms_key")),
+        subnets=list(_expect("subnets", get("subnets") or [], list, "a list of subnet ids")),
+        security_group_ids=list(_expect("security_group_ids", get("security_group_ids") or [], list, "a list")),
+        tags=check_tags(get("tags")),
+        base_job_name=_expect("base_job_name", get("base_job_name"), str, "a string"),
+        dependencies=list(_expect("dependencies", get("dependencies") or [], list, "a list of paths")),
+        network_isolation=bool(get("enable_network_isolation", False)),
+        inter_container_encryption=bool(get("encrypt_inter_container_traffic", False)),
+    )  # fmt: skip
+    return args, get("sagemaker_session")

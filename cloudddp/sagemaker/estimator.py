@@ -1,0 +1,329 @@
+"""`PyTorch`: the SageMaker SDK v2 estimator's constructor and `fit`, running cloudddp.
+
+    from cloudddp.sagemaker import PyTorch          # instead of: from sagemaker.pytorch import PyTorch
+    est = PyTorch(entry_point="train.py", source_dir="src", role=ROLE, framework_version="2.5",
+                  py_version="py311", instance_count=2, instance_type="ml.g5.12xlarge")
+    est.fit({"train": "s3://bucket/data/train"})     # CreateTrainingJob through boto3 only
+    est.model_data                                   # s3://.../output/model.tar.gz
+
+The entry point runs under cloudddp's launcher (torchrun on every host, one process per GPU),
+so `launcher.py` helpers that start torch.distributed.run themselves are not needed.
+`instance_type="local"` trains on this machine with the same layout and no Docker
+(`local_mode.py`). Everything goes through `cloudddp.session.run_job`, like `cloudddp launch`.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from cloudddp.errors import CloudDDPError
+from cloudddp.providers import JobHandle, Provider, get_provider
+from cloudddp.sagemaker import arguments
+from cloudddp.sagemaker.arguments import NOT_SUPPORTED_METHODS, Arguments
+from cloudddp.sagemaker.images import training_image_uri
+from cloudddp.sagemaker.local_mode import LocalJob
+from cloudddp.sagemaker.session import Session
+from cloudddp.session import JobRecord, emit, run_job
+from cloudddp.spec import JobSpec, build_spec
+
+DEFAULT_BASE_NAME = "pytorch-training"  # v2: base_name_from_image(<the PyTorch image>)
+IMAGE_REPOSITORY = re.compile(r"^(?:.+/)?([^:/@]+)(?:[:@].+)?$")  # v2's base_name_from_image regex, digest too
+PY_VERSION = re.compile(r"py(\d)(\d+)")
+OLDEST_IMAGE_PYTHON = (3, 8)  # the bundled job side imports on 3.8 and newer
+STATES = {"SUCCEEDED": "Completed", "FAILED": "Failed", "STOPPED": "Stopped", "STOPPING": "Stopping"}
+
+
+def base_name(args: Arguments, image: str | None) -> str:
+    if args.base_job_name:
+        return args.base_job_name
+    match = IMAGE_REPOSITORY.match(image or "")
+    return match.group(1) if match else DEFAULT_BASE_NAME
+
+
+def check_image_python(py_version: str | None, image: str) -> None:
+    """Refuse images whose Python cannot run the bundled launcher, before anything is uploaded."""
+    found = PY_VERSION.search(py_version or "") or PY_VERSION.search(image.rsplit(":", 1)[-1])
+    if found and (int(found.group(1)), int(found.group(2))) < OLDEST_IMAGE_PYTHON:
+        raise CloudDDPError(
+            f"the training image {image} runs Python {found.group(1)}.{found.group(2)}; cloudddp's launcher needs "
+            f"Python {'.'.join(map(str, OLDEST_IMAGE_PYTHON))} or newer in the image. Pick a newer framework_version "
+            f"and py_version, or pass image_uri=."
+        )
+
+
+def channels_of(inputs: Any) -> dict[str, str]:
+    """v2's fit(inputs): a URI string (the channel "training") or a dict of channel -> URI."""
+    if inputs is None:
+        return {}
+    if isinstance(inputs, str):
+        return {"training": inputs}
+    if isinstance(inputs, dict):
+        for channel, uri in inputs.items():
+            if not isinstance(uri, str):
+                raise CloudDDPError(
+                    f"fit(inputs={{{channel!r}: {type(uri).__name__}(...)}}): cloudddp takes channel URIs as strings "
+                    f"(s3:// or file://); TrainingInput and FileSystemInput options are not supported."
+                )
+        return dict(inputs)
+    raise CloudDDPError(
+        f"fit(inputs={type(inputs).__name__}(...)): pass an s3:// URI or a dict of channel name -> URI; "
+        f"TrainingInput and FileSystemInput are not supported."
+    )
+
+
+def merged_source(args: Arguments, into: Path) -> tuple[str, str]:
+    """(source_dir, entry_point) with `dependencies` copied to the top of the source, as v2 packs them."""
+    source = args.source_dir
+    entry = args.entry_point
+    if source is None:  # v2: the entry point's folder
+        source, entry = str(Path(entry).parent), Path(entry).name
+    if not args.dependencies:
+        return source, entry
+    target = into / "source"
+    shutil.copytree(source, target, symlinks=True)
+    for dependency in args.dependencies:
+        path = Path(dependency)
+        if not path.exists():
+            raise CloudDDPError(f"PyTorch(dependencies=[..., {dependency!r}, ...]): {dependency} does not exist.")
+        if path.is_dir():
+            shutil.copytree(path, target / path.name, symlinks=True, dirs_exist_ok=True)
+        else:
+            shutil.copy2(path, target / path.name)
+    return str(target), entry
+
+
+class TrainingJob:
+    """`estimator.latest_training_job`: the job's name, `describe()`, `wait()`, `stop()`."""
+
+    def __init__(self, estimator: PyTorch, provider: Provider, handle: JobHandle, name: str) -> None:
+        self.estimator, self.provider, self.handle, self.name = estimator, provider, handle, name
+        self.job_name = name
+
+    def describe(self) -> dict[str, Any]:
+        if self.provider.name == "sagemaker":
+            return dict(self.provider.describe(self.name))  # type: ignore[attr-defined]
+        current = self.provider.status(self.handle.job_id)
+        described: dict[str, Any] = {
+            "TrainingJobName": self.name,
+            "TrainingJobStatus": STATES.get(current.state, "InProgress"),
+        }
+        if current.reason:
+            described["FailureReason"] = current.reason
+        model = self.estimator._local_model_uri
+        if model:
+            described["ModelArtifacts"] = {"S3ModelArtifacts": model}
+        return described
+
+    def wait(self, logs: bool | str = "All") -> None:
+        self.estimator._follow(self, logs)
+
+    def stop(self) -> None:
+        self.provider.cancel(self.handle.job_id)
+
+
+class PyTorch:
+    """The SDK v2 `sagemaker.pytorch.PyTorch` training estimator on cloudddp (see the module docstring)."""
+
+    def __init__(
+        self,
+        entry_point: str | None = None,
+        framework_version: str | None = None,
+        py_version: str | None = None,
+        source_dir: str | None = None,
+        hyperparameters: dict[str, Any] | None = None,
+        image_uri: str | None = None,
+        distribution: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        self.args, self.sagemaker_session = arguments.parse(
+            {
+                "entry_point": entry_point, "framework_version": framework_version, "py_version": py_version,
+                "source_dir": source_dir, "hyperparameters": hyperparameters, "image_uri": image_uri,
+                "distribution": distribution, **kwargs,
+            }
+        )  # fmt: skip
+        self.latest_training_job: TrainingJob | None = None
+        self._local_job: LocalJob | None = None
+        self._local_model_uri: str | None = None
+
+    # -- v2 attributes a notebook reads ---------------------------------------------------
+    def __getattr__(self, name: str) -> Any:
+        if name in NOT_SUPPORTED_METHODS:
+            raise CloudDDPError(
+                f"PyTorch.{name} is not supported by cloudddp's drop-in (training only): use the SageMaker SDK with "
+                f"the model at estimator.model_data for it."
+            )
+        if name in Arguments.__dataclass_fields__:
+            return getattr(self.args, name)
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
+    def hyperparameters(self) -> dict[str, Any]:
+        return dict(self.args.hyperparameters)
+
+    def set_hyperparameters(self, **kwargs: Any) -> None:
+        self.args.hyperparameters.update(arguments.check_hyperparameters(kwargs))
+
+    def session(self) -> Any:
+        if self.sagemaker_session is None:
+            self.sagemaker_session = Session()
+        return self.sagemaker_session
+
+    # -- fit --------------------------------------------------------------------------------
+    def fit(
+        self,
+        inputs: Any = None,
+        wait: bool = True,
+        logs: bool | str = "All",
+        job_name: str | None = None,
+        experiment_config: dict[str, str] | None = None,
+    ) -> None:
+        if experiment_config:
+            raise CloudDDPError("fit(experiment_config=...): SageMaker Experiments are not supported by cloudddp.")
+        channels = channels_of(inputs)
+        with tempfile.TemporaryDirectory(prefix="cloudddp-sdk2-") as scratch:
+            if self.args.local:
+                self._fit_local(channels, wait, logs, job_name, Path(scratch))
+            else:
+                self._fit_sagemaker(channels, wait, logs, job_name, Path(scratch))
+
+    def _common(self, source: str, entry: str, name: str, channels: dict[str, str]) -> dict[str, Any]:
+        a = self.args
+        return {
+            "name": name, "entry_point": entry, "source_dir": source, "nodes": a.instance_count,
+            "hyperparameters": a.hyperparameters, "environment": a.environment, "inputs": channels,
+            "max_runtime": a.max_run,
+        }  # fmt: skip
+
+    def sagemaker_spec(self, channels: dict[str, str], job_name: str | None, scratch: Path) -> JobSpec:
+        """The JobSpec for a real instance type: what fit() hands to run_job("sagemaker", ...)."""
+        a, session = self.args, self.session()
+        region = session.boto_region_name
+        image = a.image_uri or training_image_uri(
+            a.framework_version or "", a.py_version or "", a.instance_type, region
+        )
+        check_image_python(a.py_version, image)
+        if a.output_path:
+            bucket, prefix = a.output_path[len("s3://") :].split("/", 1)[0], ""
+            output = a.output_path
+        else:  # v2: the session's default bucket and prefix, for the output and the code alike
+            bucket, prefix = session.default_bucket(), (getattr(session, "default_bucket_prefix", None) or "")
+            output = f"s3://{bucket}/" + (f"{prefix.strip('/')}/" if prefix else "")
+        source, entry = merged_source(a, scratch)
+        data = self._common(source, entry, job_name or base_name(a, image), channels)
+        data["output"] = output
+        data["sagemaker"] = {
+            "region": region, "role": a.role, "instance_type": a.instance_type, "image": image, "bucket": bucket,
+            "prefix": prefix, "volume_size_gb": a.volume_size, "spot": a.use_spot_instances, "max_wait": a.max_wait,
+            "checkpoint_s3": a.checkpoint_s3_uri, "subnets": a.subnets, "security_groups": a.security_group_ids,
+            "kms_key": a.kms_key, "network_isolation": a.network_isolation,
+            "inter_container_encryption": a.inter_container_encryption, "tags": a.tags,
+        }  # fmt: skip
+        return build_spec(data, "PyTorch(...)")
+
+    def _run(self, provider: Provider, spec: JobSpec, wait: bool, logs: bool | str) -> TrainingJob:
+        record = JobRecord()
+        code = run_job(provider, spec, wait=wait, logs=_follow_logs(logs), say=emit, record=record)
+        if record.handle is None:
+            raise CloudDDPError(f"the {provider.name} job was not submitted (exit code {code}).", exit_code=code or 1)
+        self.latest_training_job = TrainingJob(self, provider, record.handle, Path(record.handle.job_id).name)
+        if wait and code != 0:
+            raise CloudDDPError(
+                f"training job {self.latest_training_job.name} did not complete (exit code {code}); see its logs above.",
+                exit_code=code,
+            )
+        return self.latest_training_job
+
+    def _fit_sagemaker(
+        self, channels: dict[str, str], wait: bool, logs: bool | str, job_name: str | None, scratch: Path
+    ) -> None:
+        self._local_job, self._local_model_uri = None, None
+        spec = self.sagemaker_spec(channels, job_name, scratch)
+        # The session's own boto3 session: its credentials, profile and region, as the SDK v2 uses them.
+        provider = get_provider("sagemaker", region=spec.sagemaker.region, session=self.session().boto_session)
+        self._run(provider, spec, wait, logs)
+
+    def _fit_local(
+        self, channels: dict[str, str], wait: bool, logs: bool | str, job_name: str | None, scratch: Path
+    ) -> None:
+        a, session = self.args, self.session()
+        output = a.output_path or f"s3://{session.default_bucket()}/"
+        work = Path(tempfile.mkdtemp(prefix="cloudddp-local-mode-"))  # lives until the artifacts are uploaded
+        try:
+            job = LocalJob.prepare(session.client("s3"), work, channels, output, a.checkpoint_s3_uri, emit)
+            source, entry = merged_source(a, work)
+            data = self._common(source, entry, job_name or base_name(a, None), job.inputs)
+            data["checkpoint"] = str(job.checkpoint_dir) if job.checkpoint_dir else None
+            # Copied into every node, as each SageMaker host downloads its own (the download is removed after).
+            data["local"] = {"emulate": "sagemaker", "link_inputs": False}
+            if a.instance_type == "local_gpu":
+                data["nproc_per_node"] = "gpu"
+            spec = build_spec(data, "PyTorch(instance_type='local')")
+            self._local_job, self._local_model_uri = job, None
+            training_job = self._run(get_provider("local"), spec, wait, logs)
+        except BaseException:
+            shutil.rmtree(work, ignore_errors=True)
+            raise
+        if wait:
+            self._finish_local(training_job)
+
+    def _finish_local(self, training_job: TrainingJob) -> None:
+        job = self._local_job
+        if job is None or self._local_model_uri:
+            return
+        try:
+            current = training_job.provider.status(training_job.handle.job_id)
+            if current.succeeded:
+                s3 = self.session().client("s3")
+                self._local_model_uri = job.finish(s3, Path(training_job.handle.job_id), training_job.name, emit)
+        finally:
+            job.clean()
+
+    def _follow(self, training_job: TrainingJob, logs: bool | str) -> None:
+        if _follow_logs(logs):
+            for line in training_job.provider.logs(training_job.handle.job_id, follow=True):
+                emit(line)
+        current = training_job.provider.wait(training_job.handle.job_id, poll=1.0)
+        if training_job.provider.name == "local":
+            self._finish_local(training_job)
+        if not current.succeeded:
+            raise CloudDDPError(
+                f"training job {training_job.name} ended {current.state}: {current.reason or 'see its logs'}",
+                exit_code=current.exit_code or 1,
+            )
+
+    # -- after fit --------------------------------------------------------------------------
+    def _job(self) -> TrainingJob:
+        if self.latest_training_job is None:
+            raise CloudDDPError("no training job yet: call fit() first.")
+        return self.latest_training_job
+
+    @property
+    def model_data(self) -> str:
+        """The S3 URI of the job's model.tar.gz (v2: ModelArtifacts.S3ModelArtifacts)."""
+        job = self._job()
+        if job.provider.name == "local":
+            if self._local_model_uri is None:
+                self._follow(job, logs=False)
+            if self._local_model_uri is None:
+                raise CloudDDPError(f"training job {job.name} produced no model.")
+            return self._local_model_uri
+        described = job.describe()
+        artifacts = (described.get("ModelArtifacts") or {}).get("S3ModelArtifacts")
+        if artifacts:
+            return str(artifacts)
+        output = str(described["OutputDataConfig"]["S3OutputPath"]).rstrip("/")
+        return f"{output}/{job.name}/output/model.tar.gz"
+
+    def logs(self) -> None:
+        """Print the latest job's logs, following them until it ends (v2: logs_for_job(wait=True))."""
+        job = self._job()
+        for line in job.provider.logs(job.handle.job_id, follow=True):
+            emit(line)
+
+
+def _follow_logs(logs: bool | str) -> bool:
+    return bool(logs) and logs != "None"

@@ -1,0 +1,180 @@
+"""`instance_type="local"` / `"local_gpu"`: the training job on this machine, no Docker.
+
+What SageMaker does around the container, done around cloudddp's local provider (which
+lays out each emulated node like /opt/ml and runs cloudddp's launcher there). Behaviour
+follows the SageMaker SDK v2's own (Docker) local mode, aws/sagemaker-python-sdk tag
+v2.257.6 (commit fc582aaa46faf7b7e16ab1e13840869712174cd0):
+
+- channels: an S3 URI is fetched once as `sagemaker.utils.download_folder` does (the URI as one
+  object first, else every object under the prefix, relative paths kept, folder markers skipped,
+  nothing written outside the target); `file://` folders are used in place. The local provider
+  then puts each channel into every node's `input/data/<channel>`.
+- checkpoints: objects under `checkpoint_s3_uri` are restored into the folder every node's
+  checkpoint path points at, and the folder is synced back to it after the job.
+- artifacts (`local/image.py: retrieve_artifacts`): every node's model folder merged (a later
+  host's file wins, "as the official SageMaker Training Service"), tarred into `model.tar.gz`;
+  the nodes' `output/data` into `output.tar.gz`; both uploaded to `{output_path}/{job}/output/`.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import tarfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from cloudddp.errors import CloudDDPError
+
+NODE = re.compile(r"algo-(\d+)")
+
+
+def split_s3(uri: str, what: str) -> tuple[str, str]:
+    if not uri.startswith("s3://") or len(uri) <= 5:
+        raise CloudDDPError(f"{what}={uri!r} is not an s3:// URI.")
+    bucket, _, key = uri[5:].partition("/")
+    return bucket, key
+
+
+def _inside(target: Path, relative: str, key: str) -> Path:
+    path = (target / relative).resolve()
+    if path != target.resolve() and target.resolve() not in path.parents:
+        raise CloudDDPError(f"the S3 object {key!r} would land outside {target} (its key has '..' in it).")
+    return path
+
+
+def download_prefix(s3: Any, uri: str, target: Path, what: str) -> int:
+    """The object `uri` itself, else every object under it; returns how many files were written."""
+    bucket, prefix = split_s3(uri, what)
+    prefix = prefix.lstrip("/")
+    target.mkdir(parents=True, exist_ok=True)
+    if prefix and not prefix.endswith("/"):
+        try:
+            s3.head_object(Bucket=bucket, Key=prefix)
+        except s3.exceptions.ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") not in ("404", "NoSuchKey", "NotFound"):
+                raise
+        else:
+            s3.download_file(bucket, prefix, str(_inside(target, os.path.basename(prefix), prefix)))
+            return 1
+    count = 0
+    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
+        for item in page.get("Contents", []):
+            key = item["Key"]
+            if key.endswith("/"):
+                continue
+            path = _inside(target, key[len(prefix) :].lstrip("/"), key)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            s3.download_file(bucket, key, str(path))
+            count += 1
+    return count
+
+
+def channel_folder(uri: str, channel: str) -> Path | None:
+    """A file:// channel's folder (used in place), or None for S3."""
+    if uri.startswith("file://"):
+        folder = Path(uri[len("file://") :])
+        if not folder.exists():
+            raise CloudDDPError(f"fit(inputs={{{channel!r}: {uri!r}}}): {folder} does not exist.")
+        return folder
+    if not uri.startswith("s3://"):
+        raise CloudDDPError(
+            f"fit(inputs={{{channel!r}: {uri!r}}}): a channel is an s3:// or file:// URI (as in the SageMaker SDK)."
+        )
+    return None
+
+
+def fetch_channels(s3: Any, inputs: dict[str, str], work: Path, say: Any) -> dict[str, str]:
+    """Each channel as a local folder the local provider can lay out on every node."""
+    folders: dict[str, str] = {}
+    for channel, uri in inputs.items():
+        local = channel_folder(uri, channel)
+        if local is None:
+            local = work / "input" / channel
+            count = download_prefix(s3, uri, local, f"fit(inputs={{{channel!r}: ...}})")
+            if count == 0:
+                raise CloudDDPError(
+                    f"fit(inputs={{{channel!r}: {uri!r}}}): no S3 objects under that URI (SageMaker fails such a "
+                    f"job too). Check the URI, or upload the data first."
+                )
+            say(f"cloudddp: local mode: channel {channel}: {count} files from {uri}")
+        folders[channel] = str(local)
+    return folders
+
+
+def upload_folder(s3: Any, folder: Path, uri: str) -> int:
+    bucket, prefix = split_s3(uri, "checkpoint_s3_uri")
+    count = 0
+    for file in sorted(p for p in folder.rglob("*") if p.is_file()):
+        key = "/".join(p for p in (prefix.rstrip("/"), file.relative_to(folder).as_posix()) if p)
+        s3.upload_file(str(file), bucket, key)
+        count += 1
+    return count
+
+
+def node_folders(run_dir: Path) -> list[Path]:
+    """The emulated hosts' /opt/ml folders in host order (algo-1, algo-2, ..., algo-10)."""
+    nodes = [p for p in (run_dir / "nodes").iterdir() if NODE.fullmatch(p.name)]
+    return sorted(nodes, key=lambda p: int(NODE.fullmatch(p.name).group(1)))  # type: ignore[union-attr]
+
+
+def tar_merged(folders: list[Path], target: Path) -> int:
+    """One tar.gz of the folders' files, paths relative to each folder; a later folder's file wins."""
+    members: dict[str, Path] = {}
+    for folder in folders:
+        if folder.is_dir():
+            for file in sorted(p for p in folder.rglob("*") if p.is_file()):
+                members[file.relative_to(folder).as_posix()] = file
+    with tarfile.open(target, "w:gz") as tar:
+        for name, file in sorted(members.items()):
+            tar.add(file, arcname=name)
+    return len(members)
+
+
+@dataclass
+class LocalJob:
+    """What local mode prepared for one job, and what it uploads when the job is done."""
+
+    work: Path
+    inputs: dict[str, str]
+    output_path: str
+    checkpoint_s3_uri: str | None = None
+    checkpoint_dir: Path | None = None
+
+    @classmethod
+    def prepare(
+        cls, s3: Any, work: Path, inputs: dict[str, str], output_path: str, checkpoint_s3_uri: str | None, say: Any
+    ) -> LocalJob:
+        split_s3(output_path, "output_path")
+        job = cls(work=work, inputs=fetch_channels(s3, inputs, work, say), output_path=output_path)
+        if checkpoint_s3_uri:
+            job.checkpoint_s3_uri, job.checkpoint_dir = checkpoint_s3_uri, work / "checkpoints"
+            restored = download_prefix(s3, checkpoint_s3_uri.rstrip("/") + "/", job.checkpoint_dir, "checkpoint_s3_uri")
+            if restored:
+                say(f"cloudddp: local mode: restored {restored} checkpoint files from {checkpoint_s3_uri}")
+        return job
+
+    def model_uri(self, job_name: str) -> str:
+        return f"{self.output_path.rstrip('/')}/{job_name}/output/model.tar.gz"
+
+    def finish(self, s3: Any, run_dir: Path, job_name: str, say: Any) -> str:
+        """Upload model.tar.gz, output.tar.gz and the checkpoints as SageMaker does; returns the model's URI."""
+        nodes = node_folders(run_dir)
+        packed = self.work / "artifacts"
+        packed.mkdir(parents=True, exist_ok=True)
+        model_uri = self.model_uri(job_name)
+        bucket, model_key = split_s3(model_uri, "output_path")
+        files = tar_merged([n / "model" for n in nodes], packed / "model.tar.gz")
+        tar_merged([n / "output" / "data" for n in nodes], packed / "output.tar.gz")
+        s3.upload_file(str(packed / "model.tar.gz"), bucket, model_key)
+        s3.upload_file(str(packed / "output.tar.gz"), bucket, model_key.replace("model.tar.gz", "output.tar.gz"))
+        say(f"cloudddp: local mode: model.tar.gz ({files} files from {len(nodes)} nodes) -> {model_uri}")
+        if self.checkpoint_s3_uri and self.checkpoint_dir and self.checkpoint_dir.is_dir():
+            synced = upload_folder(s3, self.checkpoint_dir, self.checkpoint_s3_uri)
+            say(f"cloudddp: local mode: {synced} checkpoint files -> {self.checkpoint_s3_uri}")
+        return model_uri
+
+    def clean(self) -> None:
+        shutil.rmtree(self.work, ignore_errors=True)

@@ -1,0 +1,80 @@
+"""Fixtures for the SageMaker SDK v2 drop-in: a moto server on 127.0.0.1 and what was sent to it."""
+
+from __future__ import annotations
+
+import copy
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import boto3
+import botocore.client
+import pytest
+
+REGION = "us-east-1"
+AWS_VARIABLES = (
+    "AWS_PROFILE", "AWS_ENDPOINT_URL", "AWS_SESSION_TOKEN", "AWS_SECURITY_TOKEN", "AWS_DEFAULT_REGION",
+    "AWS_REGION", "CLOUDDDP_SAGEMAKER_ROLE", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY",
+)  # fmt: skip
+
+
+@dataclass
+class MotoServer:
+    """The server's endpoint, the API calls cloudddp made (operation, parameters), a client factory."""
+
+    endpoint: str
+    calls: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+
+    def client(self, service: str) -> Any:
+        return boto3.Session(region_name=REGION).client(service, region_name=REGION)
+
+    def created(self) -> list[dict[str, Any]]:
+        """Every CreateTrainingJob request as sent (moto itself drops some fields, e.g. Environment)."""
+        return [params for name, params in self.calls if name == "CreateTrainingJob"]
+
+    def read(self, uri: str) -> bytes:
+        bucket, _, key = uri.removeprefix("s3://").partition("/")
+        return bytes(self.client("s3").get_object(Bucket=bucket, Key=key)["Body"].read())
+
+    def keys(self, bucket: str) -> list[str]:
+        pages = self.client("s3").get_paginator("list_objects_v2").paginate(Bucket=bucket)
+        return sorted(o["Key"] for page in pages for o in page.get("Contents", []))
+
+
+@pytest.fixture
+def moto(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[MotoServer]:
+    """A ThreadedMotoServer on 127.0.0.1; AWS_ENDPOINT_URL points every boto3 client at it; cwd = tmp_path."""
+    from moto.server import ThreadedMotoServer
+
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    endpoint = f"http://{host}:{port}"
+    # moto's backends live in this process and outlive a server: start from nothing.
+    urllib.request.urlopen(urllib.request.Request(f"{endpoint}/moto-api/reset", method="POST")).close()
+    for name in AWS_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    for name, value in {
+        "AWS_ENDPOINT_URL": endpoint, "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_DEFAULT_REGION": REGION, "AWS_REGION": REGION, "AWS_EC2_METADATA_DISABLED": "true",
+        "AWS_CONFIG_FILE": str(tmp_path / "no-aws-config"), "AWS_SHARED_CREDENTIALS_FILE": str(tmp_path / "no-creds"),
+    }.items():  # fmt: skip
+        monkeypatch.setenv(name, value)
+    monkeypatch.chdir(tmp_path)  # local runs go to ./cloudddp-runs
+    spy = MotoServer(endpoint=endpoint)
+    real_call = botocore.client.BaseClient._make_api_call
+
+    def recording(self: Any, operation_name: str, api_params: dict[str, Any]) -> Any:
+        # Parameters of SageMaker calls only (S3 uploads carry open files).
+        spy.calls.append(
+            (operation_name, copy.deepcopy(api_params) if self.meta.service_model.service_name == "sagemaker" else {})
+        )
+        return real_call(self, operation_name, api_params)
+
+    monkeypatch.setattr(botocore.client.BaseClient, "_make_api_call", recording)
+    try:
+        yield spy
+    finally:
+        server.stop()
