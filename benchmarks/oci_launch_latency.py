@@ -75,7 +75,7 @@ def launch_latency(runs: int, scratch: Path) -> dict[str, object]:
     counts = write_demo_dataset(data)
     files = sum(1 for p in data.rglob("*") if p.is_file())
     size = sum(p.stat().st_size for p in data.rglob("*") if p.is_file())
-    with FakeOCI(key, step=3600) as server:  # runs stay ACCEPTED: only submission is measured
+    with FakeOCI(key, run_root=scratch / "service", step=3600) as server:  # runs stay ACCEPTED: submission only
         times, puts = [], []
         for _ in range(runs):
             before = len(server.calls("PUT"))

@@ -3,9 +3,12 @@
 The real `oci` SDK talks to it through `service_endpoint=` (one server answers Data
 Science, Object Storage and Logging Search: their paths don't overlap). Every request
 must carry a valid HTTP signature (draft-cavage, rsa-sha256, as `oci.signer.Signer`
-makes it) from the throwaway key the test generated; bodies are checked for the
-camelCase shapes of the documented API, and every request is recorded so tests assert
-on what the SDK sent.
+makes it) from the throwaway key the test generated, signed over a Host header that names
+this server and a date within 5 minutes; JSON bodies of POST/PUT calls must be signed too
+(x-content-sha256, content-length, content-type), as the services require. Bodies are
+checked for the camelCase shapes of the documented API (only fields cloudddp sends: each
+rule has a test in tests/test_oci_fake.py that makes it fail), and every request is
+recorded so tests assert on what the SDK sent.
 
 Implemented (paths as in the API reference):
 - Data Science 20190101: POST /jobs, GET /jobs/{id}, POST /jobRuns, GET /jobRuns/{id},
@@ -17,11 +20,18 @@ Implemented (paths as in the API reference):
   up `ingestion_delay` seconds after they were written).
 
 Job runs go ACCEPTED -> IN_PROGRESS -> SUCCEEDED | FAILED (CANCELING -> CANCELED on
-cancel), node groups CREATING -> ACTIVE -> DELETED | FAILED. In "simulate" mode nodes
-print a few lines and node 0's model folder appears in the output mount; in "execute"
-mode the nodes really run: the container command from the job, with the Object Storage
-mounts as local folders (filled from, and written back to, the fake bucket), NODE_RANK,
-INITIAL_CLUSTER_SIZE and a cluster metadata file that fills in as nodes start.
+cancel), node groups CREATING -> ACTIVE -> DELETED | FAILED. The nodes really run, as the
+service runs the container: the job's ENTRYPOINT + CMD (cloudddp's: unpack the staged
+archive, run the node script and the bootstrap inside it), with the Object Storage mounts
+as local folders under `run_root` (filled from, and written back to, the fake bucket),
+NODE_RANK, INITIAL_CLUSTER_SIZE and a cluster metadata file that fills in as nodes start,
+plus `node_env` (the image's environment). Everything the logs show is what the nodes
+printed. Cancel sends SIGTERM to each node's main process (as a container stop does), and
+SIGKILL to what is left after `kill_grace` seconds.
+
+With `hold_states=True` a run leaves ACCEPTED and IN_PROGRESS only after a GetJobRun has
+returned that state once, so a client that polls sees each state whatever the machine's
+load (no test depends on polling fast enough).
 """
 
 from __future__ import annotations
@@ -50,7 +60,7 @@ DS = "/20190101"
 SEARCH = "/20190909/search"
 TERMINAL = ("SUCCEEDED", "FAILED", "CANCELED", "DELETED")
 MAX_ENV_CHARS = 20_000
-MAX_ARGS_CHARS = 4_000
+MAX_COMMAND_BYTES = 2048  # CMD + ENTRYPOINT (oci SDK: OcirContainerJobEnvironmentConfigurationDetails)
 
 
 # -- throwaway credentials ------------------------------------------------------------------
@@ -169,21 +179,23 @@ class FakeOCI:
         self,
         key: ThrowawayKey,
         *,
+        run_root: Path,
         buckets: tuple[tuple[str, str], ...] = (("ns", "bkt"),),
-        mode: str = "simulate",
-        step: float = 0.2,
+        step: float = 0.0,
         ingestion_delay: float = 0.3,
-        outcome: str = "SUCCEEDED",
-        run_root: Path | None = None,
         node_env: dict[str, str] | None = None,
         node_start_delay: float = 0.0,
         too_large_above: int | None = None,
+        hold_states: bool = False,
+        kill_grace: float = 10.0,
     ) -> None:
         self.key = key
         self.public_key = key.private_key.public_key()
-        self.mode, self.step, self.ingestion_delay, self.outcome = mode, step, ingestion_delay, outcome
+        self.step, self.ingestion_delay = step, ingestion_delay
         self.run_root, self.node_env, self.node_start_delay = run_root, node_env or {}, node_start_delay
-        self.too_large_above = too_large_above
+        self.too_large_above, self.hold_states, self.kill_grace = too_large_above, hold_states, kill_grace
+        self.observed: dict[str, set[str]] = {}  # run id -> states a GetJobRun returned
+        self.closed = threading.Event()  # set on exit: no run starts a node after that
         self.lock = threading.RLock()
         self.requests: list[Recorded] = []
         self.signature_failures: list[str] = []
@@ -218,6 +230,7 @@ class FakeOCI:
         return self
 
     def __exit__(self, *exc: Any) -> None:
+        self.closed.set()
         for processes in self.processes.values():
             for process in processes:
                 if process.poll() is None:
@@ -227,9 +240,13 @@ class FakeOCI:
             self.server.server_close()
 
     @property
-    def url(self) -> str:
+    def host(self) -> str:
         assert self.server is not None
-        return f"http://127.0.0.1:{self.server.server_address[1]}"
+        return f"127.0.0.1:{self.server.server_address[1]}"
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}"
 
     # -- what tests look at ---------------------------------------------------------------
     def calls(self, method: str | None = None, pattern: str = "") -> list[Recorded]:
@@ -316,6 +333,8 @@ class FakeOCI:
             required |= {"content-length", "content-type", "x-content-sha256"}
         if not required <= set(signed):
             return f"headers {sorted(required - set(signed))} not signed"
+        if headers.get("host") != self.host:
+            return f"the Host header {headers.get('host')!r} does not name this endpoint ({self.host})"
         lines = []
         for name in signed:
             if name == "(request-target)":
@@ -389,6 +408,7 @@ class FakeOCI:
                 if not run:
                     raise ApiError(404, "NotAuthorizedOrNotFound", f"job run {match.group(1)} not found")
                 if method == "GET" and not match.group(2):
+                    self.observed.setdefault(run["id"], set()).add(run["lifecycleState"])
                     return 200, run, {"etag": uuid.uuid4().hex}
                 if method == "POST" and match.group(2):
                     if run["lifecycleState"] in TERMINAL:
@@ -436,10 +456,15 @@ class FakeOCI:
             env = config.get("environmentVariables") or {}
             if sum(len(k) + len(v) for k, v in env.items()) > MAX_ENV_CHARS:
                 raise ApiError(400, "InvalidParameter", "environment variables exceed 20000 characters")
-            if len(config.get("commandLineArguments") or "") > MAX_ARGS_CHARS:
-                raise ApiError(400, "InvalidParameter", "commandLineArguments exceed 4000 characters")
             if environment.get("jobEnvironmentType") != "OCIR_CONTAINER" or not environment.get("image"):
                 raise ApiError(400, "InvalidParameter", "an OCIR_CONTAINER environment with an image is required")
+            # The SDK's wording: "The combined size of `CMD` and `ENTRYPOINT` must be less than 2048 bytes."
+            # Counted here as the bytes of every string: the most lenient reading (cloudddp's own count is stricter).
+            command = [*(environment.get("entrypoint") or []), *(environment.get("cmd") or [])]
+            size = sum(len(str(part).encode()) for part in command)
+            if size >= MAX_COMMAND_BYTES:
+                raise ApiError(400, "InvalidParameter", f"The combined size of cmd and entrypoint ({size} bytes) "
+                                                        f"must be less than {MAX_COMMAND_BYTES} bytes")  # fmt: skip
         for mount in body.get("jobStorageMountConfigurationDetailsList") or []:
             if mount.get("storageType") != "OBJECT_STORAGE" or not mount.get("destinationDirectoryName"):
                 raise ApiError(400, "InvalidParameter", "storage mounts need storageType and destinationDirectoryName")
@@ -535,7 +560,19 @@ class FakeOCI:
         with self.lock:
             return self.runs[run_id]["lifecycleState"] == "CANCELING"
 
+    def wait_observed(self, run_id: str, state: str, limit: float = 60.0) -> None:
+        """With hold_states, keep `state` until a GetJobRun returned it (or `limit` s, if no one polls)."""
+        deadline = time.monotonic() + limit
+        while (
+            self.hold_states and time.monotonic() < deadline and not self.canceled(run_id) and not self.closed.is_set()
+        ):
+            with self.lock:
+                if state in self.observed.get(run_id, set()):
+                    return
+            time.sleep(0.02)
+
     def drive(self, run_id: str) -> None:
+        self.wait_observed(run_id, "ACCEPTED")
         time.sleep(self.step)
         with self.lock:
             run = self.runs[run_id]
@@ -545,12 +582,12 @@ class FakeOCI:
         if self.canceled(run_id):
             self.set_run(run_id, lifecycleState="CANCELED", timeFinished=stamp(now_utc()))
             return
+        if self.closed.is_set():
+            return
         self.set_groups(run_id, "ACTIVE")
         self.set_run(run_id, lifecycleState="IN_PROGRESS", timeStarted=stamp(now_utc()))
-        if self.mode == "execute":
-            codes = self.execute(run_id, job, group, replicas)
-        else:
-            codes = self.simulate(run_id, job, group, replicas)
+        codes = self.execute(run_id, job, group, replicas)
+        self.wait_observed(run_id, "IN_PROGRESS")
         if self.canceled(run_id) or codes is None:
             self.set_groups(run_id, "DELETED")
             self.set_run(run_id, lifecycleState="CANCELED", timeFinished=stamp(now_utc()))
@@ -568,29 +605,6 @@ class FakeOCI:
                 timeFinished=stamp(now_utc()),
                 lifecycleDetails=f"Job run failed: node {rank} of {group['name']} exited with exit code {code}.",
             )
-
-    def simulate(self, run_id: str, job: dict[str, Any], group: dict[str, Any], replicas: int) -> list[int] | None:
-        """What the cloudddp node script prints, without running anything."""
-        codes = [0] * replicas if self.outcome == "SUCCEEDED" else [0] * (replicas - 1) + [3]
-        for epoch in (1, 2):
-            for rank in range(replicas):
-                self.log(run_id, f"[node-{rank}] epoch={epoch}/2 loss=0.{9 - epoch} (simulated)")
-            time.sleep(self.step / 2)
-            if self.canceled(run_id):  # the node script forwards SIGTERM and still writes its last line
-                for rank in range(replicas):
-                    self.log(run_id, f"[node-{rank}] cloudddp: node {rank} exited with code 143")
-                return None
-        if self.outcome == "SUCCEEDED":
-            output = self.container_path_to_object(job, group, "CLOUDDDP_OUTPUT_DIR")
-            if output:
-                namespace, bucket, prefix = output
-                with self.lock:
-                    self.objects[(namespace, bucket, prefix + "/model.pt")] = StoredObject(b"simulated weights", {})
-                    self.objects[(namespace, bucket, prefix + "/metrics.json")] = StoredObject(b'{"val_acc": 1.0}', {})
-        for rank in range(replicas):
-            self.log(run_id, f"[node-{rank}] cloudddp: node {rank} exited with code {codes[rank]}")
-        time.sleep(self.step)
-        return codes
 
     @staticmethod
     def mounts(job: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
@@ -612,8 +626,7 @@ class FakeOCI:
         return None
 
     def execute(self, run_id: str, job: dict[str, Any], group: dict[str, Any], replicas: int) -> list[int] | None:
-        """Run every node for real, with the mounts as local folders."""
-        assert self.run_root is not None, "execute mode needs run_root"
+        """Run every node as the service runs the container, with the mounts as local folders."""
         root = self.run_root / run_id
         translate: list[tuple[str, Path]] = []
         for path, mount in self.mounts(job):
@@ -641,8 +654,11 @@ class FakeOCI:
         metadata = root / "cluster_nodes_metadata.json"
         metadata.write_text("[]")
         processes: list[subprocess.Popen[bytes]] = []
+        self.processes[run_id] = processes  # __exit__ kills what has started
         readers = []
         for rank in range(replicas):
+            if self.closed.is_set():
+                break
             env = {
                 **self.node_env,
                 **{k: local_path(v) for k, v in (config.get("environmentVariables") or {}).items()},
@@ -664,19 +680,22 @@ class FakeOCI:
             metadata.write_text(json.dumps(entries))
             if rank < replicas - 1:
                 time.sleep(self.node_start_delay)
-        self.processes[run_id] = processes
-        signalled = False
+        signalled: float | None = None
         while any(p.poll() is None for p in processes):
-            if self.canceled(run_id) and not signalled:
+            if self.canceled(run_id) and signalled is None:
+                for p in processes:  # a container stop: SIGTERM to the main process only
+                    if p.poll() is None:
+                        os.kill(p.pid, signal.SIGTERM)
+                signalled = time.monotonic()
+            if signalled is not None and time.monotonic() - signalled > self.kill_grace:
                 for p in processes:
                     if p.poll() is None:
-                        os.killpg(p.pid, signal.SIGTERM)
-                signalled = True
-            time.sleep(0.1)
+                        os.killpg(p.pid, signal.SIGKILL)
+            time.sleep(0.05)
         for thread in readers:
             thread.join(timeout=10)
         self.write_back(translate, job)
-        return None if signalled else [p.returncode for p in processes]
+        return None if signalled is not None else [p.returncode for p in processes]
 
     def pump(self, run_id: str, process: subprocess.Popen[bytes]) -> None:
         assert process.stdout is not None

@@ -144,7 +144,7 @@ def execute_server(tmp_path: Path) -> Iterator[tuple[FakeOCI, Path]]:
     key = ThrowawayKey.generate()
     config = key.write_config(tmp_path / ".oci")
     env = clean_env({"PATH": f"{VENV_BIN}:{os.environ['PATH']}", "OMP_NUM_THREADS": "1"})
-    with FakeOCI(key, mode="execute", run_root=tmp_path / "service", node_env=env, node_start_delay=3.0) as server:
+    with FakeOCI(key, run_root=tmp_path / "service", node_env=env, node_start_delay=3.0) as server:
         yield server, config
 
 

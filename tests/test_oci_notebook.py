@@ -34,7 +34,7 @@ def test_oci_notebook_stages_fits_on_two_nodes_watches_and_fetches_the_model(
     key = ThrowawayKey.generate()
     config = key.write_config(tmp_path / ".oci")
     node_env = clean_env({"PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}", "OMP_NUM_THREADS": "1"})
-    with FakeOCI(key, mode="execute", run_root=tmp_path / "service", node_env=node_env, node_start_delay=1.0) as server:
+    with FakeOCI(key, run_root=tmp_path / "service", node_env=node_env, node_start_delay=1.0) as server:
         for name, value in {
             "CLOUDDDP_OCI_SERVICE_ENDPOINT": server.url, "OCI_CONFIG_FILE": str(config),
             "CLOUDDDP_OCI_COMPARTMENT_ID": COMPARTMENT, "CLOUDDDP_OCI_PROJECT_ID": PROJECT, "CLOUDDDP_OCI_IMAGE": IMAGE,

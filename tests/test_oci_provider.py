@@ -1,9 +1,18 @@
-"""The OCI provider against the loopback service: the real `oci` SDK, signed requests, no account."""
+"""The OCI provider against the loopback service: the real `oci` SDK, signed requests, no account.
+
+The service runs each job as OCI would: the job's entrypoint unpacks the staged archive and
+runs the real node script, bootstrap and launcher with tests/providers/oci/quick_sources/
+quick_train.py (no torch: the image environment sets TORCHELASTIC_RUN_ID, so the launcher
+runs the script directly instead of through torchrun). What the tests read in the logs is
+what those processes printed.
+"""
 
 from __future__ import annotations
 
 import datetime as dt
 import io
+import os
+import sys
 import tarfile
 import time
 from collections.abc import Iterator
@@ -11,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import clean_env
 from cryptography.hazmat.primitives import serialization
 from oci_loopback_server import COMPARTMENT, IMAGE, PROJECT, FakeOCI, ThrowawayKey, oci_settings
 
@@ -24,6 +34,9 @@ from cloudddp.spec import build_spec
 from cloudddp.staging.oci_store import OCIStager
 
 REPO = Path(__file__).resolve().parents[1]
+QUICK = REPO / "tests" / "providers" / "oci" / "quick_sources"
+# The image's environment: this venv's python, and the launcher runs the script without torchrun.
+IMAGE_ENV = {"PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}", "TORCHELASTIC_RUN_ID": "oci-fake"}
 
 
 @pytest.fixture(scope="module")
@@ -36,10 +49,15 @@ def config(tmp_path: Path, key: ThrowawayKey) -> Path:
     return key.write_config(tmp_path / ".oci")
 
 
+def fake(key: ThrowawayKey, root: Path, **options: Any) -> FakeOCI:
+    options.setdefault("ingestion_delay", 0.2)
+    return FakeOCI(key, run_root=root / "service", node_env=clean_env(IMAGE_ENV), hold_states=True, **options)
+
+
 @pytest.fixture
-def server(key: ThrowawayKey) -> Iterator[FakeOCI]:
-    with FakeOCI(key, step=0.1, ingestion_delay=0.2) as fake:
-        yield fake
+def server(key: ThrowawayKey, tmp_path: Path) -> Iterator[FakeOCI]:
+    with fake(key, tmp_path) as service:
+        yield service
 
 
 @pytest.fixture
@@ -59,8 +77,8 @@ def make_provider(server: FakeOCI, config: Path, **options: Any) -> OCIProvider:
 
 def make_spec(data: Path, **fields: Any) -> Any:
     oci_fields = fields.pop("oci", {})
-    base = {"entry_point": "train_ddp.py", "source_dir": str(REPO / "sources"), "nodes": 2,
-            "inputs": {"train": str(data)}, "args": ["--epochs", "1"], "oci": oci_settings(**oci_fields)}  # fmt: skip
+    base = {"entry_point": "quick_train.py", "source_dir": str(QUICK), "nodes": 2,
+            "inputs": {"train": str(data)}, "oci": oci_settings(**oci_fields)}  # fmt: skip
     return build_spec({**base, **fields})
 
 
@@ -77,7 +95,7 @@ def test_launch_sends_one_signed_create_job_and_one_create_job_run_in_camel_case
     server: FakeOCI, config: Path, data: Path
 ) -> None:
     provider = make_provider(server, config)
-    handle = provider.submit(provider.render(make_spec(data)))
+    handle = provider.submit(provider.render(make_spec(data, args=["--fail-rank", "9"])))
     assert server.signature_failures == []
     assert all(r.headers["authorization"].startswith('Signature algorithm="rsa-sha256"') for r in server.requests)
     (job_call,) = server.calls("POST", r"^/20190101/jobs$")
@@ -97,7 +115,7 @@ def test_launch_sends_one_signed_create_job_and_one_create_job_run_in_camel_case
         "jobShapeConfigDetails": {"ocpus": 2.0, "memoryInGBs": 32.0}}  # fmt: skip
     assert group["jobEnvironmentConfigurationDetails"]["jobEnvironmentType"] == "OCIR_CONTAINER"
     assert group["jobEnvironmentConfigurationDetails"]["image"] == IMAGE
-    assert group["jobEnvironmentConfigurationDetails"]["cmd"] == ["--epochs", "1"]
+    assert group["jobEnvironmentConfigurationDetails"]["cmd"] == ["--fail-rank", "9"]
     assert group["jobConfigurationDetails"]["jobType"] == "DEFAULT"
     assert body["jobStorageMountConfigurationDetailsList"] == [{
         "storageType": "OBJECT_STORAGE", "destinationDirectoryName": "cloudddp", "namespace": "ns", "bucket": "bkt",
@@ -129,8 +147,8 @@ def test_the_archive_and_the_inputs_are_staged_where_the_job_mounts_them(
     with tarfile.open(fileobj=io.BytesIO(server.objects[("ns", "bkt", archive_name)].data)) as tar:
         members = tar.getnames()
         job_config = tar.extractfile("cloudddp_job.json").read().decode()  # type: ignore[union-attr]
-    assert {"train_ddp.py", "cloudddp_bootstrap.py", "cloudddp/launcher/cli.py"} <= set(members)
-    assert '"entry_point": "train_ddp.py"' in job_config
+    assert {"quick_train.py", "cloudddp_bootstrap.py", "cloudddp_node.sh", "cloudddp/launcher/cli.py"} <= set(members)
+    assert '"entry_point": "quick_train.py"' in job_config
 
 
 def test_a_second_launch_uploads_only_what_changed(server: FakeOCI, config: Path, data: Path) -> None:
@@ -177,37 +195,54 @@ def test_following_shows_states_node_groups_and_each_line_once(server: FakeOCI, 
     handle = provider.submit(provider.render(make_spec(data)))
     started = time.monotonic()
     lines = list(provider.logs(handle.job_id, follow=True))
-    assert time.monotonic() - started < 20  # ended on the nodes' exit lines, not after the 60 s grace
+    assert time.monotonic() - started < 45  # ended on the nodes' exit lines, not after the 60 s grace
     states = [line for line in lines if line.startswith("[oci] job run")]
-    assert states[0] == "[oci] job run ACCEPTED (node groups: cloudddp: CREATING)"
-    assert "[oci] job run IN_PROGRESS (node groups: cloudddp: ACTIVE)" in states
-    assert states[-1] == "[oci] job run SUCCEEDED (node groups: cloudddp: DELETED)"
+    # The service holds each state until a poll has seen it (hold_states): no race with the poll interval.
+    assert states == [
+        "[oci] job run ACCEPTED (node groups: cloudddp: CREATING)",
+        "[oci] job run IN_PROGRESS (node groups: cloudddp: ACTIVE)",
+        "[oci] job run SUCCEEDED (node groups: cloudddp: DELETED)",
+    ]
     node_lines = [line for line in lines if line.startswith("[node-")]
-    assert len(node_lines) == len(set(node_lines)) == 6
-    assert "[node-1] cloudddp: node 1 exited with code 0" in node_lines
+    assert len(node_lines) == len(set(node_lines))  # each line once, though windows overlap
+    for rank in (0, 1):  # printed by quick_train.py and by the node script, through the real launcher
+        assert f"[node-{rank}] quick_train: node {rank} of 2, channel train at " in "\n".join(node_lines)
+        assert f"[node-{rank}] quick_train: node {rank} sees ['train', 'val']" in node_lines
+        assert [line for line in node_lines if line.startswith(f"[node-{rank}] epoch=")] == [
+            f"[node-{rank}] epoch=1/2 loss=0.8", f"[node-{rank}] epoch=2/2 loss=0.7"]  # fmt: skip
+        assert node_lines.index(f"[node-{rank}] cloudddp: node {rank} exited with code 0") == max(
+            i for i, line in enumerate(node_lines) if line.startswith(f"[node-{rank}] ")
+        )  # each node's last line
+    assert "[node-0] cloudddp: copied the model folder to " in "\n".join(node_lines)
     assert server.search_calls >= 2
     status = provider.status(handle.job_id)
     assert (status.state, status.nodes) == ("SUCCEEDED", {"cloudddp": "DELETED"})
     assert status.artifacts and status.artifacts.startswith("oci://bkt@ns/cloudddp/cloudddp-job/runs/")
     model = provider.fetch_artifacts(handle.job_id, Path(config).parent.parent / "model")
-    assert sorted(p.name for p in model.iterdir()) == ["metrics.json", "model.pt"]
+    assert sorted(p.name for p in model.iterdir()) == ["logs", "metrics.json", "model.pt"]
+    assert (model / "model.pt").read_bytes() == b"weights of node 0"
+    assert (model / "logs" / "node-1.log").read_text().splitlines()[-1] == "epoch=2/2 loss=0.7"
 
 
 def test_launch_exits_with_the_failed_nodes_exit_code(use_server: FakeOCI, data: Path) -> None:
-    use_server.outcome = "FAILED"
     said: list[str] = []
-    code = run_job("oci", make_spec(data), say=said.append)
+    code = run_job("oci", make_spec(data, args=["--fail-rank", "1"]), say=said.append)
     assert code == 3
+    assert "[node-1] quick_train: node 1 fails on purpose" in said
+    assert (
+        "[node-1] cloudddp: node 1 exited with code 3" in said
+        and "[node-0] cloudddp: node 0 exited with code 0" in said
+    )
     assert any("node groups: cloudddp: FAILED (replica 1 failed)" in line for line in said)
     assert "cloudddp: job FAILED: FAILED: Job run failed: node 1 of cloudddp exited with exit code 3." in said
 
 
 def test_status_logs_and_cancel_take_a_run_ocid_a_job_ocid_or_latest(
-    key: ThrowawayKey, config: Path, data: Path
+    key: ThrowawayKey, config: Path, data: Path, tmp_path: Path
 ) -> None:
-    with FakeOCI(key, step=1.0) as server:
+    with fake(key, tmp_path) as server:
         provider = make_provider(server, config)
-        handle = provider.submit(provider.render(make_spec(data)))
+        handle = provider.submit(provider.render(make_spec(data, args=["--wait"])))
         fresh = OCIProvider(service_endpoint=server.url, poll=0.1, log_grace=5,
                             environ={"OCI_CONFIG_FILE": str(config), "NB_SESSION_COMPARTMENT_OCID": COMPARTMENT})  # fmt: skip
         assert fresh.status(handle.job_id).state in ("PENDING", "RUNNING")
@@ -220,7 +255,13 @@ def test_status_logs_and_cancel_take_a_run_ocid_a_job_ocid_or_latest(
         final = fresh.wait(handle.job_id, poll=0.1)
         assert final.state == "STOPPED"
         fresh.cancel(handle.job_id)  # already over: a no-op, not an error
-        assert any(line.startswith("[oci] job run CANCELED") for line in fresh.logs(handle.job_id, follow=True))
+        lines = list(fresh.logs(handle.job_id, follow=True))
+        assert any(line.startswith("[oci] job run CANCELED") for line in lines)
+        # SIGTERM reached the script through the node script and the launcher, and each node still said goodbye.
+        for rank in (0, 1):
+            if f"[node-{rank}] waiting for SIGTERM" in lines:  # a node cancelled before it started says nothing
+                assert f"[node-{rank}] checkpoint saved on SIGTERM" in lines
+                assert f"[node-{rank}] cloudddp: node {rank} exited with code 143" in lines
         with pytest.raises(CloudDDPError, match=r"job_run_id='ocid1\.nope' is not an OCID"):
             fresh.status("ocid1.nope")
         with pytest.raises(CloudDDPError, match="refused get_job_run: 404 NotAuthorizedOrNotFound"):
@@ -228,15 +269,15 @@ def test_status_logs_and_cancel_take_a_run_ocid_a_job_ocid_or_latest(
 
 
 def test_logs_without_follow_print_what_exists(server: FakeOCI, config: Path, data: Path) -> None:
+    server.ingestion_delay = 0.0  # every line is searchable once the run has ended
     provider = make_provider(server, config)
     handle = provider.submit(provider.render(make_spec(data)))
-    server.wait_for_run(handle.job_id)
-    time.sleep(0.3)  # ingestion delay
+    provider.wait(handle.job_id, poll=0.1)
     lines = list(provider.logs(handle.job_id))
-    assert lines[-2:] == [
-        "[node-0] cloudddp: node 0 exited with code 0",
-        "[node-1] cloudddp: node 1 exited with code 0",
-    ]
+    assert {"[node-0] cloudddp: node 0 exited with code 0", "[node-1] cloudddp: node 1 exited with code 0"} <= set(
+        lines[-3:]
+    )
+    assert "[node-0] epoch=2/2 loss=0.7" in lines
 
 
 def test_log_search_splits_full_windows_until_each_fits(server: FakeOCI, config: Path) -> None:
@@ -257,8 +298,8 @@ def test_log_search_splits_full_windows_until_each_fits(server: FakeOCI, config:
     )
 
 
-def test_log_search_splits_windows_the_service_calls_too_large(key: ThrowawayKey, config: Path) -> None:
-    with FakeOCI(key, too_large_above=700) as server:
+def test_log_search_splits_windows_the_service_calls_too_large(key: ThrowawayKey, config: Path, tmp_path: Path) -> None:
+    with fake(key, tmp_path, too_large_above=700) as server:
         source = "ocid1.datasciencejobrun.oc1.iad.aaaatoolarge"
         start = dt.datetime(2025, 1, 1, tzinfo=dt.timezone.utc)
         server.add_logs(source, [f"line {i}" for i in range(1500)], start, dt.timedelta(milliseconds=2))
@@ -351,8 +392,8 @@ def test_an_encrypted_key_works_and_its_passphrase_is_never_sent_or_printed(
 
 
 def test_estimator_fits_on_oci(use_server: FakeOCI, data: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    estimator = Estimator(provider="oci", entry_point="train_ddp.py", source_dir=str(REPO / "sources"),
-                          instance_count=2, hyperparameters={"epochs": 1}, **oci_settings())  # fmt: skip
+    estimator = Estimator(provider="oci", entry_point="quick_train.py", source_dir=str(QUICK),
+                          instance_count=2, hyperparameters={"fail-rank": 5}, **oci_settings())  # fmt: skip
     assert "create_job" in estimator.dry_run({"train": str(data)})
     assert use_server.requests == []
     status = estimator.fit({"train": str(data)})
@@ -365,7 +406,7 @@ def test_estimator_fits_on_oci(use_server: FakeOCI, data: Path, capsys: pytest.C
     (group,) = use_server.calls("POST", r"^/20190101/jobs$")[0].body["jobNodeConfigurationDetails"][
         "jobNodeGroupConfigurationDetailsList"
     ]
-    assert group["jobEnvironmentConfigurationDetails"]["cmd"] == ["--epochs", "1"]
+    assert group["jobEnvironmentConfigurationDetails"]["cmd"] == ["--fail-rank", "5"]
 
 
 def test_follow_up_calls_use_the_credentials_the_job_was_submitted_with(
@@ -380,12 +421,14 @@ def test_follow_up_calls_use_the_credentials_the_job_was_submitted_with(
 
 
 @pytest.mark.slow
-def test_cli_status_logs_and_cancel_with_a_job_run_ocid(key: ThrowawayKey, config: Path, data: Path) -> None:
+def test_cli_status_logs_and_cancel_with_a_job_run_ocid(
+    key: ThrowawayKey, config: Path, data: Path, tmp_path: Path
+) -> None:
     from conftest import run_cli
 
-    with FakeOCI(key, step=2.0) as server:
+    with fake(key, tmp_path) as server:
         provider = make_provider(server, config)
-        handle = provider.submit(provider.render(make_spec(data)))
+        handle = provider.submit(provider.render(make_spec(data, args=["--wait"])))
         env = {"CLOUDDDP_OCI_SERVICE_ENDPOINT": server.url, "OCI_CONFIG_FILE": str(config)}
         status = run_cli("status", "--provider", "oci", handle.job_id, env=env)
         assert status.returncode == 0, status.stderr

@@ -353,8 +353,7 @@ class OCIProvider(Provider):
         nodes = int((run.freeform_tags or {}).get(request.NODES_TAG, "0") or 0)
         finished: dict[int, int] = {}
         last_status = ""
-        while True:
-            run = self.get_run(run.id)
+        while True:  # the first pass shows the run as the caller fetched it: no state goes unshown
             line = self.status_line(run)
             if line != last_status:
                 yield line
@@ -375,6 +374,7 @@ class OCIProvider(Provider):
                                f"{self.log_grace:g} s of the end; `cloudddp logs {run.id} -p oci` shows late lines")  # fmt: skip
                     return
             self.sleep(self.poll)
+            run = self.get_run(run.id)
 
     def fetch_artifacts(self, job_id: str, destination: str | Path) -> Path:
         """Download the run's output folder (node 0's model folder) into `destination`."""
