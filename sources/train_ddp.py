@@ -4,6 +4,8 @@ Where things come from (first found wins):
 - training data: --data-dir, SM_CHANNEL_TRAIN (SageMaker), CLOUDDDP_CHANNEL_TRAIN (other
   cloudddp providers); an ImageFolder root holding train/ and val/ (like hymenoptera_data),
   or a train root with the validation root in --val-dir / SM_CHANNEL_VAL / CLOUDDDP_CHANNEL_VAL.
+  Either as plain files or as `cloudddp stage --shards` left it: tar shards plus
+  `_cloudddp_index.json` (each image read straight from its shard at the indexed offset).
   `--dataset cifar10` downloads CIFAR-10 instead (real clouds only: needs internet).
 - model folder: --model-dir, SM_MODEL_DIR, CLOUDDDP_MODEL_DIR, ./model
 - checkpoints: --checkpoint-dir, SageMaker's checkpointconfig.json LocalPath,
@@ -20,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import io
 import json
 import os
 import signal
@@ -29,6 +32,7 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 import torchvision
+from PIL import Image
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DataLoader, DistributedSampler
@@ -95,6 +99,8 @@ def datasets(args: argparse.Namespace) -> tuple[torch.utils.data.Dataset, torch.
     if not args.data_dir:
         raise SystemExit("no training data: pass --data-dir or run where SM_CHANNEL_TRAIN is set")
     root = Path(args.data_dir)
+    if (root / SHARD_INDEX).is_file():
+        return sharded_datasets(root, args)
     train_root, val_root = (root / "train", root / "val") if (root / "train").is_dir() else (root, None)
     if args.val_dir:
         val_root = Path(args.val_dir) / "val" if (Path(args.val_dir) / "val").is_dir() else Path(args.val_dir)
@@ -102,6 +108,54 @@ def datasets(args: argparse.Namespace) -> tuple[torch.utils.data.Dataset, torch.
     tf = transforms.Compose([transforms.Resize((size, size)), transforms.ToTensor(), normalize])
     train = torchvision.datasets.ImageFolder(str(train_root), transform=tf)
     val = torchvision.datasets.ImageFolder(str(val_root or train_root), transform=tf)
+    return train, val, len(train.classes)
+
+
+SHARD_INDEX = "_cloudddp_index.json"  # written by `cloudddp stage --shards` (cloudddp/staging/shards.py)
+
+
+class ShardedImageFolder(torch.utils.data.Dataset):
+    """ImageFolder semantics (class = first folder under `prefix`, sorted) over tar shards and their index."""
+
+    def __init__(self, root: Path, prefix: str, transform: object) -> None:
+        index = json.loads((root / SHARD_INDEX).read_text())
+        extensions = tuple(torchvision.datasets.folder.IMG_EXTENSIONS)
+        members = [
+            (shard["name"], m["offset"], m["size"], m["path"][len(prefix) :])
+            for shard in index["shards"]
+            for m in shard["members"]
+            if m["path"].startswith(prefix)
+            and m["path"].lower().endswith(extensions)
+            and "/" in m["path"][len(prefix) :]
+        ]
+        self.classes = sorted({path.split("/", 1)[0] for *_, path in members})
+        label = {name: i for i, name in enumerate(self.classes)}
+        self.samples = [(shard, offset, size, label[path.split("/", 1)[0]]) for shard, offset, size, path in members]
+        self.root, self.transform = root, transform
+
+    def __len__(self) -> int:
+        return len(self.samples)
+
+    def __getitem__(self, i: int) -> tuple[torch.Tensor, int]:
+        shard, offset, size, target = self.samples[i]
+        with open(self.root / shard, "rb") as handle:
+            handle.seek(offset)
+            data = handle.read(size)
+        image = Image.open(io.BytesIO(data)).convert("RGB")
+        return self.transform(image), target  # type: ignore[operator]
+
+
+def sharded_datasets(
+    root: Path, args: argparse.Namespace
+) -> tuple[torch.utils.data.Dataset, torch.utils.data.Dataset, int]:
+    """The shard layout: train/ and val/ inside the shards, like the plain layout's folders."""
+    normalize = transforms.Normalize((0.5, 0.5, 0.5), (0.25, 0.25, 0.25))
+    tf = transforms.Compose([transforms.Resize((args.image_size, args.image_size)), transforms.ToTensor(), normalize])
+    paths = [m["path"] for s in json.loads((root / SHARD_INDEX).read_text())["shards"] for m in s["members"]]
+    split = any(p.startswith("train/") for p in paths)
+    train = ShardedImageFolder(root, "train/" if split else "", tf)
+    has_val = split and any(p.startswith("val/") for p in paths)
+    val = ShardedImageFolder(root, "val/", tf) if has_val else train
     return train, val, len(train.classes)
 
 
