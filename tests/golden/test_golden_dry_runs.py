@@ -158,7 +158,7 @@ def normalise(text: str, project: Path) -> str:
     text = text.replace(str(project), "<PROJECT>").replace(sys.executable, "<PYTHON>")
     text = re.sub(r"\d{8}-\d{6}(-\d{3})?", "<STAMP>", text)
     # The emulated Slurm job id is a checksum of the job name, which holds the time stamp.
-    text = re.sub(r"SLURM_JOB_ID: '\d+'", "SLURM_JOB_ID: '<FROM-NAME>'", text)
+    text = re.sub(r"(SLURM_JOB_?ID): '\d+'", r"\1: '<FROM-NAME>'", text)
     # SageMaker stages a local folder under a prefix keyed by a digest of its absolute path.
     return re.sub(r"(/inputs/[A-Za-z0-9._-]+-)[0-9a-f]{10}/", r"\1<PATH-DIGEST>/", text)
 

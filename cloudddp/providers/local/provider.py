@@ -16,13 +16,16 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from cloudddp.cluster.environment import EmulatedNode
 from cloudddp.errors import CloudDDPError
 from cloudddp.launcher.supervisor import is_running
 from cloudddp.providers.base import JobHandle, JobRequest, JobStatus, Provider
 from cloudddp.providers.local.layout import node_layouts
+from cloudddp.providers.local.runner import write_state
 from cloudddp.spec import JobSpec
 
 
@@ -43,6 +46,99 @@ def unused_name(runs_dir: Path, name: str) -> str:
 
 def _is_uri(value: str) -> bool:
     return "://" in value
+
+
+def available_cores() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
+@dataclass
+class LocalNode:
+    """One emulated node as rendered: its platform layout and the command that starts it."""
+
+    layout: EmulatedNode
+    env: dict[str, str]
+    launcher: list[str]  # python -m cloudddp.launcher
+    launcher_options: list[str]  # the emulation's flags, then --nproc-per-node
+    program: list[str]  # the script (or -m module) and its arguments
+    cwd: Path
+    inputs: dict[str, Path]  # channel -> the local data that appears in the node's channel folder
+
+    def argv(self, master_port: int | None = None) -> list[str]:
+        """The node's command; `submit` adds the master port it picked (render does not bind ports)."""
+        port = [f"--master-port={master_port}"] if master_port else []
+        return [*self.launcher, *port, *self.launcher_options, *self.program]
+
+    def to_document(self, master_port: int | None = None) -> dict[str, Any]:
+        document = self.layout.to_dict()
+        document["env"] = self.env
+        document.update(command=self.argv(master_port), cwd=str(self.cwd))
+        document["inputs"] = {channel: str(path) for channel, path in self.inputs.items()}
+        return document
+
+    def prepare(self, link_inputs: bool, checkpoint: Path | None) -> None:
+        """The node's folders and files, its input channels and checkpoint folder, before it starts."""
+        self.layout.write_files()
+        for channel, target in self.layout.channels.items():
+            source = self.inputs[channel]
+            target.parent.mkdir(parents=True, exist_ok=True)
+            if link_inputs:
+                target.symlink_to(source, target_is_directory=source.is_dir())
+            elif source.is_dir():
+                shutil.copytree(source, target)
+            else:
+                target.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(source, target)
+        ckpt = self.layout.checkpoint_dir
+        if checkpoint and ckpt:
+            # Stands in for the platform's checkpoint sync (SageMaker: CheckpointConfig.S3Uri).
+            checkpoint.mkdir(parents=True, exist_ok=True)
+            if ckpt.is_dir() and not any(ckpt.iterdir()):
+                ckpt.rmdir()
+            ckpt.symlink_to(checkpoint, target_is_directory=True)
+
+
+@dataclass
+class LocalRequest:
+    """The local provider's request: the run folder and every node, as `--dry-run` prints it."""
+
+    run_dir: Path
+    emulate: str
+    checkpoint: Path | None
+    output: Path | None
+    max_runtime: int
+    master_port: int | None
+    link_inputs: bool
+    nodes: list[LocalNode]
+
+    def to_document(self, master_port: int | None = None) -> dict[str, Any]:
+        """The dry run's `request:`; with `master_port`, what the runner is given."""
+        return {
+            "run_dir": str(self.run_dir),
+            "emulate": self.emulate,
+            "checkpoint": str(self.checkpoint) if self.checkpoint else None,
+            "output": str(self.output) if self.output else None,
+            "max_runtime": self.max_runtime,
+            "master_port": self.master_port,
+            "link_inputs": self.link_inputs,
+            "nodes": [node.to_document(master_port) for node in self.nodes],
+        }
+
+
+def render_node(spec: JobSpec, layout: EmulatedNode, threads: int) -> LocalNode:
+    options = list(layout.launcher_args)
+    if spec.nproc_per_node is not None:
+        options.append(f"--nproc-per-node={spec.nproc_per_node}")
+    program = ["-m", spec.entry_point] if spec.module else [spec.entry_point]
+    # SageMaker's toolkit passes hyperparameters itself (from hyperparameters.json); elsewhere we do.
+    program += list(spec.args) if spec.local.emulate == "sagemaker" else spec.script_args()
+    env = {**spec.environment, **layout.env}
+    env.setdefault("OMP_NUM_THREADS", str(threads))
+    return LocalNode(
+        layout=layout, env=env, launcher=[sys.executable, "-m", "cloudddp.launcher"], launcher_options=options,
+        program=program, cwd=Path(spec.source_dir).resolve(),
+        inputs={channel: Path(where).resolve() for channel, where in spec.inputs.items()},
+    )  # fmt: skip
 
 
 class LocalProvider(Provider):
@@ -68,81 +164,38 @@ class LocalProvider(Provider):
             if not Path(where).exists():
                 raise CloudDDPError(f"inputs.{channel}={where!r} does not exist.")
 
-    def render(self, spec: JobSpec) -> JobRequest:
+    def render(self, spec: JobSpec) -> JobRequest[LocalRequest]:
         self.validate(spec)
         job_name = unused_name(self.runs_dir(spec), f"{spec.name}-{time.strftime('%Y%m%d-%H%M%S')}")
         run_dir = (self.runs_dir(spec) / job_name).resolve()
-        nodes = []
-        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
         local_procs = spec.nproc_per_node if isinstance(spec.nproc_per_node, int) else 1
-        for layout in node_layouts(spec, run_dir, job_name):
-            launcher = [sys.executable, "-m", "cloudddp.launcher", *layout.launcher_args]
-            if spec.nproc_per_node is not None:
-                launcher.append(f"--nproc-per-node={spec.nproc_per_node}")
-            launcher += ["-m", spec.entry_point] if spec.module else [spec.entry_point]
-            script_args = list(spec.args) if spec.local.emulate == "sagemaker" else spec.script_args()
-            node = layout.to_dict()
-            node["env"] = {**spec.environment, **node["env"]}
-            # Every simulated node shares this machine's cores: split them, don't oversubscribe.
-            node["env"].setdefault("OMP_NUM_THREADS", str(max(1, cores // (spec.nodes * local_procs))))
-            node["command"] = launcher + script_args
-            node["cwd"] = str(Path(spec.source_dir).resolve())
-            node["inputs"] = {c: str(Path(spec.inputs[c]).resolve()) for c in spec.inputs}
-            nodes.append(node)
-        payload = {
-            "run_dir": str(run_dir),
-            "emulate": spec.local.emulate,
-            "checkpoint": str(Path(spec.checkpoint).resolve()) if spec.checkpoint else None,
-            "output": str(Path(spec.output).resolve()) if spec.output else None,
-            "max_runtime": spec.max_runtime,
-            "master_port": spec.local.master_port,
-            "link_inputs": spec.local.link_inputs,
-            "nodes": nodes,
-        }
-        return JobRequest(provider=self.name, name=job_name, payload=payload, spec=spec)
+        # Every simulated node shares this machine's cores: split them, don't oversubscribe.
+        threads = max(1, available_cores() // (spec.nodes * local_procs))
+        request = LocalRequest(
+            run_dir=run_dir, emulate=spec.local.emulate,
+            checkpoint=Path(spec.checkpoint).resolve() if spec.checkpoint else None,
+            output=Path(spec.output).resolve() if spec.output else None,
+            max_runtime=spec.max_runtime, master_port=spec.local.master_port, link_inputs=spec.local.link_inputs,
+            nodes=[render_node(spec, layout, threads) for layout in node_layouts(spec, run_dir, job_name)],
+        )  # fmt: skip
+        return JobRequest(provider=self.name, name=job_name, spec=spec, request=request)
 
     # -- submit -------------------------------------------------------------------------
-    def prepare_node(self, node: dict[str, Any], payload: dict[str, Any]) -> None:
-        for folder in node["dirs"]:
-            Path(folder).mkdir(parents=True, exist_ok=True)
-        for path, content in node["files"].items():
-            Path(path).parent.mkdir(parents=True, exist_ok=True)
-            Path(path).write_text(json.dumps(content, indent=2))
-        for channel, target in node["channels"].items():
-            source = Path(node["inputs"][channel])
-            Path(target).parent.mkdir(parents=True, exist_ok=True)
-            if payload["link_inputs"]:
-                Path(target).symlink_to(source, target_is_directory=source.is_dir())
-            elif source.is_dir():
-                shutil.copytree(source, target)
-            else:
-                Path(target).mkdir(parents=True, exist_ok=True)
-                shutil.copy2(source, target)
-        if payload["checkpoint"] and node["checkpoint_dir"]:
-            # Stands in for the platform's checkpoint sync (SageMaker: CheckpointConfig.S3Uri).
-            shared = Path(payload["checkpoint"])
-            shared.mkdir(parents=True, exist_ok=True)
-            ckpt = Path(node["checkpoint_dir"])
-            if ckpt.is_dir() and not any(ckpt.iterdir()):
-                ckpt.rmdir()
-            ckpt.symlink_to(shared, target_is_directory=True)
-
-    def submit(self, request: JobRequest) -> JobHandle:
-        payload = request.payload
-        run_dir = Path(payload["run_dir"])
+    def submit(self, job: JobRequest[LocalRequest]) -> JobHandle:
+        """Create the run folder and the nodes' files, then hand the rendered nodes to a detached runner."""
+        request = job.request
+        run_dir = request.run_dir
         try:
             run_dir.mkdir(parents=True)
         except FileExistsError:
             raise CloudDDPError(
                 f"the run folder {run_dir} appeared after rendering (another launch?); launch again."
             ) from None
-        port = payload["master_port"] or free_port()
-        for node in payload["nodes"]:
-            self.prepare_node(node, payload)
-            node["command"] = [*node["command"][:3], f"--master-port={port}", *node["command"][3:]]
-        (run_dir / "request.yaml").write_text(request.to_yaml())
-        (run_dir / "state.json").write_text(json.dumps({"state": "PENDING", "nodes": {}}))
-        model = Path(payload["nodes"][0]["model_dir"]) if payload["nodes"][0]["model_dir"] else None
+        for node in request.nodes:
+            node.prepare(request.link_inputs, request.checkpoint)
+        (run_dir / "request.yaml").write_text(job.to_yaml())
+        write_state(run_dir, {"state": "PENDING", "nodes": {}})
+        model = request.nodes[0].layout.model_dir
         if model:
             (run_dir / "model").symlink_to(model, target_is_directory=True)
         runner = subprocess.Popen(
@@ -152,7 +205,8 @@ class LocalProvider(Provider):
         )  # fmt: skip
         (run_dir / "runner.pid").write_text(str(runner.pid))
         assert runner.stdin is not None
-        runner.stdin.write(json.dumps(payload).encode())
+        # The environments may hold secrets: they go to the runner through a pipe, never a file.
+        runner.stdin.write(json.dumps(request.to_document(request.master_port or free_port())).encode())
         runner.stdin.close()
         return JobHandle(provider=self.name, job_id=str(run_dir), details={"run_dir": str(run_dir), "pid": runner.pid})
 
@@ -169,12 +223,8 @@ class LocalProvider(Provider):
         raise CloudDDPError(f"no local run {job_id!r} (looked for a run folder with state.json in {self.runs_dir()}).")
 
     def read_state(self, run_dir: Path) -> dict[str, Any]:
-        for _ in range(20):
-            try:
-                return json.loads((run_dir / "state.json").read_text())
-            except json.JSONDecodeError:
-                time.sleep(0.05)
-        raise CloudDDPError(f"{run_dir / 'state.json'} is unreadable.")
+        # Written only by replacing the file whole (runner.write_state): never half-written.
+        return json.loads((run_dir / "state.json").read_text())  # type: ignore[no-any-return]
 
     def status(self, job_id: str) -> JobStatus:
         run_dir = self.find_run(job_id)
