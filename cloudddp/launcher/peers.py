@@ -113,7 +113,7 @@ class PeerWatch:
     def _serve(self) -> None:
         try:
             server = socket.create_server(("", self.port), reuse_port=False)
-        except OSError as exc:
+        except (OSError, OverflowError) as exc:
             print(f"cloudddp: fail-fast channel disabled (port {self.port}: {exc})", file=sys.stderr, flush=True)
             return
         self.server = server

@@ -1,0 +1,62 @@
+"""Kubeflow's job side against the training-operator's and Trainer's own code (fixtures/kubeflow_upstream.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from fixtures.kubeflow_upstream import v1_elastic_worker, v1_pod, v2_node
+
+from cloudddp.cluster import DetectOptions, kubeflow
+from cloudddp.cluster.environment import EmulatedCluster
+from cloudddp.errors import CloudDDPError
+
+
+def test_v1_pods_agree_on_master_port_and_nodes() -> None:
+    plans = [kubeflow.plan(v1_pod("resnet", r, 3), DetectOptions()) for r in range(3)]
+    assert [p.node_rank for p in plans] == [0, 1, 2]
+    assert {(p.master_addr, p.master_port, p.nnodes, p.nproc_per_node) for p in plans} == {
+        ("resnet-master-0", 23456, 3, "auto")
+    }
+
+
+def test_v2_nodes_use_the_trainer_port() -> None:
+    plans = [kubeflow.plan(v2_node("tj", r, 2), DetectOptions()) for r in range(2)]
+    assert {(p.master_addr, p.master_port) for p in plans} == {("tj-node-0-0.tj", 29500)}
+
+
+def test_two_elastic_jobs_sharing_a_rendezvous_server_get_their_own_ids() -> None:
+    etcd = {"PET_RDZV_BACKEND": "etcd-v2", "PET_RDZV_ENDPOINT": "etcd.infra:2379"}
+    first = [kubeflow.plan({**v1_elastic_worker("job-a", i, 1, 4), **etcd}, DetectOptions()) for i in range(2)]
+    second = kubeflow.plan({**v1_elastic_worker("job-b", 0, 1, 4), **etcd}, DetectOptions())
+    assert {p.rdzv_id for p in first} == {"job-a"}
+    assert second.rdzv_id == "job-b"
+    assert first[0].sources["rdzv_id"].startswith("HOSTNAME")
+
+
+def test_the_jobs_own_rdzv_id_wins() -> None:
+    env = {**v1_elastic_worker("job-a", 0, 1, 4), "PET_RDZV_ID": "explicit"}
+    assert kubeflow.plan(env, DetectOptions()).rdzv_id == "explicit"
+
+
+@pytest.mark.parametrize("name", ["MASTER_PORT", "PET_MASTER_PORT"])
+@pytest.mark.parametrize("value", ["0", "65536", "99999"])
+def test_ports_outside_the_tcp_range_are_named(name: str, value: str) -> None:
+    env = {**v1_pod("resnet", 1, 2), "MASTER_PORT": "23456", "PET_MASTER_PORT": "23456", name: value}
+    if name == "MASTER_PORT":
+        del env["PET_MASTER_PORT"]  # PET_* wins when both are there
+    with pytest.raises(CloudDDPError, match=f"{name}='{value}'.*between 1 and 65535"):
+        kubeflow.plan(env, DetectOptions())
+
+
+def test_an_elastic_endpoint_with_an_impossible_port_is_named() -> None:
+    env = {**v1_elastic_worker("job", 0, 1, 2), "PET_RDZV_ENDPOINT": "job-worker-0:70000"}
+    with pytest.raises(CloudDDPError, match="PET_RDZV_ENDPOINT='job-worker-0:70000'"):
+        kubeflow.plan(env, DetectOptions())
+
+
+def test_emulation_sets_every_variable_the_operator_sets(tmp_path: Path) -> None:
+    nodes = kubeflow.emulate(EmulatedCluster(nodes=3, job_name="resnet", run_dir=tmp_path, nproc_per_node=2))
+    for rank, node in enumerate(nodes):
+        expected = v1_pod("resnet", rank, 3, nproc="2")
+        assert {k: node.env.get(k) for k in expected} == expected
