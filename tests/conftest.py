@@ -1,50 +1,14 @@
-"""Shared fixtures: the demo dataset, free ports, and running cloudddp as a user would."""
+"""Shared fixtures: the demo dataset. The helpers live in the `helpers` package (re-exported here
+for tests that still write `from conftest import ...`)."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
+from helpers import PYTHON, REPO, SOURCES, clean_env, run_cli, run_launcher, run_python
 
-REPO = Path(__file__).resolve().parents[1]
-SOURCES = REPO / "sources"
-PYTHON = sys.executable
-
-
-def clean_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
-    """The test process's environment without any platform's variables leaking in."""
-    prefixes = ("SM_", "SLURM_", "PBS_", "PET_", "OCI__", "AWS_BATCH_", "SKYPILOT_", "TORCHELASTIC_", "CLOUDDDP_")
-    names = {"MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "RANK", "NODE_RANK", "INITIAL_CLUSTER_SIZE",
-             "CLUSTER_NODES_METADATA_FILE", "LOCAL_RANK", "OMP_NUM_THREADS"}  # fmt: skip
-    env = {k: v for k, v in os.environ.items() if not k.startswith(prefixes) and k not in names}
-    env["PYTHONUNBUFFERED"] = "1"
-    env.update(extra or {})
-    return env
-
-
-def run_python(
-    argv: list[str], env: Mapping[str, str] | None, cwd: Path | str, timeout: float
-) -> subprocess.CompletedProcess[str]:
-    """`python ARGV` in a clean environment, output captured as text."""
-    return subprocess.run([PYTHON, *argv], cwd=cwd, env=clean_env(env), capture_output=True, text=True, timeout=timeout)
-
-
-def run_cli(
-    *args: str, cwd: Path | str = REPO, env: Mapping[str, str] | None = None, timeout: float = 600
-) -> subprocess.CompletedProcess[str]:
-    """`cloudddp ARGS` in a subprocess, as a user runs it."""
-    return run_python(["-c", "from cloudddp.cli import main; main()", *args], env, cwd, timeout)
-
-
-def run_launcher(
-    *args: str, env: Mapping[str, str] | None = None, cwd: Path | str = REPO, timeout: float = 120
-) -> subprocess.CompletedProcess[str]:
-    """`cloudddp-launch ARGS` in a subprocess."""
-    return run_python(["-m", "cloudddp.launcher", *args], env, cwd, timeout)
+__all__ = ["PYTHON", "REPO", "SOURCES", "clean_env", "run_cli", "run_launcher", "run_python"]
 
 
 @pytest.fixture(scope="session")
