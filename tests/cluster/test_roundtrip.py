@@ -1,0 +1,45 @@
+"""Every emulated platform, both directions: what `emulate` writes, `plan` reads back consistently.
+
+For clusters of 1, 2 and 5 nodes, every node's plan (through the launcher's own option handling,
+host map included) must agree on master address, port, rendezvous id and node count, and the
+node ranks must be exactly 0..N-1.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from cloudddp.cluster import EMULATIONS, oci
+from cloudddp.cluster.environment import EmulatedCluster
+from cloudddp.cluster.plan import ClusterPlan
+from cloudddp.launcher.cli import build_parser, plan_for
+
+
+def plan_node(env: dict[str, str], launcher_args: list[str]) -> ClusterPlan:
+    args = build_parser().parse_args([*launcher_args, "--metadata-timeout", "1", "train.py"])
+    return plan_for(args, env)
+
+
+@pytest.mark.parametrize("platform", sorted(EMULATIONS))
+@pytest.mark.parametrize("size", [1, 2, 5])
+def test_every_node_of_an_emulated_cluster_agrees_on_the_rendezvous(platform: str, size: int, tmp_path: Path) -> None:
+    cluster = EmulatedCluster(
+        nodes=size, job_name="rt-job", run_dir=tmp_path, channels=("train",), hyperparameters={"epochs": 2, "lr": 0.1}
+    )
+    nodes = EMULATIONS[platform].emulate(cluster)
+    assert [node.rank for node in nodes] == list(range(size))
+    for node in nodes:
+        node.write_files()
+        if "CLUSTER_NODES_METADATA_FILE" in node.env:  # the local runner adds each node as it starts
+            oci.append_metadata(Path(node.env["CLUSTER_NODES_METADATA_FILE"]), node.rank)
+    plans = [plan_node(node.env, node.launcher_args) for node in nodes]
+    expected_provider = "standalone" if platform == "none" else platform
+    assert {p.provider for p in plans} == {expected_provider}
+    assert sorted(p.node_rank for p in plans) == list(range(size))
+    assert [p.node_rank for p in plans] == [node.rank for node in nodes]
+    agreed = {(p.master_addr, p.master_port, p.rdzv_id, p.nnodes, p.endpoint) for p in plans}
+    assert len(agreed) == 1, agreed
+    assert plans[0].nnodes == size
+    assert plans[0].master_addr == "127.0.0.1"  # every emulated host name reaches loopback
