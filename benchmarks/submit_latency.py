@@ -5,7 +5,7 @@ input channel, one hyperparameter) to a moto server on 127.0.0.1, each as a fres
 process, so the figure is what a user waits for at the shell: interpreter start, imports,
 packing, staging the code to S3 and CreateTrainingJob. Median of N runs each.
 
-    .venv/bin/python benchmarks/submit_latency.py [--runs 5] [--sdk-python /tmp/smsdk-venv/bin/python]
+    .venv/bin/python benchmarks/submit_latency.py [--runs 5] [--sdk-python .venv-sdk/bin/python]
 
 The SDK lives in its own venv (it is an optional extra); without it that half is skipped
 with a note. Results go to stdout and to benchmarks/RESULTS-sagemaker.md.
@@ -67,7 +67,7 @@ def timed(command: list[str], env: dict[str, str], cwd: Path) -> float:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--runs", type=int, default=5)
-    parser.add_argument("--sdk-python", default=os.environ.get("CLOUDDDP_SMSDK_PYTHON", "/tmp/smsdk-venv/bin/python"))
+    parser.add_argument("--sdk-python", default=os.environ.get("CLOUDDDP_SMSDK_PYTHON", ".venv-sdk/bin/python"))
     parser.add_argument("--output", default=str(REPO / "benchmarks" / "RESULTS-sagemaker.md"))
     args = parser.parse_args()
 

@@ -37,7 +37,8 @@ REGION = "us-east-1"
 ACCOUNT = DEFAULT_ACCOUNT_ID
 ROLE = f"arn:aws:iam::{ACCOUNT}:role/cloudddp-test"
 BUCKET = f"cloudddp-{ACCOUNT}-{REGION}"
-SDK_PYTHON = Path(os.environ.get("CLOUDDDP_SMSDK_PYTHON", "/tmp/smsdk-venv/bin/python"))
+# The SDK's own virtual env, built by `make .venv-sdk/.installed-stamp` (or named by CLOUDDDP_SMSDK_PYTHON).
+SDK_PYTHON = Path(os.environ.get("CLOUDDDP_SMSDK_PYTHON") or REPO / ".venv-sdk" / "bin" / "python").absolute()
 AWS_VARIABLES = (
     "AWS_PROFILE", "AWS_ENDPOINT_URL", "AWS_SESSION_TOKEN", "AWS_SECURITY_TOKEN", "AWS_CONFIG_FILE",
     "AWS_SHARED_CREDENTIALS_FILE", "AWS_DEFAULT_REGION", "AWS_REGION", "CLOUDDDP_SAGEMAKER_ROLE",

@@ -2,8 +2,9 @@
 """Interop with the SageMaker Python SDK v3, which lives in its own virtual env.
 
 The SDK is an optional extra (hundreds of MB, seconds to import), so these tests run it
-from the venv named by CLOUDDDP_SMSDK_PYTHON (default /tmp/smsdk-venv/bin/python) and
-are skipped where it is absent. v3 needs SAGEMAKER_VALIDATE_ROLE=false under moto (it
+from its own virtual env: `.venv-sdk` in the checkout (`make test-sdk` builds it and runs
+them; CI builds it too), or the Python named by CLOUDDDP_SMSDK_PYTHON. Skipped where
+neither exists. v3 needs SAGEMAKER_VALIDATE_ROLE=false under moto (it
 simulates the role's IAM policy otherwise) and a config file opting out of telemetry.
 """
 
@@ -67,7 +68,8 @@ def test_to_model_trainer_runs_the_cloudddp_launcher_under_moto(
         "import json, sys\n"
         "from cloudddp import Estimator\n"
         "est = Estimator(provider='sagemaker', entry_point='train.py', source_dir=sys.argv[1], instance_count=2,\n"
-        f"                role={ROLE!r}, region={REGION!r}, hyperparameters={{'epochs': 2}}, bucket='sdk-bucket')\n"
+        f"                role={ROLE!r}, region={REGION!r}, hyperparameters={{'epochs': 2, 'version': '1.10'}},\n"
+        "                bucket='sdk-bucket')\n"
         "trainer = est.to_model_trainer({'train': 's3://sdk-bucket/data/'})\n"
         "trainer.train(wait=False)\n"
         "print(json.dumps({'job': trainer._latest_training_job.training_job_name}))\n"
@@ -104,3 +106,8 @@ def test_to_model_trainer_runs_the_cloudddp_launcher_under_moto(
     (train_sh,) = [body.decode() for key, body in drivers.items() if key.endswith("sm_train.sh")]
     assert "python3 cloudddp_bootstrap.py" in train_sh and "torchrun" not in train_sh
     assert json.loads(described["HyperParameters"]["epochs"]) == 2
+    # v3 sends a str as it is (ModelTrainer -> safe_serialize, aws/sagemaker-python-sdk
+    # a24812666d258d9d19c9a82d0c9385ca0bd3ba01 sagemaker-train/src/sagemaker/train/utils.py) and the job side
+    # JSON-decodes values (container_drivers/common/utils.py safe_deserialize; cloudddp's launcher too), which
+    # would read a bare 1.10 as 1.1: cloudddp hands the SDK the JSON string, so "1.10" arrives as typed.
+    assert json.loads(described["HyperParameters"]["version"]) == "1.10"

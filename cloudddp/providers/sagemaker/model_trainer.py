@@ -25,6 +25,7 @@ from cloudddp.providers.sagemaker.request import (
     ENTRYPOINT,
     Staging,
     default_bucket,
+    encode_hyperparameter,
     job_config,
     plan_checkpoint,
     validate_spec,
@@ -111,6 +112,8 @@ def to_model_trainer(spec: JobSpec, region: str | None = None, boto_session: Any
         stopping_condition=StoppingCondition(max_runtime_in_seconds=spec.max_runtime,
                                              max_wait_time_in_seconds=sm.max_wait if sm.spot else None),
         environment=dict(spec.environment),
-        hyperparameters=dict(spec.hyperparameters),
+        # Encoded here: v3's safe_serialize sends a string bare and the launcher's JSON decoding would
+        # turn "1.10" into 1.1; a JSON string ('"1.10"') passes through safe_serialize unchanged.
+        hyperparameters={k: encode_hyperparameter(v) for k, v in spec.hyperparameters.items()},
         **options,
     )  # fmt: skip
