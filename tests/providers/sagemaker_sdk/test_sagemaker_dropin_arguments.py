@@ -1,0 +1,161 @@
+"""The v2 constructor and fit(): what is taken, what is refused by name, and nothing half-done on refusal.
+
+Argument semantics from aws/sagemaker-python-sdk tag v2.257.6 (commit fc582aaa46faf7b7e16ab1e13840869712174cd0):
+src/sagemaker/estimator.py, src/sagemaker/pytorch/estimator.py, src/sagemaker/fw_utils.py.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import tarfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import MotoServer
+
+from cloudddp.errors import CloudDDPError
+from cloudddp.sagemaker import PyTorch, Session
+from cloudddp.sagemaker.arguments import NOT_SUPPORTED
+from cloudddp.sagemaker.images import training_image_uri
+
+ROLE = "arn:aws:iam::123456789012:role/SageMakerRole"
+BASE: dict[str, Any] = {
+    "entry_point": "train.py", "role": ROLE, "framework_version": "2.5", "py_version": "py311",
+    "instance_count": 2, "instance_type": "ml.g5.xlarge",
+}  # fmt: skip
+
+
+@pytest.fixture
+def source(tmp_path: Path) -> Path:
+    folder = tmp_path / "src"
+    folder.mkdir()
+    (folder / "train.py").write_text("print('training')\n")
+    return folder
+
+
+def estimator(source: Path, **overrides: Any) -> PyTorch:
+    return PyTorch(**{**BASE, "source_dir": str(source), **overrides})
+
+
+@pytest.mark.parametrize("name", sorted(NOT_SUPPORTED))
+def test_every_unsupported_v2_argument_is_refused_by_name(name: str, source: Path) -> None:
+    with pytest.raises(CloudDDPError) as error:
+        estimator(source, **{name: "something"})
+    assert f"PyTorch({name}='something')" in str(error.value)
+    assert error.value.exit_code == 2
+
+
+def test_unsupported_arguments_at_their_off_value_are_accepted(source: Path) -> None:
+    estimator(source, git_config=None, rules=[], enable_remote_debug=False, debugger_hook_config=False)
+
+
+def test_an_unknown_argument_is_an_error_not_ignored(source: Path) -> None:
+    with pytest.raises(CloudDDPError, match=r"unexpected keyword argument.*instance_cnt"):
+        estimator(source, instance_cnt=2)
+
+
+@pytest.mark.parametrize(
+    ("distribution", "message"),
+    [
+        ({"smdistributed": {"dataparallel": {"enabled": True}}}, "smdistributed is not supported"),
+        ({"mpi": {"enabled": True}}, "mpi is not supported"),
+        ({"parameter_server": {"enabled": True}}, "parameter_server is not supported"),
+        ({"pytorchxla": {"enabled": True}}, "pytorchxla is not supported"),
+        ({"torch_distributed": {"enabled": True}, "pytorchddp": {"enabled": True}}, "not both"),
+        ({"torch_distributed": {"enabled": True, "processes_per_host": 4}}, "takes only"),
+        ("torch_distributed", "must be a dict"),
+    ],
+)
+def test_distributions_other_than_torchrun_are_refused(distribution: Any, message: str, source: Path) -> None:
+    with pytest.raises(CloudDDPError, match=message):
+        estimator(source, distribution=distribution)
+
+
+@pytest.mark.parametrize("name", ["torch_distributed", "pytorchddp"])
+def test_torchrun_distributions_are_taken(name: str, source: Path) -> None:
+    assert estimator(source, distribution={name: {"enabled": True}}).distribution == name
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        ({"hyperparameters": {"layers": [1, 2]}}, r"hyperparameters=\{'layers': \[1, 2\]\}"),
+        ({"debugger_hook_config": object()}, "debugger_hook_config"),
+        ({"checkpoint_local_path": "/tmp/ckpt"}, "checkpoint_local_path='/tmp/ckpt'"),
+        ({"framework_version": None}, r"framework_version=None"),
+        ({"instance_count": 0}, "instance_count=0"),
+        ({"input_mode": "FastFile"}, "input_mode='FastFile'"),
+        ({"container_log_level": 10}, "container_log_level=10"),
+        ({"tags": ["team"]}, "tags="),
+        ({"volume_kms_key": "key-a", "output_kms_key": "key-b"}, "one KMS key"),
+        ({"source_dir": "s3://bucket/code.tar.gz"}, "must be a local folder"),
+        ({"entry_point": None}, "entry_point"),
+    ],
+)
+def test_bad_values_are_one_clear_error(overrides: dict[str, Any], message: str, source: Path) -> None:
+    with pytest.raises(CloudDDPError, match=message):
+        estimator(source, **overrides)
+
+
+def test_methods_beyond_training_say_so(source: Path) -> None:
+    with pytest.raises(CloudDDPError, match=r"PyTorch.deploy is not supported"):
+        estimator(source).deploy(initial_instance_count=1, instance_type="ml.m5.large")
+
+
+def test_image_follows_the_sdk_v2_table() -> None:
+    # Tags keep the version as given (v2's _format_tag); the alias only picks the table entry.
+    assert training_image_uri("1.9", "py38", "ml.p3.2xlarge", "us-east-1").endswith("pytorch-training:1.9-gpu-py38")
+    assert training_image_uri("2.5.1", "py311", "ml.c5.xlarge", "eu-west-1") == (
+        "763104351884.dkr.ecr.eu-west-1.amazonaws.com/pytorch-training:2.5.1-cpu-py311"
+    )
+    assert training_image_uri("2.5", "py311", "ml.g5.xlarge", "cn-north-1").startswith(
+        "727897471807.dkr.ecr.cn-north-1.amazonaws.com.cn/"
+    )
+    with pytest.raises(CloudDDPError, match="py_version='py39'"):
+        training_image_uri("2.5", "py39", "ml.g5.xlarge", "us-east-1")
+    with pytest.raises(CloudDDPError, match=r"framework_version='3\.0'"):
+        training_image_uri("3.0", "py311", "ml.g5.xlarge", "us-east-1")
+    with pytest.raises(CloudDDPError, match="Neuron"):
+        training_image_uri("2.5", "py311", "ml.trn1.32xlarge", "us-east-1")
+
+
+def test_an_image_whose_python_cannot_run_the_launcher_is_refused_before_upload(source: Path, moto: MotoServer) -> None:
+    est = estimator(source, framework_version="1.4", py_version="py36", sagemaker_session=Session())
+    with pytest.raises(CloudDDPError, match=r"Python 3.6; cloudddp's launcher needs Python 3.8"):
+        est.fit({"train": "s3://data/train"})
+    assert [name for name, _ in moto.calls if name in ("PutObject", "CreateTrainingJob", "CreateBucket")] == []
+
+
+def test_fit_with_a_string_is_the_training_channel_and_dependencies_sit_beside_the_script(
+    source: Path, moto: MotoServer, tmp_path: Path
+) -> None:
+    (tmp_path / "common").mkdir()
+    (tmp_path / "common" / "utils.py").write_text("X = 1\n")
+    est = estimator(
+        source, dependencies=[str(tmp_path / "common")], tags={"team": "vision"}, sagemaker_session=Session()
+    )
+    est.fit("s3://data/all", wait=False)
+    (request,) = moto.created()
+    assert [c["ChannelName"] for c in request["InputDataConfig"]] == ["training"]
+    assert request["Tags"] == [{"Key": "team", "Value": "vision"}]
+    submit = json.loads(request["HyperParameters"]["sagemaker_submit_directory"])
+    with tarfile.open(fileobj=io.BytesIO(moto.read(submit))) as tar:
+        assert {"train.py", "common/utils.py"} <= set(tar.getnames())
+    assert est.latest_training_job is not None
+    assert est.latest_training_job.describe()["TrainingJobName"] == request["TrainingJobName"]
+
+
+@pytest.mark.parametrize("inputs", [{"train": 3}, 42])
+def test_inputs_other_than_uris_are_refused(inputs: Any, source: Path, moto: MotoServer) -> None:
+    with pytest.raises(CloudDDPError, match="not supported"):
+        estimator(source, sagemaker_session=Session()).fit(inputs)
+    assert moto.created() == []
+
+
+def test_model_data_and_logs_need_a_job_first(source: Path) -> None:
+    with pytest.raises(CloudDDPError, match="call fit"):
+        _ = estimator(source).model_data
+    with pytest.raises(CloudDDPError, match="call fit"):
+        estimator(source).logs()
