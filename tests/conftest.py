@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from _guards import nothing_written_to_opt_ml_or_home  # noqa: F401  (session guard: no test writes /opt/ml or $HOME)
 from helpers import PYTHON, REPO, SOURCES, clean_env, run_cli, run_launcher, run_python
 
 __all__ = ["PYTHON", "REPO", "SOURCES", "clean_env", "run_cli", "run_launcher", "run_python"]
