@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import yaml
+from helpers import run_cli
 
+from cloudddp import Estimator
 from cloudddp.errors import CloudDDPError
 from cloudddp.providers import registry
 from cloudddp.providers.registry import Option, ProviderInfo
@@ -74,3 +78,85 @@ def test_a_missing_sdk_is_a_pip_hint_naming_the_package(tmp_path: Path, monkeypa
     with pytest.raises(CloudDDPError, match=r"the tiny provider needs the Python package 'some_missing_sdk_xyz': "
                                             r"pip install 'cloudddp\[tiny\]'"):  # fmt: skip
         tiny(factory="needs_sdk:create").create()
+
+
+# -- a third-party provider: one file plus its entry point --------------------------------------
+
+THROWAWAY = Path(__file__).parent / "helpers" / "throwaway_provider.py"
+SCRIPT = """\
+import os, sys
+print(os.environ["GREETING"], "from the script", *sys.argv[1:])
+"""
+
+
+def install_throwaway(site: Path) -> Path:
+    """The provider's one file, and the metadata pip would write for a distribution that ships it."""
+    site.mkdir()
+    (site / "throwaway_provider.py").write_text(THROWAWAY.read_text())
+    dist = site / "throwaway_provider-0.1.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: throwaway-provider\nVersion: 0.1\n")
+    (dist / "entry_points.txt").write_text("[cloudddp.providers]\nthrowaway = throwaway_provider:PROVIDER\n")
+    return site
+
+
+@pytest.fixture
+def throwaway(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """The throwaway provider installed on sys.path (in-process) and PYTHONPATH (subprocesses); a project."""
+    site = install_throwaway(tmp_path / "site")
+    monkeypatch.syspath_prepend(str(site))
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "hello.py").write_text(SCRIPT)
+    registry.refresh()
+    yield site
+    monkeypatch.undo()
+    registry.refresh()
+
+
+def test_an_entry_point_provider_is_registered_with_its_spec_section(throwaway: Path) -> None:
+    info = registry.get("throwaway")
+    assert info.settings.__name__ == "ThrowawaySettings" and info.interrupt_stops_job
+    assert job_spec_model().model_fields["throwaway"].annotation is info.settings
+
+
+def test_the_cli_launches_a_job_on_the_entry_point_provider(throwaway: Path, tmp_path: Path) -> None:
+    env = {"PYTHONPATH": str(throwaway)}
+    help_text = run_cli("launch", "--help", cwd=tmp_path, env=env).stdout
+    assert "Throwaway options" in help_text and "--greeting" in help_text and "--throwaway-folder" in help_text
+    dry = run_cli("launch", "-p", "throwaway", "--greeting", "hi", "--dry-run", "src/hello.py", cwd=tmp_path, env=env)
+    assert dry.returncode == 0, dry.stderr
+    assert yaml.safe_load(dry.stdout)["request"]["env"] == {"GREETING": "hi"}
+    assert not (tmp_path / "throwaway-runs").exists()
+    result = run_cli("launch", "-p", "throwaway", "--greeting", "hi", "src/hello.py", "--", "--x", "1",
+                     cwd=tmp_path, env=env)  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert "[throwaway] hi from the script --x 1" in result.stdout and "cloudddp: job SUCCEEDED" in result.stdout
+
+
+def test_the_cli_refuses_another_providers_flag_for_the_entry_point_provider(throwaway: Path, tmp_path: Path) -> None:
+    env = {"PYTHONPATH": str(throwaway)}
+    result = run_cli("launch", "-p", "throwaway", "--shape", "BM.GPU4.8", "src/hello.py", cwd=tmp_path, env=env)
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert "--shape is an option of oci, not of --provider throwaway" in result.stderr
+    assert not (tmp_path / "throwaway-runs").exists()
+
+
+def test_the_estimator_fits_on_the_entry_point_provider(throwaway: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    est = Estimator(provider="throwaway", entry_point="hello.py", source_dir="src", greeting="bonjour",
+                    hyperparameters={"epochs": 2})  # fmt: skip
+    status = est.fit()
+    assert status is not None and status.succeeded
+    assert "[throwaway] bonjour from the script --epochs 2" in capsys.readouterr().out
+    with pytest.raises(CloudDDPError, match="unknown option"):
+        Estimator(provider="throwaway", entry_point="hello.py", source_dir="src", shape="BM.GPU4.8")
+
+
+def test_a_failing_job_on_the_entry_point_provider_fails_fit_and_launch(throwaway: Path, tmp_path: Path) -> None:
+    (tmp_path / "src" / "fail.py").write_text("import sys; print('failing'); sys.exit(3)\n")
+    est = Estimator(provider="throwaway", entry_point="fail.py", source_dir="src")
+    with pytest.raises(CloudDDPError, match="ended FAILED") as caught:
+        est.fit()
+    assert caught.value.exit_code == 1
+    result = run_cli("launch", "-p", "throwaway", "src/fail.py", cwd=tmp_path, env={"PYTHONPATH": str(throwaway)})
+    assert result.returncode == 3 and "cloudddp: job FAILED" in result.stdout
