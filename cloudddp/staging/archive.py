@@ -2,8 +2,8 @@
 
 The archive (`sourcedir.tar.gz`) holds:
 - the user's files from `source_dir`, minus `.git`, `__pycache__`, virtual envs,
-  `cloudddp-runs`, `*.pyc` and whatever `.cloudddpignore` lists (gitignore-style:
-  `name`, `dir/`, `*.ext`, `path/with/*`; `#` comments);
+  `cloudddp-runs`, `*.pyc` and whatever `.cloudddpignore` lists (gitignore rules, `!` and `**` included: pathspec's
+  GitIgnoreSpec);
 - `cloudddp/` with only the job side (launcher, cluster detection, errors): pure
   standard library, so the container needs no `pip install` and works with network
   isolation;
@@ -15,7 +15,6 @@ The archive (`sourcedir.tar.gz`) holds:
 
 from __future__ import annotations
 
-import fnmatch
 import io
 import json
 import os
@@ -24,6 +23,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import pathspec
 
 import cloudddp
 
@@ -52,29 +53,17 @@ class ArchiveReport:
     size: int = 0
 
 
-def read_ignore_patterns(source_dir: Path) -> list[str]:
+def read_ignore_patterns(source_dir: Path) -> pathspec.GitIgnoreSpec:
+    """`.cloudddpignore` with git's own rules (`!` re-includes, `**`, a leading `/` anchors), via pathspec."""
     path = source_dir / IGNORE_FILE
-    if not path.is_file():
-        return []
-    lines = (line.strip() for line in path.read_text().splitlines())
-    return [line for line in lines if line and not line.startswith("#")]
+    return pathspec.GitIgnoreSpec.from_lines(path.read_text().splitlines() if path.is_file() else [])
 
 
-def is_ignored(relative: str, is_dir: bool, patterns: list[str]) -> bool:
+def is_ignored(relative: str, is_dir: bool, patterns: pathspec.GitIgnoreSpec) -> bool:
     parts = relative.split("/")
     if any(part in ALWAYS_EXCLUDED for part in parts) or relative.endswith(EXCLUDED_SUFFIXES):
         return True
-    for pattern in patterns:
-        dir_only = pattern.endswith("/")
-        pattern = pattern.rstrip("/").lstrip("/")
-        if dir_only and not is_dir:
-            continue
-        if "/" in pattern:
-            if fnmatch.fnmatch(relative, pattern):
-                return True
-        elif fnmatch.fnmatch(parts[-1], pattern):
-            return True
-    return False
+    return patterns.match_file(f"{relative}/" if is_dir else relative)
 
 
 def is_virtualenv(path: Path) -> bool:
