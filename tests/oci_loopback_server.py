@@ -288,7 +288,11 @@ class FakeOCI:
         headers = {k.lower(): v for k, v in handler.headers.items()}
         is_json = headers.get("content-type", "").startswith("application/json") and body
         # Recorded with the object name decoded (the SDK sends "/" in names as %2F).
-        recorded = Recorded(handler.command, unquote(path), query, headers, json.loads(body) if is_json else len(body))
+        try:
+            parsed: Any = json.loads(body) if is_json else len(body)
+        except ValueError:
+            parsed = len(body)
+        recorded = Recorded(handler.command, unquote(path), query, headers, parsed)
         with self.lock:
             self.requests.append(recorded)
         try:
@@ -301,7 +305,10 @@ class FakeOCI:
                     "NotAuthenticated",
                     f"The required information to complete authentication was not provided or was incorrect: {problem}",
                 )
-            status, payload, extra = self.route(handler.command, path, query, headers, body)
+            try:
+                status, payload, extra = self.route(handler.command, path, query, headers, body)
+            except json.JSONDecodeError as exc:
+                raise ApiError(400, "InvalidParameter", f"the request body is not valid JSON: {exc}") from None
         except ApiError as exc:
             status, payload, extra = exc.status, {"code": exc.code, "message": exc.message}, {}
         recorded.status = status
