@@ -1,0 +1,144 @@
+"""instance_type="local": channels, checkpoints and artifacts around the local provider, as SageMaker does them.
+
+Behaviour from the SageMaker SDK v2's own Docker local mode, aws/sagemaker-python-sdk tag v2.257.6
+(commit fc582aaa46faf7b7e16ab1e13840869712174cd0): `sagemaker.utils.download_folder` for channels,
+`sagemaker/local/image.py: retrieve_artifacts` for model.tar.gz/output.tar.gz under
+`{output_path}/{job}/output/`, a later host's model file winning over an earlier one's.
+"""
+
+from __future__ import annotations
+
+import io
+import tarfile
+from pathlib import Path
+
+import pytest
+from conftest import MotoServer
+
+from cloudddp.errors import CloudDDPError
+from cloudddp.sagemaker import PyTorch, Session
+from cloudddp.sagemaker.local_mode import download_prefix, tar_merged
+
+BUCKET = "local-mode"
+SCRIPT = """\
+import json, os, pathlib, sys
+host = os.environ["SM_CURRENT_HOST"]
+config = json.loads(pathlib.Path(os.environ["SM_INPUT_CONFIG_DIR"], "checkpointconfig.json").read_text())
+checkpoints = pathlib.Path(config["LocalPath"])
+restored = (checkpoints / "step.txt").read_text() if (checkpoints / "step.txt").exists() else "nothing"
+rows = pathlib.Path(os.environ["SM_CHANNEL_TRAIN"], "part", "rows.csv").read_text()
+notes = pathlib.Path(os.environ["SM_CHANNEL_NOTES"], "notes.txt").read_text()
+model = pathlib.Path(os.environ["SM_MODEL_DIR"])
+(model / "host.txt").write_text(host)
+(model / f"rows-{host}.csv").write_text(rows + notes)
+if host == "algo-1":
+    (checkpoints / "step.txt").write_text("after " + restored)
+pathlib.Path(os.environ["SM_OUTPUT_DATA_DIR"], f"{host}.txt").write_text(" ".join(sys.argv[1:]))
+sys.exit(int(os.environ.get("EXIT_CODE", "0")))
+"""
+
+
+def members(blob: bytes) -> dict[str, str]:
+    with tarfile.open(fileobj=io.BytesIO(blob)) as tar:
+        return {m.name: tar.extractfile(m).read().decode() for m in tar.getmembers() if m.isfile()}  # type: ignore[union-attr]
+
+
+@pytest.fixture
+def bucket(moto: MotoServer) -> str:
+    s3 = moto.client("s3")
+    s3.create_bucket(Bucket=BUCKET)
+    s3.put_object(Bucket=BUCKET, Key="data/train/part/rows.csv", Body=b"a,b\n1,2\n")
+    s3.put_object(Bucket=BUCKET, Key="data/train/", Body=b"")  # a console "folder" marker: skipped
+    s3.put_object(Bucket=BUCKET, Key="data/single.csv", Body=b"x\n")
+    return BUCKET
+
+
+def test_a_channel_is_one_object_or_everything_under_the_prefix(bucket: str, moto: MotoServer, tmp_path: Path) -> None:
+    s3 = moto.client("s3")
+    assert download_prefix(s3, f"s3://{bucket}/data/single.csv", tmp_path / "one", "c") == 1
+    assert (tmp_path / "one" / "single.csv").read_text() == "x\n"
+    assert download_prefix(s3, f"s3://{bucket}/data/train", tmp_path / "many", "c") == 1
+    assert (tmp_path / "many" / "part" / "rows.csv").read_text() == "a,b\n1,2\n"
+
+
+def test_a_key_that_would_escape_the_channel_folder_is_refused(moto: MotoServer, tmp_path: Path) -> None:
+    s3 = moto.client("s3")
+    s3.create_bucket(Bucket="evil")
+    s3.put_object(Bucket="evil", Key="data/../../escape.txt", Body=b"!")
+    with pytest.raises(CloudDDPError, match="outside"):
+        download_prefix(s3, "s3://evil/data/", tmp_path / "channel", "c")
+    assert not (tmp_path / "escape.txt").exists()
+
+
+def test_later_hosts_win_when_model_files_share_a_name(tmp_path: Path) -> None:
+    for host, text in (("algo-1", "one"), ("algo-2", "two")):
+        (tmp_path / host).mkdir()
+        (tmp_path / host / "model.pt").write_text(text)
+        (tmp_path / host / f"{host}.txt").write_text(text)
+    assert tar_merged([tmp_path / "algo-1", tmp_path / "algo-2"], tmp_path / "m.tar.gz") == 3
+    assert members((tmp_path / "m.tar.gz").read_bytes()) == {
+        "model.pt": "two",
+        "algo-1.txt": "one",
+        "algo-2.txt": "two",
+    }
+
+
+def local_estimator(source: Path, **overrides: object) -> PyTorch:
+    arguments = {
+        "entry_point": "train.py", "source_dir": str(source), "role": "arn:aws:iam::123456789012:role/R",
+        "instance_count": 2, "instance_type": "local", "hyperparameters": {"lr": 0.1, "b": "x y"},
+        "output_path": f"s3://{BUCKET}/models", "checkpoint_s3_uri": f"s3://{BUCKET}/checkpoints/run-1",
+        "sagemaker_session": Session(), **overrides,
+    }  # fmt: skip
+    return PyTorch(**arguments)  # type: ignore[arg-type]
+
+
+@pytest.fixture
+def source(tmp_path: Path) -> Path:
+    folder = tmp_path / "src"
+    folder.mkdir()
+    (folder / "train.py").write_text(SCRIPT)
+    (tmp_path / "notes").mkdir()
+    (tmp_path / "notes" / "notes.txt").write_text("from a file:// channel\n")
+    return folder
+
+
+def test_an_empty_channel_fails_before_anything_runs(bucket: str, source: Path, moto: MotoServer) -> None:
+    with pytest.raises(CloudDDPError, match=r"fit\(inputs=\{'train': 's3://local-mode/nothing/'\}\): no S3 objects"):
+        local_estimator(source).fit({"train": f"s3://{bucket}/nothing/"})
+    assert not Path("cloudddp-runs").exists()
+    assert moto.keys(bucket) == ["data/single.csv", "data/train/", "data/train/part/rows.csv"]
+
+
+@pytest.mark.slow
+def test_local_mode_downloads_channels_restores_checkpoints_and_uploads_like_sagemaker(
+    bucket: str, source: Path, moto: MotoServer, tmp_path: Path
+) -> None:
+    moto.client("s3").put_object(Bucket=bucket, Key="checkpoints/run-1/step.txt", Body=b"before")
+    est = local_estimator(source)
+    est.fit({"train": f"s3://{bucket}/data/train", "notes": f"file://{tmp_path / 'notes'}"}, logs=False)
+    job = est.latest_training_job.name  # type: ignore[union-attr]
+    assert est.model_data == f"s3://{bucket}/models/{job}/output/model.tar.gz"
+    model = members(moto.read(est.model_data))
+    expected_rows = "a,b\n1,2\nfrom a file:// channel\n"
+    assert model == {"host.txt": "algo-2", "rows-algo-1.csv": expected_rows, "rows-algo-2.csv": expected_rows}
+    # Hyperparameters reach the script as the training toolkit passes them (sorted; one-letter keys as -k).
+    output = members(moto.read(f"s3://{bucket}/models/{job}/output/output.tar.gz"))
+    assert output == {"algo-1.txt": "-b x y --lr 0.1", "algo-2.txt": "-b x y --lr 0.1"}
+    assert moto.read(f"s3://{bucket}/checkpoints/run-1/step.txt") == b"after before"
+    assert est.latest_training_job.describe()["TrainingJobStatus"] == "Completed"  # type: ignore[union-attr]
+
+
+@pytest.mark.slow
+def test_a_failing_local_job_raises_with_the_jobs_exit_code_and_uploads_no_model(
+    bucket: str, source: Path, moto: MotoServer
+) -> None:
+    est = local_estimator(source, environment={"EXIT_CODE": "3"}, checkpoint_s3_uri=None)
+    with pytest.raises(CloudDDPError) as error:
+        est.fit({"train": f"s3://{bucket}/data/train", "notes": f"s3://{bucket}/data/train"}, logs=False)
+    job = est.latest_training_job
+    assert job is not None and job.name in str(error.value)
+    assert job.describe()["TrainingJobStatus"] == "Failed"
+    # The exit code the local job reported (the launcher's: torchrun's, or the script's where it carries it).
+    assert error.value.exit_code == job.provider.status(job.handle.job_id).exit_code != 0
+    assert not [k for k in moto.keys(bucket) if k.startswith("models/")]
