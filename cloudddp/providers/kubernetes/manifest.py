@@ -1,0 +1,166 @@
+"""Kubeflow manifests for a job spec: pure rendering, no API calls.
+
+- `kubeflow.org/v1` PyTorchJob (training-operator): Master + Worker replicas, or Workers only with
+  an `elasticPolicy`; the container must be named `pytorch` (kubeflow/training-operator
+  pkg/apis/kubeflow.org/v1/pytorch_types.go, tag v1.9.0, commit 6f74c7f6b2ed6c27aabd82d0a316b23f0646059c).
+- `trainer.kubeflow.org/v1alpha1` TrainJob against a ClusterTrainingRuntime (`torch-distributed`),
+  whose trainer container is named `trainer` and whose replicated job is `trainer-node`
+  (kubeflow/trainer sdk/kubeflow/trainer/constants/constants.py, commit a55f03a8ccb7798a741ff3c4af502d367ed0f6d2).
+
+Every node runs `cloudddp-launch` (the operator's MASTER_ADDR/RANK/PET_* tell it its place). Data
+comes from a PersistentVolumeClaim (`pvc://claim/path`) or S3-compatible storage (`s3://bucket/prefix`,
+e.g. MinIO), pulled by an init container with credentials from a Secret referenced by name; the
+folders reach the script as CLOUDDDP_CHANNEL_<NAME>, CLOUDDDP_MODEL_DIR and CLOUDDDP_CHECKPOINT_DIR.
+Secrets are never written into a manifest: secret-looking variables must come from `secret_env`.
+"""
+
+from __future__ import annotations
+
+import posixpath
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from cloudddp.errors import CloudDDPError
+from cloudddp.providers.kubernetes.settings import KubernetesSettings, check_subdomain
+from cloudddp.redact import is_secret_name
+
+if TYPE_CHECKING:
+    from cloudddp.spec import JobSpec
+
+PYTORCHJOB = ("kubeflow.org", "v1", "pytorchjobs", "PyTorchJob")
+TRAINJOB = ("trainer.kubeflow.org", "v1alpha1", "trainjobs", "TrainJob")
+DATA_ROOT = "/cloudddp/data"
+SCRATCH_VOLUME = "cloudddp-data"
+
+
+@dataclass
+class Storage:
+    """Volumes, mounts, init containers and variables that bring data and outputs to each node."""
+
+    volumes: list[dict[str, Any]] = field(default_factory=list)
+    mounts: list[dict[str, Any]] = field(default_factory=list)
+    init_containers: list[dict[str, Any]] = field(default_factory=list)
+    env: dict[str, str] = field(default_factory=dict)
+    claims: list[str] = field(default_factory=list)  # PVCs every node mounts (checked for RWO at submit)
+
+
+def job_name(spec: JobSpec) -> str:
+    """Kubernetes names are lower case; the operator derives pod and service names from it."""
+    name = spec.name.lower()
+    check_subdomain(name, "job name")
+    return name
+
+
+def split_pvc(uri: str, field_name: str) -> tuple[str, str]:
+    """`pvc://claim/sub/path` -> ("claim", "sub/path")."""
+    claim, _, sub_path = uri.removeprefix("pvc://").partition("/")
+    try:
+        check_subdomain(claim, "PersistentVolumeClaim name")
+    except ValueError as exc:
+        raise CloudDDPError(f"{field_name}={uri!r}: {exc}.") from None
+    return claim, sub_path.strip("/")
+
+
+def mount_claim(storage: Storage, uri: str, field_name: str, path: str, read_only: bool) -> None:
+    claim, sub_path = split_pvc(uri, field_name)
+    volume = f"pvc-{claim}"[:63].rstrip("-.")
+    if not any(v["name"] == volume for v in storage.volumes):
+        storage.volumes.append({"name": volume, "persistentVolumeClaim": {"claimName": claim}})
+        storage.claims.append(claim)
+    mount: dict[str, Any] = {"name": volume, "mountPath": path, "readOnly": read_only}
+    if sub_path:
+        mount["subPath"] = sub_path
+    storage.mounts.append(mount)
+
+
+def s3_fetcher(channel: str, uri: str, target: str, settings: KubernetesSettings) -> dict[str, Any]:
+    """An init container copying s3://bucket/prefix to `target` with MinIO's client, keys from the Secret."""
+    if not settings.s3_endpoint or not settings.s3_secret:
+        raise CloudDDPError(
+            f"inputs.{channel}={uri!r}: s3:// inputs need kubernetes.s3_endpoint (the MinIO/S3 URL) and "
+            f"kubernetes.s3_secret (a Secret holding AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY)."
+        )
+    secret_env = [
+        {"name": key, "valueFrom": {"secretKeyRef": {"name": settings.s3_secret, "key": key}}}
+        for key in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")
+    ]
+    script = 'mc alias set src "$S3_ENDPOINT" "$AWS_ACCESS_KEY_ID" "$AWS_SECRET_ACCESS_KEY" >/dev/null && mc cp --recursive "src/$0/" "$1/"'
+    return {
+        "name": f"fetch-{channel.lower().replace('_', '-').replace('.', '-')}"[:63],
+        "image": settings.s3_image,
+        "command": ["sh", "-c", script, uri.removeprefix("s3://").rstrip("/"), target],
+        "env": [{"name": "S3_ENDPOINT", "value": settings.s3_endpoint}, *secret_env],
+        "volumeMounts": [{"name": SCRATCH_VOLUME, "mountPath": DATA_ROOT}],
+    }
+
+
+def storage_for(spec: JobSpec, settings: KubernetesSettings) -> Storage:
+    storage = Storage()
+    for channel, uri in sorted(spec.inputs.items()):
+        target = f"{DATA_ROOT}/{channel}"
+        storage.env[f"CLOUDDDP_CHANNEL_{channel.upper().replace('-', '_').replace('.', '_')}"] = target
+        if uri.startswith("pvc://"):
+            mount_claim(storage, uri, f"inputs.{channel}", target, read_only=True)
+        elif uri.startswith("s3://"):
+            storage.init_containers.append(s3_fetcher(channel, uri, target, settings))
+        else:
+            raise CloudDDPError(
+                f"inputs.{channel}={uri!r}: pods cannot read a folder on this machine; put the data on a "
+                f"PersistentVolumeClaim (pvc://CLAIM/PATH) or S3/MinIO (s3://BUCKET/PREFIX)."
+            )
+    if storage.init_containers:
+        storage.volumes.append({"name": SCRATCH_VOLUME, "emptyDir": {}})
+        storage.mounts.append({"name": SCRATCH_VOLUME, "mountPath": DATA_ROOT})
+    for what, value, path in (("output", spec.output, "/cloudddp/output"), ("checkpoint", spec.checkpoint, "/cloudddp/checkpoint")):  # fmt: skip
+        if value is None:
+            continue
+        if not value.startswith("pvc://"):
+            raise CloudDDPError(
+                f"{what}={value!r}: on Kubernetes write it to a PersistentVolumeClaim (pvc://CLAIM/PATH)."
+            )
+        mount_claim(storage, value, what, path, read_only=False)
+    storage.env["CLOUDDDP_MODEL_DIR"] = "/cloudddp/output/model" if spec.output else "/tmp/cloudddp/model"
+    if spec.checkpoint:
+        storage.env["CLOUDDDP_CHECKPOINT_DIR"] = "/cloudddp/checkpoint"
+    return storage
+
+
+def environment(spec: JobSpec, settings: KubernetesSettings, storage: Storage) -> list[dict[str, Any]]:
+    """Container variables: plain ones by value, secrets only as Secret references."""
+    for name in spec.environment:
+        if is_secret_name(name):
+            raise CloudDDPError(
+                f"environment.{name}: a secret would be readable by anyone who can read the job; keep it in a "
+                f"Kubernetes Secret and reference it with kubernetes.secret_env: {{{name}: SECRET/KEY}}."
+            )
+    env = [{"name": k, "value": v} for k, v in {**spec.environment, **storage.env}.items()]
+    for variable, reference in settings.secret_env.items():
+        secret, _, key = reference.partition("/")
+        env.append({"name": variable, "valueFrom": {"secretKeyRef": {"name": secret, "key": key}}})
+    return env
+
+
+def resources(settings: KubernetesSettings) -> dict[str, Any]:
+    limits: dict[str, Any] = {}
+    if settings.cpu:
+        limits["cpu"] = settings.cpu
+    if settings.memory:
+        limits["memory"] = settings.memory
+    if settings.gpus:
+        limits["nvidia.com/gpu"] = settings.gpus
+    return {"limits": limits, "requests": dict(limits)} if limits else {}
+
+
+def command(spec: JobSpec, settings: KubernetesSettings) -> tuple[list[str], list[str]]:
+    """(command, args): the launcher and the script, then the script's arguments."""
+    target = ["-m", spec.entry_point] if spec.module else [posixpath.join(settings.working_dir, spec.entry_point)]
+    return [*settings.launcher, *target], spec.script_args()
+
+
+def require_image(settings: KubernetesSettings) -> str:
+    if not settings.image:
+        raise CloudDDPError(
+            "kubernetes.image is not set: name the training image that holds cloudddp-launch and your code "
+            "(--image REGISTRY/NAME:TAG; infra/docker/Dockerfile builds one)."
+        )
+    return settings.image

@@ -1,0 +1,292 @@
+"""`--provider kubernetes`: Kubeflow PyTorchJobs or TrainJobs through the official `kubernetes` client,
+with the user's kubeconfig, context and namespace.
+
+Job ids are `<plural>/<namespace>/<name>` (`pytorchjobs/team-a/resnet`); a bare name means a
+PyTorchJob in the context's namespace. Status comes from the job's conditions (the last one whose
+status is "True"), logs from the job's pods (found by the operator's labels), cancel deletes the
+job (the operator then deletes its pods). The client calls mirror Kubeflow's own SDK
+(kubeflow/trainer sdk/kubeflow/trainer/api/trainer_client.py, commit a55f03a8ccb7798a741ff3c4af502d367ed0f6d2).
+"""
+
+from __future__ import annotations
+
+import queue
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import yaml
+from kubernetes import client, config
+from kubernetes.client.exceptions import ApiException
+from kubernetes.config.config_exception import ConfigException
+
+from cloudddp.errors import CloudDDPError
+from cloudddp.providers.base import BlockDumper, JobHandle, JobRequest, JobStatus, Provider
+from cloudddp.providers.kubernetes.manifest import PYTORCHJOB, TRAINJOB, Storage, storage_for
+from cloudddp.providers.kubernetes.pytorchjob import pytorchjob
+from cloudddp.providers.kubernetes.settings import KubernetesSettings
+from cloudddp.providers.kubernetes.trainjob import TRAINER_CONTAINER, trainjob
+from cloudddp.spec import JobSpec
+
+# Pods of a job, by the labels each operator puts on them.
+POD_SELECTORS = {
+    "pytorchjobs": "training.kubeflow.org/job-name={name}",  # training-operator v1.9.0 GenLabels
+    "trainjobs": "jobset.sigs.k8s.io/jobset-name={name}",  # the TrainJob's JobSet has the job's name
+}
+CONTAINERS = {"pytorchjobs": "pytorch", "trainjobs": TRAINER_CONTAINER}
+# Condition types (training-operator common_types.go; trainer trainjob_types.go) -> cloudddp states.
+CONDITIONS = {"Created": "PENDING", "Running": "RUNNING", "Restarting": "RUNNING", "Suspended": "PENDING",
+              "Succeeded": "SUCCEEDED", "Complete": "SUCCEEDED", "Failed": "FAILED"}  # fmt: skip
+
+
+def settings_of(spec: JobSpec) -> KubernetesSettings:
+    section = getattr(spec, "kubernetes", None)
+    return section if isinstance(section, KubernetesSettings) else KubernetesSettings.model_validate(section or {})
+
+
+@dataclass
+class ManifestRequest:
+    """What `submit` creates: one custom object, plus the claims to check for ReadWriteOnce first."""
+
+    group: str
+    version: str
+    plural: str
+    namespace: str
+    body: dict[str, Any]
+    replicas: int
+    claims: list[str]
+
+    def to_document(self) -> dict[str, Any]:
+        return self.body
+
+
+class ManifestJobRequest(JobRequest):
+    """Its dry run prints the manifest alone, ready for `kubectl apply -f -` (it holds no secret values)."""
+
+    def to_yaml(self) -> str:
+        return yaml.dump(self.request.body, Dumper=BlockDumper, sort_keys=False, default_flow_style=False)
+
+
+def load_api_client(settings: KubernetesSettings) -> tuple[client.ApiClient, str]:
+    """An API client from the kubeconfig (or the in-cluster service account), and its namespace."""
+    try:
+        contexts, current = config.list_kube_config_contexts(config_file=settings.kubeconfig)
+        chosen = next((c for c in contexts if c["name"] == settings.context), None) if settings.context else current
+        if settings.context and chosen is None:
+            names = ", ".join(c["name"] for c in contexts)
+            raise CloudDDPError(f"kubernetes.context={settings.context!r} is not in the kubeconfig (it has: {names}).")
+        api = config.new_client_from_config(config_file=settings.kubeconfig, context=settings.context)
+        namespace = (chosen or {}).get("context", {}).get("namespace") or "default"
+    except ConfigException as exc:
+        try:
+            config.load_incluster_config()
+        except ConfigException:
+            raise CloudDDPError(
+                f"no usable kubeconfig ({exc}); set KUBECONFIG or kubernetes.kubeconfig, or run inside a pod."
+            ) from None
+        api, namespace = client.ApiClient(), "default"
+    return api, settings.namespace or namespace
+
+
+def api_error(exc: ApiException, what: str) -> CloudDDPError:
+    """The API server's own message (a Status object), for people."""
+    message = exc.reason or ""
+    try:
+        body = yaml.safe_load(exc.body or "") or {}
+        message = body.get("message", message) if isinstance(body, dict) else message
+    except yaml.YAMLError:
+        pass
+    return CloudDDPError(f"{what}: the Kubernetes API server answered {exc.status}: {message}")
+
+
+def parse_job_id(job_id: str, namespace: str) -> tuple[str, str, str]:
+    """`plural/namespace/name`, `namespace/name` or `name` -> (plural, namespace, name)."""
+    parts = job_id.split("/")
+    if len(parts) == 3 and parts[0] in POD_SELECTORS:
+        return parts[0], parts[1], parts[2]
+    if len(parts) == 2:
+        return "pytorchjobs", parts[0], parts[1]
+    if len(parts) == 1 and parts[0]:
+        return "pytorchjobs", namespace, parts[0]
+    raise CloudDDPError(
+        f"{job_id!r} is not a Kubernetes job id: write pytorchjobs/NAMESPACE/NAME or trainjobs/NAMESPACE/NAME."
+    )
+
+
+class KubernetesProvider(Provider):
+    name = "kubernetes"
+
+    def __init__(self, settings: KubernetesSettings | None = None) -> None:
+        self.settings = settings or KubernetesSettings()
+        self._api: tuple[client.ApiClient, str] | None = None
+
+    def api(self) -> tuple[client.ApiClient, str]:
+        if self._api is None:
+            self._api = load_api_client(self.settings)
+        return self._api
+
+    # -- render / submit ----------------------------------------------------------------
+    def render(self, spec: JobSpec) -> JobRequest:
+        settings = settings_of(spec)
+        namespace = settings.namespace or self.offline_namespace(settings)
+        storage: Storage = storage_for(spec, settings)
+        build, target = (trainjob, TRAINJOB) if settings.kubeflow_api == "trainer-v2" else (pytorchjob, PYTORCHJOB)
+        body = build(spec, settings, storage, namespace)
+        request = ManifestRequest(target[0], target[1], target[2], namespace, body, spec.nodes, storage.claims)
+        return ManifestJobRequest(provider=self.name, name=body["metadata"]["name"], spec=spec, request=request)
+
+    @staticmethod
+    def offline_namespace(settings: KubernetesSettings) -> str:
+        """The kubeconfig context's namespace when there is a kubeconfig, else "default" (dry runs work anywhere)."""
+        try:
+            contexts, current = config.list_kube_config_contexts(config_file=settings.kubeconfig)
+        except (ConfigException, OSError):
+            return "default"
+        chosen = next((c for c in contexts if c["name"] == settings.context), current) if settings.context else current
+        return (chosen or {}).get("context", {}).get("namespace") or "default"
+
+    def submit(self, request: JobRequest) -> JobHandle:
+        manifest: ManifestRequest = request.request
+        self.settings = settings_of(request.spec)
+        self._api = None
+        api, _ = self.api()
+        self.warn_shared_rwo_claims(api, manifest)
+        try:
+            client.CustomObjectsApi(api).create_namespaced_custom_object(
+                manifest.group, manifest.version, manifest.namespace, manifest.plural, manifest.body
+            )
+        except ApiException as exc:
+            raise api_error(exc, f"creating {manifest.body['kind']} {manifest.namespace}/{request.name}") from None
+        job_id = f"{manifest.plural}/{manifest.namespace}/{request.name}"
+        return JobHandle(provider=self.name, job_id=job_id, details={"namespace": manifest.namespace})
+
+    @staticmethod
+    def warn_shared_rwo_claims(api: client.ApiClient, manifest: ManifestRequest) -> None:
+        """Every node mounts each claim: a ReadWriteOnce volume attaches to one machine only."""
+        if manifest.replicas < 2:
+            return
+        for claim in manifest.claims:
+            try:
+                pvc = client.CoreV1Api(api).read_namespaced_persistent_volume_claim(claim, manifest.namespace)
+            except ApiException as exc:
+                raise api_error(exc, f"reading PersistentVolumeClaim {manifest.namespace}/{claim}") from None
+            modes = set(pvc.spec.access_modes or [])
+            if modes and modes <= {"ReadWriteOnce", "ReadWriteOncePod"}:
+                print(
+                    f"cloudddp: warning: PersistentVolumeClaim {claim!r} is {'/'.join(sorted(modes))}: it attaches to "
+                    f"one machine, so {manifest.replicas} nodes sharing it will stay Pending unless they land on the "
+                    f"same machine. Use a ReadWriteMany/ReadOnlyMany claim or s3:// inputs.",
+                    file=sys.stderr,
+                )
+
+    # -- follow-up calls ------------------------------------------------------------------
+    def locate(self, job_id: str) -> tuple[str, str, str, str]:
+        plural, namespace, name = parse_job_id(job_id, self.api()[1])
+        group, version = (TRAINJOB if plural == "trainjobs" else PYTORCHJOB)[:2]
+        return group, version, plural, f"{namespace}/{name}"
+
+    def read_job(self, job_id: str) -> dict[str, Any]:
+        group, version, plural, where = self.locate(job_id)
+        namespace, name = where.split("/")
+        try:
+            return client.CustomObjectsApi(self.api()[0]).get_namespaced_custom_object(
+                group, version, namespace, plural, name
+            )  # type: ignore[no-any-return]
+        except ApiException as exc:
+            raise api_error(exc, f"reading {plural} {where}") from None
+
+    def status(self, job_id: str) -> JobStatus:
+        job = self.read_job(job_id)
+        conditions = [c for c in (job.get("status") or {}).get("conditions") or [] if c.get("status") == "True"]
+        last = conditions[-1] if conditions else {}
+        state = CONDITIONS.get(last.get("type", ""), "PENDING")
+        reason = ": ".join(part for part in (last.get("reason"), last.get("message")) if part)
+        replicas = (job.get("status") or {}).get("replicaStatuses") or {}
+        nodes = {role: ", ".join(f"{k} {v}" for k, v in counts.items() if isinstance(v, int))
+                 for role, counts in replicas.items()}  # fmt: skip
+        return JobStatus(job_id=job_id, state=state, reason=reason, nodes=nodes)
+
+    def pods(self, job_id: str) -> list[Any]:
+        _, _, plural, where = self.locate(job_id)
+        namespace, name = where.split("/")
+        selector = POD_SELECTORS[plural].format(name=name)
+        try:
+            found = client.CoreV1Api(self.api()[0]).list_namespaced_pod(namespace, label_selector=selector).items
+        except ApiException as exc:
+            raise api_error(exc, f"listing the pods of {where}") from None
+        return sorted(found, key=lambda pod: pod.metadata.name)
+
+    def logs(self, job_id: str, follow: bool = False) -> Iterator[str]:
+        """Each pod's log, lines prefixed with `[pod]`; with follow, pods are streamed as they start."""
+        _, _, plural, where = self.locate(job_id)
+        namespace = where.split("/")[0]
+        core = client.CoreV1Api(self.api()[0])
+        container = CONTAINERS[plural]
+        if not follow:
+            for pod in self.pods(job_id):
+                text = self.read_log(core, pod.metadata.name, namespace, container, follow=False)
+                yield from (f"[{pod.metadata.name}] {line}" for line in text.splitlines())
+            return
+        yield from self.follow_logs(job_id, core, namespace, container)
+
+    @staticmethod
+    def read_log(core: client.CoreV1Api, pod: str, namespace: str, container: str, follow: bool) -> Any:
+        try:
+            return core.read_namespaced_pod_log(pod, namespace, container=container, follow=follow,
+                                                _preload_content=not follow)  # fmt: skip
+        except ApiException as exc:
+            if exc.status == 400:  # the container has not started yet
+                return "" if not follow else None
+            raise api_error(exc, f"reading the log of pod {namespace}/{pod}") from None
+
+    def follow_logs(self, job_id: str, core: client.CoreV1Api, namespace: str, container: str) -> Iterator[str]:
+        lines: queue.Queue[str | None] = queue.Queue()
+        streaming: set[str] = set()
+        open_streams = 0
+
+        def pump(pod: str, response: Any) -> None:
+            for raw in response.stream(decode_content=True):
+                for line in raw.decode(errors="replace").splitlines():
+                    lines.put(f"[{pod}] {line}")
+            lines.put(None)
+
+        while True:
+            for pod in self.pods(job_id):
+                name = pod.metadata.name
+                if name in streaming or (pod.status and pod.status.phase == "Pending"):
+                    continue
+                response = self.read_log(core, name, namespace, container, follow=True)
+                if response is not None:
+                    streaming.add(name)
+                    open_streams += 1
+                    threading.Thread(target=pump, args=(name, response), daemon=True).start()
+            done = self.status(job_id).done
+            deadline = time.monotonic() + 2.0
+            while time.monotonic() < deadline or (done and open_streams):
+                try:
+                    line = lines.get(timeout=0.2)
+                except queue.Empty:
+                    continue
+                if line is None:
+                    open_streams -= 1
+                else:
+                    yield line
+            if done and not open_streams:
+                return
+
+    def cancel(self, job_id: str) -> None:
+        group, version, plural, where = self.locate(job_id)
+        namespace, name = where.split("/")
+        try:
+            client.CustomObjectsApi(self.api()[0]).delete_namespaced_custom_object(
+                group, version, namespace, plural, name, propagation_policy="Foreground"
+            )
+        except ApiException as exc:
+            raise api_error(exc, f"deleting {plural} {where}") from None
+
+
+def create(**options: Any) -> KubernetesProvider:
+    return KubernetesProvider(**options)

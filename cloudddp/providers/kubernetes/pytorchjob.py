@@ -1,0 +1,114 @@
+"""A `kubeflow.org/v1` PyTorchJob (training-operator) for a job spec.
+
+Static jobs: one Master and N-1 Workers; the operator gives every pod MASTER_ADDR=<job>-master-0,
+RANK, WORLD_SIZE and PET_*. Elastic jobs (`kubernetes.elastic`): Workers only, with an
+`elasticPolicy` (c10d or etcd rendezvous, min/max replicas); the operator's rendezvous endpoint
+defaults to <job>-worker-0 (pkg/controller.v1/pytorch/elastic.go, tag v1.9.0).
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import TYPE_CHECKING, Any
+
+from cloudddp.errors import CloudDDPError
+from cloudddp.providers.kubernetes.manifest import (
+    PYTORCHJOB,
+    Storage,
+    command,
+    environment,
+    job_name,
+    require_image,
+    resources,
+)
+from cloudddp.providers.kubernetes.settings import ElasticSettings, KubernetesSettings
+
+if TYPE_CHECKING:
+    from cloudddp.spec import JobSpec
+
+
+def pod_template(spec: JobSpec, settings: KubernetesSettings, storage: Storage) -> dict[str, Any]:
+    argv, args = command(spec, settings)
+    container: dict[str, Any] = {
+        "name": "pytorch",  # the operator finds the training container by this name
+        "image": require_image(settings),
+        "command": argv,
+        "args": args,
+        "workingDir": settings.working_dir,
+        "env": environment(spec, settings, storage),
+    }
+    if resources(settings):
+        container["resources"] = resources(settings)
+    if storage.mounts:
+        container["volumeMounts"] = storage.mounts
+    pod: dict[str, Any] = {"containers": [container]}
+    if storage.init_containers:
+        pod["initContainers"] = storage.init_containers
+    if storage.volumes:
+        pod["volumes"] = storage.volumes
+    if settings.node_selector:
+        pod["nodeSelector"] = settings.node_selector
+    if settings.tolerations:
+        pod["tolerations"] = [t.model_dump(exclude_none=True) for t in settings.tolerations]
+    if settings.image_pull_secrets:
+        pod["imagePullSecrets"] = [{"name": name} for name in settings.image_pull_secrets]
+    if settings.service_account:
+        pod["serviceAccountName"] = settings.service_account
+    return {"spec": pod}
+
+
+def replica(count: int, template: dict[str, Any], settings: KubernetesSettings) -> dict[str, Any]:
+    # A copy each: one shared dict would print as a YAML anchor and alias.
+    return {"replicas": count, "restartPolicy": settings.restart_policy, "template": copy.deepcopy(template)}
+
+
+def elastic_policy(spec: JobSpec, elastic: ElasticSettings) -> dict[str, Any]:
+    if not elastic.min_nodes <= spec.nodes <= elastic.max_nodes:
+        raise CloudDDPError(
+            f"nodes={spec.nodes} is outside kubernetes.elastic's range "
+            f"{elastic.min_nodes}..{elastic.max_nodes}; the job starts with `nodes` workers."
+        )
+    if elastic.rdzv_backend.startswith("etcd") and not elastic.rdzv_host:
+        raise CloudDDPError(
+            f"kubernetes.elastic.rdzv_backend={elastic.rdzv_backend!r} needs kubernetes.elastic.rdzv_host "
+            f"(the etcd service's name, e.g. etcd-service) and usually rdzv_port 2379."
+        )
+    policy: dict[str, Any] = {
+        "rdzvBackend": elastic.rdzv_backend, "minReplicas": elastic.min_nodes, "maxReplicas": elastic.max_nodes,
+    }  # fmt: skip
+    for key, value in (("rdzvHost", elastic.rdzv_host), ("rdzvPort", elastic.rdzv_port),
+                       ("maxRestarts", elastic.max_restarts)):  # fmt: skip
+        if value is not None:
+            policy[key] = value
+    return policy
+
+
+def pytorchjob(spec: JobSpec, settings: KubernetesSettings, storage: Storage, namespace: str) -> dict[str, Any]:
+    group, version, _, kind = PYTORCHJOB
+    template = pod_template(spec, settings, storage)
+    job_spec: dict[str, Any] = {
+        "runPolicy": {"cleanPodPolicy": "Running", "backoffLimit": settings.backoff_limit,
+                      "activeDeadlineSeconds": spec.max_runtime},
+        "pytorchReplicaSpecs": {},
+    }  # fmt: skip
+    if settings.ttl_seconds_after_finished is not None:
+        job_spec["runPolicy"]["ttlSecondsAfterFinished"] = settings.ttl_seconds_after_finished
+    if spec.nproc_per_node is not None:
+        job_spec["nprocPerNode"] = str(spec.nproc_per_node)
+    if settings.elastic:
+        job_spec["elasticPolicy"] = elastic_policy(spec, settings.elastic)
+        job_spec["pytorchReplicaSpecs"]["Worker"] = replica(spec.nodes, template, settings)
+    else:
+        job_spec["pytorchReplicaSpecs"]["Master"] = replica(1, template, settings)
+        if spec.nodes > 1:
+            job_spec["pytorchReplicaSpecs"]["Worker"] = replica(spec.nodes - 1, template, settings)
+    return {
+        "apiVersion": f"{group}/{version}",
+        "kind": kind,
+        "metadata": {
+            "name": job_name(spec),
+            "namespace": namespace,
+            "labels": {"app.kubernetes.io/managed-by": "cloudddp"},
+        },
+        "spec": job_spec,
+    }

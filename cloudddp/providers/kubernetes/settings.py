@@ -1,0 +1,116 @@
+"""The `kubernetes:` section of the job spec (validated; unknown keys are errors)."""
+
+from __future__ import annotations
+
+import re
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from cloudddp.spec import Section
+
+# Kubernetes object names: DNS-1123 subdomain (Secrets, PVCs) and label (namespaces).
+DNS_SUBDOMAIN = re.compile(r"^(?=.{1,253}$)[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+QUANTITY = re.compile(r"^[0-9]+(\.[0-9]+)?(m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei)?$")
+
+
+def check_subdomain(value: str, what: str) -> str:
+    if not DNS_SUBDOMAIN.match(value):
+        raise ValueError(
+            f"{what} {value!r} is not a valid Kubernetes name: lower-case letters, digits, '-' and '.', "
+            f"starting and ending with a letter or digit, at most 253 characters"
+        )
+    return value
+
+
+class Toleration(BaseModel):
+    """One pod toleration (core/v1 Toleration), in Kubernetes' own field names."""
+
+    model_config = ConfigDict(extra="forbid")
+    key: str | None = None
+    operator: Literal["Exists", "Equal"] = "Equal"
+    value: str | None = None
+    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] | None = None
+    tolerationSeconds: int | None = None
+
+
+class ElasticSettings(Section):
+    """PyTorchJob `elasticPolicy`: a node range and a dynamic rendezvous (c10d or etcd)."""
+
+    min_nodes: int = Field(ge=1)
+    max_nodes: int = Field(ge=1)
+    rdzv_backend: Literal["c10d", "etcd", "etcd-v2"] = "c10d"
+    rdzv_host: str | None = Field(default=None, description="etcd: the etcd service; c10d default: <job>-worker-0")
+    rdzv_port: int | None = Field(default=None, ge=1, le=65535)
+    max_restarts: int | None = Field(default=None, ge=0)
+
+    @model_validator(mode="after")
+    def _range(self) -> ElasticSettings:
+        if self.min_nodes > self.max_nodes:
+            raise ValueError(f"min_nodes={self.min_nodes} is above max_nodes={self.max_nodes}")
+        return self
+
+
+class KubernetesSettings(Section):
+    """Kubeflow jobs on Kubernetes: a PyTorchJob (training-operator v1) or a Trainer v2 TrainJob."""
+
+    kubeflow_api: Literal["v1", "trainer-v2"] = Field(
+        default="v1", description="v1: kubeflow.org/v1 PyTorchJob; trainer-v2: trainer.kubeflow.org TrainJob"
+    )
+    image: str | None = Field(default=None, description="training image holding cloudddp-launch and the code")
+    working_dir: str = Field(default="/workspace", description="where the source folder is inside the image")
+    launcher: list[str] = Field(default_factory=lambda: ["cloudddp-launch"], description="command in the image")
+    kubeconfig: str | None = None
+    context: str | None = None
+    namespace: str | None = Field(default=None, description="default: the kubeconfig context's, else 'default'")
+    runtime: str = Field(default="torch-distributed", description="trainer-v2: the ClusterTrainingRuntime")
+    cpu: str | None = None
+    memory: str | None = None
+    gpus: int = Field(default=0, ge=0, description="nvidia.com/gpu per node")
+    node_selector: dict[str, str] = Field(default_factory=dict)
+    tolerations: list[Toleration] = Field(default_factory=list)
+    image_pull_secrets: list[str] = Field(default_factory=list)
+    service_account: str | None = None
+    restart_policy: Literal["Never", "OnFailure", "ExitCode"] = "Never"
+    backoff_limit: int = Field(default=0, ge=0)
+    ttl_seconds_after_finished: int | None = Field(default=None, ge=0)
+    elastic: ElasticSettings | None = None
+    s3_endpoint: str | None = Field(default=None, description="MinIO/S3 URL for s3:// inputs")
+    s3_secret: str | None = Field(default=None, description="Secret with AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY")
+    s3_image: str = Field(default="minio/mc:latest", description="init container that pulls s3:// inputs")
+    secret_env: dict[str, str] = Field(default_factory=dict, description="VAR -> SECRET/KEY (never inlined)")
+
+    @field_validator("image_pull_secrets")
+    @classmethod
+    def _pull_secret_names(cls, value: list[str]) -> list[str]:
+        return [check_subdomain(name, "image pull Secret name") for name in value]
+
+    @field_validator("s3_secret")
+    @classmethod
+    def _s3_secret_name(cls, value: str | None) -> str | None:
+        return check_subdomain(value, "Secret name") if value is not None else None
+
+    @field_validator("secret_env")
+    @classmethod
+    def _secret_refs(cls, value: dict[str, str]) -> dict[str, str]:
+        for variable, reference in value.items():
+            secret, sep, key = reference.partition("/")
+            if not sep or not key:
+                raise ValueError(f"{variable}={reference!r}: write SECRET/KEY (the Secret's name and the key in it)")
+            check_subdomain(secret, "Secret name")
+        return value
+
+    @field_validator("namespace")
+    @classmethod
+    def _namespace(cls, value: str | None) -> str | None:
+        if value is not None and not DNS_LABEL.match(value):
+            raise ValueError(f"namespace {value!r} must be a DNS label (lower-case letters, digits, '-', <= 63)")
+        return value
+
+    @field_validator("cpu", "memory")
+    @classmethod
+    def _quantity(cls, value: str | None) -> str | None:
+        if value is not None and not QUANTITY.match(value):
+            raise ValueError(f"{value!r} is not a Kubernetes quantity (e.g. 4, 500m, 16Gi)")
+        return value

@@ -1,0 +1,302 @@
+"""A loopback Kubernetes API server for the Kubeflow resources cloudddp uses (no real one can run here).
+
+It answers the real `kubernetes` Python client over HTTP on 127.0.0.1 and checks what the real
+API server checks for these calls:
+- authentication: `Authorization: Bearer <token>` must be the kubeconfig's token (401 otherwise);
+- routing: only the paths and verbs below exist (404 / 405 otherwise);
+- creates: the body's apiVersion/kind match the path, its namespace matches the path's, the name
+  is a DNS-1123 subdomain, the object validates against the CRD's OpenAPI v3 schema (422 Invalid
+  with the causes), and fields the schema does not know are pruned with a `Warning` header, as the
+  server does with its default fieldValidation=Warn; a second object of one name is 409 AlreadyExists;
+- reads, deletes and pod logs of missing objects are 404 NotFound; a log of a container that has
+  not started is 400, as is a container name the pod does not have.
+Errors are `Status` objects shaped as kubernetes/apimachinery pkg/api/errors/errors.go builds them.
+
+The operator's side (conditions, pods, their logs) is set by the test: `set_conditions`, `add_pod`.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import re
+import threading
+import uuid
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+import jsonschema
+import yaml
+
+SCHEMAS = Path(__file__).resolve().parents[2] / "data" / "schemas"
+# plural -> (group, version, kind, CRD file)
+RESOURCES = {
+    "pytorchjobs": ("kubeflow.org", "v1", "PyTorchJob", "kubeflow.org_pytorchjobs.v1.9.0.yaml"),
+    "trainjobs": ("trainer.kubeflow.org", "v1alpha1", "TrainJob", "trainer.kubeflow.org_trainjobs.yaml"),
+}
+CUSTOM = re.compile(
+    r"^/apis/(?P<group>[^/]+)/(?P<version>[^/]+)/namespaces/(?P<ns>[^/]+)/(?P<plural>[^/]+)(/(?P<name>[^/]+))?$"
+)
+PODS = re.compile(r"^/api/v1/namespaces/(?P<ns>[^/]+)/pods(/(?P<name>[^/]+)(?P<log>/log)?)?$")
+PVC = re.compile(r"^/api/v1/namespaces/(?P<ns>[^/]+)/persistentvolumeclaims/(?P<name>[^/]+)$")
+DNS_SUBDOMAIN = re.compile(r"^(?=.{1,253}$)[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+
+
+@functools.cache
+def crd_schema(plural: str) -> dict[str, Any]:
+    """The CRD's openAPIV3Schema (read once: the PyTorchJob CRD is 600 kB of YAML)."""
+    crd = yaml.load((SCHEMAS / RESOURCES[plural][3]).read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    return crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]  # type: ignore[no-any-return]
+
+
+def status_error(code: int, reason: str, message: str, details: dict[str, Any] | None = None) -> dict[str, Any]:
+    body = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure", "message": message,
+            "reason": reason, "code": code}  # fmt: skip
+    if details:
+        body["details"] = details
+    return body
+
+
+def prune(value: Any, schema: dict[str, Any], path: str, dropped: list[str]) -> Any:
+    """Drop fields a structural schema does not declare (the API server's pruning), noting each."""
+    if isinstance(value, dict) and "properties" in schema and not schema.get("x-kubernetes-preserve-unknown-fields"):
+        kept = {}
+        for key, item in value.items():
+            if key in schema["properties"]:
+                kept[key] = prune(item, schema["properties"][key], f"{path}.{key}", dropped)
+            elif path == "" and key in ("apiVersion", "kind", "metadata"):
+                kept[key] = item
+            else:
+                dropped.append(f"{path}.{key}".lstrip("."))
+        return kept
+    if isinstance(value, dict) and isinstance(schema.get("additionalProperties"), dict):
+        return {k: prune(v, schema["additionalProperties"], f"{path}.{k}", dropped) for k, v in value.items()}
+    if isinstance(value, list) and isinstance(schema.get("items"), dict):
+        return [prune(v, schema["items"], f"{path}[{i}]", dropped) for i, v in enumerate(value)]
+    return value
+
+
+@dataclass
+class FakePod:
+    namespace: str
+    name: str
+    labels: dict[str, str]
+    container: str
+    phase: str = "Running"
+    log: str = ""
+
+
+@dataclass
+class FakeAPIServer:
+    token: str = field(default_factory=lambda: uuid.uuid4().hex)
+    objects: dict[tuple[str, str, str], dict[str, Any]] = field(default_factory=dict)  # (plural, ns, name)
+    pods: list[FakePod] = field(default_factory=list)
+    claims: dict[tuple[str, str], list[str]] = field(default_factory=dict)  # (ns, name) -> accessModes
+    requests: list[tuple[str, str]] = field(default_factory=list)  # (verb, path) as received
+    warnings: list[str] = field(default_factory=list)
+    deletions: list[dict[str, Any]] = field(default_factory=list)  # DeleteOptions bodies
+
+    # -- what the operator would do -----------------------------------------------------
+    def set_conditions(self, plural: str, namespace: str, name: str, conditions: list[dict[str, Any]]) -> None:
+        self.objects[(plural, namespace, name)].setdefault("status", {})["conditions"] = conditions
+
+    def add_pod(self, pod: FakePod) -> None:
+        self.pods.append(pod)
+
+    def add_claim(self, namespace: str, name: str, access_modes: list[str]) -> None:
+        self.claims[(namespace, name)] = access_modes
+
+    # -- serving --------------------------------------------------------------------------
+    def start(self) -> str:
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: Any) -> None:  # quiet
+                pass
+
+            def do_GET(self) -> None:
+                server.handle(self, "GET")
+
+            def do_POST(self) -> None:
+                server.handle(self, "POST")
+
+            def do_DELETE(self) -> None:
+                server.handle(self, "DELETE")
+
+            def do_PUT(self) -> None:
+                server.handle(self, "PUT")
+
+            def do_PATCH(self) -> None:
+                server.handle(self, "PATCH")
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+        return f"http://127.0.0.1:{self.httpd.server_address[1]}"
+
+    def stop(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+    def handle(self, http: BaseHTTPRequestHandler, verb: str) -> None:
+        url = urlsplit(http.path)
+        query = {k: v[-1] for k, v in parse_qs(url.query).items()}
+        length = int(http.headers.get("Content-Length") or 0)
+        raw = http.rfile.read(length) if length else b""
+        self.requests.append((verb, url.path))
+        headers: dict[str, str] = {}
+        if http.headers.get("Authorization") != f"Bearer {self.token}":
+            code, body = 401, status_error(401, "Unauthorized", "Unauthorized")
+        else:
+            code, body = self.route(verb, url.path, query, raw, headers)
+        payload = body.encode() if isinstance(body, str) else json.dumps(body).encode()
+        http.send_response(code)
+        http.send_header("Content-Type", "text/plain" if isinstance(body, str) else "application/json")
+        for name, value in headers.items():
+            http.send_header(name, value)
+        http.send_header("Content-Length", str(len(payload)))
+        http.end_headers()
+        http.wfile.write(payload)
+
+    def route(
+        self, verb: str, path: str, query: dict[str, str], raw: bytes, headers: dict[str, str]
+    ) -> tuple[int, Any]:
+        not_found = (404, status_error(404, "NotFound", "the server could not find the requested resource"))
+        if match := CUSTOM.match(path):
+            plural = match["plural"]
+            if plural not in RESOURCES or RESOURCES[plural][:2] != (match["group"], match["version"]):
+                return not_found
+            if match["name"] is None:
+                return self.create(plural, match["ns"], raw, headers) if verb == "POST" else self.not_allowed(verb)
+            if verb == "GET":
+                return self.read(plural, match["ns"], match["name"])
+            if verb != "DELETE":
+                return self.not_allowed(verb)
+            return self.delete(plural, match["ns"], match["name"], raw, query)
+        if (match := PODS.match(path)) and verb == "GET":
+            if match["name"] is None:
+                return self.list_pods(match["ns"], query.get("labelSelector", ""))
+            return self.pod_log(match["ns"], match["name"], query) if match["log"] else not_found
+        if (match := PVC.match(path)) and verb == "GET":
+            return self.read_claim(match["ns"], match["name"])
+        return not_found
+
+    @staticmethod
+    def not_allowed(verb: str) -> tuple[int, Any]:
+        return 405, status_error(
+            405, "MethodNotAllowed", f"the server does not allow this method ({verb}) on the requested resource"
+        )
+
+    def create(self, plural: str, namespace: str, raw: bytes, headers: dict[str, str]) -> tuple[int, Any]:
+        group, version, kind, _ = RESOURCES[plural]
+        try:
+            obj = json.loads(raw)
+        except ValueError as exc:
+            return 400, status_error(400, "BadRequest", f"the body of the request was in an unknown format: {exc}")
+        if obj.get("apiVersion") != f"{group}/{version}" or obj.get("kind") != kind:
+            return 400, status_error(400, "BadRequest", f"the API version in the data ({obj.get('apiVersion')}) "
+                                     f"does not match the expected API version ({group}/{version})")  # fmt: skip
+        meta = obj.get("metadata") or {}
+        if meta.get("namespace", namespace) != namespace:
+            return 400, status_error(
+                400,
+                "BadRequest",
+                "the namespace of the provided object does not match the namespace sent on the request",
+            )
+        name = meta.get("name", "")
+        qualified = f"{plural}.{group}"
+        if not DNS_SUBDOMAIN.match(name):
+            return 422, status_error(422, "Invalid", f"{kind}.{group} {name!r} is invalid: metadata.name: Invalid value: {name!r}",
+                                     {"name": name, "group": group, "kind": kind})  # fmt: skip
+        dropped: list[str] = []
+        obj = prune(obj, crd_schema(plural), "", dropped)
+        errors = sorted(jsonschema.Draft7Validator(crd_schema(plural)).iter_errors(obj), key=lambda e: list(e.path))
+        if errors:
+            causes = [{"field": ".".join(str(p) for p in e.path), "message": e.message} for e in errors]
+            message = f"{kind}.{group} {name!r} is invalid: " + "; ".join(
+                f"{c['field']}: {c['message']}" for c in causes
+            )
+            return 422, status_error(
+                422, "Invalid", message, {"name": name, "group": group, "kind": kind, "causes": causes}
+            )
+        if (plural, namespace, name) in self.objects:
+            return 409, status_error(409, "AlreadyExists", f"{qualified} {json.dumps(name)} already exists",
+                                     {"name": name, "group": group, "kind": plural})  # fmt: skip
+        if dropped:
+            self.warnings += [f'unknown field "{d}"' for d in dropped]
+            headers["Warning"] = ", ".join(f'299 - "unknown field \\"{d}\\""' for d in dropped)
+        obj["metadata"] = {**meta, "namespace": namespace, "uid": str(uuid.uuid4()), "resourceVersion": "1",
+                           "creationTimestamp": "2026-11-22T10:00:00Z", "generation": 1}  # fmt: skip
+        self.objects[(plural, namespace, name)] = obj
+        return 201, obj
+
+    def read(self, plural: str, namespace: str, name: str) -> tuple[int, Any]:
+        if (plural, namespace, name) not in self.objects:
+            return self.missing(plural, name)
+        return 200, self.objects[(plural, namespace, name)]
+
+    def missing(self, plural: str, name: str) -> tuple[int, Any]:
+        group = RESOURCES[plural][0]
+        return 404, status_error(404, "NotFound", f"{plural}.{group} {json.dumps(name)} not found",
+                                 {"name": name, "group": group, "kind": plural})  # fmt: skip
+
+    def delete(self, plural: str, namespace: str, name: str, raw: bytes, query: dict[str, str]) -> tuple[int, Any]:
+        # DeleteOptions come as a body or as query parameters (the Python client sends the latter).
+        options = {**(json.loads(raw) if raw else {}), **{k: v for k, v in query.items() if k == "propagationPolicy"}}
+        if options.get("propagationPolicy") not in (None, "Foreground", "Background", "Orphan"):
+            return 400, status_error(400, "BadRequest", f"invalid propagationPolicy {options['propagationPolicy']!r}")
+        if (plural, namespace, name) not in self.objects:
+            return self.missing(plural, name)
+        self.deletions.append(options)
+        obj = self.objects.pop((plural, namespace, name))
+        group = RESOURCES[plural][0]
+        return 200, {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
+                     "details": {"name": name, "group": group, "kind": plural, "uid": obj["metadata"]["uid"]}}  # fmt: skip
+
+    def list_pods(self, namespace: str, selector: str) -> tuple[int, Any]:
+        wanted = dict(term.split("=", 1) for term in selector.split(",") if "=" in term)
+        items = [self.pod_object(p) for p in self.pods
+                 if p.namespace == namespace and all(p.labels.get(k) == v for k, v in wanted.items())]  # fmt: skip
+        return 200, {"kind": "PodList", "apiVersion": "v1", "metadata": {"resourceVersion": "1"}, "items": items}
+
+    @staticmethod
+    def pod_object(pod: FakePod) -> dict[str, Any]:
+        return {
+            "metadata": {"name": pod.name, "namespace": pod.namespace, "labels": pod.labels},
+            "spec": {"containers": [{"name": pod.container, "image": "registry.example.com/train:1"}]},
+            "status": {"phase": pod.phase},
+        }
+
+    def pod_log(self, namespace: str, name: str, query: dict[str, str]) -> tuple[int, Any]:
+        pod = next((p for p in self.pods if (p.namespace, p.name) == (namespace, name)), None)
+        if pod is None:
+            return 404, status_error(404, "NotFound", f'pods "{name}" not found', {"name": name, "kind": "pods"})
+        container = query.get("container", pod.container)
+        if container != pod.container:
+            return 400, status_error(400, "BadRequest", f"container {container} is not valid for pod {name}")
+        if pod.phase == "Pending":
+            return 400, status_error(
+                400, "BadRequest", f'container "{container}" in pod "{name}" is waiting to start: ContainerCreating'
+            )
+        return 200, pod.log
+
+    def read_claim(self, namespace: str, name: str) -> tuple[int, Any]:
+        if (namespace, name) not in self.claims:
+            return 404, status_error(404, "NotFound", f'persistentvolumeclaims "{name}" not found',
+                                     {"name": name, "kind": "persistentvolumeclaims"})  # fmt: skip
+        return 200, {"kind": "PersistentVolumeClaim", "apiVersion": "v1", "metadata": {"name": name, "namespace": namespace},
+                     "spec": {"accessModes": self.claims[(namespace, name)]}, "status": {"phase": "Bound"}}  # fmt: skip
+
+
+def write_kubeconfig(path: Path, server: str, token: str, namespace: str = "training") -> Path:
+    """A kubeconfig in the test's folder pointing the real client at the fake server."""
+    path.write_text(yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Config", "current-context": "fake",
+        "clusters": [{"name": "fake", "cluster": {"server": server}}],
+        "users": [{"name": "tester", "user": {"token": token}}],
+        "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "tester", "namespace": namespace}},
+                     {"name": "other", "context": {"cluster": "fake", "user": "tester", "namespace": "other-team"}}],
+    }))  # fmt: skip
+    return path

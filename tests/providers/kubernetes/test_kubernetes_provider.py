@@ -1,0 +1,267 @@
+"""The Kubernetes provider through the real `kubernetes` client against the loopback API server
+(fake_apiserver.py): what it sends, how it reads status and logs, how it cancels, and how the
+fake's own checks reject what a real API server rejects."""
+
+from __future__ import annotations
+
+import json
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import SOURCES, run_cli
+from fake_apiserver import FakeAPIServer, FakePod, write_kubeconfig
+
+from cloudddp.errors import CloudDDPError
+from cloudddp.providers.kubernetes.provider import KubernetesProvider
+from cloudddp.spec import build_spec
+
+
+@pytest.fixture
+def api(tmp_path: Path) -> Iterator[tuple[FakeAPIServer, Path]]:
+    fake = FakeAPIServer()
+    fake.add_claim("training", "datasets", ["ReadOnlyMany"])  # the input every job here mounts
+    fake.add_claim("other-team", "datasets", ["ReadOnlyMany"])
+    url = fake.start()
+    try:
+        yield fake, write_kubeconfig(tmp_path / "kubeconfig", url, fake.token)
+    finally:
+        fake.stop()
+
+
+def spec_for(kubeconfig: Path, nodes: int = 2, **kubernetes: Any) -> Any:
+    return build_spec({
+        "name": "resnet", "entry_point": "train_ddp.py", "source_dir": str(SOURCES), "nodes": nodes,
+        "inputs": {"train": "pvc://datasets/demo"}, "hyperparameters": {"epochs": 2},
+        "kubernetes": {"image": "registry.example.com/train:1", "kubeconfig": str(kubeconfig), **kubernetes},
+    })  # fmt: skip
+
+
+def submit(kubeconfig: Path, **kubernetes: Any) -> tuple[KubernetesProvider, str, Any]:
+    provider = KubernetesProvider()
+    request = provider.render(spec_for(kubeconfig, **kubernetes))
+    return provider, provider.submit(request).job_id, request
+
+
+def test_submit_creates_exactly_the_rendered_pytorchjob_in_the_contexts_namespace(
+    api: tuple[FakeAPIServer, Path],
+) -> None:
+    fake, kubeconfig = api
+    _, job_id, request = submit(kubeconfig)
+    assert job_id == "pytorchjobs/training/resnet"
+    stored = fake.objects[("pytorchjobs", "training", "resnet")]
+    assert stored["spec"] == request.request.body["spec"] and fake.warnings == []
+    assert ("POST", "/apis/kubeflow.org/v1/namespaces/training/pytorchjobs") in fake.requests
+
+
+def test_trainer_v2_creates_a_trainjob(api: tuple[FakeAPIServer, Path]) -> None:
+    fake, kubeconfig = api
+    _, job_id, _ = submit(kubeconfig, kubeflow_api="trainer-v2", context="other")
+    assert job_id == "trainjobs/other-team/resnet"
+    assert fake.objects[("trainjobs", "other-team", "resnet")]["spec"]["trainer"]["numNodes"] == 2
+
+
+def test_a_second_job_of_the_same_name_shows_the_servers_refusal(api: tuple[FakeAPIServer, Path]) -> None:
+    _, kubeconfig = api
+    submit(kubeconfig)
+    with pytest.raises(CloudDDPError, match=r'409: pytorchjobs.kubeflow.org "resnet" already exists'):
+        submit(kubeconfig)
+
+
+def test_a_wrong_token_is_refused(api: tuple[FakeAPIServer, Path], tmp_path: Path) -> None:
+    fake, _ = api
+    bad = write_kubeconfig(tmp_path / "bad", f"http://127.0.0.1:{fake.httpd.server_address[1]}", "not-the-token")
+    with pytest.raises(CloudDDPError, match="401: Unauthorized"):
+        submit(bad)
+    assert fake.objects == {}
+
+
+def test_an_unknown_context_is_named(api: tuple[FakeAPIServer, Path]) -> None:
+    _, kubeconfig = api
+    with pytest.raises(
+        CloudDDPError, match=r"kubernetes.context='nope' is not in the kubeconfig \(it has: fake, other\)"
+    ):
+        submit(kubeconfig, context="nope")
+
+
+def test_status_follows_the_operators_conditions(api: tuple[FakeAPIServer, Path]) -> None:
+    fake, kubeconfig = api
+    provider, job_id, _ = submit(kubeconfig)
+    assert provider.status(job_id).state == "PENDING"  # no conditions yet
+    steps = [("Created", "PENDING"), ("Running", "RUNNING"), ("Failed", "FAILED")]
+    conditions: list[dict[str, str]] = []
+    for kind, expected in steps:
+        for condition in conditions:
+            condition["status"] = (
+                "False" if kind == "Failed" and condition["type"] == "Running" else condition["status"]
+            )
+        conditions.append({"type": kind, "status": "True", "reason": f"PyTorchJob{kind}", "message": f"job is {kind}"})
+        fake.set_conditions("pytorchjobs", "training", "resnet", conditions)
+        current = provider.status(job_id)
+        assert current.state == expected
+    assert current.reason == "PyTorchJobFailed: job is Failed"
+
+
+def test_logs_come_from_the_jobs_pods_prefixed_with_the_pod(api: tuple[FakeAPIServer, Path]) -> None:
+    fake, kubeconfig = api
+    provider, job_id, _ = submit(kubeconfig)
+    labels = {
+        "training.kubeflow.org/job-name": "resnet",
+        "training.kubeflow.org/operator-name": "pytorchjob-controller",
+    }
+    fake.add_pod(FakePod("training", "resnet-master-0", {**labels, "training.kubeflow.org/replica-type": "master"},
+                         "pytorch", log="cloudddp: provider=kubeflow node 0/2\nepoch=1/2 loss=0.5\n"))  # fmt: skip
+    fake.add_pod(FakePod("training", "resnet-worker-0", {**labels, "training.kubeflow.org/replica-type": "worker"},
+                         "pytorch", log="cloudddp: provider=kubeflow node 1/2\n"))  # fmt: skip
+    fake.add_pod(
+        FakePod("training", "other-master-0", {"training.kubeflow.org/job-name": "other"}, "pytorch", log="no")
+    )
+    assert list(provider.logs(job_id)) == [
+        "[resnet-master-0] cloudddp: provider=kubeflow node 0/2",
+        "[resnet-master-0] epoch=1/2 loss=0.5",
+        "[resnet-worker-0] cloudddp: provider=kubeflow node 1/2",
+    ]
+    fake.set_conditions("pytorchjobs", "training", "resnet", [{"type": "Succeeded", "status": "True"}])
+    followed = list(provider.logs(job_id, follow=True))
+    assert sorted(followed) == sorted([
+        "[resnet-master-0] cloudddp: provider=kubeflow node 0/2", "[resnet-master-0] epoch=1/2 loss=0.5",
+        "[resnet-worker-0] cloudddp: provider=kubeflow node 1/2",
+    ])  # fmt: skip
+
+
+def test_logs_of_a_trainjob_use_jobsets_label_and_the_trainer_container(api: tuple[FakeAPIServer, Path]) -> None:
+    fake, kubeconfig = api
+    provider, job_id, _ = submit(kubeconfig, kubeflow_api="trainer-v2")
+    fake.add_pod(FakePod("training", "resnet-trainer-node-0-0-abcde", {"jobset.sigs.k8s.io/jobset-name": "resnet"},
+                         "trainer", log="hello from node 0\n"))  # fmt: skip
+    fake.add_pod(FakePod("training", "resnet-trainer-node-0-1-fghij", {"jobset.sigs.k8s.io/jobset-name": "resnet"},
+                         "trainer", phase="Pending"))  # fmt: skip
+    assert list(provider.logs(job_id)) == ["[resnet-trainer-node-0-0-abcde] hello from node 0"]
+
+
+def test_cancel_deletes_the_job_in_the_foreground(api: tuple[FakeAPIServer, Path]) -> None:
+    fake, kubeconfig = api
+    provider, job_id, _ = submit(kubeconfig)
+    provider.cancel(job_id)
+    assert fake.objects == {} and fake.deletions[-1]["propagationPolicy"] == "Foreground"
+    with pytest.raises(CloudDDPError, match=r'404: pytorchjobs.kubeflow.org "resnet" not found'):
+        provider.status(job_id)
+
+
+def test_nodes_sharing_a_readwriteonce_claim_get_a_warning(
+    api: tuple[FakeAPIServer, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    fake, kubeconfig = api
+    fake.add_claim("training", "datasets", ["ReadWriteOnce"])
+    submit(kubeconfig)
+    assert "PersistentVolumeClaim 'datasets' is ReadWriteOnce" in capsys.readouterr().err
+
+
+def test_a_readwritemany_claim_or_one_node_gets_no_warning(
+    api: tuple[FakeAPIServer, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    fake, kubeconfig = api
+    fake.add_claim("training", "datasets", ["ReadWriteMany"])
+    submit(kubeconfig)
+    fake.add_claim("training", "datasets", ["ReadWriteOnce"])
+    provider = KubernetesProvider()
+    provider.submit(provider.render(build_spec({**spec_for(kubeconfig).model_dump(), "name": "single", "nodes": 1})))
+    assert "warning" not in capsys.readouterr().err
+
+
+def test_a_missing_claim_is_reported_before_the_job_is_created(api: tuple[FakeAPIServer, Path]) -> None:
+    fake, kubeconfig = api
+    del fake.claims[("training", "datasets")]
+    with pytest.raises(CloudDDPError, match=r'persistentvolumeclaims "datasets" not found'):
+        submit(kubeconfig)
+    assert fake.objects == {}
+
+
+def test_status_logs_and_cancel_work_from_the_cli_with_kubeconfig(api: tuple[FakeAPIServer, Path]) -> None:
+    fake, kubeconfig = api
+    _, job_id, _ = submit(kubeconfig)
+    fake.set_conditions("pytorchjobs", "training", "resnet", [{"type": "Running", "status": "True"}])
+    env = {"KUBECONFIG": str(kubeconfig)}
+    status = run_cli("status", "-p", "kubernetes", job_id, env=env, timeout=60)
+    assert status.returncode == 0 and "RUNNING" in status.stdout, status.stderr
+    cancel = run_cli("cancel", "-p", "kubernetes", "resnet", env=env, timeout=60)  # bare name: context's namespace
+    assert cancel.returncode == 0, cancel.stderr
+    assert fake.objects == {}
+
+
+# -- the fake's own checks, each made to fail -------------------------------------------------
+def raw_request(url: str, token: str, method: str, path: str, body: Any = None) -> tuple[int, dict[str, Any], Any]:
+    data = json.dumps(body).encode() if body is not None else None
+    request = urllib.request.Request(url + path, data=data, method=method,
+                                     headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"})  # fmt: skip
+    try:
+        with urllib.request.urlopen(request) as response:
+            return response.status, dict(response.headers), json.loads(response.read() or b"null")
+    except urllib.error.HTTPError as error:
+        return error.code, dict(error.headers), json.loads(error.read())
+
+
+@pytest.fixture
+def served(api: tuple[FakeAPIServer, Path]) -> tuple[FakeAPIServer, str, dict[str, Any]]:
+    fake, kubeconfig = api
+    body = KubernetesProvider().render(spec_for(kubeconfig)).request.body
+    return fake, f"http://127.0.0.1:{fake.httpd.server_address[1]}", body
+
+
+COLLECTION = "/apis/kubeflow.org/v1/namespaces/training/pytorchjobs"
+
+
+def test_fake_rejects_a_body_that_breaks_the_crd_schema(served: tuple[FakeAPIServer, str, dict[str, Any]]) -> None:
+    fake, url, body = served
+    body["spec"]["pytorchReplicaSpecs"]["Master"]["replicas"] = "one"
+    code, _, answer = raw_request(url, fake.token, "POST", COLLECTION, body)
+    assert (code, answer["reason"]) == (422, "Invalid") and "replicas" in answer["message"]
+
+
+def test_fake_rejects_a_kind_that_does_not_match_the_path(served: tuple[FakeAPIServer, str, dict[str, Any]]) -> None:
+    fake, url, body = served
+    code, _, answer = raw_request(
+        url, fake.token, "POST", "/apis/trainer.kubeflow.org/v1alpha1/namespaces/training/trainjobs", body
+    )
+    assert code == 400 and "does not match the expected API version" in answer["message"]
+
+
+def test_fake_rejects_a_namespace_that_does_not_match_the_path(
+    served: tuple[FakeAPIServer, str, dict[str, Any]],
+) -> None:
+    fake, url, body = served
+    code, _, answer = raw_request(
+        url, fake.token, "POST", "/apis/kubeflow.org/v1/namespaces/elsewhere/pytorchjobs", body
+    )
+    assert code == 400 and "namespace of the provided object does not match" in answer["message"]
+
+
+def test_fake_rejects_an_invalid_name(served: tuple[FakeAPIServer, str, dict[str, Any]]) -> None:
+    fake, url, body = served
+    body["metadata"]["name"] = "Resnet_1"
+    code, _, answer = raw_request(url, fake.token, "POST", COLLECTION, body)
+    assert (code, answer["reason"]) == (422, "Invalid")
+
+
+def test_fake_prunes_unknown_fields_with_a_warning(served: tuple[FakeAPIServer, str, dict[str, Any]]) -> None:
+    fake, url, body = served
+    body["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["containers"][0]["workdir"] = "/x"
+    code, headers, answer = raw_request(url, fake.token, "POST", COLLECTION, body)
+    assert code == 201 and "workdir" in headers["Warning"]
+    assert "workdir" not in answer["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["containers"][0]
+
+
+def test_fake_refuses_unknown_paths_and_verbs(served: tuple[FakeAPIServer, str, dict[str, Any]]) -> None:
+    fake, url, _ = served
+    assert raw_request(url, fake.token, "GET", "/apis/kubeflow.org/v1/namespaces/training/tfjobs/x")[0] == 404
+    assert raw_request(url, fake.token, "PUT", COLLECTION + "/resnet", {})[0] == 405
+    assert raw_request(url, fake.token, "DELETE", COLLECTION + "/resnet", {"propagationPolicy": "Sideways"})[0] == 400
+
+
+def test_fake_refuses_logs_of_a_container_the_pod_lacks(served: tuple[FakeAPIServer, str, dict[str, Any]]) -> None:
+    fake, url, _ = served
+    fake.add_pod(FakePod("training", "p", {}, "pytorch", log="x"))
+    code, _, answer = raw_request(url, fake.token, "GET", "/api/v1/namespaces/training/pods/p/log?container=trainer")
+    assert code == 400 and "not valid for pod" in answer["message"]
