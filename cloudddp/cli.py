@@ -45,6 +45,15 @@ def provider_help() -> str:
         return "the provider's name"  # the registry's own error is shown by main()
 
 
+def providers_epilog() -> str:
+    """`launch --help` ends with each provider's one-line summary, from its declaration."""
+    try:
+        lines = [f"  [bold]{name}[/bold]: {info.summary}" for name, info in registry.providers().items()]
+    except CloudDDPError:
+        return ""
+    return "[bold]Providers[/bold]\n\n" + "\n\n".join(lines)
+
+
 ProviderOpt = Annotated[str, typer.Option("--provider", "-p", help=provider_help())]
 
 
@@ -200,7 +209,7 @@ def print_compose(provider: str, spec: JobSpec) -> None:
     print(compose_yaml(spec), end="")
 
 
-@app.command(context_settings=CONTEXT)
+@app.command(context_settings=CONTEXT, epilog=providers_epilog())
 def launch(
     ctx: typer.Context,
     script: Annotated[
@@ -274,7 +283,7 @@ RENDER_HELP = """Print what `launch` would send, submitting nothing (launch's --
 
   cloudddp render -p oci --compose -f train.yaml > docker-compose.yaml   (the Oracle ADS local test)
 """
-app.command("render", help=RENDER_HELP, context_settings=CONTEXT)(launch)
+app.command("render", help=RENDER_HELP, context_settings=CONTEXT, epilog=providers_epilog())(launch)
 
 
 @app.command()

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from helpers import run_cli
+from helpers import REPO, SOURCES, run_cli
 
 from cloudddp import Estimator
 from cloudddp.errors import CloudDDPError
@@ -160,3 +160,61 @@ def test_a_failing_job_on_the_entry_point_provider_fails_fit_and_launch(throwawa
     assert caught.value.exit_code == 1
     result = run_cli("launch", "-p", "throwaway", "src/fail.py", cwd=tmp_path, env={"PYTHONPATH": str(throwaway)})
     assert result.returncode == 3 and "cloudddp: job FAILED" in result.stdout
+
+
+# -- the CLI and the Estimator, derived from the declarations ----------------------------------
+
+
+def help_panels(text: str) -> dict[str, str]:
+    """`launch --help` split into its rich panels: title -> the panel's text."""
+    panels: dict[str, str] = {}
+    title = ""
+    for line in text.splitlines():
+        if line.startswith("╭─ "):
+            title = line.removeprefix("╭─ ").split(" ─")[0]
+            panels[title] = ""
+        elif title:
+            panels[title] += line + "\n"
+    return panels
+
+
+def test_launch_help_groups_each_providers_options_under_its_title() -> None:
+    result = run_cli("launch", "--help", env={"COLUMNS": "200"})
+    assert result.returncode == 0, result.stderr
+    panels = help_panels(result.stdout)
+    for name, info in registry.providers().items():
+        shared = {o.flag for other in registry.providers().values() if other is not info for o in other.options}
+        for option in info.options:
+            panel = "Options of several providers" if option.flag in shared else f"{info.display_title} options"
+            assert f" {option.flag} " in panels[panel], (name, option.flag)
+        assert f"{name}: {info.summary}" in result.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (
+            ["-p", "local", "--instance-type", "ml.g5.xlarge"],
+            "--instance-type is an option of sagemaker, not of --provider local",
+        ),
+        (
+            ["-p", "local", "--region", "us-east-1"],
+            "--region is an option of oci and sagemaker, not of --provider local",
+        ),
+        (["-p", "sagemaker", "--emulate", "oci"], "--emulate is an option of local, not of --provider sagemaker"),
+        (["-p", "nope"], "unknown provider 'nope'; choose one of: local, "),
+    ],
+)
+def test_a_flag_of_another_provider_is_refused_not_ignored(tmp_path: Path, args: list[str], message: str) -> None:
+    result = run_cli("launch", *args, "--runs-dir" if args[1] == "local" else "--name", "x", "--dry-run",
+                     "sources/allreduce_check.py", cwd=REPO)  # fmt: skip
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "Traceback" not in result.stderr and message in result.stderr
+
+
+def test_estimator_nodes_and_its_sagemaker_alias_instance_count_are_one_setting() -> None:
+    common = {"provider": "local", "entry_point": "allreduce_check.py", "source_dir": str(SOURCES)}
+    assert Estimator(**common, nodes=3).spec(None).nodes == 3
+    assert Estimator(**common, instance_count=3).spec(None).nodes == 3
+    with pytest.raises(CloudDDPError, match="nodes=2 and instance_count=3: they are one setting"):
+        Estimator(**common, nodes=2, instance_count=3)
