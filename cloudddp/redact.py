@@ -24,6 +24,8 @@ def is_secret_name(name: str) -> bool:
 
 
 def _hide_userinfo(match: re.Match[str]) -> str:
+    if match.group("scheme").lower() == "oci://":
+        return match.group(0)  # oci://bucket@namespace/prefix: a bucket name, not credentials (OCI's URI format)
     user, has_password, _ = match.group("userinfo").partition(":")
     # With a password the user name stays (it helps debugging); alone, it may itself be a token.
     shown = f"{user}:{REDACTED}" if has_password else REDACTED

@@ -87,6 +87,8 @@ def test_dry_run_yaml_is_the_sdk_dict_of_both_requests(tmp_path: Path) -> None:
     assert document["request"]["create_job"] == oci.util.to_dict(job_request.parts.create_job)
     assert document["request"]["create_job_run"]["job_id"] == request.RUN_ID_PLACEHOLDER
     assert [s["what"].split()[0] for s in document["before_submit"]["stage"]] == ["source", "input"]
+    # oci://bucket@namespace: the bucket is shown (it is not the user-info of a URL, nothing to redact).
+    assert document["before_submit"]["output"].startswith("oci://bkt@ns/cloudddp/cloudddp-job/runs/")
 
 
 def test_render_needs_no_config_file_no_client_and_no_network(tmp_path: Path) -> None:
