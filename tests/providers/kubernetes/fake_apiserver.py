@@ -52,6 +52,12 @@ def crd_schema(plural: str) -> dict[str, Any]:
     return crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]  # type: ignore[no-any-return]
 
 
+@functools.cache
+def crd_validator(plural: str) -> jsonschema.Draft7Validator:
+    """A validator for the CRD's schema (built once; `jsonschema.validate` would re-check the schema itself)."""
+    return jsonschema.Draft7Validator(crd_schema(plural))
+
+
 def status_error(code: int, reason: str, message: str, details: dict[str, Any] | None = None) -> dict[str, Any]:
     body = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure", "message": message,
             "reason": reason, "code": code}  # fmt: skip
@@ -212,7 +218,7 @@ class FakeAPIServer:
                                      {"name": name, "group": group, "kind": kind})  # fmt: skip
         dropped: list[str] = []
         obj = prune(obj, crd_schema(plural), "", dropped)
-        errors = sorted(jsonschema.Draft7Validator(crd_schema(plural)).iter_errors(obj), key=lambda e: list(e.path))
+        errors = sorted(crd_validator(plural).iter_errors(obj), key=lambda e: list(e.path))
         if errors:
             causes = [{"field": ".".join(str(p) for p in e.path), "message": e.message} for e in errors]
             message = f"{kind}.{group} {name!r} is invalid: " + "; ".join(

@@ -1,0 +1,154 @@
+"""Rendered Kubeflow manifests: every variant validates against the CRD's OpenAPI schema (copied from
+kubeflow/training-operator v1.9.0 and kubeflow/trainer into tests/data/schemas), and bad input is
+refused with a message naming the field."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jsonschema
+import pytest
+import yaml
+from conftest import SOURCES, run_cli
+from fake_apiserver import crd_validator
+
+from cloudddp.errors import CloudDDPError
+from cloudddp.providers.kubernetes.provider import KubernetesProvider
+from cloudddp.spec import build_spec
+
+IMAGE = "registry.example.com/train:1"
+
+
+def render(nodes: int = 2, inputs: dict[str, str] | None = None, **kubernetes: Any) -> dict[str, Any]:
+    spec = build_spec({
+        "name": "resnet", "entry_point": "train_ddp.py", "source_dir": str(SOURCES), "nodes": nodes,
+        "inputs": inputs if inputs is not None else {"train": "pvc://datasets/demo"},
+        "hyperparameters": {"epochs": 2}, "kubernetes": {"image": IMAGE, "namespace": "team-a", **kubernetes},
+    })  # fmt: skip
+    return KubernetesProvider().render(spec).request.body  # type: ignore[no-any-return]
+
+
+VARIANTS = {
+    "static": {},
+    "gpus-and-placement": {"gpus": 2, "cpu": "8", "memory": "32Gi", "node_selector": {"gpu": "a100"},
+                           "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
+                           "image_pull_secrets": ["regcred"], "service_account": "trainer"},
+    "elastic-c10d": {"elastic": {"min_nodes": 1, "max_nodes": 4, "max_restarts": 3}},
+    "elastic-etcd": {"elastic": {"min_nodes": 2, "max_nodes": 2, "rdzv_backend": "etcd-v2", "rdzv_host": "etcd-service",
+                                 "rdzv_port": 2379}},
+    "secret-env": {"secret_env": {"WANDB_API_KEY": "wandb/api-key"}},
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_pytorchjob_variants_validate_against_the_crd(variant: str) -> None:
+    manifest = render(**VARIANTS[variant])
+    crd_validator("pytorchjobs").validate(manifest)
+    replicas = manifest["spec"]["pytorchReplicaSpecs"]
+    container = next(iter(replicas.values()))["template"]["spec"]["containers"][0]
+    assert container["name"] == "pytorch" and container["command"] == ["cloudddp-launch", "/workspace/train_ddp.py"]
+    assert container["args"] == ["--epochs", "2"]
+
+
+def test_static_job_has_one_master_and_the_rest_workers() -> None:
+    replicas = render(nodes=3)["spec"]["pytorchReplicaSpecs"]
+    assert (replicas["Master"]["replicas"], replicas["Worker"]["replicas"]) == (1, 2)
+    assert "Worker" not in render(nodes=1)["spec"]["pytorchReplicaSpecs"]
+
+
+def test_elastic_job_has_workers_only_and_the_policy() -> None:
+    spec = render(nodes=2, elastic={"min_nodes": 1, "max_nodes": 4})["spec"]
+    assert list(spec["pytorchReplicaSpecs"]) == ["Worker"] and spec["pytorchReplicaSpecs"]["Worker"]["replicas"] == 2
+    assert spec["elasticPolicy"] == {"rdzvBackend": "c10d", "minReplicas": 1, "maxReplicas": 4}
+
+
+def test_gpus_and_placement_reach_the_pod() -> None:
+    pod = render(**VARIANTS["gpus-and-placement"])["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]
+    assert pod["containers"][0]["resources"]["limits"] == {"cpu": "8", "memory": "32Gi", "nvidia.com/gpu": 2}
+    assert pod["nodeSelector"] == {"gpu": "a100"} and pod["imagePullSecrets"] == [{"name": "regcred"}]
+    assert pod["tolerations"] == [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
+
+
+def test_s3_inputs_are_pulled_by_an_init_container_with_keys_from_the_secret() -> None:
+    manifest = render(
+        inputs={"train": "s3://datasets/demo/train"}, s3_endpoint="http://minio.minio:9000", s3_secret="minio-creds"
+    )
+    crd_validator("pytorchjobs").validate(manifest)
+    pod = manifest["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]
+    fetch = pod["initContainers"][0]
+    assert fetch["command"][-2:] == ["datasets/demo/train", "/cloudddp/data/train"]
+    assert {
+        "name": "AWS_SECRET_ACCESS_KEY",
+        "valueFrom": {"secretKeyRef": {"name": "minio-creds", "key": "AWS_SECRET_ACCESS_KEY"}},
+    } in fetch["env"]
+    assert {"name": "CLOUDDDP_CHANNEL_TRAIN", "value": "/cloudddp/data/train"} in pod["containers"][0]["env"]
+
+
+@pytest.mark.parametrize(
+    "kubernetes",
+    [{}, {"node_selector": {"pool": "gpu"}, "gpus": 1, "tolerations": [{"key": "gpu", "operator": "Exists"}]}],
+)
+def test_trainjob_validates_against_the_crd(kubernetes: dict[str, Any]) -> None:
+    manifest = render(kubeflow_api="trainer-v2", **kubernetes)
+    crd_validator("trainjobs").validate(manifest)
+    trainer = manifest["spec"]["trainer"]
+    assert manifest["spec"]["runtimeRef"]["name"] == "torch-distributed" and trainer["numNodes"] == 2
+    assert trainer["command"][-2:] == ["cloudddp-launch", "/workspace/train_ddp.py"]
+    override = manifest["spec"]["podSpecOverrides"][0]
+    assert override["targetJobs"] == [{"name": "trainer-node"}] and override["containers"][0]["name"] == "trainer"
+
+
+def test_a_broken_manifest_is_caught_by_the_schema() -> None:
+    manifest = render()
+    manifest["spec"]["pytorchReplicaSpecs"]["Master"]["restartPolicy"] = 7
+    with pytest.raises(jsonschema.ValidationError):
+        crd_validator("pytorchjobs").validate(manifest)
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"kubernetes": {"image": None}}, "kubernetes.image is not set"),
+        ({"kubernetes": {"s3_secret": "Minio_Creds"}}, "kubernetes.s3_secret: Value error, Secret name 'Minio_Creds' is not a valid Kubernetes name"),
+        ({"kubernetes": {"secret_env": {"TOKEN": "bad name/key"}}}, "is not a valid Kubernetes name"),
+        ({"kubernetes": {"memory": "lots"}}, "kubernetes.memory: Value error, 'lots' is not a Kubernetes quantity"),
+        ({"inputs": {"train": "./demo-data"}}, "inputs.train='./demo-data': pods cannot read a folder on this machine"),
+        ({"inputs": {"train": "s3://b/p"}}, "s3:// inputs need kubernetes.s3_endpoint"),
+        ({"environment": {"HF_TOKEN": "hf_abc"}}, "environment.HF_TOKEN: a secret would be readable"),
+        ({"kubernetes": {"elastic": {"min_nodes": 3, "max_nodes": 4}}}, "nodes=2 is outside kubernetes.elastic's range 3..4"),
+        ({"kubernetes": {"elastic": {"min_nodes": 4, "max_nodes": 2}}}, "min_nodes=4 is above max_nodes=2"),
+        ({"kubernetes": {"elastic": {"min_nodes": 1, "max_nodes": 2, "rdzv_backend": "etcd"}}}, "needs kubernetes.elastic.rdzv_host"),
+        ({"kubernetes": {"kubeflow_api": "trainer-v2", "image_pull_secrets": ["regcred"]}}, "'trainer-v2' cannot carry: image_pull_secrets"),
+        ({"nodes": 0}, "nodes: Input should be greater than or equal to 1"),
+        ({"output": "/mnt/out"}, "output='/mnt/out': on Kubernetes write it to a PersistentVolumeClaim"),
+    ],
+)  # fmt: skip
+def test_bad_input_is_named(change: dict[str, Any], message: str) -> None:
+    data: dict[str, Any] = {"name": "resnet", "entry_point": "train_ddp.py", "source_dir": str(SOURCES), "nodes": 2,
+                            "inputs": {"train": "pvc://datasets/demo"}, "kubernetes": {"image": IMAGE}}  # fmt: skip
+    for key, value in change.items():
+        data[key] = {**data[key], **value} if isinstance(value, dict) and key == "kubernetes" else value
+    with pytest.raises(CloudDDPError) as caught:
+        KubernetesProvider().render(build_spec(data))
+    assert message in str(caught.value)
+
+
+def test_dry_run_prints_a_manifest_ready_for_kubectl_apply(tmp_path: Any) -> None:
+    result = run_cli(
+        "launch", "-p", "kubernetes", "--dry-run", "--nodes", "2", "--image", IMAGE, "--namespace", "team-a",
+        "-i", "train=pvc://datasets/demo", "-e", "MODE=fast", str(SOURCES / "train_ddp.py"), "--", "--epochs", "3",
+        env={"KUBECONFIG": str(tmp_path / "none")},
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    manifest = yaml.safe_load(result.stdout)
+    crd_validator("pytorchjobs").validate(manifest)
+    assert (manifest["kind"], manifest["metadata"]["namespace"]) == ("PyTorchJob", "team-a")
+    container = manifest["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]
+    assert container["args"] == ["--epochs", "3"] and {"name": "MODE", "value": "fast"} in container["env"]
+
+
+def test_dry_run_with_an_inline_secret_fails_without_printing_it(tmp_path: Any) -> None:
+    result = run_cli("launch", "-p", "kubernetes", "--dry-run", "--image", IMAGE, "-e", "MY_PASSWORD=hunter2",
+                     str(SOURCES / "train_ddp.py"), env={"KUBECONFIG": str(tmp_path / "none")})  # fmt: skip
+    assert result.returncode == 2 and "kubernetes.secret_env" in result.stderr
+    assert "hunter2" not in result.stdout + result.stderr and "Traceback" not in result.stderr
