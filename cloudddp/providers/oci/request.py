@@ -186,7 +186,6 @@ def build(spec: JobSpec, environ: Mapping[str, str] | None = None, stamp: str | 
     env.update(spec.environment)
     validation.check_environment(env, list(spec.environment))
     arguments = spec.script_args()
-    validation.check_arguments(arguments)
     validation.check_container_command(node.ENTRYPOINT, arguments)
     uploads.insert(0, Upload(str(Path(spec.source_dir).resolve()), run_prefix, "archive"))
 

@@ -7,8 +7,9 @@ best, and a half-made cluster at worst. Every error names the spec field and the
 - OCIDs: `ocid1.<resource type>.<realm>.[region][.future use].<unique id>`
   (https://docs.oracle.com/en-us/iaas/Content/General/Concepts/identifiers.htm), and of
   the right resource type for the field (a subnet OCID in `compartment_id` is an error).
-- Job environment variables: at most 20,000 characters in total (names and values);
-  command-line arguments: at most 4,000 characters.
+- Job environment variables: at most 20,000 characters in total (names and values).
+  (The 4,000-character limit of `commandLineArguments` does not apply: cloudddp passes the
+  script's arguments as the container's CMD, under the tighter 2,048-byte rule below.)
 - Node group: replicas >= 1; block storage >= 50 GB; a shape that multi-node jobs run on.
   Flexible shapes: the OCPU and memory ranges of `FLEX_SHAPES`; GPU shapes: a name in
   `GPU_SHAPES` (case aside), so a typo is caught here rather than by the service.
@@ -37,7 +38,6 @@ from cloudddp.providers.oci.node import MAX_COMMAND_BYTES, command_bytes
 from cloudddp.redact import is_secret_name
 
 MAX_ENV_CHARS = 20_000
-MAX_ARGS_CHARS = 4_000
 MIN_BLOCK_STORAGE_GB = 50
 MAX_STORAGE_MOUNTS = 5  # ADS enforces the same (MAXIMUM_MOUNT_COUNT in ads/jobs/.../dsc_job.py)
 DEFAULT_FLEX_OCPUS = 2.0
@@ -335,15 +335,6 @@ def check_environment(env: Mapping[str, str], user_keys: Sequence[str]) -> None:
             f"the job's environment variables hold {total:,} characters (names and values); OCI Data Science allows "
             f"{MAX_ENV_CHARS:,}. Largest: {', '.join(f'{k} ({len(k) + len(env[k]):,})' for k in largest)}. Move large "
             f"values into a file in the source folder."
-        )
-
-
-def check_arguments(arguments: Sequence[str]) -> None:
-    total = len(" ".join(arguments))
-    if total > MAX_ARGS_CHARS:
-        raise CloudDDPError(
-            f"the script's command-line arguments (args and hyperparameters) hold {total:,} characters; OCI Data "
-            f"Science allows {MAX_ARGS_CHARS:,}. Move long values into a config file in the source folder."
         )
 
 
