@@ -17,7 +17,6 @@ import http.client
 import json
 from collections.abc import Callable, Iterator
 from email.utils import format_datetime
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -38,9 +37,10 @@ def key() -> ThrowawayKey:
     return ThrowawayKey.generate()
 
 
-@pytest.fixture
-def server(key: ThrowawayKey, tmp_path: Path) -> Iterator[FakeOCI]:
-    with FakeOCI(key, run_root=tmp_path / "service", step=3600) as fake:  # runs never start: requests only
+@pytest.fixture(scope="module")
+def server(key: ThrowawayKey, tmp_path_factory: pytest.TempPathFactory) -> Iterator[FakeOCI]:
+    """One service for the module: the tests read only what their own requests did."""
+    with FakeOCI(key, run_root=tmp_path_factory.mktemp("service"), step=3600) as fake:  # runs never start
         yield fake
 
 
@@ -92,10 +92,11 @@ def send(
 
 # -- the signature ------------------------------------------------------------------------
 def test_a_correctly_signed_request_is_accepted(server: FakeOCI, key: ThrowawayKey) -> None:
-    status, body = send(server, key, "GET", f"/20190101/jobRuns?compartmentId={COMPARTMENT}")
+    failures = len(server.signature_failures)
+    status, body = send(server, key, "GET", "/20190101/jobRuns?compartmentId=ocid1.compartment.oc1..aaaanone")
     assert (status, body) == (200, [])
     status, _ = send(server, key, "POST", "/20190909/search", {"searchQuery": "x"})
-    assert status == 400 and server.signature_failures == []  # past the signature: the body is what is wrong
+    assert status == 400 and len(server.signature_failures) == failures  # past the signature: the body is wrong
 
 
 def tamper_body(headers: dict[str, str], raw: bytes) -> bytes:
@@ -132,11 +133,12 @@ def test_a_request_the_service_would_not_authenticate_gets_401(
 ) -> None:
     signer = OTHER_KEY if options.pop("wrong_key", False) else key
     key_id = options.pop("key_id", None) or key.key_id
+    jobs = len(server.jobs)
     status, body = send(server, signer, "POST", "/20190101/jobs", {"compartmentId": COMPARTMENT},
                         key_id=key_id, **options)  # fmt: skip
     assert status == 401 and body["code"] == "NotAuthenticated"
-    assert problem in body["message"]
-    assert server.jobs == {}
+    assert problem in body["message"] and server.signature_failures[-1] == body["message"].split(": ", 1)[1]
+    assert len(server.jobs) == jobs
 
 
 def test_no_signature_at_all_gets_401(server: FakeOCI) -> None:
@@ -154,17 +156,23 @@ def test_object_storage_puts_sign_without_the_body_as_the_sdk_does(server: FakeO
 
 
 # -- the rules for request bodies ---------------------------------------------------------
-@pytest.fixture
-def job_body(server: FakeOCI, tmp_path: Path) -> dict[str, Any]:
+@pytest.fixture(scope="module")
+def sent_job_body(server: FakeOCI, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """The CreateJob body the real SDK sent for a real render (the fake accepted it)."""
-    config = server.key.write_config(tmp_path / ".oci")
+    config = server.key.write_config(tmp_path_factory.mktemp("config") / ".oci")
     provider = OCIProvider(service_endpoint=server.url, environ={"OCI_CONFIG_FILE": str(config)})
     spec = build_spec({"entry_point": "train_ddp.py", "source_dir": str(REPO / "sources"), "nodes": 2,
                        "oci": oci_settings()})  # fmt: skip
+    before = len(server.calls("POST", r"^/20190101/jobs$"))
     provider.submit(provider.render(spec))
-    (call,) = server.calls("POST", r"^/20190101/jobs$")
+    (call,) = server.calls("POST", r"^/20190101/jobs$")[before:]
     assert call.status == 200
-    return copy.deepcopy(call.body)
+    return call.body
+
+
+@pytest.fixture
+def job_body(sent_job_body: dict[str, Any]) -> dict[str, Any]:
+    return copy.deepcopy(sent_job_body)
 
 
 def group(body: dict[str, Any]) -> dict[str, Any]:
