@@ -40,6 +40,9 @@ def unsupported(spec: JobSpec, settings: KubernetesSettings, storage: Storage) -
         problems.append("image_pull_secrets (set them on the runtime or the namespace's service account)")
     if settings.elastic:
         problems.append("elastic (use the v1 PyTorchJob API for an elasticPolicy)")
+    if settings.secret_env:
+        # torch.go copies trainer.env as name/value pairs only: a secretKeyRef would silently vanish.
+        problems.append("secret_env (the torch plugin drops valueFrom from trainer.env; use the v1 API)")
     if problems:
         raise CloudDDPError("kubernetes.kubeflow_api='trainer-v2' cannot carry: " + "; ".join(problems) + ".")
 

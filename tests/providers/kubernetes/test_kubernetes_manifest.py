@@ -119,6 +119,7 @@ def test_a_broken_manifest_is_caught_by_the_schema() -> None:
         ({"kubernetes": {"elastic": {"min_nodes": 4, "max_nodes": 2}}}, "min_nodes=4 is above max_nodes=2"),
         ({"kubernetes": {"elastic": {"min_nodes": 1, "max_nodes": 2, "rdzv_backend": "etcd"}}}, "needs kubernetes.elastic.rdzv_host"),
         ({"kubernetes": {"kubeflow_api": "trainer-v2", "image_pull_secrets": ["regcred"]}}, "'trainer-v2' cannot carry: image_pull_secrets"),
+        ({"kubernetes": {"kubeflow_api": "trainer-v2", "secret_env": {"HF_TOKEN": "hf/token"}}}, "cannot carry: secret_env"),
         ({"nodes": 0}, "nodes: Input should be greater than or equal to 1"),
         ({"output": "/mnt/out"}, "output='/mnt/out': on Kubernetes write it to a PersistentVolumeClaim"),
     ],
