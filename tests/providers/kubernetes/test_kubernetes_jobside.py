@@ -23,8 +23,8 @@ from conftest import PYTHON, SOURCES, clean_env
 
 from cloudddp.cluster.environment import EmulatedCluster
 from cloudddp.cluster.kubeflow import emulate
-from cloudddp.providers.local.provider import free_port
 from cloudddp.providers.kubernetes.provider import KubernetesProvider
+from cloudddp.providers.local.provider import free_port
 from cloudddp.spec import build_spec
 
 pytestmark = pytest.mark.slow
@@ -55,7 +55,7 @@ def run_pods(pods: list[tuple[list[str], dict[str, str]]], host_map: str, tmp_pa
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,
-        )  # fmt: skip
+        )
         for argv, env in pods
     ]
     outputs = [process.communicate(timeout=240)[0] for process in running]
