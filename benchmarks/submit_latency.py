@@ -98,7 +98,7 @@ def main() -> int:
     cloudddp = [
         str(Path(sys.executable).parent / "cloudddp"), "launch", "--provider", "sagemaker", "--no-wait",
         "--role", ROLE, "--bucket", BUCKET, "--image", IMAGE, "--instance-type", "ml.g5.12xlarge",
-        "--instance-count", "2", "--input", f"train=s3://{BUCKET}/data/", "-H", "epochs=1", "--name", "bench",
+        "--nodes", "2", "--input", f"train=s3://{BUCKET}/data/", "-H", "epochs=1", "--name", "bench",
         "sources/train_ddp.py",
     ]  # fmt: skip
     rows: list[tuple[str, list[float]]] = []

@@ -221,7 +221,7 @@ def launch(
     name: Annotated[str | None, typer.Option(help="job name")] = None,
     module: Annotated[bool, typer.Option("--module", "-m", help="SCRIPT is a Python module")] = False,
     source_dir: Annotated[str | None, typer.Option(help="folder shipped with the job (default: the script's)")] = None,
-    nodes: Annotated[int | None, typer.Option("--nodes", "--instance-count", help="number of nodes")] = None,
+    nodes: Annotated[int | None, typer.Option("--nodes", help="number of nodes")] = None,
     nproc_per_node: Annotated[str | None, typer.Option(help="processes per node: N, gpu, cpu or auto")] = None,
     input: Annotated[list[str] | None, typer.Option("--input", "-i", help="CHANNEL=PATH_OR_URI (repeatable)")] = None,
     output: Annotated[str | None, typer.Option(help="where the model/artifacts go")] = None,

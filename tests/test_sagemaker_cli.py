@@ -40,7 +40,7 @@ def test_launch_no_wait_then_status_logs_across_processes(
     data.mkdir()
     (data / "x.csv").write_text("1,2\n")
     result = run_cli(
-        ["launch", "-p", "sagemaker", "--no-wait", "--instance-type", "ml.g5.12xlarge", "--instance-count", "2",
+        ["launch", "-p", "sagemaker", "--no-wait", "--instance-type", "ml.g5.12xlarge", "--nodes", "2",
          "--input", f"train={data}", "-H", "epochs=2", "-e", "HF_TOKEN=hf_secret", "--tag", "team=ml",
          str(project / "train.py")],
         env, tmp_path,
@@ -76,7 +76,7 @@ def test_dry_run_prints_yaml_and_touches_nothing(moto_server: dict[str, str], pr
     ("args", "fragment"),
     [
         (["--role", "not-an-arn"], "not an IAM role ARN"),
-        (["--instance-count", "0"], "nodes"),
+        (["--nodes", "0"], "nodes"),
         (["--spot"], "--max-wait"),
         (["--input", "train=./missing"], "does not exist"),
         (["--region", "mars-1"], "unknown AWS region"),
