@@ -218,3 +218,25 @@ def test_estimator_nodes_and_its_sagemaker_alias_instance_count_are_one_setting(
     assert Estimator(**common, instance_count=3).spec(None).nodes == 3
     with pytest.raises(CloudDDPError, match="nodes=2 and instance_count=3: they are one setting"):
         Estimator(**common, nodes=2, instance_count=3)
+
+
+def test_a_broken_third_party_declaration_is_one_paragraph_exit_2(tmp_path: Path) -> None:
+    site = install_throwaway(tmp_path / "site")
+    module = site / "throwaway_provider.py"
+    module.write_text(module.read_text().replace('Option("--greeting", "greeting"', 'Option("--greeting", "greting"'))
+    result = run_cli("launch", "--help", cwd=tmp_path, env={"PYTHONPATH": str(site)})
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert result.stderr.startswith("error: entry point throwaway = throwaway_provider:PROVIDER")
+    assert "option --greeting sets 'greting', which ThrowawaySettings does not have" in result.stderr
+
+
+def test_a_third_party_provider_cannot_take_a_built_in_name(tmp_path: Path) -> None:
+    site = install_throwaway(tmp_path / "site")
+    (site / "throwaway_provider-0.1.dist-info" / "entry_points.txt").write_text(
+        "[cloudddp.providers]\nthrowaway = throwaway_provider:PROVIDER\nlocal = throwaway_provider:LOCAL\n"
+    )
+    with open(site / "throwaway_provider.py", "a") as module:
+        module.write("\nimport dataclasses\nLOCAL = dataclasses.replace(PROVIDER, name='local')\n")
+    result = run_cli("status", "latest", cwd=tmp_path, env={"PYTHONPATH": str(site)})
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert "two providers are named 'local'" in result.stderr
