@@ -87,16 +87,19 @@ def export_lines(variables: dict[str, str]) -> list[str]:
 
 
 def activation_lines(conda_env: str | None, venv: str | None, setup: list[str]) -> list[str]:
-    """The user's environment on the compute nodes: setup commands, then conda or a venv."""
-    lines = list(setup)
+    """The user's environment on the compute nodes: setup commands, then conda or a venv.
+
+    Run with `set +u`: module and conda activation scripts read variables that may be unset.
+    """
     if conda_env and venv:
         raise CloudDDPError(f"conda_env={conda_env!r} and venv={venv!r}: choose one environment to activate.")
+    lines = list(setup)
     if conda_env:
         # `conda activate` needs conda's shell hook in a non-interactive batch shell.
         lines += ['eval "$(conda shell.bash hook)"', f"conda activate {shlex.quote(conda_env)}"]
     if venv:
         lines.append(f"source {shlex.quote(str(Path(venv).expanduser()) + '/bin/activate')}")
-    return lines
+    return ["set +u", *lines, "set -u"] if lines else []
 
 
 def launcher_words(spec: JobSpec, launcher: str, host_map: dict[str, str], extra: list[str]) -> list[str]:
