@@ -146,6 +146,8 @@ class PyTorch:
                 "distribution": distribution, **kwargs,
             }
         )  # fmt: skip
+        # Created here as the SDK v2 does: a missing region fails at construction, not at fit().
+        self.sagemaker_session = self.sagemaker_session or Session()
         self.latest_training_job: TrainingJob | None = None
         self._local_job: LocalJob | None = None
         self._local_model_uri: str | None = None
@@ -168,8 +170,6 @@ class PyTorch:
         self.args.hyperparameters.update(arguments.check_hyperparameters(kwargs))
 
     def session(self) -> Any:
-        if self.sagemaker_session is None:
-            self.sagemaker_session = Session()
         return self.sagemaker_session
 
     # -- fit --------------------------------------------------------------------------------

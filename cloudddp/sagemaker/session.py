@@ -59,8 +59,15 @@ class Session:
             return self._bucket_name
         name = self._bucket_name or f"sagemaker-{self.boto_region_name}-{self.account_id()}"
         s3 = self.client("s3")
-        existing = {b["Name"] for b in s3.list_buckets().get("Buckets", [])}
-        if name not in existing:
+        try:
+            s3.head_bucket(Bucket=name)
+        except s3.exceptions.ClientError as exc:
+            code = exc.response.get("Error", {}).get("Code", "")
+            if code not in ("404", "NoSuchBucket", "NotFound"):
+                raise CloudDDPError(
+                    f"the default bucket s3://{name} cannot be used ({code}): it may belong to another account. "
+                    f"Pass default_bucket= to Session(), or output_path= to PyTorch()."
+                ) from None
             kwargs: dict[str, Any] = {"Bucket": name}
             if self.boto_region_name != "us-east-1":
                 kwargs["CreateBucketConfiguration"] = {"LocationConstraint": self.boto_region_name}

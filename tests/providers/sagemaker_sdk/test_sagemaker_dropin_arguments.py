@@ -27,6 +27,12 @@ BASE: dict[str, Any] = {
 }  # fmt: skip
 
 
+@pytest.fixture(autouse=True)
+def region(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The estimator makes its Session at construction (as the SDK v2 does): it needs a region, no call."""
+    monkeypatch.setenv("AWS_REGION", "us-east-1")
+
+
 @pytest.fixture
 def source(tmp_path: Path) -> Path:
     folder = tmp_path / "src"
@@ -152,6 +158,14 @@ def test_inputs_other_than_uris_are_refused(inputs: Any, source: Path, moto: Mot
     with pytest.raises(CloudDDPError, match="not supported"):
         estimator(source, sagemaker_session=Session()).fit(inputs)
     assert moto.created() == []
+
+
+def test_no_region_fails_at_construction(source: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    for name in ("AWS_REGION", "AWS_DEFAULT_REGION", "AWS_PROFILE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
+    with pytest.raises(CloudDDPError, match="no AWS region"):
+        estimator(source)
 
 
 def test_model_data_and_logs_need_a_job_first(source: Path) -> None:
