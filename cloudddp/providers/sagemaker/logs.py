@@ -1,8 +1,8 @@
 """A training job's CloudWatch logs, every host's, as lines prefixed with the host.
 
 SageMaker writes one stream per host to the group `/aws/sagemaker/TrainingJobs`, named
-`<job>/algo-1-<epoch seconds>`. Each `poll()` finds new streams (paging
-`DescribeLogStreams`), reads every stream from where it stopped (paging
+`<job>/algo-1-<epoch seconds>`. Each `poll()` finds new streams (botocore's
+`DescribeLogStreams` paginator), reads every stream from where it stopped (paging
 `GetLogEvents` with `nextForwardToken` until the token stops changing) and returns the
 new events of all hosts merged by timestamp.
 """
@@ -46,21 +46,19 @@ class LogTail:
         self.tokens: dict[str, str | None] = {}
 
     def discover(self) -> None:
-        kwargs: dict[str, Any] = {"logGroupName": self.group, "logStreamNamePrefix": f"{self.job_name}/"}
-        if self.page_size:
-            kwargs["limit"] = self.page_size
-        while True:
-            try:
-                page = self.client.describe_log_streams(**kwargs)
-            except ClientError as exc:
-                if exc.response.get("Error", {}).get("Code") == "ResourceNotFoundException":
-                    return  # the group appears with the first instance's first line
+        # botocore's paginator pages DescribeLogStreams (nextToken; `limit` is its page size).
+        pages = self.client.get_paginator("describe_log_streams").paginate(
+            logGroupName=self.group, logStreamNamePrefix=f"{self.job_name}/",
+            PaginationConfig={"PageSize": self.page_size} if self.page_size else {},
+        )  # fmt: skip
+        try:
+            for page in pages:
+                for stream in page.get("logStreams", []):
+                    self.tokens.setdefault(stream["logStreamName"], None)
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") != "ResourceNotFoundException":
                 raise
-            for stream in page.get("logStreams", []):
-                self.tokens.setdefault(stream["logStreamName"], None)
-            if not page.get("nextToken") or page.get("nextToken") == kwargs.get("nextToken"):
-                return
-            kwargs["nextToken"] = page["nextToken"]
+            # the group appears with the first instance's first line
 
     def read_stream(self, stream: str) -> list[LogEvent]:
         host = host_of(stream)
