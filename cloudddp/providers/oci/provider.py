@@ -218,16 +218,16 @@ class OCIProvider(Provider):
         )  # fmt: skip
 
     def wait_for_job(self, data_science: Any, job: Any, timeout: float = 120.0) -> None:
-        """A job is usable once ACTIVE; container jobs usually are at once."""
-        deadline = time.monotonic() + timeout
+        """A job is usable once ACTIVE; container jobs usually are at once. `oci.wait_until` polls GetJob."""
         state = job.lifecycle_state
-        while state == "CREATING":
-            state = data_science.get_job(job.id).data.lifecycle_state
-            if state != "CREATING":
-                break
-            if time.monotonic() > deadline:
-                raise CloudDDPError(f"the job {job.id} is still CREATING after {timeout:g} s.")
-            self.sleep(0.5)
+        if state == "CREATING":
+            try:
+                state = oci.wait_until(
+                    data_science, data_science.get_job(job.id), max_wait_seconds=timeout, max_interval_seconds=5,
+                    evaluate_response=lambda response: response.data.lifecycle_state != "CREATING",
+                ).data.lifecycle_state  # fmt: skip
+            except oci.exceptions.MaximumWaitTimeExceeded:
+                raise CloudDDPError(f"the job {job.id} is still CREATING after {timeout:g} s.") from None
         if state != "ACTIVE":
             raise CloudDDPError(f"the job {job.id} is {state}, not ACTIVE: {getattr(job, 'lifecycle_details', '')}")
 
