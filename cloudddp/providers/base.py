@@ -80,7 +80,7 @@ class JobRequest(Generic[RequestT]):
             self.request = self.payload
         if self.before_submit is None:
             self.before_submit = self.plan
-        self.payload, self.plan = document_of(self.request), self.before_submit
+        self.payload, self.plan = document_of(self.request), document_of(self.before_submit)
 
     def to_document(self) -> dict[str, Any]:
         document = {"provider": self.provider, "name": self.name, "request": document_of(self.request)}

@@ -25,7 +25,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -57,10 +57,33 @@ DEFAULT_POLL = 3.0  # seconds between get_job_run/search_logs calls while follow
 
 
 @dataclass
-class OCIJobRequest(JobRequest):
-    """The printable request plus the model objects `submit` sends."""
+class OCIRequest:
+    """The typed request: the SDK model objects `submit` sends (create_job, then create_job_run with its id)."""
 
-    parts: request.Parts | None = field(default=None, repr=False)
+    parts: request.Parts
+
+    def to_document(self) -> dict[str, Any]:
+        return {
+            "create_job": oci.util.to_dict(self.parts.create_job),
+            "create_job_run": oci.util.to_dict(self.parts.create_job_run),
+        }
+
+
+@dataclass
+class OCIStaging:
+    """What `submit` uploads first (`parts.uploads`, typed), printed as the dry run's `before_submit`."""
+
+    parts: request.Parts
+
+    def to_document(self) -> dict[str, Any]:
+        return request.describe_plan(self.parts)
+
+
+@dataclass
+class OCIJobRequest(JobRequest[OCIRequest]):
+    @property
+    def parts(self) -> request.Parts:
+        return self.request.parts
 
 
 @dataclass
@@ -164,21 +187,17 @@ class OCIProvider(Provider):
     # -- render / submit ----------------------------------------------------------------
     def render(self, spec: JobSpec) -> OCIJobRequest:
         parts = request.build(spec, self.environ)
-        payload = {
-            "create_job": oci.util.to_dict(parts.create_job),
-            "create_job_run": oci.util.to_dict(parts.create_job_run),
-        }
         return OCIJobRequest(
-            provider=self.name, name=parts.create_job_run.display_name, payload=payload, spec=spec,
-            plan=request.describe_plan(parts), parts=parts,
+            provider=self.name, name=parts.create_job_run.display_name, spec=spec,
+            request=OCIRequest(parts), before_submit=OCIStaging(parts),
         )  # fmt: skip
 
     def submit(self, job_request: JobRequest) -> JobHandle:
         with self.reaching("launch"):
             return self._submit(job_request)
 
-    def _submit(self, job_request: JobRequest) -> JobHandle:
-        parts = getattr(job_request, "parts", None) or request.build(job_request.spec, self.environ)
+    def _submit(self, job_request: JobRequest[OCIRequest]) -> JobHandle:
+        parts = job_request.request.parts  # what render built and the dry run printed
         spec = job_request.spec
         started = time.perf_counter()
         clients = self.clients(spec.oci)  # credentials first: a bad config fails before any upload
