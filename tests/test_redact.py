@@ -84,3 +84,13 @@ def test_local_run_keeps_the_password_out_of_request_yaml_and_printed_logs(tmp_p
     (request,) = runs.glob("*/request.yaml")
     assert "s3cr3t" not in request.read_text()
     assert "postgres://user:***@db/x" in yaml.safe_load(request.read_text()).__repr__()
+
+
+def test_oci_refuses_a_url_password_in_the_job_environment_and_names_the_vault() -> None:
+    from cloudddp.errors import CloudDDPError
+    from cloudddp.providers.oci.validation import check_environment
+
+    with pytest.raises(CloudDDPError) as info:
+        check_environment({"DB_URL": "postgres://user:s3cr3t@db/x", "EPOCHS": "3"}, ["DB_URL", "EPOCHS"])
+    assert "DB_URL" in str(info.value) and "OCI Vault" in str(info.value) and "s3cr3t" not in str(info.value)
+    check_environment({"DB_URL": "postgres://db/x"}, ["DB_URL"])  # no credentials in it: fine

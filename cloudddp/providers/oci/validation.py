@@ -35,7 +35,7 @@ from collections.abc import Mapping, Sequence
 
 from cloudddp.errors import CloudDDPError
 from cloudddp.providers.oci.node import MAX_COMMAND_BYTES, command_bytes
-from cloudddp.redact import is_secret_name
+from cloudddp.redact import has_url_credentials, is_secret_name
 
 MAX_ENV_CHARS = 20_000
 MIN_BLOCK_STORAGE_GB = 50
@@ -321,7 +321,8 @@ def env_size(env: Mapping[str, str]) -> int:
 
 def check_environment(env: Mapping[str, str], user_keys: Sequence[str]) -> None:
     """The 20,000-character limit, and no secret-looking user variables (cloudddp adds none)."""
-    secrets = [k for k in user_keys if is_secret_name(k)]
+    # A password inside a URL value (postgres://user:pass@host/db) counts too (issue 9, point 16).
+    secrets = [k for k in user_keys if is_secret_name(k) or has_url_credentials(env.get(k, ""))]
     if secrets:
         raise CloudDDPError(
             f"environment {', '.join(sorted(secrets))}: looks like a secret, and job environment variables are "
