@@ -1,0 +1,149 @@
+"""The qsub script: its directives, and its body run for real on this machine under a faked
+PBS_NODEFILE with a `pbsdsh` stand-in that starts each per-node command on 127.0.0.1 in a
+UTS namespace named after the host (so each launcher finds its own host in the node file,
+as on a cluster). No PBS server exists here: directives are checked as text."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import PYTHON, SOURCES, clean_env
+
+from cloudddp.errors import CloudDDPError
+from cloudddp.providers.pbs.provider import PBSProvider
+from cloudddp.spec import build_spec
+
+# `pbsdsh -h HOST -- PROGRAM ARGS`: runs PROGRAM with the job's environment, here under hostname HOST.
+PBSDSH = """#!/bin/bash
+set -euo pipefail
+host=""
+while [ $# -gt 0 ]; do
+  case "$1" in -h) host=$2; shift 2 ;; --) shift; break ;; *) echo "pbsdsh stand-in: unexpected $1" >&2; exit 2 ;; esac
+done
+[ -n "$host" ] || { echo "pbsdsh stand-in: -h HOST missing" >&2; exit 2; }
+exec unshare --uts bash -c 'hostname "$1"; shift; exec "$@"' _ "$host" "$@"
+"""
+
+
+def spec_data(tmp_path: Path, **pbs: Any) -> dict[str, Any]:
+    return {
+        "name": "check", "entry_point": "allreduce_check.py", "source_dir": str(SOURCES), "nodes": 2,
+        "args": ["--out-dir", str(tmp_path / "out")], "environment": {"MODE": "fast", "MY_SECRET": "swordfish"},
+        "pbs": {"launcher": f"{PYTHON} -m cloudddp.launcher", "runs_dir": str(tmp_path / "runs"),
+                "host_map": {"node1": "127.0.0.1", "node2": "127.0.0.1"}, **pbs},
+    }  # fmt: skip
+
+
+def script_for(tmp_path: Path, **pbs: Any) -> str:
+    return str(PBSProvider().render(build_spec(spec_data(tmp_path, **pbs))).request.script)
+
+
+def directives(script: str) -> list[str]:
+    return [line.removeprefix("#PBS ") for line in script.splitlines() if line.startswith("#PBS ")]
+
+
+def test_directives_ask_for_one_chunk_per_node_with_the_resources() -> None:
+    script = script_for(
+        Path("/tmp/x"), ncpus=8, ngpus=2, mem="32gb", queue="gpu", account="proj42", walltime="36:00:00"
+    )
+    assert directives(script) == [
+        "-N check", "-l select=2:ncpus=8:ngpus=2:mem=32gb", "-l place=scatter", "-l walltime=36:00:00", "-q gpu",
+        "-A proj42", "-j oe", "-v CLOUDDDP_RUNS_DIR=/tmp/x/runs,MY_SECRET",
+    ]  # fmt: skip
+
+
+def test_torque_resources_use_nodes_and_ppn() -> None:
+    assert directives(script_for(Path("/tmp/x"), resources="nodes", ncpus=4, ngpus=1))[1] == "-l nodes=2:ppn=4:gpus=1"
+
+
+def test_walltime_defaults_to_the_specs_max_runtime(tmp_path: Path) -> None:
+    spec = build_spec({**spec_data(tmp_path), "max_runtime": 90061})
+    assert "#PBS -l walltime=25:01:01" in PBSProvider().render(spec).request.script
+
+
+def test_secret_values_stay_out_of_the_script_and_its_dry_run(tmp_path: Path) -> None:
+    request = PBSProvider().render(build_spec(spec_data(tmp_path)))
+    assert "swordfish" not in request.request.script and "swordfish" not in request.to_yaml()
+    assert "export MODE=fast" in request.request.script
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"pbs": {"walltime": "2h"}}, "pbs.walltime: Value error, must be HH:MM:SS"),
+        ({"pbs": {"starter": "ssh"}}, "pbs.starter: Input should be 'pbsdsh' or 'mpiexec'"),
+        ({"pbs": {"ncpus": 0}}, "pbs.ncpus: Input should be greater than or equal to 1"),
+        ({"nodes": 0}, "nodes: Input should be greater than or equal to 1"),
+        ({"inputs": {"train": "s3://bucket/data"}}, "inputs.train='s3://bucket/data': the pbs provider reads folders"),
+        ({"inputs": {"train": "/no/such/folder"}}, "inputs.train='/no/such/folder' does not exist"),
+        ({"pbs": {"conda_env": "pt", "venv": "/opt/venv"}}, "choose one environment to activate"),
+    ],
+)
+def test_bad_input_is_named(tmp_path: Path, change: dict[str, Any], message: str) -> None:
+    data = spec_data(tmp_path)
+    for key, value in change.items():
+        data[key] = {**data[key], **value} if key == "pbs" else value
+    with pytest.raises(CloudDDPError) as caught:
+        PBSProvider().render(build_spec(data))
+    assert message in str(caught.value)
+
+
+def run_job_body(
+    script: str, tmp_path: Path, hosts: list[str], job_id: str = "42.pbs-test"
+) -> subprocess.CompletedProcess[str]:
+    """What PBS would do on the first node: the job's variables (-v ones included), then bash SCRIPT."""
+    if shutil.which("unshare") is None or os.geteuid() != 0:
+        pytest.skip("the pbsdsh stand-in needs unshare and root (a UTS namespace per node)")
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "pbsdsh").write_text(PBSDSH)
+    (bin_dir / "pbsdsh").chmod(0o755)
+    nodefile = tmp_path / "nodefile"
+    nodefile.write_text("".join(f"{host}\n{host}\n" for host in hosts))  # one line per slot, as PBS writes it
+    variables = next(line for line in directives(script) if line.startswith("-v ")).removeprefix("-v ").split(",")
+    passed = dict(item.split("=", 1) for item in variables if "=" in item)
+    passed.update({name: "swordfish" for name in variables if "=" not in name})  # qsub's own environment
+    env = clean_env({
+        **passed, "PATH": f"{bin_dir}:{os.environ['PATH']}", "PBS_NODEFILE": str(nodefile), "PBS_JOBID": job_id,
+        "PBS_JOBNAME": re.search(r"^#PBS -N (\S+)$", script, re.M)[1], "PBS_ENVIRONMENT": "PBS_BATCH",  # type: ignore[index]
+        "PBS_O_WORKDIR": str(tmp_path),
+    })  # fmt: skip
+    (tmp_path / "job.pbs").write_text(script)
+    return subprocess.run(["bash", str(tmp_path / "job.pbs")], cwd=tmp_path, env=env, capture_output=True, text=True,
+                          timeout=300)  # fmt: skip
+
+
+@pytest.mark.slow
+def test_script_body_runs_one_launcher_per_host_and_they_all_reduce(tmp_path: Path) -> None:
+    result = run_job_body(script_for(tmp_path), tmp_path, ["node1", "node2"])
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    ranks = [json.loads((tmp_path / "out" / f"rank{r}.json").read_text()) for r in range(2)]
+    assert [(r["rank"], r["world_size"], r["sum"]) for r in ranks] == [(0, 2, 3.0), (1, 2, 3.0)]
+    run = tmp_path / "runs" / "check-42.pbs-test"
+    node2 = (run / "logs" / "node2.log").read_text()
+    # Each launcher found its host's position in PBS_NODEFILE; the port came from PBS_JOBID.
+    assert "provider=pbs node 1/2" in node2 and "rdzv=static@127.0.0.1:20042" in node2
+    assert sorted(p.name for p in (run / "exit").iterdir()) == ["node1", "node2"]
+    # The provider reads the nodes' outcome from their exit files when qstat gives no exit status.
+    assert PBSProvider.node_exit_code(run) == 0
+
+
+@pytest.mark.slow
+def test_a_failing_node_fails_the_job(tmp_path: Path) -> None:
+    data = spec_data(tmp_path)
+    data["args"] += ["--fail-rank", "1", "--fail-code", "3"]
+    result = run_job_body(str(PBSProvider().render(build_spec(data)).request.script), tmp_path, ["node1", "node2"])
+    run = tmp_path / "runs" / "check-42.pbs-test"
+    # pbsdsh does not pass the task's exit code on: the script reads the nodes' exit files instead.
+    code = int((run / "exit" / "node2").read_text())
+    assert code != 0 and result.returncode == code, result.stdout[-3000:]
+    assert f"cloudddp: node node2 exited with {code}" in result.stdout
+    assert "failing on purpose with exit code 3" in (run / "logs" / "node2.log").read_text()
+    assert PBSProvider.node_exit_code(run) == code
