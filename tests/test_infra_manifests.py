@@ -20,7 +20,7 @@ import yaml
 from conftest import REPO, SOURCES, run_cli, run_launcher
 
 sys.path.insert(0, str(Path(__file__).parent / "providers" / "kubernetes"))
-from fake_apiserver import crd_validator  # noqa: E402  (the one place the CRD schemas are loaded)
+from fake_apiserver import crd_validator
 
 INFRA = REPO / "infra"
 # Paths of this checkout are printed as this folder, so the examples read the same on every machine.
