@@ -9,6 +9,7 @@ from __future__ import annotations
 import io
 import json
 import tarfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -173,3 +174,25 @@ def test_model_data_and_logs_need_a_job_first(source: Path) -> None:
         _ = estimator(source).model_data
     with pytest.raises(CloudDDPError, match="call fit"):
         estimator(source).logs()
+
+
+def test_logs_prints_each_hosts_cloudwatch_lines(
+    source: Path, moto: MotoServer, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from cloudddp.providers.sagemaker.provider import SageMakerProvider
+
+    monkeypatch.setattr(SageMakerProvider, "final_grace", 0.0)
+    est = estimator(source, sagemaker_session=Session())
+    est.fit("s3://data/all", wait=False)
+    job = est.latest_training_job.name  # type: ignore[union-attr]
+    logs = moto.client("logs")
+    logs.create_log_group(logGroupName="/aws/sagemaker/TrainingJobs")
+    for host, line in (("algo-1", "epoch=1/1 loss=0.5"), ("algo-2", "rank 1 done")):
+        stream = f"{job}/{host}-{int(time.time())}"
+        logs.create_log_stream(logGroupName="/aws/sagemaker/TrainingJobs", logStreamName=stream)
+        logs.put_log_events(logGroupName="/aws/sagemaker/TrainingJobs", logStreamName=stream,
+                            logEvents=[{"timestamp": int(time.time() * 1000), "message": line}])  # fmt: skip
+    capsys.readouterr()
+    est.logs()
+    printed = capsys.readouterr().out
+    assert "[algo-1] epoch=1/1 loss=0.5" in printed and "[algo-2] rank 1 done" in printed

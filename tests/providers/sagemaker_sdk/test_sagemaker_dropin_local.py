@@ -116,8 +116,11 @@ def test_local_mode_downloads_channels_restores_checkpoints_and_uploads_like_sag
 ) -> None:
     moto.client("s3").put_object(Bucket=bucket, Key="checkpoints/run-1/step.txt", Body=b"before")
     est = local_estimator(source)
-    est.fit({"train": f"s3://{bucket}/data/train", "notes": f"file://{tmp_path / 'notes'}"}, logs=False)
-    job = est.latest_training_job.name  # type: ignore[union-attr]
+    est.fit({"train": f"s3://{bucket}/data/train", "notes": f"file://{tmp_path / 'notes'}"}, wait=False)
+    training_job = est.latest_training_job
+    assert training_job is not None
+    training_job.wait(logs=False)  # wait=False: the artifacts are uploaded once the job is waited for
+    job = training_job.name
     assert est.model_data == f"s3://{bucket}/models/{job}/output/model.tar.gz"
     model = members(moto.read(est.model_data))
     expected_rows = "a,b\n1,2\nfrom a file:// channel\n"
