@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -110,6 +111,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--aws", default=shutil.which("aws"), help="the AWS CLI for `aws s3 sync` (skipped if none)")
     args = parser.parse_args()
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # still stop SeaweedFS and delete the data when killed
     with tempfile.TemporaryDirectory(prefix="cloudddp-bench-") as scratch, SeaweedS3(Path(scratch) / "weed") as server:
         env = {**os.environ, **server.env()}
         datasets = make_datasets(Path(scratch) / "data")

@@ -29,8 +29,8 @@ def key() -> ThrowawayKey:
 
 
 @pytest.fixture
-def server(key: ThrowawayKey) -> Iterator[FakeOCIWithBuckets]:
-    with FakeOCIWithBuckets(key) as fake:
+def server(key: ThrowawayKey, tmp_path: Path) -> Iterator[FakeOCIWithBuckets]:
+    with FakeOCIWithBuckets(key, run_root=tmp_path / "service") as fake:
         yield fake
 
 
