@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import itertools
 import os
+import pty
+import subprocess
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -182,3 +185,37 @@ def test_stage_command_prints_the_version_uri_last(
     missing = run_cli("stage", str(data), "oci://nobucket@ns/cli", env=env, timeout=120)
     assert missing.returncode == 2 and "oci://nobucket@ns does not exist" in missing.stderr
     assert "Traceback" not in missing.stderr
+
+
+def test_a_terminal_gets_a_progress_bar_with_files_bytes_and_rate(
+    server: FakeOCI, key: ThrowawayKey, data: Path, tmp_path: Path
+) -> None:
+    from conftest import PYTHON, clean_env
+
+    env = {"CLOUDDDP_OCI_SERVICE_ENDPOINT": server.url, "OCI_CONFIG_FILE": str(key.write_config(tmp_path / "cfg")),
+           "COLUMNS": "160"}  # fmt: skip
+    leader, follower = pty.openpty()  # stderr is a terminal, stdout a pipe (as in `URI=$(cloudddp stage ...)`)
+    screen: list[bytes] = []
+
+    def read_terminal() -> None:
+        while True:
+            try:
+                chunk = os.read(leader, 4096)
+            except OSError:  # EIO: the other side is closed
+                return
+            if not chunk:
+                return
+            screen.append(chunk)
+
+    reader = threading.Thread(target=read_terminal, daemon=True)
+    reader.start()
+    argv = [PYTHON, "-c", "from cloudddp.cli import main; main()", "stage", str(data), "oci://bkt@ns/tty"]
+    done = subprocess.run(argv, env=clean_env(env), stdout=subprocess.PIPE, stderr=follower, text=True, timeout=120)
+    os.close(follower)
+    reader.join(timeout=10)
+    os.close(leader)
+    shown = b"".join(screen).decode(errors="replace")
+    assert done.returncode == 0, shown
+    assert "7/7 files" in shown and "MB" in shown and "\x1b[" in shown  # files, bytes, drawn as a bar
+    assert done.stdout.strip().splitlines()[-1].startswith("oci://bkt@ns/tty/v-")
+    assert "\x1b[" not in done.stdout  # stdout stays plain for scripts
