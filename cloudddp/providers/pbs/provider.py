@@ -81,7 +81,8 @@ class PBSProvider(Provider):
         with tempfile.NamedTemporaryFile("w", suffix=".pbs", dir=qsub.runs_dir, delete=False) as handle:
             handle.write(qsub.script)
         try:
-            result = run_tool([*qsub.argv, handle.name], env=env, what="qsub")
+            # From the runs folder: PBS returns the job's own output file (<name>.o<id>) to where qsub ran.
+            result = run_tool([*qsub.argv, Path(handle.name).name], env=env, what="qsub", cwd=qsub.runs_dir)
         finally:
             os.unlink(handle.name)
         job_id = result.stdout.strip().splitlines()[-1].strip() if result.stdout.strip() else ""
@@ -119,9 +120,11 @@ class PBSProvider(Provider):
         if pbs_state in FINISHED:
             if exit_code is None:  # Torque-style wrappers may not report it: the nodes wrote theirs
                 exit_code, reason = self.node_exit_code(run_dir), f"{reason}; exit code from the nodes' exit files"
-            if exit_code == 0:
+            if exit_code is None:
+                state, reason = "STOPPED", f"job_state={pbs_state}; no exit status and no node finished (deleted?)"
+            elif exit_code == 0:
                 state = "SUCCEEDED"
-            elif exit_code is not None and (exit_code in QDEL_EXIT_CODES or exit_code > 256):
+            elif exit_code in QDEL_EXIT_CODES or exit_code > 256:
                 state = "STOPPED"  # killed by a signal (exit status 256 + signal): qdel or walltime
             else:
                 state = "FAILED"

@@ -22,6 +22,7 @@ def run_tool(
     env: Mapping[str, str] | None = None,
     check: bool = True,
     what: str = "",
+    cwd: str | None = None,
 ) -> subprocess.CompletedProcess[str]:
     """Run `argv`; with `check`, a non-zero exit raises an error naming the command and its stderr."""
     if shutil.which(argv[0], path=(env or {}).get("PATH")) is None:
@@ -32,7 +33,7 @@ def run_tool(
     try:
         result = subprocess.run(
             argv, input=stdin, env=dict(env) if env is not None else None, capture_output=True, text=True,
-            timeout=TIMEOUT,
+            timeout=TIMEOUT, cwd=cwd,
         )  # fmt: skip
     except subprocess.TimeoutExpired:
         raise CloudDDPError(f"`{' '.join(argv)}` did not answer within {TIMEOUT:.0f} s; is the scheduler up?") from None
