@@ -22,10 +22,11 @@ from moto import mock_aws
 
 from cloudddp.errors import CloudDDPError
 from cloudddp.staging.engine import StageOptions, stage
+from cloudddp.staging.local_files import hash_files, list_files
 from cloudddp.staging.location import parse_location
 from cloudddp.staging.manifest import MANIFEST_NAME, SHARDS
 from cloudddp.staging.s3_store import S3Store
-from cloudddp.staging.shards import INDEX_NAME
+from cloudddp.staging.shards import INDEX_NAME, build_shards
 
 WRITES = {"PutObject", "CopyObject", "DeleteObjects", "DeleteObject", "CreateMultipartUpload", "UploadPart",
           "CompleteMultipartUpload", "UploadPartCopy"}  # fmt: skip
@@ -236,3 +237,29 @@ def test_a_file_that_changes_during_the_upload_fails_the_stage_naming_it(s3: Any
     with pytest.raises(CloudDDPError, match=r"img01.png' changed while it was being uploaded"):
         stage(data, store(s3))
     assert "Contents" not in s3.list_objects_v2(Bucket="bkt", Prefix=f"datasets/cats/{MANIFEST_NAME}")
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full to make the disk full for real")
+def test_disk_full_in_the_shard_builder_names_the_folder_and_leaves_no_partial_shard(
+    data: Path, tmp_path: Path
+) -> None:
+    folder = tmp_path / "shards"
+    folder.mkdir()
+    (folder / "shard-000000.tar").symlink_to("/dev/full")  # every write there fails with ENOSPC, from the kernel
+    hashed = hash_files(list_files(data))
+    with pytest.raises(CloudDDPError, match=r"shard folder '.*/shards' ran out of disk space.*--shard-dir"):
+        build_shards(hashed, folder, 8000)
+    assert list(folder.iterdir()) == []
+
+
+def test_bad_destinations_and_options_exit_2_naming_the_value(data: Path) -> None:
+    from conftest import run_cli
+
+    for args, named in ((["gs://bucket/x"], "'gs://bucket/x'"), (["s3://B_ad/x"], "'B_ad'"),
+                        (["oci://bucket/x"], "'oci://bucket/x'"), (["s3://bkt/x", "--shard-size", "0"], "--shard-size 0"),
+                        (["s3://bkt/x", "--transport", "fast"], "--transport 'fast'")):  # fmt: skip
+        done = run_cli(
+            "stage", str(data), *args, env={"AWS_ACCESS_KEY_ID": "k", "AWS_SECRET_ACCESS_KEY": "s"}, timeout=60
+        )
+        assert done.returncode == 2 and named in done.stderr, (args, done.stderr)
+        assert "Traceback" not in done.stderr and done.stdout == ""
