@@ -241,9 +241,13 @@ class PyTorch:
         self, channels: dict[str, str], wait: bool, logs: bool | str, job_name: str | None, scratch: Path
     ) -> None:
         self._local_job, self._local_model_uri = None, None
+        from cloudddp.sagemaker.naming import SDKv2NamedSageMaker  # boto3 only when a job is sent
+
         spec = self.sagemaker_spec(channels, job_name, scratch)
-        # The session's own boto3 session: its credentials, profile and region, as the SDK v2 uses them.
-        provider = get_provider("sagemaker", region=spec.sagemaker.region, session=self.session().boto_session)
+        # The session's own boto3 session (credentials, profile, region) and v2's job names.
+        provider = SDKv2NamedSageMaker(
+            exact=job_name, region=spec.sagemaker.region, session=self.session().boto_session
+        )
         self._run(provider, spec, wait, logs)
 
     def _fit_local(

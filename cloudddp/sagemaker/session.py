@@ -94,10 +94,8 @@ class Session:
         return f"s3://{bucket}/{prefix}"
 
 
-def get_execution_role(sagemaker_session: Any = None) -> str:
-    """The IAM role of the current credentials, as v2's `get_execution_role` finds it (roles only)."""
-    session = sagemaker_session or Session()
-    arn = str(session.client("sts").get_caller_identity()["Arn"])
+def role_from_identity(arn: str) -> str:
+    """The role ARN behind a caller identity: a role itself, or the role of an assumed-role session."""
     if ":role/" in arn:
         return arn
     if ":assumed-role/" in arn:
@@ -107,3 +105,9 @@ def get_execution_role(sagemaker_session: Any = None) -> str:
         f"get_execution_role(): the current AWS identity is not a role ({arn}), so it cannot be a SageMaker "
         f"execution role. Pass role='arn:aws:iam::<account>:role/<name>' to PyTorch(...) instead."
     )
+
+
+def get_execution_role(sagemaker_session: Any = None) -> str:
+    """The IAM role of the current credentials, as v2's `get_execution_role` finds it (roles only)."""
+    session = sagemaker_session or Session()
+    return role_from_identity(str(session.client("sts").get_caller_identity()["Arn"]))
