@@ -99,3 +99,37 @@ def test_an_sbatch_refusal_shows_slurms_reason(cluster: SlurmCluster, tmp_path: 
     with pytest.raises(CloudDDPError) as caught:
         provider.submit(provider.render(spec))
     assert "sbatch failed" in str(caught.value) and "invalid partition" in str(caught.value).lower()
+
+
+# Stands in for a training script that checkpoints on SIGUSR1 (the time-limit/preemption warning).
+USR1_SCRIPT = """import os, pathlib, signal, sys, time
+out = pathlib.Path(sys.argv[1])
+rank = os.environ["RANK"]
+def checkpoint(*_):
+    (out / f"usr1-rank{rank}").write_text("checkpointed")
+    sys.exit(0)
+signal.signal(signal.SIGUSR1, checkpoint)
+(out / f"ready-rank{rank}").write_text("")
+time.sleep(300)
+"""
+
+
+def test_the_time_limit_warning_reaches_every_training_process(cluster: SlurmCluster, tmp_path: Path) -> None:
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "usr1.py").write_text(USR1_SCRIPT)
+    out = tmp_path / "out"
+    out.mkdir()
+    provider = SlurmProvider(environ=cluster.env)
+    spec = JobSpec.model_validate({"name": "warned", "entry_point": "usr1.py", "source_dir": str(tmp_path / "src"),
+                                   "nodes": 2, "args": [str(out)], "slurm": settings(runs_dir=str(tmp_path / "runs"))})  # fmt: skip
+    job_id = provider.submit(provider.render(spec)).job_id
+    deadline = time.monotonic() + 120
+    while len(list(out.glob("ready-rank*"))) < 2 and time.monotonic() < deadline:
+        time.sleep(0.5)
+    # What Slurm does `signal_seconds` before the time limit (--signal=B:USR1@N): signal the batch shell only.
+    subprocess.run(["scancel", "--batch", "--signal=USR1", job_id], env=cluster.env, check=True)
+    # (The job then ends; its state is the launcher's to decide: today it reports 128+SIGUSR1 after passing
+    # the signal on, so only the delivery is asserted here.)
+    wait_for(provider, job_id, ("SUCCEEDED", "FAILED", "STOPPED"), timeout=120)
+    assert sorted(p.name for p in out.glob("usr1-rank*")) == ["usr1-rank0", "usr1-rank1"]
+    assert "passing it to the job step" in "\n".join(provider.logs(job_id))

@@ -1,0 +1,102 @@
+"""The sbatch script rendered from a job spec: directives, the job step, the environment, bad input."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import SOURCES, run_cli
+
+from cloudddp.errors import CloudDDPError
+from cloudddp.providers.slurm.provider import SlurmProvider
+from cloudddp.spec import build_spec
+
+
+def spec_data(tmp_path: Path, **slurm: Any) -> dict[str, Any]:
+    return {"name": "resnet", "entry_point": "train_ddp.py", "source_dir": str(SOURCES), "nodes": 4,
+            "hyperparameters": {"epochs": 3}, "environment": {"MODE": "fast", "HF_TOKEN": "hf_secret"},
+            "slurm": {"runs_dir": str(tmp_path / "runs"), **slurm}}  # fmt: skip
+
+
+def script_for(tmp_path: Path, **slurm: Any) -> str:
+    return str(SlurmProvider().render(build_spec(spec_data(tmp_path, **slurm))).request.script)
+
+
+def sbatch_options(script: str) -> list[str]:
+    return [line.removeprefix("#SBATCH ") for line in script.splitlines() if line.startswith("#SBATCH ")]
+
+
+def test_directives_ask_for_one_task_per_node_with_the_resources(tmp_path: Path) -> None:
+    options = sbatch_options(script_for(tmp_path, partition="gpu", account="proj", qos="high", gpus_per_node=8,
+                                        cpus_per_task=32, mem="500G", time="2-00:00:00"))  # fmt: skip
+    assert options == [
+        "--job-name=resnet", "--nodes=4", "--ntasks-per-node=1", "--time=2-00:00:00",
+        f"--output={tmp_path}/runs/%x-%j.out", f"--chdir={SOURCES}", "--gpus-per-node=8", "--cpus-per-task=32",
+        "--mem=500G", "--partition=gpu", "--account=proj", "--qos=high", "--signal=B:USR1@120",
+    ]  # fmt: skip
+
+
+def test_time_defaults_to_max_runtime_rounded_up_to_a_minute(tmp_path: Path) -> None:
+    spec = build_spec({**spec_data(tmp_path), "max_runtime": 3601})
+    assert "--time=01:01:00" in sbatch_options(SlurmProvider().render(spec).request.script)
+
+
+def test_the_step_runs_one_launcher_per_node_and_fails_the_step_if_one_fails(tmp_path: Path) -> None:
+    script = script_for(tmp_path, host_map={"n1": "127.0.0.1"})
+    step = next(line for line in script.splitlines() if line.startswith("srun "))
+    assert step == ("srun --kill-on-bad-exit=1 --ntasks-per-node=1 --label cloudddp-launch --host-map n1=127.0.0.1 "
+                    "train_ddp.py --epochs 3 &")  # fmt: skip
+
+
+def test_a_container_image_runs_the_step_through_pyxis(tmp_path: Path) -> None:
+    script = script_for(tmp_path, container_image="nvcr.io#nvidia/pytorch:24.05-py3", container_mounts=["/fsx:/fsx"])
+    assert (f"srun --kill-on-bad-exit=1 --ntasks-per-node=1 --label '--container-image=nvcr.io#nvidia/pytorch:24.05-py3' "
+            f"--container-workdir={SOURCES} --container-mounts=/fsx:/fsx cloudddp-launch") in script  # fmt: skip
+
+
+def test_preemption_signal_and_requeue(tmp_path: Path) -> None:
+    script = script_for(tmp_path, signal_seconds=300, requeue=True)
+    options = sbatch_options(script)
+    assert "--signal=B:USR1@300" in options and "--requeue" in options and "--open-mode=append" in options
+    assert "trap" in script and 'kill -USR1 "$step"' in script
+    assert "--signal" not in " ".join(sbatch_options(script_for(tmp_path, signal_seconds=0)))
+
+
+def test_environment_activation_and_secrets(tmp_path: Path) -> None:
+    request = SlurmProvider().render(build_spec(spec_data(tmp_path, conda_env="pt", setup=["module load cuda"])))
+    script = request.request.script
+    assert "export MODE=fast" in script and "hf_secret" not in script and "hf_secret" not in request.to_yaml()
+    assert request.request.secret_names == ["HF_TOKEN"]  # passed through sbatch's environment instead
+    assert script.index("module load cuda") < script.index("conda activate pt") < script.index("srun ")
+    assert 'export CLOUDDDP_CHECKPOINT_DIR="$CLOUDDDP_RUN_DIR/checkpoints"' in script
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"slurm": {"time": "2 hours"}}, "slurm.time: Value error, must be a Slurm time"),
+        ({"slurm": {"gpus_per_node": -1}}, "slurm.gpus_per_node: Input should be greater than or equal to 0"),
+        ({"slurm": {"partiton": "gpu"}}, "slurm.partiton: unknown field"),
+        ({"nodes": 0}, "nodes: Input should be greater than or equal to 1"),
+        ({"inputs": {"train": "s3://bucket/x"}}, "the slurm provider reads folders on the cluster's shared filesystem"),
+        ({"entry_point": "missing.py"}, "entry_point 'missing.py': the training script"),
+        ({"environment": {"BAD NAME": "x"}}, "environment variable name 'BAD NAME' is not a valid shell variable name"),
+    ],
+)
+def test_bad_input_is_named(tmp_path: Path, change: dict[str, Any], message: str) -> None:
+    data = spec_data(tmp_path)
+    for key, value in change.items():
+        data[key] = {**data[key], **value} if key == "slurm" else value
+    with pytest.raises(CloudDDPError) as caught:
+        SlurmProvider().render(build_spec(data))
+    assert message in str(caught.value)
+
+
+def test_dry_run_prints_the_script_and_a_bad_flag_exits_2(tmp_path: Path) -> None:
+    ok = run_cli(
+        "launch", "-p", "slurm", "--dry-run", "--nodes", "2", "--partition", "gpu", str(SOURCES / "train_ddp.py")
+    )
+    assert ok.returncode == 0 and ok.stdout.startswith("#!/bin/bash\n") and "#SBATCH --partition=gpu" in ok.stdout
+    bad = run_cli("launch", "-p", "slurm", "--dry-run", "--time", "soon", str(SOURCES / "train_ddp.py"))
+    assert bad.returncode == 2 and "slurm.time" in bad.stderr and "Traceback" not in bad.stderr
