@@ -74,5 +74,5 @@ def secret_environment_warning(environment: Mapping[str, str], platform: str, se
         f"{', '.join(names)} look{'s' if len(names) == 1 else ''} like {'a secret' if len(names) == 1 else 'secrets'} "
         f"in the job's environment: on {platform} anyone who can describe the job can read "
         f"{'it' if len(names) == 1 else 'them'} (cloudddp shows *** only in its own output). Keep secrets in "
-        f"{secret_store} and read them in the training script instead (see the README, 'Secrets')."
+        f"{secret_store}; read them in the training script instead (see the README, 'Secrets')."
     )

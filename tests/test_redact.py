@@ -32,7 +32,15 @@ def test_the_user_info_of_a_url_is_hidden_wherever_it_appears(text: str, shown: 
 
 
 @pytest.mark.parametrize(
-    "text", ["s3://bucket/key", "user@example.com", "git@github.com:org/repo", "http://host/path?to=a@b", "no url"]
+    "text",
+    [
+        "s3://bucket/key",
+        "oci://bucket@namespace/prefix",
+        "user@example.com",
+        "git@github.com:org/repo",
+        "http://host/path?to=a@b",
+        "no url",
+    ],
 )
 def test_text_without_url_credentials_is_unchanged(text: str) -> None:
     assert redact_text(text) == text
