@@ -191,6 +191,18 @@ def test_status_logs_and_cancel_work_from_the_cli_with_kubeconfig(api: tuple[Fak
     assert fake.objects == {}
 
 
+def test_launch_from_the_cli_submits_and_returns_with_no_wait(api: tuple[FakeAPIServer, Path]) -> None:
+    fake, kubeconfig = api
+    result = run_cli("launch", "-p", "kubernetes", "--no-wait", "--nodes", "2", "--image", "registry.example.com/train:1",
+                     "-i", "train=pvc://datasets/demo", "--name", "cli-job", str(SOURCES / "train_ddp.py"),
+                     env={"KUBECONFIG": str(kubeconfig)}, timeout=60)  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert "submitted pytorchjobs/training/cli-job (kubernetes)" in result.stdout
+    assert (
+        fake.objects[("pytorchjobs", "training", "cli-job")]["spec"]["pytorchReplicaSpecs"]["Worker"]["replicas"] == 1
+    )
+
+
 # -- the fake's own checks, each made to fail -------------------------------------------------
 def raw_request(url: str, token: str, method: str, path: str, body: Any = None) -> tuple[int, dict[str, Any], Any]:
     data = json.dumps(body).encode() if body is not None else None
