@@ -9,7 +9,6 @@ imported only here and in the modules beside it, never by the CLI or the launche
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import os
 import tempfile
@@ -30,6 +29,8 @@ from cloudddp.providers.sagemaker.aws import CREDENTIALS_HELP, make_client, open
 from cloudddp.providers.sagemaker.images import training_image
 from cloudddp.providers.sagemaker.logs import LogTail
 from cloudddp.providers.sagemaker.request import (
+    CodeUpload,
+    SageMakerStaging,
     build_request,
     default_bucket,
     job_name_for,
@@ -112,10 +113,12 @@ class SageMakerProvider(Provider):
         image = training_image(sm.image, region, sm.framework_version, sm.py_version, sm.instance_type)
         bucket = sm.bucket or default_bucket(account or check.account_of_role(role), region)
         rendered = build_request(spec, job_name=job_name, region=region, role=role, image=image, bucket=bucket)
-        rendered.plan["bucket_is_default"] = sm.bucket is None
+        rendered.staging.bucket_is_default = sm.bucket is None
         if warning:
-            rendered.plan.setdefault("warnings", []).insert(0, warning)
-        return job_request(self.name, job_name, spec, rendered.payload, rendered.plan)
+            rendered.staging.warnings.insert(0, warning)
+        # The request is CreateTrainingJob's parameters as boto3 takes them; before_submit the typed staging.
+        return JobRequest(provider=self.name, name=job_name, spec=spec, request=rendered.payload,
+                          before_submit=rendered.staging)  # fmt: skip
 
     # -- submit -------------------------------------------------------------------------
     def caller_account(self, region: str) -> str:
@@ -129,21 +132,21 @@ class SageMakerProvider(Provider):
         sts = self.client("sts", region)
         return str(self.call("check your AWS credentials", sts.get_caller_identity)["Account"])
 
-    def submit(self, request: JobRequest) -> JobHandle:
-        plan = request.plan
-        region = plan["region"]
+    def submit(self, request: JobRequest[dict[str, Any]]) -> JobHandle:
+        plan: SageMakerStaging = request.before_submit
+        region = plan.region
         account = self.caller_account(region)
-        if plan.get("bucket_is_default") and plan["bucket"] != default_bucket(account, region):
+        if plan.bucket_is_default and plan.bucket != default_bucket(account, region):
             # The role lives in another account than the credentials: stage in the caller's own bucket.
             request = self.render(request.spec, account=account)
-            plan = request.plan
-        payload, kms_key = request.payload, request.spec.sagemaker.kms_key
-        stager = S3Stager(self.client("s3", region), plan["bucket"], kms_key=kms_key, account=account)
-        created = self.call("check the staging bucket", stager.ensure_bucket, create=plan["bucket_is_default"],
+            plan = request.before_submit
+        payload, kms_key = request.request, request.spec.sagemaker.kms_key
+        stager = S3Stager(self.client("s3", region), plan.bucket, kms_key=kms_key, account=account)
+        created = self.call("check the staging bucket", stager.ensure_bucket, create=plan.bucket_is_default,
                             region=region)  # fmt: skip
         if created:
-            self.say(f"cloudddp: created the staging bucket s3://{plan['bucket']} (public access blocked)")
-        for warning in plan.get("warnings", []):
+            self.say(f"cloudddp: created the staging bucket s3://{plan.bucket} (public access blocked)")
+        for warning in plan.warnings:
             self.say(f"cloudddp: warning: {warning}")
         self.upload_code(stager, request)
         try:
@@ -158,33 +161,32 @@ class SageMakerProvider(Provider):
         )  # fmt: skip
 
     def upload_code(self, stager: S3Stager, request: JobRequest) -> None:
-        code = request.plan["code"]
+        code: CodeUpload = request.before_submit.code
         spec = request.spec
         with tempfile.TemporaryDirectory(prefix="cloudddp-") as tmp:
-            archive = pack_source(spec.source_dir, Path(tmp) / "sourcedir.tar.gz", code["cloudddp_job.json"])
-            _, key = split_uri(code["to"])
+            archive = pack_source(spec.source_dir, Path(tmp) / "sourcedir.tar.gz", code.job_config)
+            _, key = split_uri(code.target)
             report = StageReport()
             self.call("upload the source archive", stager.upload_file, path=archive.path, key=key, report=report)
         self.say(
-            f"cloudddp: uploaded the source ({len(archive.files)} files, {archive.size / 1e6:.2f} MB) -> {code['to']}"
+            f"cloudddp: uploaded the source ({len(archive.files)} files, {archive.size / 1e6:.2f} MB) -> {code.target}"
         )
 
-    def stage_uploads(self, stager: S3Stager, plan: dict[str, Any]) -> None:
+    def stage_uploads(self, stager: S3Stager, plan: SageMakerStaging) -> None:
         """Local input folders, then a local checkpoint folder to resume from."""
-        uploads = [*plan["inputs"], *([plan["checkpoint"]] if plan.get("checkpoint") else [])]
-        for item in uploads:
-            _, prefix = split_uri(item["to"])
-            report = self.call(f"stage {item['from']}", stager.stage_path, local=item["from"], prefix=prefix)
+        for item in [*plan.inputs, *([plan.checkpoint] if plan.checkpoint else [])]:
+            _, prefix = split_uri(item.target)
+            report = self.call(f"stage {item.source}", stager.stage_path, local=item.source, prefix=prefix)
             self.say(
-                f"cloudddp: staged {item.get('channel', 'checkpoint')}: {len(report.uploaded)} uploaded "
+                f"cloudddp: staged {item.channel or 'checkpoint'}: {len(report.uploaded)} uploaded "
                 f"({report.bytes_uploaded / 1e6:.1f} MB), {len(report.skipped)} unchanged, "
-                f"{len(report.deleted)} removed -> {item['to']}"
+                f"{len(report.deleted)} removed -> {item.target}"
             )
 
-    def remove_staged(self, stager: S3Stager, plan: dict[str, Any]) -> str:
+    def remove_staged(self, stager: S3Stager, plan: SageMakerStaging) -> str:
         """After a refused CreateTrainingJob: delete what only this job would have used; say what stays."""
         removed: list[str] = []
-        prefixes = [plan["code"]["to"], *([plan["checkpoint"]["to"]] if plan.get("checkpoint") else [])]
+        prefixes = [plan.code.target, *([plan.checkpoint.target] if plan.checkpoint else [])]
         try:
             for uri in prefixes:
                 _, key = split_uri(uri)
@@ -195,8 +197,8 @@ class SageMakerProvider(Provider):
         except (ClientError, BotoCoreError) as exc:
             return f"Removing this launch's uploads failed too ({translate(exc, 'delete objects')}); remove {prefixes} by hand."
         kept = (
-            f" The staged inputs stay ({', '.join(i['to'] for i in plan['inputs'])}): the next launch reuses them."
-            if plan["inputs"]
+            f" The staged inputs stay ({', '.join(i.target for i in plan.inputs)}): the next launch reuses them."
+            if plan.inputs
             else ""
         )
         return f"Removed what this launch uploaded for the job: {', '.join(removed) or 'nothing'}.{kept}"
@@ -275,14 +277,6 @@ class SageMakerProvider(Provider):
             raise translate(exc, f"stop the training job {job_id}") from None
         except BotoCoreError as exc:
             raise translate(exc, f"stop the training job {job_id}") from None
-
-
-def job_request(provider: str, name: str, spec: JobSpec, payload: dict[str, Any], plan: dict[str, Any]) -> JobRequest:
-    # JobRequest is being reshaped (issue #10: `request`/`before_submit` instead of `payload`/`plan`);
-    # build whichever this checkout has, until that lands.
-    if "request" in {f.name for f in dataclasses.fields(JobRequest)}:
-        return JobRequest(provider=provider, name=name, spec=spec, request=payload, before_submit=plan)  # type: ignore[call-arg]
-    return JobRequest(provider=provider, name=name, payload=payload, spec=spec, plan=plan)  # type: ignore[call-arg]
 
 
 @functools.cache

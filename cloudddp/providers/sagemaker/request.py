@@ -85,9 +85,65 @@ class Staging:
 
 
 @dataclass
+class Upload:
+    """A local folder `submit` stages in S3 before the job starts (no channel: the checkpoint to resume from)."""
+
+    source: str
+    target: str
+    channel: str | None = None
+
+    def to_document(self) -> dict[str, str]:
+        channel = {"channel": self.channel} if self.channel else {}
+        return {**channel, "from": self.source, "to": self.target}
+
+
+@dataclass
+class CodeUpload:
+    """The source folder, packed with the job side and `cloudddp_job.json`, uploaded as one archive."""
+
+    source: str
+    target: str
+    job_config: dict[str, Any]
+
+    def to_document(self) -> dict[str, Any]:
+        return {"from": self.source, "to": self.target, "cloudddp_job.json": self.job_config}
+
+
+@dataclass
+class SageMakerStaging:
+    """What `submit` does before CreateTrainingJob, typed; the dry run prints it as `before_submit`."""
+
+    bucket: str
+    code: CodeUpload
+    inputs: list[Upload]
+    mode: str
+    region: str
+    checkpoint: Upload | None = None
+    encryption: str | None = None
+    warnings: list[str] = field(default_factory=list)
+    bucket_is_default: bool = False
+
+    def to_document(self) -> dict[str, Any]:
+        document: dict[str, Any] = {
+            "bucket": self.bucket, "code": self.code.to_document(), "inputs": [u.to_document() for u in self.inputs],
+            "mode": self.mode, "region": self.region,
+        }  # fmt: skip
+        if self.checkpoint:
+            document["checkpoint"] = self.checkpoint.to_document()
+        if self.encryption:
+            document["encryption"] = self.encryption
+        if self.warnings:
+            document["warnings"] = list(self.warnings)
+        document["bucket_is_default"] = self.bucket_is_default
+        return document
+
+
+@dataclass
 class Rendered:
+    """The CreateTrainingJob parameters (as boto3 takes them) and what must be staged first."""
+
     payload: dict[str, Any]
-    plan: dict[str, Any] = field(default_factory=dict)
+    staging: SageMakerStaging
     mode: str = TOOLKIT
 
 
@@ -122,7 +178,7 @@ class CheckpointPlan:
     """Where the job's /opt/ml/checkpoints syncs to, and the local folder to seed it from first."""
 
     uri: str | None = None
-    upload: dict[str, str] | None = None
+    upload: Upload | None = None
     warnings: list[str] = field(default_factory=list)
 
 
@@ -152,7 +208,7 @@ def plan_checkpoint(spec: JobSpec, staging: Staging) -> CheckpointPlan:
             f"checkpoint {local!r}: the local folder {path} does not exist, so there is nothing to resume from; "
             f"the job's checkpoints sync to {uri}"
         ])  # fmt: skip
-    return CheckpointPlan(uri=uri, upload={"from": str(path), "to": uri}, warnings=[
+    return CheckpointPlan(uri=uri, upload=Upload(source=str(path), target=uri), warnings=[
         f"checkpoint {local!r} is a local folder: it is uploaded to {uri} before the job starts, and the job's "
         f"checkpoints sync there (not back to {path})"
     ])  # fmt: skip
@@ -196,29 +252,24 @@ def s3_channel(name: str, uri: str) -> dict[str, Any]:
     }
 
 
-def build_request(spec: JobSpec, *, job_name: str, region: str, role: str, image: str, bucket: str) -> Rendered:
-    """The CreateTrainingJob request and the staging plan for it (validated, nothing sent)."""
-    sm = spec.sagemaker
-    mode = TOOLKIT if is_dlc(image) else ENTRYPOINT
-    if len(image) > check.MAX_IMAGE_URI:
-        raise CloudDDPError(f"--image is {len(image)} characters; SageMaker allows at most {check.MAX_IMAGE_URI}.")
-    staging = Staging(bucket=bucket, prefix=sm.prefix, job_name=job_name)
-    uploads: list[dict[str, str]] = []
-    warnings: list[str] = []
-
+def input_channels(spec: JobSpec, staging: Staging) -> tuple[list[dict[str, Any]], list[Upload]]:
+    """One S3 channel per input; a local folder is staged under a prefix of its own first."""
     channels: list[dict[str, Any]] = []
+    uploads: list[Upload] = []
     for channel, where in sorted(spec.inputs.items()):
         if where.startswith("s3://"):
             channels.append(s3_channel(channel, where))
             continue
-        target = f"s3://{bucket}/{staging.input_prefix(where)}"
-        uploads.append({"channel": channel, "from": str(Path(where).resolve()), "to": target})
+        target = f"s3://{staging.bucket}/{staging.input_prefix(where)}"
+        uploads.append(Upload(channel=channel, source=str(Path(where).resolve()), target=target))
         channels.append(s3_channel(channel, target))
+    return channels, uploads
 
-    code_channel = mode == ENTRYPOINT or sm.network_isolation
-    if code_channel:
-        channels.append(s3_channel(CODE_CHANNEL, staging.code_uri))
 
+def container_settings(
+    spec: JobSpec, mode: str, image: str, staging: Staging, code_channel: bool, region: str
+) -> tuple[dict[str, Any], dict[str, str], dict[str, str]]:
+    """AlgorithmSpecification, HyperParameters and Environment for the toolkit or the entrypoint mode."""
     hyperparameters = {k: encode_hyperparameter(v) for k, v in spec.hyperparameters.items()}
     environment = dict(spec.environment)
     algorithm: dict[str, Any] = {"TrainingImage": image, "TrainingInputMode": "File"}
@@ -229,7 +280,7 @@ def build_request(spec: JobSpec, *, job_name: str, region: str, role: str, image
             sagemaker_submit_directory=encode_hyperparameter(submit_dir),
             sagemaker_region=encode_hyperparameter(region),
             sagemaker_container_log_level=encode_hyperparameter(20),
-            sagemaker_job_name=encode_hyperparameter(job_name),
+            sagemaker_job_name=encode_hyperparameter(staging.job_name),
         )
     else:
         algorithm["ContainerEntrypoint"] = ["/bin/sh", "-c"]
@@ -238,36 +289,21 @@ def build_request(spec: JobSpec, *, job_name: str, region: str, role: str, image
             environment.setdefault(f"SM_HP_{key.upper().replace('-', '_')}", str(value))
     check.check_hyperparameters(hyperparameters)
     check.check_environment(environment)
-    exposed = secret_environment_warning(spec.environment, "SageMaker", SECRET_STORE)
-    if exposed:
-        warnings.append(exposed)
+    return algorithm, hyperparameters, environment
 
+
+def output_path(spec: JobSpec, staging: Staging, warnings: list[str]) -> str:
     output = spec.output if spec.output and spec.output.startswith("s3://") else staging.uri() + "/"
     if spec.output and not spec.output.startswith("s3://"):
         warnings.append(f"output {spec.output!r} is local; on SageMaker the model goes to {output}<job>/output/")
-    payload: dict[str, Any] = {
-        "TrainingJobName": job_name,
-        "RoleArn": role,
-        "AlgorithmSpecification": algorithm,
-        "InputDataConfig": channels,
-        "OutputDataConfig": {"S3OutputPath": check.check_s3_uri(output, "output")},
-        "ResourceConfig": {
-            "InstanceType": sm.instance_type, "InstanceCount": spec.nodes, "VolumeSizeInGB": sm.volume_size_gb,
-        },
-        "StoppingCondition": {"MaxRuntimeInSeconds": spec.max_runtime},
-        "HyperParameters": hyperparameters,
-        "Environment": environment,
-        "EnableNetworkIsolation": sm.network_isolation,
-        "EnableInterContainerTrafficEncryption": sm.inter_container_encryption,
-        "EnableManagedSpotTraining": sm.spot,
-    }  # fmt: skip
-    if not channels:
-        del payload["InputDataConfig"]
-    if not environment:
-        del payload["Environment"]
+    return check.check_s3_uri(output, "output")
+
+
+def add_options(payload: dict[str, Any], spec: JobSpec, checkpoint: CheckpointPlan, warnings: list[str]) -> None:
+    """Spot, checkpoints, KMS, VPC and tags: the parts of the request only some jobs have."""
+    sm = spec.sagemaker
     if sm.spot:
         payload["StoppingCondition"]["MaxWaitTimeInSeconds"] = sm.max_wait
-    checkpoint = plan_checkpoint(spec, staging)
     if checkpoint.uri:
         payload["CheckpointConfig"] = {"S3Uri": checkpoint.uri, "LocalPath": CHECKPOINT_DIR}
         warnings += checkpoint.warnings
@@ -285,24 +321,50 @@ def build_request(spec: JobSpec, *, job_name: str, region: str, role: str, image
     if sm.tags:
         payload["Tags"] = [{"Key": k, "Value": v} for k, v in sm.tags.items()]
 
-    plan: dict[str, Any] = {
-        "bucket": bucket,
-        "code": {
-            "from": str(Path(spec.source_dir).resolve()),
-            "to": staging.code_uri,
-            "cloudddp_job.json": job_config(spec, mode),
+
+def build_request(spec: JobSpec, *, job_name: str, region: str, role: str, image: str, bucket: str) -> Rendered:
+    """The CreateTrainingJob request and the staging plan for it (validated, nothing sent)."""
+    sm = spec.sagemaker
+    mode = TOOLKIT if is_dlc(image) else ENTRYPOINT
+    if len(image) > check.MAX_IMAGE_URI:
+        raise CloudDDPError(f"--image is {len(image)} characters; SageMaker allows at most {check.MAX_IMAGE_URI}.")
+    staging = Staging(bucket=bucket, prefix=sm.prefix, job_name=job_name)
+    channels, uploads = input_channels(spec, staging)
+    code_channel = mode == ENTRYPOINT or sm.network_isolation
+    if code_channel:
+        channels.append(s3_channel(CODE_CHANNEL, staging.code_uri))
+    algorithm, hyperparameters, environment = container_settings(spec, mode, image, staging, code_channel, region)
+    exposed = secret_environment_warning(spec.environment, "SageMaker", SECRET_STORE)
+    warnings = [exposed] if exposed else []
+    payload: dict[str, Any] = {
+        "TrainingJobName": job_name,
+        "RoleArn": role,
+        "AlgorithmSpecification": algorithm,
+        "InputDataConfig": channels,
+        "OutputDataConfig": {"S3OutputPath": output_path(spec, staging, warnings)},
+        "ResourceConfig": {
+            "InstanceType": sm.instance_type, "InstanceCount": spec.nodes, "VolumeSizeInGB": sm.volume_size_gb,
         },
-        "inputs": uploads,
-        "mode": mode,
-        "region": region,
-    }
-    if checkpoint.upload:
-        plan["checkpoint"] = checkpoint.upload
-    if sm.kms_key:
-        plan["encryption"] = f"SSE-KMS with {sm.kms_key}"
-    if warnings:
-        plan["warnings"] = warnings
-    return Rendered(payload=payload, plan=plan, mode=mode)
+        "StoppingCondition": {"MaxRuntimeInSeconds": spec.max_runtime},
+        "HyperParameters": hyperparameters,
+        "Environment": environment,
+        "EnableNetworkIsolation": sm.network_isolation,
+        "EnableInterContainerTrafficEncryption": sm.inter_container_encryption,
+        "EnableManagedSpotTraining": sm.spot,
+    }  # fmt: skip
+    if not channels:
+        del payload["InputDataConfig"]
+    if not environment:
+        del payload["Environment"]
+    checkpoint = plan_checkpoint(spec, staging)
+    add_options(payload, spec, checkpoint, warnings)
+    code = CodeUpload(source=str(Path(spec.source_dir).resolve()), target=staging.code_uri,
+                      job_config=job_config(spec, mode))  # fmt: skip
+    plan = SageMakerStaging(
+        bucket=bucket, code=code, inputs=uploads, mode=mode, region=region, checkpoint=checkpoint.upload,
+        encryption=f"SSE-KMS with {sm.kms_key}" if sm.kms_key else None, warnings=warnings,
+    )  # fmt: skip
+    return Rendered(payload=payload, staging=plan, mode=mode)
 
 
 def validate_spec(spec: JobSpec) -> None:
