@@ -4,12 +4,13 @@ refused with a message naming the field."""
 
 from __future__ import annotations
 
+import subprocess
 from typing import Any
 
 import jsonschema
 import pytest
 import yaml
-from conftest import SOURCES, run_cli
+from conftest import PYTHON, SOURCES, run_cli
 from fake_apiserver import crd_validator
 
 from cloudddp.errors import CloudDDPError
@@ -153,3 +154,10 @@ def test_dry_run_with_an_inline_secret_fails_without_printing_it(tmp_path: Any) 
                      str(SOURCES / "train_ddp.py"), env={"KUBECONFIG": str(tmp_path / "none")})  # fmt: skip
     assert result.returncode == 2 and "kubernetes.secret_env" in result.stderr
     assert "hunter2" not in result.stdout + result.stderr and "Traceback" not in result.stderr
+
+
+def test_declaring_the_provider_imports_no_kubernetes_client() -> None:
+    # The registry imports every provider's __init__ on each CLI start: the SDK must load only when used.
+    code = "import sys, cloudddp.providers.kubernetes; print('kubernetes' in sys.modules)"
+    result = subprocess.run([PYTHON, "-c", code], capture_output=True, text=True, timeout=60)
+    assert result.stdout.strip() == "False", result.stderr

@@ -120,6 +120,18 @@ def run_job_body(
                           timeout=300)  # fmt: skip
 
 
+def qstat_stand_in(tmp_path: Path, job_id: str, name: str) -> Path:
+    """A `qstat` printing a finished job's record in OpenPBS's JSON layout, runs folder in Variable_List."""
+    record = {"Jobs": {job_id: {"Job_Name": name, "job_state": "F", "Exit_status": 0, "exec_host": "node1/0+node2/0",
+                                "Variable_List": {"CLOUDDDP_RUNS_DIR": str(tmp_path / "runs")}}}}  # fmt: skip
+    folder = tmp_path / "qstat-bin"
+    folder.mkdir()
+    (folder / "record.json").write_text(json.dumps(record))
+    (folder / "qstat").write_text(f"#!/bin/sh\ncat {folder / 'record.json'}\n")
+    (folder / "qstat").chmod(0o755)
+    return folder
+
+
 @pytest.mark.slow
 def test_script_body_runs_one_launcher_per_host_and_they_all_reduce(tmp_path: Path) -> None:
     result = run_job_body(script_for(tmp_path), tmp_path, ["node1", "node2"])
@@ -133,6 +145,13 @@ def test_script_body_runs_one_launcher_per_host_and_they_all_reduce(tmp_path: Pa
     assert sorted(p.name for p in (run / "exit").iterdir()) == ["node1", "node2"]
     # The provider reads the nodes' outcome from their exit files when qstat gives no exit status.
     assert PBSProvider.node_exit_code(run) == 0
+    # status and logs as the provider reads them: qstat's record (OpenPBS's JSON layout, see
+    # test_pbs_commands.py) names the runs folder; the lines are what the two launchers printed.
+    provider = PBSProvider(environ={"PATH": f"{qstat_stand_in(tmp_path, '42.pbs-test', 'check')}:/usr/bin:/bin"})
+    assert provider.status("42.pbs-test").artifacts == str(run / "model")
+    lines = list(provider.logs("42.pbs-test"))
+    assert "[node1] cloudddp: provider=pbs node 0/2 nproc_per_node=1 rdzv=static@127.0.0.1:20042" in lines
+    assert "[node2] rank 1/2: all_reduce sum=3 (expected 3)" in lines
 
 
 @pytest.mark.slow
