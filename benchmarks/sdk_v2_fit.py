@@ -140,6 +140,66 @@ def upload_demo_data(endpoint: str, work: Path) -> str:
     return f"s3://{bucket}/hymenoptera_data"
 
 
+def measure(args: argparse.Namespace, env: dict[str, str], work: Path, data_url: str) -> dict[str, list[float]]:
+    sdk = Path(args.sdk_python)
+    ours_cmd = [sys.executable, "-c", FIT_SCRIPT.format(module="cloudddp.sagemaker", prelude=""),
+                str(REPO / "sources"), ROLE, data_url]  # fmt: skip
+    sdk_cmd = [str(sdk), "-c", FIT_SCRIPT.format(module="sagemaker.pytorch", prelude=SDK_PRELUDE),
+               str(REPO / "sources"), ROLE, data_url]  # fmt: skip
+    timings: dict[str, list[float]] = {"ours_fit": [], "ours_total": [], "sdk_fit": [], "sdk_total": [], "local": []}
+    for _ in range(args.runs):  # alternating, so drifting machine load hits both sides alike
+        total, out = run(ours_cmd, env, work)
+        timings["ours_fit"].append(number("FIT_SECONDS", out))
+        timings["ours_total"].append(total)
+        if sdk.exists():
+            total, out = run(sdk_cmd, env, work)
+            timings["sdk_fit"].append(number("FIT_SECONDS", out))
+            timings["sdk_total"].append(total)
+    (work / "local-src").mkdir()
+    (work / "local-src" / "first_step.py").write_text(FIRST_STEP_SCRIPT)
+    local_cmd = [sys.executable, "-c", LOCAL_SCRIPT, str(work / "local-src"), ROLE, data_url]
+    for _ in range(args.local_runs):
+        _, out = run(local_cmd, env, work)
+        timings["local"].append(number(r"\[algo-1\] FIRST_STEP", out) - number("FIT_CALLED", out))
+    return timings
+
+
+def report(args: argparse.Namespace, timings: dict[str, list[float]]) -> str:
+    lines = ["| what | median (s) | min (s) | max (s) | runs |", "| --- | ---: | ---: | ---: | ---: |"]
+    labels = {
+        "ours_fit": "cloudddp.sagemaker.PyTorch: fit(wait=False) call",
+        "sdk_fit": "SageMaker SDK v2 PyTorch: fit(wait=False) call",
+        "ours_total": "cloudddp: whole process (imports, construct, fit)",
+        "sdk_total": "SageMaker SDK v2: whole process (imports, construct, fit)",
+        "local": "cloudddp local mode, 2 nodes: fit() to the first DDP step",
+    }
+    lines += [row(label, timings[key]) for key, label in labels.items() if timings[key]]
+    ratios = f"SDK half skipped: no SDK v2 at {args.sdk_python} (`make sdk2-env`)."
+    version = ""
+    if timings["sdk_fit"]:
+        fit_ratio = statistics.median(timings["ours_fit"]) / statistics.median(timings["sdk_fit"])
+        total_ratio = statistics.median(timings["ours_total"]) / statistics.median(timings["sdk_total"])
+        ratios = (
+            f"fit() call: cloudddp / SDK v2 = **{fit_ratio:.2f}x** (goal <= 0.3x); whole process: {total_ratio:.2f}x"
+        )
+        version = subprocess.run([args.sdk_python, "-c", "import importlib.metadata as m; print(m.version('sagemaker'))"],
+                                 capture_output=True, text=True).stdout.strip()  # fmt: skip
+    table = "\n".join(lines)
+    print(table)
+    print(ratios)
+    return (
+        "# SageMaker SDK v2 drop-in: fit() to job created (moto server on 127.0.0.1)\n\n"
+        f"Command: `.venv/bin/python benchmarks/sdk_v2_fit.py --runs {args.runs} --local-runs {args.local_runs}`\n\n"
+        "The seed guide's estimator cell (2 x ml.p3.2xlarge, PyTorch 1.9/py38, sources/ as source_dir, two s3:// "
+        "channels) as `fit(wait=False)`, each run a fresh process, cloudddp and SDK v2 alternating. Local mode: a "
+        "2-node `instance_type='local'` job whose script does one DDP step; channel download (64 images) included.\n\n"
+        f"{table}\n\n{ratios}\n\n"
+        f"Machine: {platform.machine()}, {os.cpu_count()} cores (shared), Python {platform.python_version()}, "
+        f"boto3 {boto3.__version__}" + (f", sagemaker {version}" if version else "") + ".\n"
+        "\nRaw seconds: " + json.dumps({k: [round(v, 3) for v in vs] for k, vs in timings.items()}) + "\n"
+    )
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--runs", type=int, default=7)
@@ -150,68 +210,11 @@ def main() -> int:
     server, endpoint = start_moto()
     work = Path(tempfile.mkdtemp(prefix="cloudddp-sdk2-bench-"))
     env = environment(endpoint, work)
-    data_url = upload_demo_data(endpoint, work)
-    sdk = Path(args.sdk_python)
-    ours_cmd = [sys.executable, "-c", FIT_SCRIPT.format(module="cloudddp.sagemaker", prelude=""),
-                str(REPO / "sources"), ROLE, data_url]  # fmt: skip
-    sdk_cmd = [str(sdk), "-c", FIT_SCRIPT.format(module="sagemaker.pytorch", prelude=SDK_PRELUDE),
-               str(REPO / "sources"), ROLE, data_url]  # fmt: skip
-    timings: dict[str, list[float]] = {"ours_fit": [], "ours_total": [], "sdk_fit": [], "sdk_total": [], "local": []}
     try:
-        for _ in range(args.runs):  # alternating, so drifting machine load hits both sides alike
-            total, out = run(ours_cmd, env, work)
-            timings["ours_fit"].append(number("FIT_SECONDS", out))
-            timings["ours_total"].append(total)
-            if sdk.exists():
-                total, out = run(sdk_cmd, env, work)
-                timings["sdk_fit"].append(number("FIT_SECONDS", out))
-                timings["sdk_total"].append(total)
-        (work / "local-src").mkdir()
-        (work / "local-src" / "first_step.py").write_text(FIRST_STEP_SCRIPT)
-        local_cmd = [sys.executable, "-c", LOCAL_SCRIPT, str(work / "local-src"), ROLE, data_url]
-        for _ in range(args.local_runs):
-            _, out = run(local_cmd, env, work)
-            timings["local"].append(number(r"\[algo-1\] FIRST_STEP", out) - number("FIT_CALLED", out))
+        timings = measure(args, env, work, upload_demo_data(endpoint, work))
     finally:
         server.stop()  # type: ignore[attr-defined]
-
-    lines = ["| what | median (s) | min (s) | max (s) | runs |", "| --- | ---: | ---: | ---: | ---: |"]
-    lines.append(row("cloudddp.sagemaker.PyTorch: fit(wait=False) call", timings["ours_fit"]))
-    if timings["sdk_fit"]:
-        lines.append(row("SageMaker SDK v2 PyTorch: fit(wait=False) call", timings["sdk_fit"]))
-    lines.append(row("cloudddp: whole process (imports, construct, fit)", timings["ours_total"]))
-    if timings["sdk_total"]:
-        lines.append(row("SageMaker SDK v2: whole process (imports, construct, fit)", timings["sdk_total"]))
-    lines.append(row("cloudddp local mode, 2 nodes: fit() to the first DDP step", timings["local"]))
-    table = "\n".join(lines)
-    ratios = "SDK half skipped: no SDK v2 at " + str(sdk) + " (`make sdk2-env`)."
-    if timings["sdk_fit"]:
-        fit_ratio = statistics.median(timings["ours_fit"]) / statistics.median(timings["sdk_fit"])
-        total_ratio = statistics.median(timings["ours_total"]) / statistics.median(timings["sdk_total"])
-        ratios = (
-            f"fit() call: cloudddp / SDK v2 = **{fit_ratio:.2f}x** (goal <= 0.3x); whole process: {total_ratio:.2f}x"
-        )
-    version = ""
-    if sdk.exists():
-        version = subprocess.run([str(sdk), "-c", "import importlib.metadata as m; print(m.version('sagemaker'))"],
-                                 capture_output=True, text=True).stdout.strip()  # fmt: skip
-    print(table)
-    print(ratios)
-    Path(args.output).write_text(
-        "# SageMaker SDK v2 drop-in: fit() to job created (moto server on 127.0.0.1)\n\n"
-        f"Command: `.venv/bin/python benchmarks/sdk_v2_fit.py --runs {args.runs} --local-runs {args.local_runs}`\n\n"
-        "The seed guide's estimator cell (2 x ml.p3.2xlarge, PyTorch 1.9/py38, sources/ as source_dir, two s3:// "
-        "channels) as `fit(wait=False)`, each run a fresh process, cloudddp and SDK v2 alternating. Local mode: a "
-        "2-node `instance_type='local'` job whose script does one DDP step; channel download (80 images) included.\n\n"
-        f"{table}\n\n{ratios}\n\n"
-        f"Machine: {platform.machine()}, {os.cpu_count()} cores (shared), Python {platform.python_version()}, "
-        f"boto3 {boto3.__version__}"
-        + (f", sagemaker {version}" if version else "")
-        + ".\n"
-        + "\nRaw seconds: "
-        + json.dumps({k: [round(v, 3) for v in vs] for k, vs in timings.items()})
-        + "\n"
-    )
+    Path(args.output).write_text(report(args, timings))
     return 0
 
 

@@ -90,7 +90,7 @@ def test_create_training_job_equals_the_sdk_v2_request_but_for_the_listed_differ
     assert moto.read(submit)[:2] == b"\x1f\x8b"  # a gzip file
 
 
-def test_the_comparison_catches_a_changed_field(moto: MotoServer, tmp_path: Path) -> None:
+def test_the_comparison_catches_a_changed_field() -> None:
     """comparable() removes only the listed differences: a real change still shows."""
     sdk = recorded("seed")["request"]
     changed = copy.deepcopy(sdk)
