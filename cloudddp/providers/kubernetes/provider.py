@@ -248,9 +248,13 @@ class KubernetesProvider(Provider):
         open_streams = 0
 
         def pump(pod: str, response: Any) -> None:
+            partial = ""  # a chunk may end in the middle of a line
             for raw in response.stream(decode_content=True):
-                for line in raw.decode(errors="replace").splitlines():
+                *complete, partial = (partial + raw.decode(errors="replace")).split("\n")
+                for line in complete:
                     lines.put(f"[{pod}] {line}")
+            if partial:
+                lines.put(f"[{pod}] {partial}")
             lines.put(None)
 
         while True:
