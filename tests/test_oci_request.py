@@ -133,7 +133,7 @@ def test_compartment_and_project_come_from_the_notebook_session_environment(tmp_
     environ = {"NB_SESSION_COMPARTMENT_OCID": COMPARTMENT, "PROJECT_OCID": PROJECT}
     job_request = render(tmp_path, environ=environ, oci={"compartment_id": None, "project_id": None})
     assert job_request.parts.create_job.compartment_id == COMPARTMENT
-    assert job_request.plan["from_environment"] == {"compartment_id": "NB_SESSION_COMPARTMENT_OCID",
+    assert job_request.before_submit.to_document()["from_environment"] == {"compartment_id": "NB_SESSION_COMPARTMENT_OCID",
                                                     "project_id": "PROJECT_OCID"}  # fmt: skip
 
 

@@ -149,17 +149,17 @@ def test_every_option_reaches_the_request(aws: FakeAWS, project: Path, data_dir:
 def test_kms_volume_key_is_left_out_for_instances_with_instance_storage(aws: FakeAWS, project: Path) -> None:
     spec = spec_for(project, sagemaker={"instance_type": "ml.g5.12xlarge", "kms_key": "alias/k"})
     request = aws.provider.render(spec)
-    assert "VolumeKmsKeyId" not in request.payload["ResourceConfig"]
-    assert request.payload["OutputDataConfig"]["KmsKeyId"] == "alias/k"
-    assert "instance storage" in request.plan["warnings"][0]
-    assert request.payload["AlgorithmSpecification"]["TrainingImage"].endswith("pytorch-training:2.5-gpu-py311")
+    assert "VolumeKmsKeyId" not in request.request["ResourceConfig"]
+    assert request.request["OutputDataConfig"]["KmsKeyId"] == "alias/k"
+    assert "instance storage" in request.before_submit.warnings[0]
+    assert request.request["AlgorithmSpecification"]["TrainingImage"].endswith("pytorch-training:2.5-gpu-py311")
 
 
 def test_captured_request_is_what_render_built(aws: FakeAWS, project: Path) -> None:
     spec = spec_for(project, environment={"A": "1"})
     rendered = aws.provider.render(spec)
     aws.provider.submit(rendered)
-    assert aws.created == [rendered.payload]
+    assert aws.created == [rendered.request]
 
 
 def test_dry_run_prints_the_request_as_yaml_redacted_and_uploads_nothing(
@@ -351,7 +351,7 @@ def test_oversized_source_is_refused_and_large_source_warned(aws: FakeAWS, proje
     monkeypatch.setattr(validation, "SOURCE_MAX_BYTES", 10**9)
     monkeypatch.setattr(validation, "SOURCE_WARN_BYTES", 2048)
     request = aws.provider.render(spec_for(project))
-    assert "every host downloads it" in request.plan["warnings"][0]
+    assert "every host downloads it" in request.before_submit.warnings[0]
 
 
 def test_generated_job_names_follow_sagemakers_rule() -> None:
@@ -564,7 +564,7 @@ def test_dry_run_hides_url_passwords_and_warns_about_secrets_in_the_job_environm
     (warning,) = [w for w in document["before_submit"]["warnings"] if "DB_URL" in w]
     assert "anyone who can describe the job" in warning and "AWS Secrets Manager" in warning
     # What is sent stays what the user gave: the job needs the real value.
-    assert aws.provider.render(spec).payload["Environment"]["DB_URL"] == "postgres://user:s3cr3t@db.internal/app"
+    assert aws.provider.render(spec).request["Environment"]["DB_URL"] == "postgres://user:s3cr3t@db.internal/app"
 
 
 def test_the_secret_warning_is_printed_when_the_job_is_submitted(aws: FakeAWS, project: Path) -> None:

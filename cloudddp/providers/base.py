@@ -68,19 +68,8 @@ class JobRequest(Generic[RequestT]):
     provider: str
     name: str
     spec: JobSpec
-    request: RequestT = None  # type: ignore[assignment]  # always given (or, for now, `payload`)
+    request: RequestT
     before_submit: Any = None
-    # Transition: `payload`/`plan` were the old names of `request`/`before_submit`. Providers that
-    # still pass them (sagemaker, oci, slurm, pbs while their owners move) get both names filled.
-    payload: Any = field(default=None, repr=False)
-    plan: Any = field(default=None, repr=False)
-
-    def __post_init__(self) -> None:
-        if self.request is None:
-            self.request = self.payload
-        if self.before_submit is None:
-            self.before_submit = self.plan
-        self.payload, self.plan = document_of(self.request), document_of(self.before_submit)
 
     def to_document(self) -> dict[str, Any]:
         document = {"provider": self.provider, "name": self.name, "request": document_of(self.request)}
