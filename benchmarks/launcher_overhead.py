@@ -2,7 +2,9 @@
 
 Runs the same job (sources/allreduce_check.py on 2 nodes x 1 process, gloo on 127.0.0.1)
 through `python -m torch.distributed.run` and through `python -m cloudddp.launcher`,
-alternating so drift hits both alike; reports the median wall time of each and the ratio.
+alternating so drift hits both alike; reports the median wall time of each, the ratio, and
+the fixed cost per job in seconds (median difference of the paired runs). A busy machine
+makes every figure noisy: run it on a quiet one and look at the spread.
 
     .venv/bin/python benchmarks/launcher_overhead.py --runs 7
 """
@@ -67,6 +69,10 @@ def main() -> None:
     print(f"bare torchrun:    median {median_bare:.3f} s  (min {min(bare):.3f}, max {max(bare):.3f})")
     print(f"cloudddp-launch:  median {median_ours:.3f} s  (min {min(ours):.3f}, max {max(ours):.3f})")
     print(f"ratio cloudddp/bare: {median_ours / median_bare:.3f}")
+    paired = [o - b for o, b in zip(ours, bare, strict=True)]
+    print(
+        f"fixed cost per job: median {statistics.median(paired):+.3f} s (min {min(paired):+.3f}, max {max(paired):+.3f})"
+    )
     imports = subprocess.run([sys.executable, "-X", "importtime", "-c", "import cloudddp.launcher"],
                              capture_output=True, text=True, cwd=REPO).stderr  # fmt: skip
     roots = {line.split("|")[-1].strip().split(".")[0] for line in imports.splitlines() if "|" in line}
