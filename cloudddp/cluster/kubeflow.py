@@ -54,7 +54,7 @@ def detect(environ: Mapping[str, str]) -> bool:
     return plain and not any(environ.get(name) for name in OTHER_PLATFORM_MARKERS)
 
 
-def first_set(environ: Mapping[str, str], *names: str) -> str | None:
+def first_present_name(environ: Mapping[str, str], *names: str) -> str | None:
     """The first of `names` that is set and non-empty."""
     return next((name for name in names if environ.get(name, "") != ""), None)
 
@@ -157,7 +157,7 @@ def plan(environ: Mapping[str, str], options: DetectOptions) -> ClusterPlan:
         )
 
     # Node rank: PET_NODE_RANK, else v1's RANK; an elastic rendezvous assigns it itself.
-    rank_name = first_set(environ, "PET_NODE_RANK", "RANK")
+    rank_name = first_present_name(environ, "PET_NODE_RANK", "RANK")
     if rank_name is not None:
         node_rank = env.int(rank_name, minimum=0)
         if isinstance(nnodes, int):
@@ -169,8 +169,8 @@ def plan(environ: Mapping[str, str], options: DetectOptions) -> ClusterPlan:
         raise CloudDDPError("kubeflow: neither PET_NODE_RANK nor RANK is set, so this node's rank is unknown.")
 
     # Master address and port.
-    addr_name = first_set(environ, "PET_MASTER_ADDR", "MASTER_ADDR")
-    port_name = first_set(environ, "PET_MASTER_PORT", "MASTER_PORT")
+    addr_name = first_present_name(environ, "PET_MASTER_ADDR", "MASTER_ADDR")
+    port_name = first_present_name(environ, "PET_MASTER_PORT", "MASTER_PORT")
     if addr_name is not None:
         result.set("master_addr", environ[addr_name], addr_name)
     elif dynamic:

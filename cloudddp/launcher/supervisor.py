@@ -117,7 +117,7 @@ def _reap_orphans() -> None:
             return
 
 
-def exit_code_of(returncode: int) -> int:
+def shell_exit_code(returncode: int) -> int:
     """Shell convention: a death by signal N reads as 128+N."""
     return 128 - returncode if returncode < 0 else returncode
 
@@ -188,8 +188,8 @@ class Supervisor:
         if self.received is not None:
             return 128 + self.received
         if self.abort_reason is not None:  # stopped on purpose: the job failed elsewhere, with that node's code
-            return self.abort_code or exit_code_of(returncode) or 1
-        return exit_code_of(returncode)
+            return self.abort_code or shell_exit_code(returncode) or 1
+        return shell_exit_code(returncode)
 
     def _wait(self) -> int:
         assert self.proc is not None

@@ -34,7 +34,12 @@ DEFAULT_BASE_NAME = "pytorch-training"  # v2: base_name_from_image(<the PyTorch 
 IMAGE_REPOSITORY = re.compile(r"^(?:.+/)?([^:/@]+)(?:[:@].+)?$")  # v2's base_name_from_image regex, digest too
 PY_VERSION = re.compile(r"py(\d)(\d+)")
 OLDEST_IMAGE_PYTHON = (3, 8)  # the bundled job side imports on 3.8 and newer
-STATES = {"SUCCEEDED": "Completed", "FAILED": "Failed", "STOPPED": "Stopped", "STOPPING": "Stopping"}
+SAGEMAKER_STATUS_OF_JOB_STATE = {
+    "SUCCEEDED": "Completed",
+    "FAILED": "Failed",
+    "STOPPED": "Stopped",
+    "STOPPING": "Stopping",
+}
 
 
 def base_name(args: Arguments, image: str | None) -> str:
@@ -109,7 +114,7 @@ class TrainingJob:
         current = self.provider.status(self.handle.job_id)
         described: dict[str, Any] = {
             "TrainingJobName": self.name,
-            "TrainingJobStatus": STATES.get(current.state, "InProgress"),
+            "TrainingJobStatus": SAGEMAKER_STATUS_OF_JOB_STATE.get(current.state, "InProgress"),
         }
         if current.reason:
             described["FailureReason"] = current.reason

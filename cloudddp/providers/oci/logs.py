@@ -127,7 +127,7 @@ class LogFollower:
         return fresh
 
 
-def exit_code_of(line: str) -> tuple[int, int] | None:
+def node_exit_in_line(line: str) -> tuple[int, int] | None:
     """(rank, exit code) if `line` is a node's last line."""
     match = EXIT_LINE.search(line)
     return (int(match.group(1)), int(match.group(2))) if match else None

@@ -42,7 +42,7 @@ ENDPOINT_VARIABLE = "CLOUDDDP_OCI_SERVICE_ENDPOINT"
 # The OCI CLI's variables, honoured where the spec leaves a setting at its default.
 CLI_VARIABLES = {"profile": "OCI_CLI_PROFILE", "config_file": "OCI_CLI_CONFIG_FILE", "auth": "OCI_CLI_AUTH",
                  "region": "OCI_CLI_REGION"}  # fmt: skip
-STATES = {
+JOB_STATE_OF_LIFECYCLE_STATE = {
     "ACCEPTED": "PENDING",
     "IN_PROGRESS": "RUNNING",
     "NEEDS_ATTENTION": "RUNNING",
@@ -52,7 +52,7 @@ STATES = {
     "CANCELED": "STOPPED",
     "DELETED": "STOPPED",
 }
-TERMINAL = ("SUCCEEDED", "FAILED", "CANCELED", "DELETED")
+FINISHED_LIFECYCLE_STATES = ("SUCCEEDED", "FAILED", "CANCELED", "DELETED")
 DEFAULT_POLL = 3.0  # seconds between get_job_run/search_logs calls while following (ADS uses 3)
 
 
@@ -255,7 +255,7 @@ class OCIProvider(Provider):
         """A job run OCID from a job run OCID, a job OCID (its newest run) or "latest"."""
         data_science = self.clients().data_science
         if job_id == "latest":
-            compartment, _ = request.first_set(None, self.environ, request.COMPARTMENT_VARIABLES)
+            compartment, _ = request.setting_or_environment(None, self.environ, request.COMPARTMENT_VARIABLES)
             validation.check_ocid(
                 "compartment_id", compartment, required=True,
                 hint=f" to find the latest run: set {' or '.join(request.COMPARTMENT_VARIABLES)}",
@@ -300,7 +300,7 @@ class OCIProvider(Provider):
         if match:
             exit_code = int(match.group(1))
         return JobStatus(
-            job_id=run.id, state=STATES.get(run.lifecycle_state, "RUNNING"),
+            job_id=run.id, state=JOB_STATE_OF_LIFECYCLE_STATE.get(run.lifecycle_state, "RUNNING"),
             reason=f"{run.lifecycle_state}: {details}" if details else run.lifecycle_state,
             exit_code=exit_code, nodes=describe_nodes(run),
             artifacts=(run.freeform_tags or {}).get(request.OUTPUT_TAG),
@@ -316,7 +316,7 @@ class OCIProvider(Provider):
 
     def _cancel(self, job_id: str) -> None:
         run_id = self.resolve_run_id(job_id)
-        if self.get_run(run_id).lifecycle_state in TERMINAL:
+        if self.get_run(run_id).lifecycle_state in FINISHED_LIFECYCLE_STATES:
             return
         try:
             # No retries: the default strategy retries 409 IncorrectState (a run that just ended) for minutes.
@@ -363,7 +363,7 @@ class OCIProvider(Provider):
             if line != last:
                 yield line
                 last = line
-            if not follow or run.lifecycle_state in TERMINAL:
+            if not follow or run.lifecycle_state in FINISHED_LIFECYCLE_STATES:
                 return
             self.sleep(self.poll)
             run = self.get_run(run.id)
@@ -379,10 +379,10 @@ class OCIProvider(Provider):
                 last_status = line
             for record in follower.poll():
                 yield record.line()
-                ended = logs.exit_code_of(record.message)
+                ended = logs.node_exit_in_line(record.message)
                 if ended:
                     finished[ended[0]] = ended[1]
-            if run.lifecycle_state in TERMINAL:
+            if run.lifecycle_state in FINISHED_LIFECYCLE_STATES:
                 if (nodes and len(finished) >= nodes) or run.time_started is None:
                     return  # every node wrote its last line, or no node ever started
                 finished_at = run.time_finished or logs.utc_now()

@@ -81,7 +81,10 @@ class Parts:
     settings_origin: dict[str, str] = field(default_factory=dict)
 
 
-def first_set(spec_value: str | None, environ: Mapping[str, str], names: tuple[str, ...]) -> tuple[str | None, str]:
+def setting_or_environment(
+    spec_value: str | None, environ: Mapping[str, str], names: tuple[str, ...]
+) -> tuple[str | None, str]:
+    """The spec's value, else the first of the variables `names` that is set; and where it came from."""
     if spec_value:
         return spec_value, "spec"
     for name in names:
@@ -124,8 +127,8 @@ def build(spec: JobSpec, environ: Mapping[str, str] | None = None, stamp: str | 
     environ = os.environ if environ is None else environ
     stamp = stamp or time.strftime("%Y%m%d-%H%M%S")
     settings = spec.oci
-    compartment_id, compartment_from = first_set(settings.compartment_id, environ, COMPARTMENT_VARIABLES)
-    project_id, project_from = first_set(settings.project_id, environ, PROJECT_VARIABLES)
+    compartment_id, compartment_from = setting_or_environment(settings.compartment_id, environ, COMPARTMENT_VARIABLES)
+    project_id, project_from = setting_or_environment(settings.project_id, environ, PROJECT_VARIABLES)
     validation.check_ocid(
         "compartment_id", compartment_id, required=True,
         hint=f" (--compartment, or {' / '.join(COMPARTMENT_VARIABLES)})",

@@ -27,7 +27,7 @@ from cloudddp.providers.slurm.tools import run_tool
 from cloudddp.spec import JobSpec
 
 # qstat job states (PBS Pro: Q H W T R E F B S X M U; Torque adds C for completed).
-STATES = {"Q": "PENDING", "H": "PENDING", "W": "PENDING", "T": "PENDING", "S": "PENDING", "U": "PENDING",
+JOB_STATE_OF_PBS_STATE = {"Q": "PENDING", "H": "PENDING", "W": "PENDING", "T": "PENDING", "S": "PENDING", "U": "PENDING",
           "M": "PENDING", "R": "RUNNING", "B": "RUNNING", "E": "STOPPING"}  # fmt: skip
 FINISHED = ("F", "C", "X")
 JOB_ID = re.compile(r"^\d+(\[\d*\])?(\.[A-Za-z0-9_.-]+)?$")
@@ -129,7 +129,7 @@ class PBSProvider(Provider):
             else:
                 state = "FAILED"
         else:
-            state = STATES.get(pbs_state, "RUNNING")
+            state = JOB_STATE_OF_PBS_STATE.get(pbs_state, "RUNNING")
         hosts = [chunk.split("/")[0] for chunk in str(record.get("exec_host", "")).split("+") if chunk]
         return JobStatus(job_id=job_id, state=state, reason=reason, exit_code=exit_code,
                          nodes={host: pbs_state for host in hosts},

@@ -24,7 +24,7 @@ from cloudddp.providers.slurm.tools import run_tool
 from cloudddp.spec import JobSpec
 
 # Slurm job states (squeue(1) "JOB STATE CODES") -> cloudddp's.
-STATES = {
+JOB_STATE_OF_SLURM_STATE = {
     "PENDING": "PENDING", "CONFIGURING": "PENDING", "REQUEUED": "PENDING", "REQUEUE_HOLD": "PENDING",
     "REQUEUE_FED": "PENDING", "RESV_DEL_HOLD": "PENDING", "SUSPENDED": "PENDING", "STOPPED": "PENDING",
     "RESIZING": "RUNNING", "RUNNING": "RUNNING", "COMPLETING": "RUNNING", "SIGNALING": "RUNNING",
@@ -111,7 +111,7 @@ class SlurmProvider(Provider):
                 f"and sacct needs accounting storage (slurmdbd)."
             )
         slurm_state = record.get("JobState", "UNKNOWN")
-        state = STATES.get(slurm_state, "RUNNING")
+        state = JOB_STATE_OF_SLURM_STATE.get(slurm_state, "RUNNING")
         code_text, _, signal = record.get("ExitCode", "0:0").partition(":")
         exit_code = int(code_text) if code_text.isdigit() else None
         if exit_code == 0 and signal.isdigit() and int(signal):
