@@ -46,7 +46,7 @@ PENDING_SECONDARY = {
     "Starting", "Pending", "LaunchingMLInstances", "PreparingTrainingStack", "Downloading",
     "DownloadingTrainingImage", "Restarting", "Interrupted",
 }  # fmt: skip
-STATES = {"Completed": "SUCCEEDED", "Failed": "FAILED", "Stopping": "STOPPING", "Stopped": "STOPPED"}
+JOB_STATE_OF_SAGEMAKER_STATUS = {"Completed": "SUCCEEDED", "Failed": "FAILED", "Stopping": "STOPPING", "Stopped": "STOPPED"}
 __all__ = ["CREDENTIALS_HELP", "SageMakerProvider", "create", "translate"]
 
 
@@ -224,7 +224,7 @@ class SageMakerProvider(Provider):
     def to_status(job_id: str, described: dict[str, Any]) -> JobStatus:
         status = described.get("TrainingJobStatus", "InProgress")
         secondary = described.get("SecondaryStatus", "")
-        state = STATES.get(status) or ("PENDING" if secondary in PENDING_SECONDARY else "RUNNING")
+        state = JOB_STATE_OF_SAGEMAKER_STATUS.get(status) or ("PENDING" if secondary in PENDING_SECONDARY else "RUNNING")
         transitions = described.get("SecondaryStatusTransitions") or []
         reason = described.get("FailureReason") or ""
         if not reason and transitions:
