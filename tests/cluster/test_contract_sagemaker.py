@@ -144,3 +144,13 @@ def test_emulation_writes_what_the_toolkit_would_export(tmp_path: Path) -> None:
         "SM_USER_ARGS",
     ):
         assert derived[name] == node.env[name], name
+
+
+def test_the_local_emulation_passes_hyperparameters_as_the_toolkit_does(tmp_path: Path) -> None:
+    cluster = EmulatedCluster(
+        nodes=1, job_name="job", run_dir=tmp_path, hyperparameters={"lr": 0.1, "b": 32, "aug": True}
+    )
+    node = sagemaker.emulate(cluster)[0]
+    node.write_files()
+    assert "--hyperparameters-as-args" in node.launcher_args
+    assert sagemaker.hyperparameter_args(node.env) == ["--aug", "True", "-b", "32", "--lr", "0.1"]
