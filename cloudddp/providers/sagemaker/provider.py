@@ -46,7 +46,12 @@ PENDING_SECONDARY = {
     "Starting", "Pending", "LaunchingMLInstances", "PreparingTrainingStack", "Downloading",
     "DownloadingTrainingImage", "Restarting", "Interrupted",
 }  # fmt: skip
-JOB_STATE_OF_SAGEMAKER_STATUS = {"Completed": "SUCCEEDED", "Failed": "FAILED", "Stopping": "STOPPING", "Stopped": "STOPPED"}
+JOB_STATE_OF_SAGEMAKER_STATUS = {
+    "Completed": "SUCCEEDED",
+    "Failed": "FAILED",
+    "Stopping": "STOPPING",
+    "Stopped": "STOPPED",
+}
 __all__ = ["CREDENTIALS_HELP", "SageMakerProvider", "create", "translate"]
 
 
@@ -224,7 +229,9 @@ class SageMakerProvider(Provider):
     def to_status(job_id: str, described: dict[str, Any]) -> JobStatus:
         status = described.get("TrainingJobStatus", "InProgress")
         secondary = described.get("SecondaryStatus", "")
-        state = JOB_STATE_OF_SAGEMAKER_STATUS.get(status) or ("PENDING" if secondary in PENDING_SECONDARY else "RUNNING")
+        state = JOB_STATE_OF_SAGEMAKER_STATUS.get(status) or (
+            "PENDING" if secondary in PENDING_SECONDARY else "RUNNING"
+        )
         transitions = described.get("SecondaryStatusTransitions") or []
         reason = described.get("FailureReason") or ""
         if not reason and transitions:
