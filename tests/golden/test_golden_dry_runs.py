@@ -138,6 +138,19 @@ CASES: dict[str, list[str]] = {
     "oci-flex-shape": ["render", *OCI_BASE, "--shape", "VM.Standard.E5.Flex", "--ocpus", "4", "--memory-gb", "64",
                        "--nproc-per-node", "4", "--max-runtime", "7200", "sources/train.py"],
     "oci-ads-yaml": ["launch", "-p", "oci", "-f", "train.yaml", "--dry-run"],
+    "slurm-partition-gpus": ["launch", "-p", "slurm", "--nodes", "2", "--partition", "gpu", "--gpus-per-node", "4",
+                             "--time", "02:00:00", "-i", "train=data/train", "-H", "epochs=2", "--dry-run",
+                             "sources/train.py", "--", "--foo", "1"],
+    "slurm-container-requeue": ["render", "-p", "slurm", "--nodes", "3", "--container-image", "nvcr.io/nvidia/pytorch:24.01-py3",
+                                "--requeue", "--account", "proj", "--qos", "high", "-e", "NCCL_DEBUG=INFO",
+                                "--checkpoint", "ckpt", "sources/train.py"],
+    "pbs-queue-gpus": ["launch", "-p", "pbs", "--nodes", "2", "--queue", "workq", "--ngpus", "1", "--ncpus", "8",
+                       "-e", "NCCL_DEBUG=INFO", "-i", "train=data/train", "--dry-run", "sources/train.py"],
+    "kubernetes-pytorchjob": ["launch", "-p", "kubernetes", "--image", "reg.example.com/train:1", "--nodes", "2",
+                              "--gpus", "1", "--namespace", "ml", "-H", "epochs=2", "--dry-run", "sources/train.py"],
+    "kubernetes-trainjob": ["render", "-p", "kubernetes", "--kubeflow-api", "trainer-v2", "--image",
+                            "reg.example.com/train:1", "--nodes", "3", "--cpu", "4", "--memory", "16Gi",
+                            "--node-selector", "pool=gpu", "sources/train.py"],
 }  # fmt: skip
 
 
