@@ -7,6 +7,11 @@ the fixed cost per job in seconds (median difference of the paired runs). A busy
 makes every figure noisy: run it on a quiet one and look at the spread.
 
     .venv/bin/python benchmarks/launcher_overhead.py --runs 7
+    .venv/bin/python benchmarks/launcher_overhead.py --runs 0 --fail-fast 5   # only the stop latency
+
+`--fail-fast N` also measures how long node 0 outlives node 1 when node 1's script fails before
+`init_process_group` (node 0 is then blocked in rendezvous): bare torchrun would wait for its
+rendezvous timeout, cloudddp's fail-fast channel stops it within seconds.
 """
 
 from __future__ import annotations
@@ -55,10 +60,36 @@ def timed_job(make_argv) -> float:  # type: ignore[no-untyped-def]
     return elapsed
 
 
+def stop_latency() -> float:
+    """Seconds between node 1's failure (its launcher exits) and node 0's launcher exiting."""
+    port = free_port()
+    with tempfile.TemporaryDirectory() as out:
+        argv = [[*through_cloudddp(rank, port, out), "--fail-rank", "1"] for rank in range(2)]
+        procs = [subprocess.Popen(a, env=base_env(), cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                 for a in argv]  # fmt: skip
+        ended: dict[int, float] = {}
+        deadline = time.monotonic() + 300
+        while len(ended) < 2 and time.monotonic() < deadline:
+            for rank, proc in enumerate(procs):
+                if rank not in ended and proc.poll() is not None:
+                    ended[rank] = time.monotonic()
+            time.sleep(0.01)
+    if len(ended) < 2 or procs[1].returncode == 0:
+        raise SystemExit(f"the fail-fast run did not end as expected: {[p.returncode for p in procs]}")
+    return ended[0] - ended[1]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--runs", type=int, default=7)
+    parser.add_argument("--fail-fast", type=int, default=0, metavar="N", help="also measure the stop latency N times")
     args = parser.parse_args()
+    if args.fail_fast:
+        latencies = [stop_latency() for _ in range(args.fail_fast)]
+        print(f"fail-fast stop latency (node 0 after node 1 failed before init), {args.fail_fast} runs: "
+              f"median {statistics.median(latencies):.2f} s (min {min(latencies):.2f}, max {max(latencies):.2f})")  # fmt: skip
+    if args.runs < 1:
+        return
     timed_job(bare_torchrun)  # warm the page cache for torch's import
     bare, ours = [], []
     for _ in range(args.runs):
