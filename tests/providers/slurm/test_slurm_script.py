@@ -100,3 +100,14 @@ def test_dry_run_prints_the_script_and_a_bad_flag_exits_2(tmp_path: Path) -> Non
     assert ok.returncode == 0 and ok.stdout.startswith("#!/bin/bash\n") and "#SBATCH --partition=gpu" in ok.stdout
     bad = run_cli("launch", "-p", "slurm", "--dry-run", "--time", "soon", str(SOURCES / "train_ddp.py"))
     assert bad.returncode == 2 and "slurm.time" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_the_estimator_switches_to_slurm_and_pbs_with_their_settings() -> None:
+    from cloudddp import Estimator
+
+    local = Estimator(entry_point="train_ddp.py", source_dir=str(SOURCES), nodes=2, hyperparameters={"epochs": 1})
+    slurm = local.with_provider("slurm", partition="gpu", gpus_per_node=4)
+    assert "#SBATCH --partition=gpu" in slurm.dry_run() and "#SBATCH --gpus-per-node=4" in slurm.dry_run()
+    assert "#PBS -l select=2:ncpus=4" in local.with_provider("pbs", ncpus=4).dry_run()
+    with pytest.raises(CloudDDPError, match="unknown option"):
+        local.with_provider("slurm", partion="gpu")
