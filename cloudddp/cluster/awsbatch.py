@@ -57,7 +57,7 @@ def plan(environ: Mapping[str, str], options: DetectOptions) -> ClusterPlan:
             f"not the main node (AWS_BATCH_JOB_MAIN_NODE_INDEX={main}); the main node's address is unknown."
         )
     if env.has("MASTER_PORT"):
-        result.set("master_port", env.int("MASTER_PORT", minimum=1), "MASTER_PORT")
+        result.set("master_port", env.port("MASTER_PORT"), "MASTER_PORT")
     else:
         result.set("master_port", DEFAULT_MASTER_PORT, "default (29500)")
     result.set("nproc_per_node", NPROC_GPUS_OR_ONE, "default: visible GPUs, else 1")

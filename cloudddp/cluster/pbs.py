@@ -110,7 +110,7 @@ def plan(environ: Mapping[str, str], options: DetectOptions) -> ClusterPlan:
     result.set("node_rank", node_rank, rank_source)
     result.set("master_addr", hosts[0], "PBS_NODEFILE (first host)")
     if env.has("MASTER_PORT"):
-        result.set("master_port", env.int("MASTER_PORT", minimum=1), "MASTER_PORT")
+        result.set("master_port", env.port("MASTER_PORT"), "MASTER_PORT")
     else:
         result.set("master_port", port_from_job_id(job_id), "derived from PBS_JOBID")
     result.set("nproc_per_node", NPROC_GPUS_OR_ONE, "default: visible GPUs, else 1")

@@ -46,7 +46,7 @@ def plan(environ: Mapping[str, str], options: DetectOptions) -> ClusterPlan:
     result.set("master_addr", ips[0], "SKYPILOT_NODE_IPS (first line)")
     result.set("local_addr", ips[node_rank], f"SKYPILOT_NODE_IPS (line of rank {node_rank})")
     if env.has("MASTER_PORT"):
-        result.set("master_port", env.int("MASTER_PORT", minimum=1), "MASTER_PORT")
+        result.set("master_port", env.port("MASTER_PORT"), "MASTER_PORT")
     else:
         result.set("master_port", DEFAULT_MASTER_PORT, "default (29500)")
     gpus = env.int("SKYPILOT_NUM_GPUS_PER_NODE", 0, minimum=0)

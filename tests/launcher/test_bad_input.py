@@ -122,3 +122,25 @@ def test_no_exception_escapes_the_fail_fast_threads(capsys: pytest.CaptureFixtur
     finally:
         threading.excepthook = previous
     assert escaped == []
+
+
+def platform_envs(tmp: Path) -> dict[str, dict[str, str]]:
+    nodefile = tmp / "nodefile"
+    nodefile.write_text("h1\nh2\n")
+    return {
+        "awsbatch": {
+            "AWS_BATCH_JOB_NODE_INDEX": "0",
+            "AWS_BATCH_JOB_NUM_NODES": "2",
+            "AWS_BATCH_JOB_MAIN_NODE_INDEX": "0",
+        },
+        "skypilot": {"SKYPILOT_NODE_RANK": "0", "SKYPILOT_NODE_IPS": "10.0.0.1\n10.0.0.2", "SKYPILOT_NUM_NODES": "2"},
+        "pbs": {"PBS_JOBID": "7.server", "PBS_NODEFILE": str(nodefile), "PMI_RANK": "0"},
+        "slurm": SLURM,
+        "oci-legacy": {"OCI__MODE": "MAIN", "OCI__WORKER_COUNT": "1"},
+    }
+
+
+@pytest.mark.parametrize("platform", ["awsbatch", "skypilot", "pbs", "slurm", "oci-legacy"])
+def test_master_port_variable_outside_the_tcp_range_on_every_platform(platform: str, tmp_path: Path) -> None:
+    env = {**platform_envs(tmp_path)[platform], "MASTER_PORT": "65536"}
+    expect_exit_2(env=env, names=["MASTER_PORT='65536'", "between 1 and 65535"])
