@@ -120,12 +120,18 @@ def validate_locals(spec: JobSpec) -> None:
             )
 
 
-def build(spec: JobSpec, environ: Mapping[str, str] | None = None, stamp: str | None = None) -> Parts:
-    """The request for `spec`; every limit the service enforces is checked here, first."""
-    from oci.data_science import models
+@dataclass
+class DataPaths:
+    """Where the job's data is: the Object Storage mounts, the variables naming them, the folders to stage."""
 
-    environ = os.environ if environ is None else environ
-    stamp = stamp or time.strftime("%Y%m%d-%H%M%S")
+    mounts: list[Mount]
+    env: dict[str, str]
+    uploads: list[Upload]
+    output_uri: str
+
+
+def check_settings(spec: JobSpec, environ: Mapping[str, str]) -> tuple[str, str, dict[str, str], str, Any]:
+    """Every limit of the oci section: (compartment, project, where each came from, image, flex shape config)."""
     settings = spec.oci
     compartment_id, compartment_from = setting_or_environment(settings.compartment_id, environ, COMPARTMENT_VARIABLES)
     project_id, project_from = setting_or_environment(settings.project_id, environ, PROJECT_VARIABLES)
@@ -152,11 +158,12 @@ def build(spec: JobSpec, environ: Mapping[str, str] | None = None, stamp: str | 
     validation.check_block_storage(settings.block_storage_gb)
     validate_locals(spec)
     validation.check_channel_names(sorted(spec.inputs))
+    origins = {"compartment_id": compartment_from, "project_id": project_from}
+    return compartment_id, project_id, origins, image, flex  # type: ignore[return-value]  # checked: required
 
-    bucket, namespace, base = validation.parse_work_dir(settings.work_dir)
-    job_prefix = "/".join(p for p in (base, spec.name) if p)
-    run_prefix = f"{job_prefix}/runs/{stamp}"
-    work = Mount(WORK_MOUNT, bucket, namespace, job_prefix)
+
+def data_paths(spec: JobSpec, work: Mount, stamp: str, run_prefix: str) -> DataPaths:
+    """Inputs, output and checkpoint: an `oci://` URI is mounted, a local folder staged into the work dir."""
     mounts = [work]
     env: dict[str, str] = {"CLOUDDDP_SOURCE": f"{work.path}/runs/{stamp}/{ARCHIVE_NAME}"}
     uploads: list[Upload] = []
@@ -167,7 +174,7 @@ def build(spec: JobSpec, environ: Mapping[str, str] | None = None, stamp: str | 
             mounts.append(mount)
             env[f"CLOUDDDP_CHANNEL_{channel.upper()}"] = mount.path
         else:
-            uploads.append(Upload(str(Path(where).resolve()), f"{job_prefix}/inputs/{channel}", "folder"))
+            uploads.append(Upload(str(Path(where).resolve()), f"{work.prefix}/inputs/{channel}", "folder"))
             env[f"CLOUDDDP_CHANNEL_{channel.upper()}"] = f"{work.path}/inputs/{channel}"
     if spec.output:
         output = mount_for(spec.output, "cloudddp-output", "output")
@@ -175,41 +182,40 @@ def build(spec: JobSpec, environ: Mapping[str, str] | None = None, stamp: str | 
         env["CLOUDDDP_OUTPUT_DIR"], output_uri = output.path, output.uri
     else:
         env["CLOUDDDP_OUTPUT_DIR"] = f"{work.path}/runs/{stamp}/output"
-        output_uri = f"oci://{bucket}@{namespace}/{run_prefix}/output"
+        output_uri = f"oci://{work.bucket}@{work.namespace}/{run_prefix}/output"
     if spec.checkpoint:
         checkpoint = mount_for(spec.checkpoint, "cloudddp-checkpoint", "checkpoint")
         mounts.append(checkpoint)
         env["CLOUDDDP_CHECKPOINT_DIR"] = checkpoint.path
     validation.check_mount_count(len(mounts))
-    cloudddp_keys = set(env)
-    clashes = sorted(cloudddp_keys & set(spec.environment))
+    return DataPaths(mounts=mounts, env=env, uploads=uploads, output_uri=output_uri)
+
+
+def job_environment(spec: JobSpec, env: dict[str, str]) -> tuple[dict[str, str], list[str]]:
+    """cloudddp's variables plus the user's (no clashes), and the script's arguments (the container's CMD)."""
+    clashes = sorted(set(env) & set(spec.environment))
     if clashes:
         raise CloudDDPError(f"environment {', '.join(clashes)}: set by cloudddp for the job; choose other names.")
     validation.check_env_names(sorted(spec.environment))
-    env.update(spec.environment)
+    env = {**env, **spec.environment}
     validation.check_environment(env, list(spec.environment))
     arguments = spec.script_args()
     validation.check_container_command(node.ENTRYPOINT, arguments)
-    uploads.insert(0, Upload(str(Path(spec.source_dir).resolve()), run_prefix, "archive"))
+    return env, arguments
 
-    launcher_args: list[str] = []
-    if spec.nproc_per_node is not None:
-        launcher_args.append(f"--nproc-per-node={spec.nproc_per_node}")
-    job_config = {"entry_point": spec.entry_point, "module": spec.module, "args": [], "launcher_args": launcher_args}
+
+def node_group(spec: JobSpec, image: str, flex: Any, env: dict[str, str], arguments: list[str]) -> Any:
+    """The one node group: `nodes` replicas of the container on the shape."""
+    from oci.data_science import models
 
     shape_config = models.JobShapeConfigDetails(ocpus=flex[0], memory_in_gbs=flex[1]) if flex else None
-    network: Any = (
-        models.JobCustomNetworkConfiguration(subnet_id=settings.subnet_id)
-        if settings.subnet_id
-        else models.JobDefaultNetworkConfiguration()
-    )
-    group = models.JobNodeGroupConfigurationDetails(
+    return models.JobNodeGroupConfigurationDetails(
         name=NODE_GROUP,
         replicas=spec.nodes,
         minimum_success_replicas=spec.nodes,  # DDP: every rank must finish
         job_infrastructure_configuration_details=models.MultiNodeJobInfrastructureConfigurationDetails(
-            shape_name=settings.shape,
-            block_storage_size_in_gbs=settings.block_storage_gb,
+            shape_name=spec.oci.shape,
+            block_storage_size_in_gbs=spec.oci.block_storage_gb,
             job_shape_config_details=shape_config,
         ),
         job_configuration_details=models.DefaultJobConfigurationDetails(environment_variables=env),
@@ -218,6 +224,18 @@ def build(spec: JobSpec, environ: Mapping[str, str] | None = None, stamp: str | 
             entrypoint=list(node.ENTRYPOINT),
             cmd=arguments or None,
         ),
+    )
+
+
+def create_job_details(spec: JobSpec, project_id: str, compartment_id: str, group: Any, mounts: list[Mount]) -> Any:
+    """CreateJobDetails: the multi-node configuration, logging and the storage mounts."""
+    from oci.data_science import models
+
+    settings = spec.oci
+    network: Any = (
+        models.JobCustomNetworkConfiguration(subnet_id=settings.subnet_id)
+        if settings.subnet_id
+        else models.JobDefaultNetworkConfiguration()
     )
     node_configuration = models.MultiNodeJobNodeConfigurationDetails(
         startup_order="IN_PARALLEL",
@@ -239,7 +257,7 @@ def build(spec: JobSpec, environ: Mapping[str, str] | None = None, stamp: str | 
         )
         for m in mounts
     ]  # fmt: skip
-    create_job = models.CreateJobDetails(
+    return models.CreateJobDetails(
         project_id=project_id,
         compartment_id=compartment_id,
         display_name=spec.name,
@@ -249,20 +267,43 @@ def build(spec: JobSpec, environ: Mapping[str, str] | None = None, stamp: str | 
         job_storage_mount_configuration_details_list=storage,
         freeform_tags={"cloudddp": "1"},
     )
+
+
+def create_run_details(spec: JobSpec, project_id: str, compartment_id: str, stamp: str, output_uri: str) -> Any:
+    """CreateJobRunDetails; `submit` fills in the job id create_job returns."""
+    from oci.data_science import models
+
     tags = {NODES_TAG: str(spec.nodes)}
     if len(output_uri) <= 256:  # freeform tag values hold at most 256 characters
         tags[OUTPUT_TAG] = output_uri
-    create_job_run = models.CreateJobRunDetails(
+    return models.CreateJobRunDetails(
         project_id=project_id,
         compartment_id=compartment_id,
         display_name=f"{spec.name}-{stamp}",
         job_id=RUN_ID_PLACEHOLDER,
         freeform_tags=tags,
     )
+
+
+def build(spec: JobSpec, environ: Mapping[str, str] | None = None, stamp: str | None = None) -> Parts:
+    """The request for `spec`; every limit the service enforces is checked here, first."""
+    environ = os.environ if environ is None else environ
+    stamp = stamp or time.strftime("%Y%m%d-%H%M%S")
+    compartment_id, project_id, origins, image, flex = check_settings(spec, environ)
+    bucket, namespace, base = validation.parse_work_dir(spec.oci.work_dir)
+    job_prefix = "/".join(p for p in (base, spec.name) if p)
+    run_prefix = f"{job_prefix}/runs/{stamp}"
+    paths = data_paths(spec, Mount(WORK_MOUNT, bucket, namespace, job_prefix), stamp, run_prefix)
+    env, arguments = job_environment(spec, paths.env)
+    uploads = [Upload(str(Path(spec.source_dir).resolve()), run_prefix, "archive"), *paths.uploads]
+    launcher_args = [f"--nproc-per-node={spec.nproc_per_node}"] if spec.nproc_per_node is not None else []
+    job_config = {"entry_point": spec.entry_point, "module": spec.module, "args": [], "launcher_args": launcher_args}
+    group = node_group(spec, image, flex, env, arguments)
     return Parts(
-        create_job=create_job, create_job_run=create_job_run, bucket=bucket, namespace=namespace,
-        uploads=uploads, job_config=job_config, output_uri=output_uri, logging=logging,
-        settings_origin={"compartment_id": compartment_from, "project_id": project_from},
+        create_job=create_job_details(spec, project_id, compartment_id, group, paths.mounts),
+        create_job_run=create_run_details(spec, project_id, compartment_id, stamp, paths.output_uri),
+        bucket=bucket, namespace=namespace, uploads=uploads, job_config=job_config, output_uri=paths.output_uri,
+        logging=bool(spec.oci.log_group_id), settings_origin=origins,
     )  # fmt: skip
 
 
