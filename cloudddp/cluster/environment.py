@@ -20,7 +20,7 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from cloudddp.cluster.options import DetectOptions
 from cloudddp.cluster.plan import ClusterPlan
@@ -78,6 +78,7 @@ class EmulatedNode:
             path.write_text(json.dumps(content, indent=2))
 
 
+@runtime_checkable
 class Environment(Protocol):
     """A platform module (see the module docstring); modules satisfy it structurally."""
 
@@ -88,6 +89,7 @@ class Environment(Protocol):
     def plan(self, environ: Mapping[str, str], options: DetectOptions) -> ClusterPlan: ...
 
 
+@runtime_checkable
 class EmulatedEnvironment(Environment, Protocol):
     """A platform the local provider can emulate: it also writes its own contract."""
 

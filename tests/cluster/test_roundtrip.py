@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from cloudddp.cluster import EMULATIONS, oci
-from cloudddp.cluster.environment import EmulatedCluster
+from cloudddp.cluster import BY_NAME, EMULATIONS, oci
+from cloudddp.cluster.environment import EmulatedCluster, EmulatedEnvironment, Environment
 from cloudddp.cluster.plan import ClusterPlan
 from cloudddp.launcher.cli import build_parser, plan_for
 
@@ -43,3 +43,9 @@ def test_every_node_of_an_emulated_cluster_agrees_on_the_rendezvous(platform: st
     assert len(agreed) == 1, agreed
     assert plans[0].nnodes == size
     assert plans[0].master_addr == "127.0.0.1"  # every emulated host name reaches loopback
+
+
+def test_every_platform_module_keeps_the_documented_protocol() -> None:
+    assert all(isinstance(module, Environment) for module in BY_NAME.values())
+    assert all(isinstance(module, EmulatedEnvironment) for module in EMULATIONS.values())
+    assert not isinstance(BY_NAME["awsbatch"], EmulatedEnvironment)  # the check can fail: no emulate() there
