@@ -180,7 +180,7 @@ def test_an_endpoint_url_without_a_scheme_names_the_variable(
     moto_server: dict[str, str], project: Path, tmp_path: Path
 ) -> None:
     env = {**moto_server, "AWS_ENDPOINT_URL": "localhost:4566"}
-    for name, result in run_each(["launch", "status", "logs", "cancel"], env, project, tmp_path).items():
+    for name, result in run_each(list(COMMANDS), env, project, tmp_path).items():
         assert "AWS_ENDPOINT_URL='localhost:4566'" in result.stderr and "scheme" in result.stderr, (name, result)
 
 

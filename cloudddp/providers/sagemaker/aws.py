@@ -12,6 +12,7 @@ from __future__ import annotations
 import html
 import os
 import re
+from collections.abc import Mapping
 from typing import Any
 
 import boto3
@@ -27,6 +28,7 @@ from botocore.exceptions import (
     ProfileNotFound,
     ReadTimeoutError,
 )
+from botocore.utils import is_valid_endpoint_url, is_valid_ipv6_endpoint_url
 
 from cloudddp.errors import CloudDDPError
 
@@ -96,6 +98,24 @@ def endpoint_variable(service: str) -> tuple[str, str] | None:
         if os.environ.get(name):
             return name, os.environ[name]
     return None
+
+
+# The endpoint variables cloudddp's clients read (boto3's service-specific names: AWS_ENDPOINT_URL_<SERVICE ID>).
+ENDPOINT_VARIABLES = (
+    "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_SAGEMAKER", "AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL_STS",
+    "AWS_ENDPOINT_URL_CLOUDWATCH_LOGS",
+)  # fmt: skip
+
+
+def check_endpoint_variables(environ: Mapping[str, str]) -> None:
+    """Endpoint URLs botocore would refuse (no scheme, no host), found offline: the dry run reports them too."""
+    for name in ENDPOINT_VARIABLES:
+        value = environ.get(name)
+        if value and not (is_valid_endpoint_url(value) or is_valid_ipv6_endpoint_url(value)):
+            raise CloudDDPError(
+                f"{name}={value!r} is not a usable endpoint URL: it needs a scheme and a host, like "
+                f"http://localhost:4566 or https://sagemaker.us-east-1.amazonaws.com."
+            )
 
 
 def make_client(session: Any, service: str, region: str) -> Any:

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 import time
 from dataclasses import dataclass, field
@@ -30,6 +31,7 @@ from typing import Any
 
 from cloudddp.errors import CloudDDPError
 from cloudddp.providers.sagemaker import validation as check
+from cloudddp.providers.sagemaker.aws import check_endpoint_variables
 from cloudddp.providers.sagemaker.images import is_dlc
 from cloudddp.redact import secret_environment_warning
 from cloudddp.spec import JobSpec
@@ -381,6 +383,7 @@ def validate_spec(spec: JobSpec) -> None:
     if sm.checkpoint_s3:
         check.check_s3_uri(sm.checkpoint_s3, "--checkpoint-s3")
     check.check_checkpoint(spec.checkpoint, sm.checkpoint_s3)
+    check_endpoint_variables(os.environ)
     for value in spec.hyperparameters.values():
         encode_hyperparameter(value)
     spec.require_source()
