@@ -14,7 +14,6 @@ from cloudddp.cluster.environment import EmulatedCluster, EmulatedNode
 from cloudddp.spec import JobSpec
 
 
-
 def node_layouts(spec: JobSpec, run_dir: Path, job_name: str) -> list[EmulatedNode]:
     cluster = EmulatedCluster(
         nodes=spec.nodes,
