@@ -28,14 +28,22 @@ from sagemaker_fixtures import (  # noqa: F401  (fixtures)
     spec_for,
 )
 
-from cloudddp.providers.local.layout import NodeLayout, sagemaker_nodes
+from cloudddp.cluster import sagemaker
+from cloudddp.cluster.environment import EmulatedCluster, EmulatedNode
 from cloudddp.providers.local.provider import free_port
 from cloudddp.spec import JobSpec
 
 pytestmark = pytest.mark.slow
 
 
-def lay_out(spec: JobSpec, run_dir: Path, job: str, archive: Path, data: Path | None) -> list[NodeLayout]:
+def sagemaker_nodes(spec: JobSpec, run_dir: Path, job: str) -> list[EmulatedNode]:
+    """Each host as SageMaker lays it out (the SageMaker module's own emulation)."""
+    cluster = EmulatedCluster(nodes=spec.nodes, job_name=job, run_dir=run_dir, channels=tuple(sorted(spec.inputs)),
+                              hyperparameters=dict(spec.hyperparameters))  # fmt: skip
+    return sagemaker.emulate(cluster)
+
+
+def lay_out(spec: JobSpec, run_dir: Path, job: str, archive: Path, data: Path | None) -> list[EmulatedNode]:
     """Each host's /opt/ml as SageMaker prepares it, with the code extracted where the toolkit puts it."""
     nodes = sagemaker_nodes(spec, run_dir, job)
     for node in nodes:
@@ -51,7 +59,7 @@ def lay_out(spec: JobSpec, run_dir: Path, job: str, archive: Path, data: Path | 
     return nodes
 
 
-def host_env(node: NodeLayout, port: int, extra: dict[str, str] | None = None) -> dict[str, str]:
+def host_env(node: EmulatedNode, port: int, extra: dict[str, str] | None = None) -> dict[str, str]:
     return clean_env({
         **node.env, "CLOUDDDP_HOST_MAP": "algo-1=127.0.0.1,algo-2=127.0.0.1", "OMP_NUM_THREADS": "1",
         "SM_OUTPUT_DIR": str(node.root / "output"), **(extra or {}),
@@ -157,4 +165,4 @@ def test_bring_your_own_container_command_runs_the_bootstrap(aws: FakeAWS, tmp_p
     shown = json.loads((nodes[0].root / "output" / "args-0.json").read_text())
     assert shown["world"] == "2"
     assert shown["argv"][:2] == ["--x", "1"]
-    assert shown["argv"][2:] == ["--lr", "0.5", "--arch", "resnet"]
+    assert shown["argv"][2:] == ["--arch", "resnet", "--lr", "0.5"]  # the toolkit's order: keys sorted
