@@ -58,6 +58,14 @@ def redirect_to(endpoint: str) -> Any:
     return redirect
 
 
+def all_objects(s3: Any) -> set[str]:
+    return {
+        f"s3://{b['Name']}/{o['Key']}"
+        for b in s3.list_buckets()["Buckets"]
+        for o in s3.list_objects_v2(Bucket=b["Name"]).get("Contents", [])
+    }
+
+
 def record_inside(out_root: Path) -> None:
     """Runs in .venv-sdk2: the real SDK, one fit(wait=False) per case."""
     import boto3
@@ -80,21 +88,18 @@ def record_inside(out_root: Path) -> None:
             "provide-client-params.sagemaker.CreateTrainingJob",
             lambda params, _into=captured, **_: _into.append(copy.deepcopy(params)),
         )
+        s3 = boto_session.client("s3")
+        before = all_objects(s3)
         with tempfile.TemporaryDirectory() as source:
             Path(source, spec["estimator"]["entry_point"]).write_text("print('training')\n")
             estimator = PyTorch(source_dir=source, sagemaker_session=session, **spec["estimator"])
             estimator.fit(inputs=spec["inputs"], wait=False, job_name=job_name(case))
-        s3 = boto_session.client("s3")
-        objects = sorted(
-            f"s3://{b['Name']}/{o['Key']}"
-            for b in s3.list_buckets()["Buckets"]
-            for o in s3.list_objects_v2(Bucket=b["Name"]).get("Contents", [])
-        )
+        objects = sorted(all_objects(s3) - before)
         document = {
             "recorded_with": f"sagemaker {sagemaker.__version__} (sagemaker.pytorch.PyTorch), boto3 {boto3.__version__}",
             "case": case,
             "request": captured[-1],
-            "s3_objects_after_fit": objects,
+            "s3_objects_written_by_fit": objects,
         }
         (out / f"{case}.json").write_text(json.dumps(document, indent=2, sort_keys=True) + "\n")
         print(f"recorded {case} -> {out / (case + '.json')}")

@@ -48,6 +48,15 @@ CASES: dict[str, dict[str, Any]] = {
         },
         "inputs": {"train": f"{DATA}/train"},
     },
+    # Spot without checkpoint_s3_uri: cloudddp adds a CheckpointConfig in the staging bucket (an intended difference).
+    "spot_without_checkpoints": {
+        "estimator": {
+            "entry_point": ENTRY_POINT, "role": ROLE, "framework_version": "2.5", "py_version": "py311",
+            "instance_count": 2, "instance_type": "ml.g5.2xlarge", "disable_profiler": True,
+            "debugger_hook_config": False, "use_spot_instances": True, "max_wait": 90000,
+        },
+        "inputs": {"val": f"{DATA}/val", "train": f"{DATA}/train"},
+    },
     "vpc_and_kms": {
         "estimator": {
             "entry_point": ENTRY_POINT, "role": ROLE, "framework_version": "2.1", "py_version": "py310",

@@ -35,6 +35,7 @@ INTENDED = {
     "<service defaults>": "False flags and CheckpointConfig.LocalPath=/opt/ml/checkpoints sent explicitly",
     "InputDataConfig order": "channels sorted by name",
     "OutputDataConfig.KmsKeyId": "volume_kms_key also encrypts the output (one key in cloudddp)",
+    "CheckpointConfig (spot)": "a spot job without checkpoint_s3_uri gets one in the staging bucket",
 }
 
 
@@ -65,16 +66,23 @@ def recorded(case: str) -> dict[str, Any]:
     return dict(json.loads((RECORDINGS[-1] / f"{case}.json").read_text()))
 
 
-def fit_case(case: str, moto: MotoServer, tmp_path: Path) -> dict[str, Any]:
+def all_objects(moto: MotoServer) -> set[str]:
+    s3 = moto.client("s3")
+    return {f"s3://{b['Name']}/{key}" for b in s3.list_buckets()["Buckets"] for key in moto.keys(b["Name"])}
+
+
+def fit_case(case: str, moto: MotoServer, tmp_path: Path) -> tuple[dict[str, Any], list[str]]:
+    """cloudddp's CreateTrainingJob request for the case, and the S3 objects its fit() wrote."""
     for bucket in BUCKETS:
         moto.client("s3").create_bucket(Bucket=bucket)
     source = tmp_path / f"source-{case}"
     source.mkdir()
     (source / CASES[case]["estimator"]["entry_point"]).write_text("print('training')\n")
     estimator = PyTorch(source_dir=str(source), sagemaker_session=Session(), **CASES[case]["estimator"])
+    before = all_objects(moto)
     estimator.fit(inputs=CASES[case]["inputs"], wait=False, job_name=job_name(case))
     (request,) = moto.created()
-    return dict(request)
+    return dict(request), sorted(all_objects(moto) - before)
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
@@ -82,12 +90,14 @@ def test_create_training_job_equals_the_sdk_v2_request_but_for_the_listed_differ
     case: str, moto: MotoServer, tmp_path: Path
 ) -> None:
     sdk = recorded(case)
-    ours = fit_case(case, moto, tmp_path)
+    ours, written = fit_case(case, moto, tmp_path)
     assert ours["TrainingJobName"] == sdk["request"]["TrainingJobName"] == job_name(case)
+    if ours.get("EnableManagedSpotTraining") and "CheckpointConfig" not in sdk["request"]:
+        # Intended: cloudddp never runs spot without checkpoints; they go to the staging bucket.
+        assert ours.pop("CheckpointConfig")["S3Uri"].startswith("s3://sagemaker-us-east-1-123456789012/")
     assert comparable(ours, job_name(case)) == comparable(sdk["request"], job_name(case))
-    # comparable() kept sagemaker_submit_directory: the archive lands where the SDK v2 puts its own; it is there.
-    submit = json.loads(ours["HyperParameters"]["sagemaker_submit_directory"])
-    assert moto.read(submit)[:2] == b"\x1f\x8b"  # a gzip file
+    # The source archive (the only object either side writes) lands where the SDK v2 puts its own.
+    assert written == sdk["s3_objects_written_by_fit"]
 
 
 def test_the_comparison_catches_a_changed_field() -> None:
