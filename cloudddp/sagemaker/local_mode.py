@@ -22,6 +22,7 @@ import os
 import re
 import shutil
 import tarfile
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -29,6 +30,7 @@ from typing import Any
 from cloudddp.errors import CloudDDPError
 
 NODE = re.compile(r"algo-(\d+)")
+DOWNLOAD_THREADS = 8
 
 
 def split_s3(uri: str, what: str) -> tuple[str, str]:
@@ -59,17 +61,18 @@ def download_prefix(s3: Any, uri: str, target: Path, what: str) -> int:
         else:
             s3.download_file(bucket, prefix, str(_inside(target, os.path.basename(prefix), prefix)))
             return 1
-    count = 0
+    wanted: list[tuple[str, Path]] = []
     for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
         for item in page.get("Contents", []):
             key = item["Key"]
-            if key.endswith("/"):
-                continue
-            path = _inside(target, key[len(prefix) :].lstrip("/"), key)
-            path.parent.mkdir(parents=True, exist_ok=True)
-            s3.download_file(bucket, key, str(path))
-            count += 1
-    return count
+            if not key.endswith("/"):
+                wanted.append((key, _inside(target, key[len(prefix) :].lstrip("/"), key)))
+    for _, path in wanted:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    # Many small files (images) are latency-bound: several requests in flight (boto3 clients are thread-safe).
+    with ThreadPoolExecutor(max_workers=DOWNLOAD_THREADS) as pool:
+        list(pool.map(lambda item: s3.download_file(bucket, item[0], str(item[1])), wanted))
+    return len(wanted)
 
 
 def channel_folder(uri: str, channel: str) -> Path | None:
