@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -240,3 +241,42 @@ def test_a_third_party_provider_cannot_take_a_built_in_name(tmp_path: Path) -> N
     result = run_cli("status", "latest", cwd=tmp_path, env={"PYTHONPATH": str(site)})
     assert result.returncode == 2 and "Traceback" not in result.stderr
     assert "two providers are named 'local'" in result.stderr
+
+
+@pytest.fixture
+def extra_provider_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """A second folder searched for cloudddp.providers sub-packages, as if they were in the source tree."""
+    import cloudddp.providers as package
+
+    folder = tmp_path / "providers"
+    folder.mkdir()
+    monkeypatch.setattr(package, "__path__", [*package.__path__, str(folder)])
+    registry.refresh()
+    yield folder
+    monkeypatch.undo()
+    for name in [m for m in sys.modules if m.startswith("cloudddp.providers.halfway")]:
+        del sys.modules[name]
+    registry.refresh()
+
+
+def test_a_provider_folder_without_a_declaration_is_skipped_and_named_when_asked_for(
+    extra_provider_folder: Path,
+) -> None:
+    (extra_provider_folder / "halfway").mkdir()
+    (extra_provider_folder / "halfway" / "__init__.py").write_text('"""Work in progress."""\n')
+    assert "halfway" not in registry.names() and "local" in registry.names()
+    with pytest.raises(CloudDDPError, match=r"unknown provider 'halfway' \(cloudddp/providers/halfway/__init__.py "
+                                            r"declares no PROVIDER = ProviderInfo\(\.\.\.\)\)"):  # fmt: skip
+        registry.get("halfway")
+
+
+def test_a_provider_folder_must_declare_its_own_name(extra_provider_folder: Path) -> None:
+    (extra_provider_folder / "halfway").mkdir()
+    (extra_provider_folder / "halfway" / "__init__.py").write_text(
+        "import dataclasses\nfrom cloudddp.providers.local import PROVIDER as LOCAL\n"
+        "PROVIDER = dataclasses.replace(LOCAL, name='elsewhere')\n"
+    )
+    with pytest.raises(
+        CloudDDPError, match=r"halfway/__init__\.py: PROVIDER\.name is .elsewhere.; it must be the folder"
+    ):
+        registry.providers()
