@@ -17,6 +17,7 @@ import typer
 from rich.console import Console
 from rich.text import Text
 
+from cloudddp.elastic import parse_nodes
 from cloudddp.errors import CloudDDPError
 from cloudddp.providers import registry
 from cloudddp.providers.registry import Option
@@ -221,7 +222,15 @@ def launch(
     name: Annotated[str | None, typer.Option(help="job name")] = None,
     module: Annotated[bool, typer.Option("--module", "-m", help="SCRIPT is a Python module")] = False,
     source_dir: Annotated[str | None, typer.Option(help="folder shipped with the job (default: the script's)")] = None,
-    nodes: Annotated[int | None, typer.Option("--nodes", help="number of nodes")] = None,
+    nodes: Annotated[str | None, typer.Option("--nodes", help="number of nodes, or MIN:MAX (elastic)")] = None,
+    min_nodes: Annotated[
+        int | None, typer.Option(help="elastic: start with this many nodes (--nodes is the most)")
+    ] = None,
+    max_restarts: Annotated[
+        int | None, typer.Option(help="elastic: times the nodes may re-form after a failure")
+    ] = None,
+    rdzv_backend: Annotated[str | None, typer.Option(help="elastic rendezvous: c10d (default) or etcd-v2")] = None,
+    rdzv_endpoint: Annotated[str | None, typer.Option(help="etcd-v2: the etcd server's HOST:PORT")] = None,
     nproc_per_node: Annotated[str | None, typer.Option(help="processes per node: N, gpu, cpu or auto")] = None,
     input: Annotated[list[str] | None, typer.Option("--input", "-i", help="CHANNEL=PATH_OR_URI (repeatable)")] = None,
     output: Annotated[str | None, typer.Option(help="where the model/artifacts go")] = None,
@@ -252,11 +261,13 @@ def launch(
 
     overrides = script_overrides(script, module, source_dir, script_args)
     overrides.update(
-        name=name, nodes=nodes, nproc_per_node=read_nproc(nproc_per_node), output=output, checkpoint=checkpoint,
+        name=name, nproc_per_node=read_nproc(nproc_per_node), output=output, checkpoint=checkpoint,
+        min_nodes=min_nodes, max_restarts=max_restarts, rdzv_backend=rdzv_backend, rdzv_endpoint=rdzv_endpoint,
         max_runtime=max_runtime, inputs=pairs(input, "--input"), environment=pairs(env, "--env"),
         # Kept as typed (`-H version=1.10` stays "1.10", `run_id=007` stays "007"): the script parses its arguments.
         hyperparameters=pairs(hyperparameter, "--hyperparameter"),
     )  # fmt: skip
+    overrides.update(parse_nodes(nodes, min_nodes))  # --nodes 2:3 is min_nodes 2, nodes 3
     registry.get(provider)
     overrides[provider] = provider_section(provider, given, PROVIDER_FLAGS)
     spec = load_launch_spec(file, drop_none(overrides))

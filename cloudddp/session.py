@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from cloudddp.elastic import require_elastic_support
 from cloudddp.providers import JobHandle, JobRequest, JobStatus, Provider, get_provider, registry
 from cloudddp.redact import redact_text
 
@@ -104,6 +105,7 @@ def run_job(
     """Render; print it (dry run) or submit exactly it; follow until done. Returns the exit code."""
     chosen = get_provider(provider) if isinstance(provider, str) else provider
     record = record if record is not None else JobRecord()
+    require_elastic_support(chosen.name, spec)  # SageMaker and OCI refuse MIN:MAX before anything is rendered
     record.request = chosen.render(spec)
     if dry_run:
         say(record.request.to_yaml().rstrip())

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, create_model, field_validator
 
 from cloudddp.errors import CloudDDPError
 
@@ -39,6 +39,11 @@ class JobSpecBase(Section):
     args: list[str] = []
     source_dir: str = "."
     nodes: int = Field(default=1, ge=1)
+    # Elastic mode (cloudddp/elastic.py): set min_nodes and the job runs on min_nodes..nodes nodes.
+    min_nodes: int | None = Field(default=None, ge=1)
+    max_restarts: int = Field(default=0, ge=0, description="elastic: times the nodes may re-form after a failure")
+    rdzv_backend: Literal["c10d", "etcd-v2"] = "c10d"
+    rdzv_endpoint: str | None = Field(default=None, validate_default=True, description="etcd-v2: HOST:PORT of etcd")
     nproc_per_node: NprocPerNode | None = None
     inputs: dict[str, str] = {}
     output: str | None = None
@@ -60,6 +65,21 @@ class JobSpecBase(Section):
         for channel in value:
             if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}", channel):
                 raise ValueError(f"channel name {channel!r} must be letters, digits, '.', '_' or '-'")
+        return value
+
+    @field_validator("min_nodes")
+    @classmethod
+    def _at_most_nodes(cls, value: int | None, info: ValidationInfo) -> int | None:
+        nodes = info.data.get("nodes")
+        if value is not None and nodes is not None and value > nodes:
+            raise ValueError(f"is more than nodes={nodes}, the most nodes an elastic job takes")
+        return value
+
+    @field_validator("rdzv_endpoint")
+    @classmethod
+    def _etcd_needs_an_endpoint(cls, value: str | None, info: ValidationInfo) -> str | None:
+        if info.data.get("rdzv_backend") == "etcd-v2" and not value:
+            raise ValueError("rdzv_backend etcd-v2 needs the etcd server's HOST:PORT here")
         return value
 
     def entry_path(self) -> Path:

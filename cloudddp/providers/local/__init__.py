@@ -21,6 +21,9 @@ class LocalSettings(Section):
     runs_dir: str = "cloudddp-runs"
     master_port: int | None = Field(default=None, ge=1024, le=65535)
     link_inputs: bool = True
+    # Elastic jobs: seconds the rendezvous waits for more nodes once min_nodes have met (torchrun's
+    # default is 30). The emulated nodes all start at once, so a short wait only delays recovery less.
+    elastic_last_call: float = Field(default=2.0, gt=0)
 
 
 PROVIDER = ProviderInfo(
@@ -32,7 +35,8 @@ PROVIDER = ProviderInfo(
         Option("--emulate", "emulate", help="sagemaker, oci, kubeflow, slurm or none"),
         Option("--runs-dir", "runs_dir", help="where local runs live"),
     ),
-    interrupt_stops_job=True,  # the nodes are this machine's processes: Ctrl-C stops them
+    interrupt_stops_job=True,
+    supports_elastic=True,  # --emulate kubeflow, slurm or none (providers/local/elastic.py)  # the nodes are this machine's processes: Ctrl-C stops them
     factory="cloudddp.providers.local.provider:create",
 )
 

@@ -21,9 +21,11 @@ from pathlib import Path
 from typing import Any
 
 from cloudddp.cluster.environment import EmulatedNode
+from cloudddp.elastic import is_elastic
 from cloudddp.errors import CloudDDPError
 from cloudddp.launcher.supervisor import is_running
 from cloudddp.providers.base import JobHandle, JobRequest, JobStatus, Provider
+from cloudddp.providers.local.elastic import check_elastic_emulation, elastic_launcher_args
 from cloudddp.providers.local.layout import node_layouts
 from cloudddp.providers.local.runner import write_state
 from cloudddp.spec import JobSpec
@@ -110,6 +112,7 @@ class LocalRequest:
     master_port: int | None
     link_inputs: bool
     nodes: list[LocalNode]
+    elastic: bool = False  # a node's loss does not end the job: the others re-form (providers/local/elastic.py)
 
     def to_document(self, master_port: int | None = None) -> dict[str, Any]:
         """The dry run's `request:`; with `master_port`, what the runner is given."""
@@ -121,12 +124,13 @@ class LocalRequest:
             "max_runtime": self.max_runtime,
             "master_port": self.master_port,
             "link_inputs": self.link_inputs,
+            "elastic": self.elastic,
             "nodes": [node.to_document(master_port) for node in self.nodes],
         }
 
 
-def render_node(spec: JobSpec, layout: EmulatedNode, threads: int) -> LocalNode:
-    options = list(layout.launcher_args)
+def render_node(spec: JobSpec, layout: EmulatedNode, threads: int, job_name: str) -> LocalNode:
+    options = [*layout.launcher_args, *elastic_launcher_args(spec, layout, job_name)]
     if spec.nproc_per_node is not None:
         options.append(f"--nproc-per-node={spec.nproc_per_node}")
     program = ["-m", spec.entry_point] if spec.module else [spec.entry_point]
@@ -155,6 +159,7 @@ class LocalProvider(Provider):
 
     def validate(self, spec: JobSpec) -> None:
         spec.require_source()
+        check_elastic_emulation(spec)
         for channel, where in spec.inputs.items():
             if _is_uri(where):
                 raise CloudDDPError(
@@ -176,7 +181,8 @@ class LocalProvider(Provider):
             checkpoint=Path(spec.checkpoint).resolve() if spec.checkpoint else None,
             output=Path(spec.output).resolve() if spec.output else None,
             max_runtime=spec.max_runtime, master_port=spec.local.master_port, link_inputs=spec.local.link_inputs,
-            nodes=[render_node(spec, layout, threads) for layout in node_layouts(spec, run_dir, job_name)],
+            nodes=[render_node(spec, layout, threads, job_name) for layout in node_layouts(spec, run_dir, job_name)],
+            elastic=is_elastic(spec),
         )  # fmt: skip
         return JobRequest(provider=self.name, name=job_name, spec=spec, request=request)
 

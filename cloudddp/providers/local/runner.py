@@ -8,7 +8,8 @@ file. `state.json` in the run folder is the record of truth:
 
 A node that fails takes the job down: peers are given `PEER_GRACE` seconds to notice
 (the launchers' fail-fast channel stops them within about 2 s), then stopped. The job's exit
-code is the first failing node's, not that of a node stopped because of it.
+code is the first failing node's, not that of a node stopped because of it. In an elastic job
+(`"elastic": true`) a lost node is not fatal: the others re-form, and the job succeeded when they did.
 """
 
 from __future__ import annotations
@@ -90,7 +91,7 @@ class Runner:
                 record = self.state["nodes"][name]
                 if record["exit_code"] is None:
                     record["exit_code"] = code if code >= 0 else 128 - code
-                    if code != 0 and first_failure is None:
+                    if code != 0 and first_failure is None and not self.job.get("elastic"):
                         first_failure = time.monotonic()
                         self.state.setdefault("first_failure", name)
                     write_state(self.run_dir, self.state)
@@ -113,6 +114,12 @@ class Runner:
         if self.stopping:
             self.state["state"] = "STOPPED"
             exit_code = exit_code or 143
+        elif self.job.get("elastic") and 0 in codes:
+            # torchrun's agents exit 0 only when the worker group finished: the survivors completed the
+            # job, whatever happened to the nodes that were lost on the way.
+            self.state["state"], exit_code = "SUCCEEDED", 0
+            self.state["lost_nodes"] = [name for name, n in self.state["nodes"].items() if n["exit_code"] != 0]
+            failed = []
         else:
             self.state["state"] = "FAILED" if failed else "SUCCEEDED"
         if failed and not self.state.get("reason"):

@@ -1,0 +1,62 @@
+"""Elastic mode on the client side: `--nodes MIN:MAX`, and which providers may run it.
+
+A job is elastic when its spec sets `min_nodes`: it starts once `min_nodes` nodes have met,
+takes up to `nodes`, and survives a node's loss by re-forming with the others (torchrun's
+dynamic rendezvous, `max_restarts` times). SageMaker and OCI start a fixed set of hosts and
+never add one back, so their providers do not declare `supports_elastic` and are refused here,
+before anything is uploaded.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from cloudddp.errors import CloudDDPError
+
+if TYPE_CHECKING:
+    from cloudddp.spec import JobSpecBase
+
+ELASTIC_BACKENDS = ("c10d", "etcd-v2")
+
+
+def parse_nodes(value: str | None, min_nodes: int | None = None) -> dict[str, Any]:
+    """`--nodes 3` -> {nodes: 3}; `--nodes 2:3` -> {min_nodes: 2, nodes: 3}; the spec checks the rest.
+
+    `min_nodes` is the `--min-nodes` flag, which must not contradict a MIN:MAX range.
+    """
+    if value is None:
+        return {}
+    text = value.strip()
+    low, sep, high = text.partition(":")
+    parts = [low, high] if sep else [low]
+    if not all(part.strip().isdigit() for part in parts):
+        raise CloudDDPError(f"--nodes {value!r}: expected a number of nodes (3) or MIN:MAX for elastic mode (2:3).")
+    if sep and min_nodes is not None and min_nodes != int(low):
+        raise CloudDDPError(f"--nodes {value!r} and --min-nodes {min_nodes} disagree; give the range once.")
+    if sep:
+        return {"min_nodes": int(low), "nodes": int(high)}
+    return {"nodes": int(low)}
+
+
+def is_elastic(spec: JobSpecBase) -> bool:
+    return spec.min_nodes is not None
+
+
+def node_range(spec: JobSpecBase) -> str:
+    """torchrun's `--nnodes` for the spec: `MIN:MAX` when elastic, else the node count."""
+    return f"{spec.min_nodes}:{spec.nodes}" if is_elastic(spec) else str(spec.nodes)
+
+
+def require_elastic_support(provider: str, spec: JobSpecBase) -> None:
+    """An elastic spec on a provider that cannot run it is refused with the reason."""
+    from cloudddp.providers import registry
+
+    if not is_elastic(spec) or registry.get(provider).supports_elastic:
+        return
+    able = ", ".join(name for name, info in sorted(registry.providers().items()) if info.supports_elastic)
+    raise CloudDDPError(
+        f"min_nodes={spec.min_nodes} (nodes {node_range(spec)}) asks for elastic training, which the {provider} "
+        f"provider cannot run: its platform starts a fixed set of {spec.nodes} hosts and never adds one back. "
+        f"Give a fixed node count (--nodes {spec.nodes}, no min_nodes) and resume from checkpoints after a "
+        f"failure, or run elastic jobs with a provider that supports them ({able})."
+    )

@@ -1,0 +1,131 @@
+"""Elastic mode on the client side: `--nodes MIN:MAX`, `min_nodes`, `max_restarts`, c10d or etcd-v2.
+
+What a user cares about: the range reaches every node's torchrun as an elastic rendezvous, the
+providers whose platforms start a fixed set of hosts (SageMaker, OCI) refuse it with the reason
+before anything is uploaded, and a malformed range is named, exit 2.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+from helpers import SOURCES, clean_env, run_cli
+
+from cloudddp.errors import CloudDDPError
+from cloudddp.launcher.cli import run as launcher_run
+from cloudddp.providers.local.provider import LocalProvider
+from cloudddp.spec import build_spec
+
+CHECK = str(SOURCES / "allreduce_check.py")
+
+
+def elastic_spec(**fields: object) -> object:
+    base = {"entry_point": "allreduce_check.py", "source_dir": str(SOURCES), "nodes": 3, "min_nodes": 2}
+    return build_spec({**base, **fields})
+
+
+def node_plans(spec: object, tmp_path: Path, master_port: int = 29611) -> list[dict]:
+    """Each rendered node's command, planned by the real launcher (`--dry-run`) under the node's environment."""
+    request = LocalProvider(runs_dir=tmp_path / "runs").render(spec).request  # type: ignore[arg-type]
+    plans = []
+    for node in request.nodes:
+        argv = node.argv(master_port)
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out), contextlib.chdir(node.cwd):  # the script path is relative
+            assert launcher_run(["--dry-run", *argv[3:]], clean_env(node.env)) == 0
+        plans.append(json.loads(out.getvalue()))
+    return plans
+
+
+@pytest.mark.parametrize("emulate", ["none", "kubeflow", "slurm"])
+def test_every_node_plans_the_elastic_range_on_node_0s_c10d_store(tmp_path: Path, emulate: str) -> None:
+    spec = elastic_spec(max_restarts=3, local={"emulate": emulate})
+    plans = node_plans(spec, tmp_path)
+    assert len(plans) == 3
+    for rank, plan in enumerate(plans):
+        assert plan["nnodes"] == "2:3" and plan["rdzv_backend"] == "c10d" and plan["max_restarts"] == 3
+        assert plan["rdzv_endpoint"] is None and f"--rdzv-endpoint=127.0.0.1:{29611}" in plan["argv"]
+        assert len({p["rdzv_id"] for p in plans}) == 1  # one job, one rendezvous
+        conf = [a for a in plan["argv"] if a.startswith("--rdzv-conf=")]
+        # Node 0 hosts the c10d store, as the master host does on a real cluster.
+        assert conf == [f"--rdzv-conf=last_call_timeout=2,is_host={'true' if rank == 0 else 'false'}"]
+        assert "--nnodes=2:3" in plan["argv"] and "--max-restarts=3" in plan["argv"]
+
+
+def test_etcd_v2_sends_every_node_to_the_etcd_server(tmp_path: Path) -> None:
+    spec = elastic_spec(rdzv_backend="etcd-v2", rdzv_endpoint="127.0.0.1:2379", local={"emulate": "none"})
+    for plan in node_plans(spec, tmp_path):
+        assert plan["rdzv_backend"] == "etcd-v2" and plan["rdzv_endpoint"] == "127.0.0.1:2379"
+        assert not any("is_host" in a for a in plan["argv"])
+
+
+def test_a_fixed_size_job_stays_static(tmp_path: Path) -> None:
+    spec = build_spec({"entry_point": "allreduce_check.py", "source_dir": str(SOURCES), "nodes": 2,
+                       "local": {"emulate": "none"}})  # fmt: skip
+    plans = node_plans(spec, tmp_path)
+    assert [(p["nnodes"], p["rdzv_backend"]) for p in plans] == [(2, "static"), (2, "static")]
+
+
+@pytest.mark.parametrize(
+    ("fields", "named"),
+    [
+        ({"nodes": 2, "min_nodes": 3}, ["min_nodes", "3", "nodes=2"]),
+        ({"min_nodes": 0}, ["min_nodes", "0"]),
+        ({"max_restarts": -1}, ["max_restarts", "-1"]),
+        ({"rdzv_backend": "etcd-v2"}, ["rdzv_endpoint", "etcd-v2"]),
+        ({"rdzv_backend": "zookeeper"}, ["rdzv_backend", "zookeeper"]),
+    ],
+    ids=["min-above-max", "zero-min", "negative-restarts", "etcd-without-endpoint", "unknown-backend"],
+)
+def test_a_bad_elastic_spec_names_the_field(fields: dict, named: list[str]) -> None:
+    with pytest.raises(CloudDDPError) as error:
+        elastic_spec(**fields)
+    for text in named:
+        assert text in str(error.value)
+
+
+@pytest.mark.parametrize("emulate", ["sagemaker", "oci"])
+def test_the_sagemaker_and_oci_emulations_refuse_elastic(tmp_path: Path, emulate: str) -> None:
+    with pytest.raises(CloudDDPError, match=f"local.emulate='{emulate}'.*fixed set of hosts"):
+        LocalProvider(runs_dir=tmp_path).render(elastic_spec(local={"emulate": emulate}))  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("provider", "args"),
+    [
+        ("sagemaker", ["--instance-type", "ml.m5.xlarge", "--role", "arn:aws:iam::123456789012:role/SageMaker"]),
+        ("oci", ["--compartment", "ocid1.compartment.oc1..aaaa", "--project", "ocid1.datascienceproject.oc1.iad.aaaa"]),
+    ],
+)
+def test_sagemaker_and_oci_refuse_a_node_range_before_anything_is_rendered(
+    tmp_path: Path, provider: str, args: list[str]
+) -> None:
+    result = run_cli("launch", "-p", provider, "--nodes", "2:4", *args, "--dry-run", CHECK, cwd=tmp_path)
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "Traceback" not in result.stderr and result.stdout == ""
+    assert f"the {provider} provider cannot run" in result.stderr and "min_nodes=2 (nodes 2:4)" in result.stderr
+
+
+def test_cli_range_and_flags_reach_the_spec(tmp_path: Path) -> None:
+    result = run_cli("launch", "--emulate", "none", "--nodes", "2:4", "--max-restarts", "5",
+                     "--runs-dir", str(tmp_path / "runs"), "--dry-run", CHECK, cwd=tmp_path)  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    request = yaml.safe_load(result.stdout)["request"]
+    assert request["elastic"] is True and len(request["nodes"]) == 4
+    for node in request["nodes"]:
+        assert {"--nnodes=2:4", "--max-restarts=5", "--rdzv-backend=c10d"} <= set(node["command"])
+    assert not (tmp_path / "runs").exists()
+
+
+@pytest.mark.parametrize(
+    ("args", "named"),
+    [(["--nodes", "two:3"], "--nodes 'two:3'"), (["--nodes", "2:3", "--min-nodes", "1"], "disagree")],
+)
+def test_cli_bad_node_range_is_named(tmp_path: Path, args: list[str], named: str) -> None:
+    result = run_cli("launch", "--emulate", "none", *args, "--dry-run", CHECK, cwd=tmp_path)
+    assert result.returncode == 2 and named in result.stderr and "Traceback" not in result.stderr
