@@ -192,8 +192,9 @@ def test_an_endpoint_that_never_answers_fails_within_the_configured_time(
         for name, result in run_each(["launch", "status", "logs", "cancel"], env, project, tmp_path).items():
             assert f"{url}/ did not answer in time" in result.stderr, (name, result.stderr)
             assert "CLOUDDDP_AWS_READ_TIMEOUT" in result.stderr
-            # 2 attempts x 1 s plus the interpreter's start: far below botocore's default (60 s x 5 attempts).
-            assert result.elapsed < 30, (name, result.elapsed)  # type: ignore[attr-defined]
+            # 2 attempts x 1 s, a backoff and the interpreter's start (slow on a loaded machine): far below the
+            # unbounded case (botocore's defaults: 60 s read timeout, retried).
+            assert result.elapsed < 50, (name, result.elapsed)  # type: ignore[attr-defined]
 
 
 def test_an_unreachable_endpoint_is_one_paragraph(moto_server: dict[str, str], project: Path, tmp_path: Path) -> None:
