@@ -107,14 +107,8 @@ def job_name_from_pod(environ: Mapping[str, str]) -> str | None:
     return match.group("job") if match else None
 
 
-def plan(environ: Mapping[str, str], options: DetectOptions) -> ClusterPlan:
-    env = EnvReader(environ, NAME)
-    v1 = any(env.has(name) for name in V1_VARIABLES)
-    result = ClusterPlan(provider=NAME)
-    if env.has("PET_RDZV_ID"):
-        result.set("rdzv_id", environ["PET_RDZV_ID"], "PET_RDZV_ID")
-
-    # Node count: PET_NNODES (int or elastic min:max), else v1's WORLD_SIZE (older operators).
+def read_node_count(env: EnvReader, environ: Mapping[str, str], result: ClusterPlan) -> tuple[int | str, str]:
+    """PET_NNODES (int or elastic min:max), else v1's WORLD_SIZE (older operators); and its source."""
     if env.has("PET_NNODES"):
         nnodes, nnodes_source = parse_nnodes(environ["PET_NNODES"], "PET_NNODES"), "PET_NNODES"
     elif env.has("WORLD_SIZE"):
@@ -122,10 +116,11 @@ def plan(environ: Mapping[str, str], options: DetectOptions) -> ClusterPlan:
     else:
         raise CloudDDPError("kubeflow: neither PET_NNODES nor WORLD_SIZE is set, so the node count is unknown.")
     result.set("nnodes", nnodes, nnodes_source)
-    low, _, high = str(nnodes).partition(":")
-    elastic = bool(high) and low != high  # a real min:max range, not a fixed size
+    return nnodes, nnodes_source
 
-    # Rendezvous: elastic jobs name a backend and an endpoint; static jobs use the master.
+
+def read_rendezvous(env: EnvReader, environ: Mapping[str, str], result: ClusterPlan, nnodes: int | str) -> str:
+    """Elastic jobs name a backend and an endpoint; static jobs use the master. Returns the endpoint ("" if none)."""
     backend = environ.get("PET_RDZV_BACKEND", "")
     endpoint = environ.get("PET_RDZV_ENDPOINT", "")
     if endpoint:
@@ -149,31 +144,43 @@ def plan(environ: Mapping[str, str], options: DetectOptions) -> ClusterPlan:
             f"kubeflow: PET_RDZV_BACKEND={backend!r} is set but PET_RDZV_ENDPOINT is not; "
             f"the {backend} rendezvous needs an endpoint."
         )
-    dynamic = bool(endpoint)
-    if elastic and not dynamic:
+    low, _, high = str(nnodes).partition(":")
+    if bool(high) and low != high and not endpoint:  # a real min:max range, not a fixed size
         raise CloudDDPError(
             f"kubeflow: PET_NNODES={nnodes!r} is an elastic range, but no rendezvous endpoint is set "
             f"(PET_RDZV_ENDPOINT); an elastic job needs one."
         )
+    return endpoint
 
-    # Node rank: PET_NODE_RANK, else v1's RANK; an elastic rendezvous assigns it itself.
+
+def read_node_rank(
+    env: EnvReader,
+    environ: Mapping[str, str],
+    result: ClusterPlan,
+    nnodes: int | str,
+    nnodes_source: str,
+    dynamic: bool,
+) -> None:
+    """PET_NODE_RANK, else v1's RANK; an elastic rendezvous assigns it itself."""
     rank_name = first_present_name(environ, "PET_NODE_RANK", "RANK")
     if rank_name is not None:
-        node_rank = env.int(rank_name, minimum=0)
+        rank = env.int(rank_name, minimum=0)
         if isinstance(nnodes, int):
-            check_rank(node_rank, nnodes, rank_name, nnodes_source)
-        result.set("node_rank", node_rank, rank_name)
+            check_rank(rank, nnodes, rank_name, nnodes_source)
+        result.set("node_rank", rank, rank_name)
     elif dynamic:
         result.sources["node_rank"] = f"assigned by the {result.rdzv_backend} rendezvous"
     else:
         raise CloudDDPError("kubeflow: neither PET_NODE_RANK nor RANK is set, so this node's rank is unknown.")
 
-    # Master address and port.
+
+def read_master(env: EnvReader, environ: Mapping[str, str], result: ClusterPlan, endpoint: str, v1: bool) -> None:
+    """The master address and port: the operator's variables, else the rendezvous endpoint, else the defaults."""
     addr_name = first_present_name(environ, "PET_MASTER_ADDR", "MASTER_ADDR")
     port_name = first_present_name(environ, "PET_MASTER_PORT", "MASTER_PORT")
     if addr_name is not None:
         result.set("master_addr", environ[addr_name], addr_name)
-    elif dynamic:
+    elif endpoint:
         host, port = split_endpoint(endpoint)
         result.set("master_addr", host, "PET_RDZV_ENDPOINT (host)")
         if port_name is None:
@@ -188,6 +195,16 @@ def plan(environ: Mapping[str, str], options: DetectOptions) -> ClusterPlan:
         else:
             result.set("master_port", V2_DEFAULT_PORT, "default (Trainer v2: 29500)")
 
+
+def plan(environ: Mapping[str, str], options: DetectOptions) -> ClusterPlan:
+    env = EnvReader(environ, NAME)
+    result = ClusterPlan(provider=NAME)
+    if env.has("PET_RDZV_ID"):
+        result.set("rdzv_id", environ["PET_RDZV_ID"], "PET_RDZV_ID")
+    nnodes, nnodes_source = read_node_count(env, environ, result)
+    endpoint = read_rendezvous(env, environ, result, nnodes)
+    read_node_rank(env, environ, result, nnodes, nnodes_source, dynamic=bool(endpoint))
+    read_master(env, environ, result, endpoint, v1=any(env.has(name) for name in V1_VARIABLES))
     if env.has("PET_NPROC_PER_NODE"):
         nproc = parse_nproc(environ["PET_NPROC_PER_NODE"], "PET_NPROC_PER_NODE")
         result.set("nproc_per_node", nproc, "PET_NPROC_PER_NODE")
