@@ -211,6 +211,11 @@ def check_fixed_values(kwargs: dict[str, Any]) -> None:
                     f"PyTorch({name}=None): framework_version and py_version are required unless image_uri is given "
                     f"(as in the SageMaker SDK v2)."
                 )
+    output_path = kwargs.get("output_path")
+    cloud = kwargs["instance_type"] not in LOCAL_TYPES
+    if cloud and isinstance(output_path, str) and not output_path.startswith("s3://"):
+        raise _refuse("output_path", output_path, "a SageMaker job writes to an s3:// URI (file:// works with "
+                      "instance_type='local')")  # fmt: skip
     source_dir = kwargs.get("source_dir")
     if isinstance(source_dir, str) and source_dir.startswith("s3://"):
         raise _refuse("source_dir", source_dir, "must be a local folder (cloudddp packs it with its launcher)")

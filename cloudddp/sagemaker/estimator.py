@@ -177,6 +177,11 @@ class PyTorch:
     def session(self) -> Any:
         return self.sagemaker_session
 
+    def s3(self) -> Any:
+        """An S3 client of the session's boto3 session (works for an SDK v2 `sagemaker.Session` too)."""
+        session = self.session()
+        return session.boto_session.client("s3", region_name=session.boto_region_name)
+
     # -- fit --------------------------------------------------------------------------------
     def fit(
         self,
@@ -262,7 +267,7 @@ class PyTorch:
         output = a.output_path or f"s3://{session.default_bucket()}/"
         work = Path(tempfile.mkdtemp(prefix="cloudddp-local-mode-"))  # lives until the artifacts are uploaded
         try:
-            job = LocalJob.prepare(session.client("s3"), work, channels, output, a.checkpoint_s3_uri, emit)
+            job = LocalJob.prepare(self.s3(), work, channels, output, a.checkpoint_s3_uri, emit)
             source, entry = merged_source(a, work)
             data = self._common(source, entry, job_name or base_name(a, None), job.inputs)
             data["checkpoint"] = str(job.checkpoint_dir) if job.checkpoint_dir else None
@@ -286,7 +291,7 @@ class PyTorch:
         try:
             current = training_job.provider.status(training_job.handle.job_id)
             if current.succeeded:
-                s3 = self.session().client("s3")
+                s3 = self.s3()
                 self._local_model_uri = job.finish(s3, Path(training_job.handle.job_id), training_job.name, emit)
         finally:
             job.clean()

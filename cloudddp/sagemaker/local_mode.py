@@ -13,7 +13,8 @@ v2.257.6 (commit fc582aaa46faf7b7e16ab1e13840869712174cd0):
   checkpoint path points at, and the folder is synced back to it after the job.
 - artifacts (`local/image.py: retrieve_artifacts`): every node's model folder merged (a later
   host's file wins, "as the official SageMaker Training Service"), tarred into `model.tar.gz`;
-  the nodes' `output/data` into `output.tar.gz`; both uploaded to `{output_path}/{job}/output/`.
+  the nodes' `output/data` into `output.tar.gz`; both uploaded to `{output_path}/{job}/output/`,
+  or, for a `file://` output_path, copied into that folder (`local/utils.py: move_to_destination`).
 """
 
 from __future__ import annotations
@@ -150,7 +151,8 @@ class LocalJob:
     def prepare(
         cls, s3: Any, work: Path, inputs: dict[str, str], output_path: str, checkpoint_s3_uri: str | None, say: Any
     ) -> LocalJob:
-        split_s3(output_path, "output_path")
+        if not output_path.startswith("file://"):
+            split_s3(output_path, "output_path")
         job = cls(work=work, inputs=fetch_channels(s3, inputs, work, say), output_path=output_path)
         if checkpoint_s3_uri:
             job.checkpoint_s3_uri, job.checkpoint_dir = checkpoint_s3_uri, work / "checkpoints"
@@ -160,6 +162,8 @@ class LocalJob:
         return job
 
     def model_uri(self, job_name: str) -> str:
+        if self.output_path.startswith("file://"):  # v2's local mode copies the archives into the folder itself
+            return f"{self.output_path.rstrip('/')}/model.tar.gz"
         return f"{self.output_path.rstrip('/')}/{job_name}/output/model.tar.gz"
 
     def finish(self, s3: Any, run_dir: Path, job_name: str, say: Any) -> str:
@@ -168,11 +172,17 @@ class LocalJob:
         packed = self.work / "artifacts"
         packed.mkdir(parents=True, exist_ok=True)
         model_uri = self.model_uri(job_name)
-        bucket, model_key = split_s3(model_uri, "output_path")
         files = tar_merged([n / "model" for n in nodes], packed / "model.tar.gz")
         tar_merged([n / "output" / "data" for n in nodes], packed / "output.tar.gz")
-        s3.upload_file(str(packed / "model.tar.gz"), bucket, model_key)
-        s3.upload_file(str(packed / "output.tar.gz"), bucket, model_key.replace("model.tar.gz", "output.tar.gz"))
+        if model_uri.startswith("file://"):
+            folder = Path(self.output_path[len("file://") :])
+            folder.mkdir(parents=True, exist_ok=True)
+            for name in ("model.tar.gz", "output.tar.gz"):
+                shutil.copy2(packed / name, folder / name)
+        else:
+            bucket, model_key = split_s3(model_uri, "output_path")
+            s3.upload_file(str(packed / "model.tar.gz"), bucket, model_key)
+            s3.upload_file(str(packed / "output.tar.gz"), bucket, model_key.replace("model.tar.gz", "output.tar.gz"))
         say(f"cloudddp: local mode: model.tar.gz ({files} files from {len(nodes)} nodes) -> {model_uri}")
         if self.checkpoint_s3_uri and self.checkpoint_dir and self.checkpoint_dir.is_dir():
             synced = upload_folder(s3, self.checkpoint_dir, self.checkpoint_s3_uri)

@@ -99,6 +99,7 @@ def test_torchrun_distributions_are_taken(name: str, source: Path) -> None:
         ({"volume_kms_key": "key-a", "output_kms_key": "key-b"}, "one KMS key"),
         ({"source_dir": "s3://bucket/code.tar.gz"}, "must be a local folder"),
         ({"entry_point": None}, "entry_point"),
+        ({"output_path": "file:///tmp/out"}, "file:// works with instance_type='local'"),
     ],
 )
 def test_bad_values_are_one_clear_error(overrides: dict[str, Any], message: str, source: Path) -> None:

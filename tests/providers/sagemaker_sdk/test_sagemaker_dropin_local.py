@@ -145,3 +145,17 @@ def test_a_failing_local_job_raises_with_the_jobs_exit_code_and_uploads_no_model
     # The exit code the local job reported (the launcher's: torchrun's, or the script's where it carries it).
     assert error.value.exit_code == job.provider.status(job.handle.job_id).exit_code != 0
     assert not [k for k in moto.keys(bucket) if k.startswith("models/")]
+
+
+@pytest.mark.slow
+def test_local_mode_with_file_uris_needs_no_aws_at_all(source: Path, moto: MotoServer, tmp_path: Path) -> None:
+    (tmp_path / "train" / "part").mkdir(parents=True)
+    (tmp_path / "train" / "part" / "rows.csv").write_text("a\n")
+    out = tmp_path / "artifacts"
+    est = local_estimator(source, instance_count=1, output_path=f"file://{out}", checkpoint_s3_uri=None)
+    est.fit({"train": f"file://{tmp_path / 'train'}", "notes": f"file://{tmp_path / 'notes'}"}, logs=False)
+    # v2's local mode copies the archives into a file:// output folder itself.
+    assert est.model_data == f"file://{out}/model.tar.gz"
+    assert members((out / "model.tar.gz").read_bytes())["host.txt"] == "algo-1"
+    assert members((out / "output.tar.gz").read_bytes()) == {"algo-1.txt": "-b x y --lr 0.1"}
+    assert moto.calls == []
