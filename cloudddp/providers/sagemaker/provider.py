@@ -194,13 +194,12 @@ class SageMakerProvider(Provider):
         prefixes = [plan.code.target, *([plan.checkpoint.target] if plan.checkpoint else [])]
         try:
             for uri in prefixes:
-                _, key = split_uri(uri)
-                listed = stager.s3.list_objects_v2(Bucket=stager.bucket, Prefix=key).get("Contents", [])
-                for item in listed:
-                    stager.s3.delete_object(Bucket=stager.bucket, Key=item["Key"])
-                    removed.append(f"s3://{stager.bucket}/{item['Key']}")
-        except (ClientError, BotoCoreError) as exc:
-            return f"Removing this launch's uploads failed too ({translate(exc, 'delete objects')}); remove {prefixes} by hand."
+                for key in stager.listing(split_uri(uri)[1]):  # every page: a checkpoint folder may be large
+                    stager.s3.delete_object(Bucket=stager.bucket, Key=key)
+                    removed.append(f"s3://{stager.bucket}/{key}")
+        except (ClientError, BotoCoreError, CloudDDPError) as exc:
+            reason = exc if isinstance(exc, CloudDDPError) else translate(exc, "delete objects")
+            return f"Removing this launch's uploads failed too ({reason}); remove {prefixes} by hand."
         kept = (
             f" The staged inputs stay ({', '.join(i.target for i in plan.inputs)}): the next launch reuses them."
             if plan.inputs
