@@ -14,15 +14,13 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
-import time
-import urllib.request
 from pathlib import Path
 from typing import Any
 
 import pytest
 from conftest import PYTHON, SOURCES, clean_env
+from helpers.etcd import etcd  # noqa: F401  (the shared real-etcd fixture)
 
 from cloudddp.cluster.environment import EmulatedCluster
 from cloudddp.cluster.kubeflow import emulate
@@ -101,38 +99,7 @@ def test_elastic_pytorchjob_pods_all_reduce_through_the_c10d_rendezvous(tmp_path
     assert sorted(r["rank"] for r in results) == [0, 1] and {r["sum"] for r in results} == {3.0}
 
 
-@pytest.fixture
-def etcd(tmp_path: Path) -> Any:
-    """A real etcd (Debian's etcd-server) on 127.0.0.1 with the v2 API torchrun's etcd backends use."""
-    if shutil.which("etcd") is None:
-        if os.environ.get("CI"):
-            pytest.fail("CI must run the etcd rendezvous test: etcd-server is missing (see .ci/run)")
-        pytest.skip("needs etcd (apt-get install -y etcd-server)")
-    pytest.importorskip("etcd", reason="torchrun's etcd-v2 backend needs python-etcd (the dev extra)")
-    client, peer = free_port(), free_port()
-    process = subprocess.Popen(
-        ["etcd", "--data-dir", str(tmp_path / "etcd"), "--enable-v2=true",
-         "--listen-client-urls", f"http://127.0.0.1:{client}", "--advertise-client-urls", f"http://127.0.0.1:{client}",
-         "--listen-peer-urls", f"http://127.0.0.1:{peer}", "--initial-advertise-peer-urls", f"http://127.0.0.1:{peer}",
-         "--initial-cluster", f"default=http://127.0.0.1:{peer}"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                urllib.request.urlopen(f"http://127.0.0.1:{client}/version", timeout=1).close()
-                break
-            except OSError:
-                assert time.monotonic() < deadline and process.poll() is None, "etcd did not start"
-                time.sleep(0.2)
-        yield client
-    finally:
-        process.terminate()
-        process.wait(timeout=30)
-
-
-def test_elastic_pytorchjob_pods_all_reduce_through_an_etcd_rendezvous(tmp_path: Path, etcd: int) -> None:
+def test_elastic_pytorchjob_pods_all_reduce_through_an_etcd_rendezvous(tmp_path: Path, etcd: int) -> None:  # noqa: F811
     # The EKS guide's setup: an etcd service and elasticPolicy.rdzvBackend etcd(-v2).
     body = manifest(tmp_path, elastic={"min_nodes": 2, "max_nodes": 2, "rdzv_backend": "etcd-v2",
                                        "rdzv_host": "etcd-service", "rdzv_port": etcd})  # fmt: skip
