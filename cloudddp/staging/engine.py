@@ -129,12 +129,17 @@ def plan_objects(
     index_path.write_bytes(shards.index_json(built))
     membership = {m.path: s.name for s in built for m in s.members}
     files = [FileEntry(h.file.relative, h.file.size, h.sha256, membership[h.file.relative]) for h in hashed]
-    built_files = [(s.name, s.path) for s in built] + [(shards.INDEX_NAME, index_path)]
-    hashed_built = local_files.hash_files(
-        [local_files.describe(path, name) for name, path in built_files], md5_part_size=store.md5_part_size
-    )
-    objects = [ObjectEntry(h.file.relative, h.file.size, h.sha256) for h in hashed_built]
-    uploads = [Upload(key(version, h.file.relative), h.file.path, h.file.size, h.sha256, h.md5) for h in hashed_built]
+    index = local_files.hash_file(local_files.describe(index_path, shards.INDEX_NAME), store.md5_part_size)
+    built_objects = [(s.name, s.path, s.size, s.sha256) for s in built]  # SHA-256 taken while writing
+    built_objects.append((shards.INDEX_NAME, index_path, index.file.size, index.sha256))
+    md5s = {shards.INDEX_NAME: index.md5}
+    if store.md5_part_size:  # OCI checks MD5s: one more read of each shard
+        md5s.update({s.name: local_files.hash_file(local_files.describe(s.path, s.name), store.md5_part_size).md5
+                     for s in built})  # fmt: skip
+    objects = [ObjectEntry(name, size, sha256) for name, _, size, sha256 in built_objects]
+    uploads = [
+        Upload(key(version, name), path, size, sha256, md5s.get(name)) for name, path, size, sha256 in built_objects
+    ]
     return Manifest(version, SHARDS, files, objects), uploads
 
 

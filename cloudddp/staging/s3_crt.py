@@ -3,7 +3,7 @@
 The CRT client signs (SigV4), sends and retries in native code on its own event loop,
 so a Python process is no longer bound by botocore's per-request cost. Small files are
 one PUT each with the scan's SHA-256 in `x-amz-checksum-sha256` (S3 rejects bytes that
-don't match it); files above the multipart threshold are split into parts by the CRT,
+don't match it); files above 64 MiB are split into parts by the CRT,
 each with a CRC32C it computes, sent as a trailer. Results come back on CRT threads and
 are handed to the caller's thread through a queue, so errors surface where they belong.
 """
@@ -27,7 +27,10 @@ def b64(hex_digest: str) -> str:
 
 
 IN_FLIGHT = 256  # requests handed to the CRT at once; it schedules connections itself
-PART_SIZE = 16 * 1024 * 1024
+# Up to this size a file is one PUT carrying the scan's SHA-256; above, parts of this size (s5cmd uses 50 MB).
+# On SeaweedFS, 4 single PUTs of 64 MiB were a little faster than 16 MiB parts (a small, noisy measurement:
+# benchmarks/RESULTS-staging.md).
+PART_SIZE = 64 * 1024 * 1024
 
 
 def available() -> bool:

@@ -81,7 +81,7 @@ def test_stage_then_download_gives_the_same_bytes_and_a_restage_sends_nothing(
     seaweed: SeaweedS3, gate: S3Gate, tmp_path: Path
 ) -> None:
     data = make_data(tmp_path / "data", 60)
-    (data / "big.bin").write_bytes(os.urandom(40 * 1024 * 1024 + 3))  # above the multipart threshold: parts
+    (data / "big.bin").write_bytes(os.urandom(65 * 1024 * 1024 + 3))  # above the 64 MiB multipart threshold: parts
     done = run_cli("stage", str(data), "s3://data/e2e", env=env_for(seaweed, gate), timeout=300)
     assert done.returncode == 0, done.stderr
     uri = done.stdout.strip().splitlines()[-1]
