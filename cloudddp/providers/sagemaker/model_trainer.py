@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import tempfile
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 from cloudddp.errors import CloudDDPError
@@ -36,26 +37,58 @@ from cloudddp.staging.archive import BOOTSTRAP_NAME, pack_source
 COMMAND = f"python3 {BOOTSTRAP_NAME}"
 
 
-def to_model_trainer(spec: JobSpec, region: str | None = None, boto_session: Any = None) -> Any:
-    """A `sagemaker.train.ModelTrainer` for `spec`; `.train()` on it submits through the SDK."""
+def sdk_classes() -> Any:
+    """The SDK v3 classes the trainer is built from; a clear error when the SDK is missing."""
     try:
         from sagemaker.core.helper.session_helper import Session  # type: ignore[import-not-found]
-        from sagemaker.core.training.configs import (  # type: ignore[import-not-found]
-            CheckpointConfig,
-            Compute,
-            InputData,
-            Networking,
-            OutputDataConfig,
-            SourceCode,
-            StoppingCondition,
-            Tag,
-        )
+        from sagemaker.core.training import configs  # type: ignore[import-not-found]
         from sagemaker.train import ModelTrainer  # type: ignore[import-not-found]
     except ImportError as exc:
         raise CloudDDPError(
             f"to_model_trainer() needs the SageMaker Python SDK v3 ({exc.name} is missing): "
             f"pip install 'cloudddp[sagemaker-sdk]'."
         ) from None
+    return SimpleNamespace(Session=Session, ModelTrainer=ModelTrainer, configs=configs)
+
+
+def trainer_options(spec: JobSpec, bucket: str, configs: Any) -> dict[str, Any]:
+    """Output, networking, checkpoints, tags and inputs: the ModelTrainer arguments only some jobs need."""
+    sm = spec.sagemaker
+    options: dict[str, Any] = {}
+    if sm.bucket or spec.output or sm.kms_key:
+        output = spec.output if spec.output and spec.output.startswith("s3://") else None
+        if output is None and sm.bucket:
+            output = f"s3://{sm.bucket}/{sm.prefix.strip('/')}/"
+        options["output_data_config"] = configs.OutputDataConfig(s3_output_path=output, kms_key_id=sm.kms_key)
+    if sm.subnets or sm.network_isolation or sm.inter_container_encryption:
+        options["networking"] = configs.Networking(
+            subnets=list(sm.subnets) or None, security_group_ids=list(sm.security_groups) or None,
+            enable_network_isolation=sm.network_isolation,
+            enable_inter_container_traffic_encryption=sm.inter_container_encryption,
+        )  # fmt: skip
+    checkpoint = plan_checkpoint(spec, Staging(bucket=bucket, prefix=sm.prefix, job_name=spec.name))
+    if checkpoint.upload:
+        raise CloudDDPError(
+            f"checkpoint {spec.checkpoint!r} is a local folder: the ModelTrainer cannot upload it. Use Estimator.fit() "
+            f"(it uploads the folder first), or pass an s3:// URI as checkpoint."
+        )
+    if checkpoint.uri:
+        options["checkpoint_config"] = configs.CheckpointConfig(s3_uri=checkpoint.uri, local_path=CHECKPOINT_DIR)
+    if sm.tags:
+        options["tags"] = [configs.Tag(key=k, value=v) for k, v in sm.tags.items()]
+    if spec.inputs:
+        options["input_data_config"] = [
+            configs.InputData(
+                channel_name=name, data_source=where if where.startswith("s3://") else str(Path(where).resolve())
+            )
+            for name, where in sorted(spec.inputs.items())
+        ]
+    return options
+
+
+def to_model_trainer(spec: JobSpec, region: str | None = None, boto_session: Any = None) -> Any:
+    """A `sagemaker.train.ModelTrainer` for `spec`; `.train()` on it submits through the SDK."""
+    sdk = sdk_classes()
     import boto3
 
     from cloudddp.providers.sagemaker.provider import ROLE_VARIABLE, SageMakerProvider
@@ -70,47 +103,22 @@ def to_model_trainer(spec: JobSpec, region: str | None = None, boto_session: Any
 
     # Staging in cloudddp's bucket also spares the SDK's STS lookup of its own default bucket.
     bucket = sm.bucket or default_bucket(check.account_of_role(role), region)
-    session = Session(boto_session=boto_session or boto3.Session(region_name=region), default_bucket=bucket,
-                      default_bucket_prefix=sm.prefix.strip("/") or None)  # fmt: skip
-    options: dict[str, Any] = {}
-    if sm.bucket or spec.output or sm.kms_key:
-        output = spec.output if spec.output and spec.output.startswith("s3://") else None
-        if output is None and sm.bucket:
-            output = f"s3://{sm.bucket}/{sm.prefix.strip('/')}/"
-        options["output_data_config"] = OutputDataConfig(s3_output_path=output, kms_key_id=sm.kms_key)
-    if sm.subnets or sm.network_isolation or sm.inter_container_encryption:
-        options["networking"] = Networking(
-            subnets=list(sm.subnets) or None, security_group_ids=list(sm.security_groups) or None,
-            enable_network_isolation=sm.network_isolation,
-            enable_inter_container_traffic_encryption=sm.inter_container_encryption,
-        )  # fmt: skip
-    checkpoint = plan_checkpoint(spec, Staging(bucket=bucket, prefix=sm.prefix, job_name=spec.name))
-    if checkpoint.upload:
-        raise CloudDDPError(
-            f"checkpoint {spec.checkpoint!r} is a local folder: the ModelTrainer cannot upload it. Use Estimator.fit() "
-            f"(it uploads the folder first), or pass an s3:// URI as checkpoint."
-        )
-    if checkpoint.uri:
-        options["checkpoint_config"] = CheckpointConfig(s3_uri=checkpoint.uri, local_path=CHECKPOINT_DIR)
-    if sm.tags:
-        options["tags"] = [Tag(key=k, value=v) for k, v in sm.tags.items()]
-    if spec.inputs:
-        options["input_data_config"] = [
-            InputData(channel_name=name, data_source=where if where.startswith("s3://") else str(Path(where).resolve()))
-            for name, where in sorted(spec.inputs.items())
-        ]
-    return ModelTrainer(
+    session = sdk.Session(boto_session=boto_session or boto3.Session(region_name=region), default_bucket=bucket,
+                          default_bucket_prefix=sm.prefix.strip("/") or None)  # fmt: skip
+    options = trainer_options(spec, bucket, sdk.configs)
+    configs = sdk.configs
+    return sdk.ModelTrainer(
         sagemaker_session=session,
         role=role,
         base_job_name=spec.name,
         training_image=image,
-        source_code=SourceCode(source_dir=str(archive.path), command=COMMAND),
-        compute=Compute(
+        source_code=configs.SourceCode(source_dir=str(archive.path), command=COMMAND),
+        compute=configs.Compute(
             instance_type=sm.instance_type, instance_count=spec.nodes, volume_size_in_gb=sm.volume_size_gb,
             enable_managed_spot_training=sm.spot or None,
         ),
-        stopping_condition=StoppingCondition(max_runtime_in_seconds=spec.max_runtime,
-                                             max_wait_time_in_seconds=sm.max_wait if sm.spot else None),
+        stopping_condition=configs.StoppingCondition(max_runtime_in_seconds=spec.max_runtime,
+                                                     max_wait_time_in_seconds=sm.max_wait if sm.spot else None),
         environment=dict(spec.environment),
         # Encoded here: v3's safe_serialize sends a string bare and the launcher's JSON decoding would
         # turn "1.10" into 1.1; a JSON string ('"1.10"') passes through safe_serialize unchanged.
