@@ -142,8 +142,13 @@ class SageMakerProvider(Provider):
         region = plan.region
         account = self.caller_account(region)
         if plan.bucket_is_default and plan.bucket != default_bucket(account, region):
-            # The role lives in another account than the credentials: stage in the caller's own bucket.
+            # The role lives in another account than the credentials: stage in the caller's own bucket. The one
+            # case where what is sent differs from the dry run (it cannot know the account), so say so.
             request = self.render(request.spec, account=account)
+            self.say(
+                f"cloudddp: your credentials are for account {account}, not the role's: staging in "
+                f"s3://{request.before_submit.bucket} instead of s3://{plan.bucket} (the dry run's)"
+            )
             plan = request.before_submit
         payload, kms_key = request.request, request.spec.sagemaker.kms_key
         stager = S3Stager(self.client("s3", region), plan.bucket, kms_key=kms_key, account=account)
