@@ -90,7 +90,7 @@ def stage(
         if options.delete:
             result.deleted = delete_others(store, version)
         return result
-    work = Path(tempfile.mkdtemp(prefix="cloudddp-shards-", dir=options.shard_dir)) if shard_size else None
+    work = shard_folder(options.shard_dir) if shard_size else None
     try:
         manifest, uploads = plan_objects(hashed, options, version, store, work, progress)
         transfer(store, manifest, uploads, published, result, progress)
@@ -102,6 +102,16 @@ def stage(
     if options.delete:
         result.deleted = delete_others(store, version)
     return result
+
+
+def shard_folder(parent: Path | None) -> Path:
+    try:
+        return Path(tempfile.mkdtemp(prefix="cloudddp-shards-", dir=parent))
+    except OSError as exc:
+        where = str(parent) if parent else tempfile.gettempdir()
+        raise CloudDDPError(
+            f"cannot create a folder for the shards in {where!r} (--shard-dir): {exc.strerror}."
+        ) from None
 
 
 def read_manifest(store: ObjectStore) -> Manifest | None:

@@ -252,6 +252,12 @@ def test_disk_full_in_the_shard_builder_names_the_folder_and_leaves_no_partial_s
     assert list(folder.iterdir()) == []
 
 
+def test_a_missing_shard_dir_is_named(s3: Any, data: Path, tmp_path: Path) -> None:
+    with pytest.raises(CloudDDPError, match=r"'.*/nowhere' \(--shard-dir\)"):
+        stage(data, store(s3), StageOptions(layout=SHARDS, shard_dir=tmp_path / "nowhere"))
+    assert "Contents" not in s3.list_objects_v2(Bucket="bkt")
+
+
 def test_bad_destinations_and_options_exit_2_naming_the_value(data: Path) -> None:
     from conftest import run_cli
 
