@@ -1,5 +1,7 @@
 """Run one child (torchrun) and make sure the whole job ends with it.
 
+- torchrun (`python -m torch.distributed.run`) starts as a fork of this interpreter
+  (`forked.py`), which saves a second interpreter's start-up; other commands are exec'd.
 - The child gets its own session, so a Ctrl-C in the terminal reaches only us and we
   decide what to forward.
 - SIGTERM/SIGINT go to torchrun, which passes them to its workers and waits for them
@@ -26,6 +28,8 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
+
+from cloudddp.launcher.forked import ForkedModule, forkable
 
 PR_SET_PDEATHSIG = 1
 PR_SET_CHILD_SUBREAPER = 36
@@ -138,7 +142,7 @@ class Supervisor:
         self.env = dict(env) if env is not None else None
         self.grace_period = grace_period
         self.workers_are_grandchildren = workers_are_grandchildren
-        self.proc: subprocess.Popen[bytes] | None = None
+        self.proc: subprocess.Popen[bytes] | ForkedModule | None = None
         self.received: int | None = None
         self.kill_deadline: float | None = None
         self.abort_reason: str | None = None
@@ -177,7 +181,12 @@ class Supervisor:
         _prctl(PR_SET_CHILD_SUBREAPER, 1)
         previous = {sig: signal.signal(sig, self._on_signal) for sig in (*TERMINATING, *NOTIFYING)}
         try:
-            self.proc = subprocess.Popen(self.argv, env=self.env, start_new_session=True, preexec_fn=_die_with_parent)
+            if forkable(self.argv):  # `python -m torch.distributed.run`: skip a second interpreter's start-up
+                self.proc = ForkedModule(self.argv, self.env, before=_die_with_parent)
+            else:
+                self.proc = subprocess.Popen(
+                    self.argv, env=self.env, start_new_session=True, preexec_fn=_die_with_parent
+                )
             if on_start:
                 on_start()
             returncode = self._wait()

@@ -1,0 +1,57 @@
+"""torchrun started as a fork of the launcher (cloudddp/launcher/forked.py) behaves as `python -m` would."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import run_launcher
+
+from cloudddp.launcher.forked import ForkedModule, forkable, worker_exit_code
+
+
+def test_only_this_interpreters_modules_are_forked() -> None:
+    assert forkable([sys.executable, "-m", "torch.distributed.run", "x.py"])
+    assert not forkable([sys.executable, "x.py"])
+    assert not forkable(["/usr/bin/python3-other", "-m", "torch.distributed.run"])
+
+
+def test_a_forked_module_gets_its_argv_environment_session_and_exit_code(tmp_path: Path) -> None:
+    module = tmp_path / "probe_mod.py"
+    module.write_text(
+        "import os, sys\n"
+        "open(os.environ['OUT'], 'w').write(repr((sys.argv[1:], os.getsid(0) == os.getpid(), __name__)))\n"
+        "sys.exit(7)\n"
+    )
+    sys.path.insert(0, str(tmp_path))
+    try:
+        child = ForkedModule(
+            [sys.executable, "-m", "probe_mod", "a", "b"], {"OUT": str(tmp_path / "out")}, lambda: None
+        )
+        assert child.wait(timeout=30) == 7
+    finally:
+        sys.path.remove(str(tmp_path))
+    assert (tmp_path / "out").read_text() == "(['a', 'b'], True, '__main__')"
+    assert "OUT" not in os.environ  # the parent's environment is untouched
+
+
+def test_worker_exit_code_reads_torchruns_first_failure() -> None:
+    from torch.distributed.elastic.multiprocessing.errors import ChildFailedError, ProcessFailure
+
+    failure = ProcessFailure(local_rank=0, pid=1, exitcode=3, error_file="/nonexistent")
+    assert worker_exit_code(ChildFailedError("train.py", {0: failure})) == 3
+    killed = ProcessFailure(local_rank=0, pid=1, exitcode=-9, error_file="/nonexistent")
+    assert worker_exit_code(ChildFailedError("train.py", {0: killed})) == 137
+    assert worker_exit_code(RuntimeError("not torchrun's")) is None
+
+
+@pytest.mark.slow
+def test_a_failing_script_gives_the_launcher_its_own_exit_code(tmp_path: Path) -> None:
+    script = tmp_path / "fail.py"
+    script.write_text("import sys\nprint('failing', flush=True)\nsys.exit(5)\n")
+    result = run_launcher("--provider", "standalone", str(script), cwd=tmp_path, timeout=120)
+    assert result.returncode == 5, result.stdout + result.stderr
+    assert "failing" in result.stdout
+    assert "cloudddp/launcher/forked.py" not in result.stderr  # the traceback is torchrun's, not ours
