@@ -9,7 +9,9 @@ Where things come from (first found wins):
   `--dataset cifar10` downloads CIFAR-10 instead (real clouds only: needs internet).
 - model folder: --model-dir, SM_MODEL_DIR, CLOUDDDP_MODEL_DIR, ./model
 - checkpoints: --checkpoint-dir, SageMaker's checkpointconfig.json LocalPath,
-  CLOUDDDP_CHECKPOINT_DIR, ./checkpoints. Saved every epoch; a restart resumes from them.
+  CLOUDDDP_CHECKPOINT_DIR, ./checkpoints. Saved every epoch (and every --checkpoint-every steps)
+  by checkpointing.py: atomic, newest complete one resumed, at the same step with the data order
+  continuing. SIGTERM (stop, spot reclaim) and SIGUSR1 (Slurm's warning) checkpoint and exit.
 
 Runs under torchrun (RANK/WORLD_SIZE/LOCAL_RANK set) or as a plain single process for
 debugging. gloo on CPU, nccl on GPU with mixed precision. Rank 0 logs one parseable
@@ -25,17 +27,18 @@ import hashlib
 import io
 import json
 import os
-import signal
 import time
 from pathlib import Path
+from typing import Any
 
 import torch
 import torch.distributed as dist
 import torchvision
+from checkpointing import Position, ResumableSampler, StopRequest, load_latest, position_of, save_checkpoint
 from PIL import Image
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
-from torch.utils.data import DataLoader, DistributedSampler
+from torch.utils.data import DataLoader
 from torchvision import transforms
 
 
@@ -70,8 +73,12 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--workers", type=int, default=0)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--pretrained", action="store_true", help="ImageNet weights (downloads them)")
+    p.add_argument("--arch", choices=("resnet18", "tiny"), default="resnet18", help="tiny: a small CNN for tests")
     p.add_argument("--no-resume", action="store_true")
     p.add_argument("--epoch-sleep", type=float, default=0.0, help="pause after each epoch (tests use it)")
+    p.add_argument("--step-sleep", type=float, default=0.0, help="pause after each step (tests use it)")
+    p.add_argument("--checkpoint-every", type=int, default=0, help="also checkpoint every N steps (0: epochs only)")
+    p.add_argument("--log-steps", action="store_true", help="rank 0 prints a line per step")
     return p.parse_args()
 
 
@@ -159,7 +166,11 @@ def sharded_datasets(
     return train, val, len(train.classes)
 
 
-def build_model(num_classes: int, pretrained: bool) -> nn.Module:
+def build_model(num_classes: int, pretrained: bool, arch: str = "resnet18") -> nn.Module:
+    if arch == "tiny":  # a few thousand weights: fault tests on a shared 2-core machine (no BatchNorm)
+        return nn.Sequential(
+            nn.Conv2d(3, 8, 3, padding=1), nn.ReLU(), nn.AdaptiveAvgPool2d(4), nn.Flatten(), nn.Linear(128, num_classes)
+        )
     if pretrained:
         model = torchvision.models.resnet18(weights=torchvision.models.ResNet18_Weights.DEFAULT)
         model.fc = nn.Linear(model.fc.in_features, num_classes)
@@ -187,104 +198,146 @@ def fingerprint(model: nn.Module) -> str:
     return digest.hexdigest()
 
 
-def save_atomically(obj: object, path: Path) -> None:
-    tmp = path.with_suffix(".tmp")
-    torch.save(obj, tmp)
-    os.replace(tmp, path)
+def train_step(ddp: nn.Module, batch: tuple[torch.Tensor, torch.Tensor], parts: dict[str, Any]) -> tuple[float, int]:
+    """One optimiser step; returns the summed loss and the number of correct predictions of the batch."""
+    images, labels = (t.to(parts["device"], non_blocking=True) for t in batch)
+    with torch.autocast(parts["device"].type, dtype=parts["amp_dtype"], enabled=parts["use_amp"]):
+        logits = ddp(images)
+        loss = parts["loss_fn"](logits, labels)
+    parts["optimizer"].zero_grad(set_to_none=True)
+    parts["scaler"].scale(loss).backward()
+    parts["scaler"].step(parts["optimizer"])
+    parts["scaler"].update()
+    return float(loss.detach()) * len(labels), int((logits.argmax(1) == labels).sum())
 
 
+def checkpoint_state(model: nn.Module, parts: dict[str, Any], position: Position, world: int) -> dict[str, Any]:
+    return {
+        "model": model.state_dict(), "optimizer": parts["optimizer"].state_dict(),
+        "scaler": parts["scaler"].state_dict(), "epoch": position.epoch - 1,  # epochs completed
+        "position": vars(position).copy(), "world_size": world,
+    }  # fmt: skip
+
+
+def agree(flag: bool, world: int, device: torch.device) -> bool:
+    """True on every rank when it is true on any (a stop signal may reach the ranks between steps)."""
+    value = torch.tensor([1.0 if flag else 0.0], device=device)
+    if world > 1:
+        dist.all_reduce(value)
+    return bool(value.item() > 0)
+
+
+# main() is long on purpose: the loop (steps, stop agreement, checkpoints, epoch end) reads best in one piece.
 def main() -> None:
     args = parse_args()
     rank, world, _, device = setup()
-    stop = {"requested": False}
-    # SageMaker spot interruption / Slurm preemption: finish the epoch, checkpoint, exit.
-    signal.signal(signal.SIGTERM, lambda *_: stop.update(requested=True))
+    # SageMaker stop / spot reclaim (SIGTERM) and Slurm's time-limit warning (SIGUSR1): checkpoint, exit.
+    stop = StopRequest().install()
 
     torch.manual_seed(args.seed)
     train_set, val_set, num_classes = datasets(args)
-    sampler = DistributedSampler(train_set, num_replicas=world, rank=rank, shuffle=True, seed=args.seed)
-    train_loader = DataLoader(train_set, batch_size=args.batch_size, sampler=sampler, num_workers=args.workers)
     val_loader = DataLoader(val_set, batch_size=64, num_workers=args.workers)
 
-    model = build_model(num_classes, args.pretrained).to(device)
+    model = build_model(num_classes, args.pretrained, args.arch).to(device)
     ddp = DistributedDataParallel(model) if world > 1 else model
-    optimizer = torch.optim.SGD(ddp.parameters(), lr=args.lr, momentum=args.momentum, weight_decay=1e-4)
     use_amp = device.type == "cuda"
-    amp_dtype = torch.bfloat16 if use_amp and torch.cuda.is_bf16_supported() else torch.float16
-    scaler = torch.amp.GradScaler("cuda", enabled=use_amp and amp_dtype == torch.float16)
-    loss_fn = nn.CrossEntropyLoss()
+    parts: dict[str, Any] = {
+        "device": device, "use_amp": use_amp, "loss_fn": nn.CrossEntropyLoss(),
+        "amp_dtype": torch.bfloat16 if use_amp and torch.cuda.is_bf16_supported() else torch.float16,
+        "optimizer": torch.optim.SGD(ddp.parameters(), lr=args.lr, momentum=args.momentum, weight_decay=1e-4),
+    }  # fmt: skip
+    parts["scaler"] = torch.amp.GradScaler("cuda", enabled=use_amp and parts["amp_dtype"] == torch.float16)
 
     ckpt_dir = Path(args.checkpoint_dir)
-    ckpt_path = ckpt_dir / "checkpoint.pt"
-    start_epoch = 1
-    if ckpt_path.is_file() and not args.no_resume:
-        state = torch.load(ckpt_path, map_location=device, weights_only=False)
+    position = Position()
+    found = None if args.no_resume else load_latest(ckpt_dir, map_location=device)
+    if found:
+        path, state = found
         model.load_state_dict(state["model"])
-        optimizer.load_state_dict(state["optimizer"])
-        scaler.load_state_dict(state["scaler"])
-        start_epoch = state["epoch"] + 1
-        if rank == 0:
-            print(f"resumed from {ckpt_path} after epoch {state['epoch']}; starting at epoch {start_epoch}", flush=True)
+        parts["optimizer"].load_state_dict(state["optimizer"])
+        parts["scaler"].load_state_dict(state["scaler"])
+        position = position_of(state)
+        if rank == 0 and position.consumed == 0:
+            print(f"resumed from {path} after epoch {position.epoch - 1}; starting at epoch {position.epoch}",
+                  flush=True)  # fmt: skip
+        elif rank == 0:
+            print(f"resumed from {path} at step {position.step} (epoch {position.epoch}, {position.consumed} "
+                  f"samples of it done); world_size={world}", flush=True)  # fmt: skip
     if rank == 0:
         print(
-            f"training resnet18 on {len(train_set)} images ({num_classes} classes), world_size={world}, "
+            f"training {args.arch} on {len(train_set)} images ({num_classes} classes), world_size={world}, "
             f"batch={args.batch_size}/process, device={device.type}, epochs={args.epochs}",
             flush=True,
         )
 
     metrics: dict[str, float | int] = {}
-    for epoch in range(start_epoch, args.epochs + 1):
-        sampler.set_epoch(epoch)
+    stopped = False
+    for epoch in range(position.epoch, args.epochs + 1):
+        start = position.consumed if epoch == position.epoch else 0
+        position = Position(epoch=epoch, consumed=start, step=position.step)
+        sampler = ResumableSampler(len(train_set), world, rank, args.seed, epoch, start=start)
+        train_loader = DataLoader(train_set, batch_size=args.batch_size, sampler=sampler, num_workers=args.workers)
         started, seen, loss_sum, correct = time.perf_counter(), 0, 0.0, 0
-        for images, labels in train_loader:
-            images, labels = images.to(device, non_blocking=True), labels.to(device, non_blocking=True)
-            with torch.autocast(device.type, dtype=amp_dtype, enabled=use_amp):
-                logits = ddp(images)
-                loss = loss_fn(logits, labels)
-            optimizer.zero_grad(set_to_none=True)
-            scaler.scale(loss).backward()
-            scaler.step(optimizer)
-            scaler.update()
-            seen += len(labels)
-            loss_sum += float(loss.detach()) * len(labels)
-            correct += int((logits.argmax(1) == labels).sum())
+        for batch in train_loader:
+            batch_loss, batch_correct = train_step(ddp, batch, parts)
+            position.step += 1
+            position.consumed = min(len(train_set), position.consumed + len(batch[1]) * world)
+            seen, loss_sum, correct = seen + len(batch[1]), loss_sum + batch_loss, correct + batch_correct
+            if rank == 0 and args.log_steps:
+                print(f"step={position.step} epoch={epoch} consumed={position.consumed}", flush=True)
+            if args.step_sleep:
+                time.sleep(args.step_sleep)
+            due = bool(args.checkpoint_every) and position.step % args.checkpoint_every == 0
+            if agree(stop.requested, world, device):
+                stopped = True
+            if (stopped or due) and position.consumed < len(train_set):  # the epoch's end saves below
+                if rank == 0:
+                    saved = save_checkpoint(ckpt_dir, checkpoint_state(model, parts, position, world), position.step)
+                    print(f"checkpoint at step {position.step}: {saved}", flush=True)
+                if world > 1:
+                    dist.barrier()
+            if stopped:
+                break
+        if stopped and position.consumed < len(train_set):
+            if rank == 0:
+                print(f"stop requested ({stop.name or 'another rank'}): checkpoint at step {position.step} is saved; "
+                      f"exiting", flush=True)  # fmt: skip
+            break
         totals = torch.tensor([seen, loss_sum, correct], dtype=torch.float64, device=device)
         if world > 1:
             dist.all_reduce(totals)
             for buffer in model.buffers():  # BatchNorm statistics: every replica takes rank 0's
                 dist.broadcast(buffer, 0)
         elapsed = time.perf_counter() - started
+        position = Position(epoch=epoch + 1, consumed=0, step=position.step)
         if rank == 0:
-            ckpt_dir.mkdir(parents=True, exist_ok=True)
-            state = {"model": model.state_dict(), "optimizer": optimizer.state_dict(), "epoch": epoch}
-            save_atomically({**state, "scaler": scaler.state_dict()}, ckpt_path)
+            saved = save_checkpoint(ckpt_dir, checkpoint_state(model, parts, position, world), position.step)
             val_acc = evaluate(model, val_loader, device)
             metrics = {
                 "epoch": epoch,
-                "loss": round(float(totals[1] / totals[0]), 4),
-                "train_acc": round(float(totals[2] / totals[0]), 4),
+                "loss": round(float(totals[1] / max(float(totals[0]), 1.0)), 4),
+                "train_acc": round(float(totals[2] / max(float(totals[0]), 1.0)), 4),
                 "val_acc": round(val_acc, 4),
                 "images_per_sec": round(float(totals[0]) / elapsed, 1),
                 "world_size": world,
+                "step": position.step,
             }
             print(
                 f"epoch={epoch}/{args.epochs} loss={metrics['loss']:.4f} train_acc={metrics['train_acc']:.4f} "
                 f"val_acc={metrics['val_acc']:.4f} images_per_sec={metrics['images_per_sec']} "
-                f"time={elapsed:.1f}s checkpoint={ckpt_path}",
+                f"time={elapsed:.1f}s checkpoint={saved}",
                 flush=True,
             )
         if world > 1:
             dist.barrier()  # nobody runs ahead while rank 0 writes the checkpoint
-        flag = torch.tensor([1.0 if stop["requested"] else 0.0], device=device)
-        if world > 1:
-            dist.all_reduce(flag)
-        if flag.item() > 0:
+        if stopped or agree(stop.requested, world, device):
             if rank == 0:
                 print(f"stop requested: checkpoint after epoch {epoch} is saved; exiting", flush=True)
+            stopped = True
             break
         if args.epoch_sleep:
             time.sleep(args.epoch_sleep)
-    else:
+    if not stopped:
         model_dir = Path(args.model_dir)
         model_dir.mkdir(parents=True, exist_ok=True)
         (model_dir / f"fingerprint-rank{rank}.txt").write_text(fingerprint(model) + "\n")
