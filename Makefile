@@ -30,14 +30,14 @@ test-fast: $(STAMP)
 bench: $(STAMP)
 	$(PY) benchmarks/launcher_overhead.py --runs 7
 
-## The real SageMaker SDK v2 (for capturing its requests and the drop-in benchmark), never in .venv.
-## Stops if pip would pull torch into it.
+## The real SageMaker SDK v2 (for capturing its requests, the drop-in benchmark and the SDK-session test)
+## with cloudddp beside it, never in .venv. Stops if pip would pull torch into it.
 SDK2 := .venv-sdk2
-$(SDK2)/.installed-stamp:
+$(SDK2)/.installed-stamp: pyproject.toml
 	test -x $(SDK2)/bin/python || python3 -m venv $(SDK2)
-	$(SDK2)/bin/pip install --quiet --disable-pip-version-check --dry-run --report $(SDK2)/plan.json "sagemaker>=2.200,<3"
+	$(SDK2)/bin/pip install --quiet --disable-pip-version-check --dry-run --report $(SDK2)/plan.json "sagemaker>=2.200,<3" -e .
 	$(SDK2)/bin/python -c "import json, sys; names = {i['metadata']['name'].lower() for i in json.load(open('$(SDK2)/plan.json'))['install']}; sys.exit('sagemaker v2 would pull torch: not installed' if 'torch' in names else 0)"
-	$(SDK2)/bin/pip install --quiet --disable-pip-version-check "sagemaker>=2.200,<3"
+	$(SDK2)/bin/pip install --quiet --disable-pip-version-check "sagemaker>=2.200,<3" -e .
 	touch $@
 
 sdk2-env: $(SDK2)/.installed-stamp
