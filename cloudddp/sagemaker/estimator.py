@@ -14,6 +14,7 @@ so `launcher.py` helpers that start torch.distributed.run themselves are not nee
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import tempfile
@@ -168,8 +169,9 @@ class PyTorch:
             return getattr(self.args, name)
         raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
-    def hyperparameters(self) -> dict[str, Any]:
-        return dict(self.args.hyperparameters)
+    def hyperparameters(self) -> dict[str, str]:
+        """The user's hyperparameters JSON-encoded, as v2's `hyperparameters()` returns (and the job receives) them."""
+        return {key: json.dumps(value) for key, value in self.args.hyperparameters.items()}
 
     def set_hyperparameters(self, **kwargs: Any) -> None:
         self.args.hyperparameters.update(arguments.check_hyperparameters(kwargs))

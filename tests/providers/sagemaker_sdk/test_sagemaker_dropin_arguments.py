@@ -107,6 +107,12 @@ def test_bad_values_are_one_clear_error(overrides: dict[str, Any], message: str,
         estimator(source, **overrides)
 
 
+def test_hyperparameters_come_back_json_encoded_like_v2(source: Path) -> None:
+    est = estimator(source, hyperparameters={"epochs": 3, "model": "resnet18", "lr": 0.1})
+    est.set_hyperparameters(pretrained=True)
+    assert est.hyperparameters() == {"epochs": "3", "model": '"resnet18"', "lr": "0.1", "pretrained": "true"}
+
+
 def test_methods_beyond_training_say_so(source: Path) -> None:
     with pytest.raises(CloudDDPError, match=r"PyTorch.deploy is not supported"):
         estimator(source).deploy(initial_instance_count=1, instance_type="ml.m5.large")
