@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import shutil
 import signal
 import subprocess
 import tarfile
@@ -83,10 +84,10 @@ def fake_archive(folder: Path, bootstrap: str) -> Path:
 
 
 def run_node_script(
-    tmp_path: Path, bootstrap: str, *args: str, rank: int = 0, source: str | None = None
+    tmp_path: Path, bootstrap: str, *args: str, rank: int = 0, source: str | None = None, path: str = VENV_BIN
 ) -> subprocess.Popen[str]:
     env = clean_env({
-        "PATH": f"{VENV_BIN}:{os.environ['PATH']}", "NODE_RANK": str(rank),
+        "PATH": f"{path}:{os.environ['PATH']}", "NODE_RANK": str(rank),
         "CLOUDDDP_SOURCE": source or str(fake_archive(tmp_path, bootstrap)), "CLOUDDDP_NODE_ROOT": str(tmp_path / "node"),
         "CLOUDDDP_OUTPUT_DIR": str(tmp_path / "mnt" / "output"),
     })  # fmt: skip
@@ -130,6 +131,36 @@ def test_node_script_forwards_sigterm_and_still_writes_its_last_line(tmp_path: P
     # Every node keeps its log in the output folder; only node 0 copies its model folder.
     output = tmp_path / "mnt" / "output"
     assert sorted(str(p.relative_to(output)) for p in output.rglob("*") if p.is_file()) == ["logs/node-1.log"]
+
+
+def test_node_script_stopped_during_start_up_never_starts_the_training(tmp_path: Path) -> None:
+    """SIGTERM while the node script is still setting up (a cancel right after the run starts) is not lost.
+
+    A `mkdir` shim holds the node script in its set-up (the mkdir of the model folder) until
+    the test has sent SIGTERM: no timing involved.
+    """
+    shims = tmp_path / "shims"
+    shims.mkdir()
+    real_mkdir = shutil.which("mkdir")
+    (shims / "mkdir").write_text(
+        "#!/bin/sh\n"
+        f'case "$*" in *model*) : > "{tmp_path}/in-setup"; while [ ! -e "{tmp_path}/go" ]; do sleep 0.01; done;; esac\n'
+        f'exec {real_mkdir} "$@"\n'
+    )
+    (shims / "mkdir").chmod(0o755)
+    bootstrap = f"open({str(tmp_path / 'training-ran')!r}, 'w').write('yes')\n"
+    node = run_node_script(tmp_path, bootstrap, rank=1, path=f"{shims}:{VENV_BIN}")
+    deadline = time.monotonic() + 60
+    while not (tmp_path / "in-setup").exists():
+        assert node.poll() is None and time.monotonic() < deadline, node.communicate()[0]
+        time.sleep(0.01)
+    node.send_signal(signal.SIGTERM)  # the node's main process, as a container stop does
+    (tmp_path / "go").touch()
+    output = node.communicate(timeout=60)[0].splitlines()
+    assert node.returncode == 143
+    assert output == ["[node-1] cloudddp: stopped before the training started",
+                      "[node-1] cloudddp: node 1 exited with code 143"]  # fmt: skip
+    assert not (tmp_path / "training-ran").exists()
 
 
 def test_node_script_explains_a_missing_archive(tmp_path: Path) -> None:

@@ -416,7 +416,8 @@ def test_follow_up_calls_use_the_credentials_the_job_was_submitted_with(
     provider = OCIProvider(service_endpoint=server.url, environ={}, poll=0.1, log_grace=3)
     spec = make_spec(data, oci={"config_file": str(config), "profile": "TRAINING"})
     handle = provider.submit(provider.render(spec))
-    assert any("exited with code 0" in line for line in provider.logs(handle.job_id, follow=True))
+    lines = list(provider.logs(handle.job_id, follow=True))  # to the end: following ends with the run
+    assert "[node-1] cloudddp: node 1 exited with code 0" in lines
     assert provider.status(handle.job_id).state == "SUCCEEDED"
 
 

@@ -10,7 +10,7 @@ node's block volume and hands over to `cloudddp_node.sh`, which travels inside t
 The node script (POSIX sh, so any image with python3 works): runs `cloudddp_bootstrap.py`
 (the launcher reads NODE_RANK, INITIAL_CLUSTER_SIZE and the cluster metadata file), prefixes
 every output line with `[node-<rank>]` so the logs say which node wrote them, forwards
-SIGTERM, and at exit, failed or not, copies its own log to `output/logs/node-<rank>.log`
+SIGTERM (its trap is set first, so a stop during start-up is never lost), and at exit, failed or not, copies its own log to `output/logs/node-<rank>.log`
 (readable with OCI Logging off) and, on node 0, the model folder to the output mount. Its
 last line is `EXIT_MARKER`. There is no sleep at exit.
 
@@ -40,16 +40,19 @@ ENTRYPOINT = ["/bin/sh", "-c", ENTRYPOINT_SCRIPT, "cloudddp-node"]
 
 NODE_SCRIPT = r"""root="$CLOUDDDP_NODE_ROOT"
 rank="${NODE_RANK:-0}"
+child=; stopping=
+trap 'stopping=1; [ -z "$child" ] || kill -TERM "$child" 2>/dev/null' TERM INT
 say() { printf '[node-%s] cloudddp: %s\n' "$rank" "$*"; }
 export PYTHONUNBUFFERED=1 CLOUDDDP_MODEL_DIR="${CLOUDDDP_MODEL_DIR:-$root/model}"
 export CLOUDDDP_CHECKPOINT_DIR="${CLOUDDDP_CHECKPOINT_DIR:-$root/checkpoints}"
 mkdir -p "$CLOUDDDP_MODEL_DIR" "$CLOUDDDP_CHECKPOINT_DIR" || exit 2
 py="$(command -v python3 || command -v python)" || { say "the image has no python3"; exit 2; }
+cd "$root/code" || exit 2
+if [ -n "$stopping" ]; then say "stopped before the training started"; say "node $rank exited with code 143"; exit 143; fi
 fifo="$root/output.fifo"; rm -f "$fifo"; mkfifo "$fifo" || exit 2
 while IFS= read -r line || [ -n "$line" ]; do printf '[node-%s] %s\n' "$rank" "$line"; printf '%s\n' "$line" >&3; done < "$fifo" 3>>"$root/node.log" & reader=$!
-cd "$root/code" || exit 2
 "$py" cloudddp_bootstrap.py "$@" > "$fifo" 2>&1 & child=$!
-trap 'kill -TERM "$child" 2>/dev/null' TERM INT
+[ -z "$stopping" ] || kill -TERM "$child" 2>/dev/null
 wait "$child"; code=$?
 while kill -0 "$child" 2>/dev/null; do wait "$child"; code=$?; done
 wait "$reader"
