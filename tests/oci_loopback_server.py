@@ -187,7 +187,7 @@ class FakeOCI:
         node_start_delay: float = 0.0,
         too_large_above: int | None = None,
         hold_states: bool = False,
-        kill_grace: float = 10.0,
+        kill_grace: float = 30.0,
     ) -> None:
         self.key = key
         self.public_key = key.private_key.public_key()
