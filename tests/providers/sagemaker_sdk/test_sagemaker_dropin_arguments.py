@@ -1,3 +1,4 @@
+# ruff: noqa: F811  (the moto fixture imported from sdk2_moto is redefined as an argument)
 """The v2 constructor and fit(): what is taken, what is refused by name, and nothing half-done on refusal.
 
 Argument semantics from aws/sagemaker-python-sdk tag v2.257.6 (commit fc582aaa46faf7b7e16ab1e13840869712174cd0):
@@ -14,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import MotoServer
+from sdk2_moto import MotoServer, moto  # noqa: F401  (moto is a fixture)
 
 from cloudddp.errors import CloudDDPError
 from cloudddp.sagemaker import PyTorch, Session

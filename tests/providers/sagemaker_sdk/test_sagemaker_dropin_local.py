@@ -1,3 +1,4 @@
+# ruff: noqa: F811  (the moto fixture imported from sdk2_moto is redefined as an argument)
 """instance_type="local": channels, checkpoints and artifacts around the local provider, as SageMaker does them.
 
 Behaviour from the SageMaker SDK v2's own Docker local mode, aws/sagemaker-python-sdk tag v2.257.6
@@ -13,7 +14,7 @@ import tarfile
 from pathlib import Path
 
 import pytest
-from conftest import MotoServer
+from sdk2_moto import MotoServer, moto  # noqa: F401  (moto is a fixture)
 
 from cloudddp.errors import CloudDDPError
 from cloudddp.sagemaker import PyTorch, Session

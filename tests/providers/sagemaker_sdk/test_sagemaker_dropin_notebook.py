@@ -1,3 +1,4 @@
+# ruff: noqa: F811  (the moto fixture imported from sdk2_moto is redefined as an argument)
 """notebooks/sagemaker_sdk_v2_dropin.ipynb (the seed guide's flow on cloudddp) runs top to bottom against moto."""
 
 from __future__ import annotations
@@ -8,7 +9,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from conftest import MotoServer
+from sdk2_moto import MotoServer, moto  # noqa: F401  (moto is a fixture)
 
 REPO = Path(__file__).resolve().parents[3]
 NOTEBOOK = REPO / "notebooks" / "sagemaker_sdk_v2_dropin.ipynb"

@@ -1,3 +1,4 @@
+# ruff: noqa: F811  (the moto fixture imported from sdk2_moto is redefined as an argument)
 """cloudddp's CreateTrainingJob equals the real SageMaker SDK v2's for the same arguments.
 
 The SDK's requests were recorded by `record_sdk2_requests.py` (sagemaker 2.257.7 in
@@ -15,8 +16,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import MotoServer
 from sdk2_cases import BUCKETS, CASES, job_name
+from sdk2_moto import MotoServer, moto  # noqa: F401  (moto is a fixture)
 
 from cloudddp.sagemaker import PyTorch, Session
 

@@ -1,3 +1,4 @@
+# ruff: noqa: F811  (the moto fixture imported from sdk2_moto is redefined as an argument)
 """A real SageMaker SDK v2 `sagemaker.Session` drives cloudddp's PyTorch (needs `make sdk2-env`, else skipped).
 
 Runs inside .venv-sdk2 (sagemaker 2.257.x), with this checkout on PYTHONPATH, against a moto server.
@@ -11,8 +12,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import MotoServer
 from record_sdk2_requests import SDK_PYTHON, redirect_to  # noqa: F401  (redirect_to runs in the child)
+from sdk2_moto import MotoServer, moto  # noqa: F401  (moto is a fixture)
 
 REPO = Path(__file__).resolve().parents[3]
 SCRIPT = """

@@ -1,3 +1,4 @@
+# ruff: noqa: F811  (the moto fixture imported from sdk2_moto is redefined as an argument)
 """The seed guide's SageMaker SDK v2 cells, run on cloudddp with only the import line changed.
 
 The cells are ../shared/seeds/003_*.txt ("Data Parallel Training with PyTorch DDP"), copied
@@ -20,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import MotoServer
+from sdk2_moto import MotoServer, moto  # noqa: F401  (moto is a fixture)
 
 REPO = Path(__file__).resolve().parents[3]
 ROLE = "arn:aws:iam::123456789012:role/SageMakerRole"

@@ -1,3 +1,4 @@
+# ruff: noqa: F811  (the moto fixture imported from sdk2_moto is redefined as an argument)
 """cloudddp.sagemaker.Session and get_execution_role: the SDK v2 conventions a notebook relies on."""
 
 from __future__ import annotations
@@ -5,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import MotoServer
+from sdk2_moto import MotoServer, moto  # noqa: F401  (moto is a fixture)
 
 from cloudddp.errors import CloudDDPError
 from cloudddp.sagemaker import Session, get_execution_role

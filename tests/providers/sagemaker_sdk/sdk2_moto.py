@@ -1,4 +1,7 @@
-"""Fixtures for the SageMaker SDK v2 drop-in: a moto server on 127.0.0.1 and what was sent to it."""
+"""The moto server fixture of the SDK v2 drop-in tests, imported by each of them.
+
+Not a conftest.py: test modules here and elsewhere do `from conftest import ...` and must get tests/conftest.py.
+"""
 
 from __future__ import annotations
 
