@@ -29,7 +29,7 @@ from cloudddp.sagemaker.images import training_image_uri
 from cloudddp.sagemaker.local_mode import LocalJob
 from cloudddp.sagemaker.session import Session
 from cloudddp.session import JobRecord, emit, run_job
-from cloudddp.spec import JobSpec, build_spec
+from cloudddp.spec import JobSpec, LocalSettings, build_spec
 
 DEFAULT_BASE_NAME = "pytorch-training"  # v2: base_name_from_image(<the PyTorch image>)
 IMAGE_REPOSITORY = re.compile(r"^(?:.+/)?([^:/@]+)(?:[:@].+)?$")  # v2's base_name_from_image regex, digest too
@@ -267,7 +267,10 @@ class PyTorch:
     ) -> None:
         a, session = self.args, self.session()
         output = a.output_path or f"s3://{session.default_bucket()}/"
-        work = Path(tempfile.mkdtemp(prefix="cloudddp-local-mode-"))  # lives until the artifacts are uploaded
+        # Downloads live beside the run folders until the artifacts are uploaded.
+        runs_dir = Path(LocalSettings().runs_dir)
+        runs_dir.mkdir(parents=True, exist_ok=True)
+        work = Path(tempfile.mkdtemp(prefix=".local-mode-", dir=runs_dir))
         try:
             job = LocalJob.prepare(self.s3(), work, channels, output, a.checkpoint_s3_uri, emit)
             source, entry = merged_source(a, work)

@@ -107,7 +107,7 @@ def source(tmp_path: Path) -> Path:
 def test_an_empty_channel_fails_before_anything_runs(bucket: str, source: Path, moto: MotoServer) -> None:
     with pytest.raises(CloudDDPError, match=r"fit\(inputs=\{'train': 's3://local-mode/nothing/'\}\): no S3 objects"):
         local_estimator(source).fit({"train": f"s3://{bucket}/nothing/"})
-    assert not Path("cloudddp-runs").exists()
+    assert list(Path("cloudddp-runs").iterdir()) == []  # no run folder, and the partial download is gone
     assert moto.keys(bucket) == ["data/single.csv", "data/train/", "data/train/part/rows.csv"]
 
 
