@@ -107,11 +107,15 @@ class SageMakerProvider(Provider):
             raise translate(exc, action) from None
 
     # -- render -------------------------------------------------------------------------
+    def job_name(self, spec: JobSpec) -> str:
+        """`<name>-<time stamp>`; cloudddp.sagemaker overrides it for the SDK v2's fit(job_name=...)."""
+        return job_name_for(spec)
+
     def render(self, spec: JobSpec, account: str | None = None) -> JobRequest:
         validate_spec(spec)
         role = check.check_role(spec.sagemaker.role or os.environ.get(ROLE_VARIABLE))
         region = self.region(spec)
-        job_name = job_name_for(spec)
+        job_name = self.job_name(spec)
         size = sum(path.stat().st_size for path, _ in source_files(Path(spec.source_dir)))
         warning = check.check_source_size(size, spec.source_dir)
         sm = spec.sagemaker
