@@ -24,6 +24,9 @@ class LocalSettings(Section):
     # Elastic jobs: seconds the rendezvous waits for more nodes once min_nodes have met (torchrun's
     # default is 30). The emulated nodes all start at once, so a short wait only delays recovery less.
     elastic_last_call: float = Field(default=2.0, gt=0)
+    # SageMaker emulation: after this many seconds every host is stopped (SIGTERM) and started again
+    # from the checkpoints, as managed spot training does when capacity is reclaimed (interruption.py).
+    interrupt_after: float | None = Field(default=None, gt=0)
 
 
 PROVIDER = ProviderInfo(
@@ -34,9 +37,16 @@ PROVIDER = ProviderInfo(
     options=(
         Option("--emulate", "emulate", help="sagemaker, oci, kubeflow, slurm or none"),
         Option("--runs-dir", "runs_dir", help="where local runs live"),
+        Option(
+            "--interrupt-after",
+            "interrupt_after",
+            type=float,
+            help="SageMaker emulation: interrupt the job after SECONDS and restart it from its checkpoints, "
+            "as managed spot training does",
+        ),
     ),
-    interrupt_stops_job=True,
-    supports_elastic=True,  # --emulate kubeflow, slurm or none (providers/local/elastic.py)  # the nodes are this machine's processes: Ctrl-C stops them
+    interrupt_stops_job=True,  # the nodes are this machine's processes: Ctrl-C stops them
+    supports_elastic=True,  # --emulate kubeflow, slurm or none (providers/local/elastic.py)
     factory="cloudddp.providers.local.provider:create",
 )
 

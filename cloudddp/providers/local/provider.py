@@ -113,6 +113,7 @@ class LocalRequest:
     link_inputs: bool
     nodes: list[LocalNode]
     elastic: bool = False  # a node's loss does not end the job: the others re-form (providers/local/elastic.py)
+    interrupt_after: float | None = None  # managed spot's interruption and restart (providers/local/interruption.py)
 
     def to_document(self, master_port: int | None = None) -> dict[str, Any]:
         """The dry run's `request:`; with `master_port`, what the runner is given."""
@@ -125,6 +126,7 @@ class LocalRequest:
             "master_port": self.master_port,
             "link_inputs": self.link_inputs,
             "elastic": self.elastic,
+            "interrupt_after": self.interrupt_after,
             "nodes": [node.to_document(master_port) for node in self.nodes],
         }
 
@@ -160,6 +162,11 @@ class LocalProvider(Provider):
     def validate(self, spec: JobSpec) -> None:
         spec.require_source()
         check_elastic_emulation(spec)
+        if spec.local.interrupt_after and spec.local.emulate != "sagemaker":
+            raise CloudDDPError(
+                f"local.interrupt_after={spec.local.interrupt_after:g} emulates SageMaker's managed spot "
+                f"interruption; it needs --emulate sagemaker (got {spec.local.emulate!r})."
+            )
         for channel, where in spec.inputs.items():
             if _is_uri(where):
                 raise CloudDDPError(
@@ -182,7 +189,7 @@ class LocalProvider(Provider):
             output=Path(spec.output).resolve() if spec.output else None,
             max_runtime=spec.max_runtime, master_port=spec.local.master_port, link_inputs=spec.local.link_inputs,
             nodes=[render_node(spec, layout, threads, job_name) for layout in node_layouts(spec, run_dir, job_name)],
-            elastic=is_elastic(spec),
+            elastic=is_elastic(spec), interrupt_after=spec.local.interrupt_after,
         )  # fmt: skip
         return JobRequest(provider=self.name, name=job_name, spec=spec, request=request)
 

@@ -10,6 +10,8 @@ A node that fails takes the job down: peers are given `PEER_GRACE` seconds to no
 (the launchers' fail-fast channel stops them within about 2 s), then stopped. The job's exit
 code is the first failing node's, not that of a node stopped because of it. In an elastic job
 (`"elastic": true`) a lost node is not fatal: the others re-form, and the job succeeded when they did.
+With `"interrupt_after": SECONDS` the job is interrupted and restarted once, as SageMaker's managed
+spot training does (interruption.py).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from cloudddp.cluster.oci import append_metadata
+from cloudddp.providers.local.interruption import sync_down, sync_up
 
 PEER_GRACE = 10.0
 
@@ -79,9 +82,12 @@ class Runner:
                 append_metadata(Path(metadata), node["rank"])
         write_state(self.run_dir, self.state)
 
-    def wait(self) -> None:
+    def wait(self, deadline: float | None = None) -> bool:
+        """Until every node has ended (True), or until the wall-clock `deadline` passes (False)."""
         first_failure: float | None = None
         while True:
+            if deadline is not None and not self.stopping and time.time() > deadline:
+                return False
             running = 0
             for name, proc in self.procs.items():
                 code = proc.poll()
@@ -96,7 +102,7 @@ class Runner:
                         self.state.setdefault("first_failure", name)
                     write_state(self.run_dir, self.state)
             if running == 0:
-                return
+                return True
             if not self.stopping and time.time() - self.state["started"] > self.job.get("max_runtime", float("inf")):
                 # As on the platforms: past max_runtime the job is stopped (SageMaker: MaxRuntimeExceeded).
                 self.state["reason"] = f"max_runtime of {self.job['max_runtime']} s reached"
@@ -156,8 +162,27 @@ class Runner:
             for name, proc in self.procs.items():
                 self.state["nodes"][name]["exit_code"] = proc.wait()
             self.state["nodes"].setdefault("runner", {"pid": os.getpid(), "exit_code": 1})
+        interrupt_after = self.job.get("interrupt_after")
+        if interrupt_after and not self.wait(deadline=self.state["started"] + interrupt_after):
+            self.interrupt_and_restart()
         self.wait()
         return self.finish()
+
+    def interrupt_and_restart(self) -> None:
+        """Managed spot's reclaim and restart (see interruption.py): SIGTERM every host, wait, start again."""
+        self.state["state"] = "INTERRUPTED"
+        write_state(self.run_dir, self.state)
+        self.signal_nodes(signal.SIGTERM)
+        for proc in self.procs.values():
+            proc.wait()  # each launcher escalates to SIGKILL after its own --grace-period
+        codes = {name: proc.returncode for name, proc in self.procs.items()}
+        self.state.setdefault("interruptions", []).append({"at": time.time(), "exit_codes": codes})
+        sync_down(self.job, sync_up(self.job, self.run_dir))
+        if self.stopping:  # cancelled while interrupted: the job ends here
+            return
+        self.state["state"] = "RUNNING"
+        self.procs.clear()
+        self.start_nodes()
 
 
 def main() -> int:
