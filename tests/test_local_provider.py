@@ -190,19 +190,25 @@ def test_a_stopped_job_resumes_from_its_checkpoint(tmp_path: Path, demo_data: Pa
     while (status := run_cli("status", str(run))).stdout.find("STOPPED") < 0:
         assert time.monotonic() < deadline, status.stdout
         time.sleep(0.5)
-    saved = torch_epoch(ckpt / "checkpoint.pt")
-    assert 1 <= saved < 5
+    saved = saved_position(ckpt / "checkpoint.pt")  # the stop made rank 0 checkpoint at the next step
+    assert 2 <= saved["epoch"] <= 5 and saved["step"] > 0, saved  # past epoch 1, before the end
     second = run_cli("launch", *common, TRAIN, "--", "--epochs", "5")
     assert second.returncode == 0, second.stdout[-3000:]
-    assert f"after epoch {saved}; starting at epoch {saved + 1}" in second.stdout
-    assert f"epoch={saved}/5" not in second.stdout  # nothing was trained twice
+    if saved["consumed"]:
+        resumed = f"at step {saved['step']} (epoch {saved['epoch']}, {saved['consumed']} samples of it done)"
+    else:
+        resumed = f"after epoch {saved['epoch'] - 1}; starting at epoch {saved['epoch']}"
+    assert resumed in second.stdout, second.stdout[-3000:]
+    for done in range(1, saved["epoch"]):
+        assert f"epoch={done}/5" not in second.stdout  # no finished epoch was trained twice
     metrics = json.loads((run_folder(second.stdout) / "model" / "metrics.json").read_text())
     assert metrics["epoch"] == 5 and metrics["val_acc"] >= ACCURACY_BAND
 
 
-def torch_epoch(path: Path) -> int:
-    code = f"import torch; print(torch.load({str(path)!r}, weights_only=False)['epoch'])"
-    return int(subprocess.run([PYTHON, "-c", code], capture_output=True, text=True, check=True).stdout)
+def saved_position(path: Path) -> dict[str, int]:
+    """The position (epoch being trained, samples of it consumed, global step) a checkpoint records."""
+    code = f"import json, torch; print(json.dumps(torch.load({str(path)!r}, weights_only=False)['position']))"
+    return json.loads(subprocess.run([PYTHON, "-c", code], capture_output=True, text=True, check=True).stdout)
 
 
 @pytest.mark.slow
