@@ -14,6 +14,7 @@ so `launcher.py` helpers that start torch.distributed.run themselves are not nee
 
 from __future__ import annotations
 
+import glob
 import json
 import re
 import shutil
@@ -34,6 +35,7 @@ from cloudddp.spec import JobSpec, LocalSettings, build_spec
 DEFAULT_BASE_NAME = "pytorch-training"  # v2: base_name_from_image(<the PyTorch image>)
 IMAGE_REPOSITORY = re.compile(r"^(?:.+/)?([^:/@]+)(?:[:@].+)?$")  # v2's base_name_from_image regex, digest too
 PY_VERSION = re.compile(r"py(\d)(\d+)")
+NVIDIA_DEVICES = "/dev/nvidia[0-9]*"  # what the SDK's local_gpu (nvidia-docker) would hand the container
 OLDEST_IMAGE_PYTHON = (3, 8)  # the bundled job side imports on 3.8 and newer
 SAGEMAKER_STATUS_OF_JOB_STATE = {
     "SUCCEEDED": "Completed",
@@ -266,6 +268,11 @@ class PyTorch:
         self, channels: dict[str, str], wait: bool, logs: bool | str, job_name: str | None, scratch: Path
     ) -> None:
         a, session = self.args, self.session()
+        if a.instance_type == "local_gpu" and not glob.glob(NVIDIA_DEVICES):
+            raise CloudDDPError(
+                f"PyTorch(instance_type='local_gpu') runs one process per GPU, and this machine shows no NVIDIA GPU "
+                f"({NVIDIA_DEVICES} is empty). Use instance_type='local'."
+            )
         output = a.output_path or f"s3://{session.default_bucket()}/"
         # Downloads live beside the run folders until the artifacts are uploaded.
         runs_dir = Path(LocalSettings().runs_dir)

@@ -9,6 +9,7 @@ Behaviour from the SageMaker SDK v2's own Docker local mode, aws/sagemaker-pytho
 
 from __future__ import annotations
 
+import glob
 import io
 import tarfile
 from pathlib import Path
@@ -109,6 +110,13 @@ def test_an_empty_channel_fails_before_anything_runs(bucket: str, source: Path, 
         local_estimator(source).fit({"train": f"s3://{bucket}/nothing/"})
     assert list(Path("cloudddp-runs").iterdir()) == []  # no run folder, and the partial download is gone
     assert moto.keys(bucket) == ["data/single.csv", "data/train/", "data/train/part/rows.csv"]
+
+
+@pytest.mark.skipif(bool(glob.glob("/dev/nvidia[0-9]*")), reason="this machine has an NVIDIA GPU")
+def test_local_gpu_without_a_gpu_fails_before_anything_runs(bucket: str, source: Path, moto: MotoServer) -> None:
+    with pytest.raises(CloudDDPError, match=r"local_gpu.*no NVIDIA GPU"):
+        local_estimator(source, instance_type="local_gpu").fit({"train": f"s3://{bucket}/data/train"})
+    assert not Path("cloudddp-runs").exists()
 
 
 @pytest.mark.slow
