@@ -170,7 +170,9 @@ def test_slurm_without_gpus_falls_back_to_gpus_or_one() -> None:
 
 
 def test_slurm_host_map_replaces_an_unresolvable_master_name() -> None:
-    env = slurm_env(SLURM_JOB_NODELIST="n[1-2]", SLURM_NODELIST="n[1-2]", SLURM_STEP_NODELIST="n[1-2]", SLURM_NODEID="0")
+    env = slurm_env(
+        SLURM_JOB_NODELIST="n[1-2]", SLURM_NODELIST="n[1-2]", SLURM_STEP_NODELIST="n[1-2]", SLURM_NODEID="0"
+    )
     plan = slurm.plan(env, OPTIONS)
     plan.map_hosts({"n1": "127.0.0.1"})
     assert plan.master_addr == "127.0.0.1"
