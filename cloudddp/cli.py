@@ -270,7 +270,7 @@ def launch(
         hyperparameters=pairs(hyperparameter, "--hyperparameter"),
     )  # fmt: skip
     overrides.update(parse_nodes(nodes, min_nodes))  # --nodes 2:3 is min_nodes 2, nodes 3
-    registry.get(provider)
+    registry.get(provider)  # an unknown --provider is the first error, before the spec is read
     overrides[provider] = provider_section(provider, given, PROVIDER_FLAGS)
     spec = load_launch_spec(file, drop_none(overrides))
     if compose:
