@@ -14,7 +14,7 @@ from typing import Any
 
 import boto3
 import pytest
-from conftest import REPO, clean_env, run_cli
+from conftest import clean_env, run_cli
 from s3_gate import S3Gate
 from seaweedfs import ACCESS_KEY, SECRET_KEY, SeaweedS3, weed_binary
 
@@ -52,7 +52,8 @@ def client(server: SeaweedS3) -> Any:
 
 
 def env_for(seaweed: SeaweedS3, gate: S3Gate, **extra: str) -> dict[str, str]:
-    return {**seaweed.env(), "AWS_ENDPOINT_URL": gate.url, "HOME": str(REPO / "nonexistent-home"), **extra}
+    home = seaweed.folder / "home"  # no ~/.aws of the person running the tests
+    return {**seaweed.env(), "AWS_ENDPOINT_URL": gate.url, "HOME": str(home), **extra}
 
 
 def make_data(root: Path, files: int, size: int = 4000) -> Path:
