@@ -32,7 +32,8 @@ CELLS = [
         'REPO = Path.cwd().parent if Path.cwd().name == "notebooks" else Path.cwd()\n'
         'os.chdir(tempfile.mkdtemp(prefix="cloudddp-sdk-v2-"))  # the guide\'s working folder\n'
         "Path('2_sources').mkdir()\n"
-        "shutil.copy(REPO / 'sources' / 'train_ddp.py', '2_sources/train_ddp.py')"
+        "for script in (REPO / 'sources').glob('*.py'):  # train_ddp.py and the modules it imports\n"
+        "    shutil.copy(script, '2_sources')"
     ),
     new_code_cell(
         "import cloudddp.sagemaker as sagemaker\n"

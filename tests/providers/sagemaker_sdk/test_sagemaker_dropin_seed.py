@@ -90,7 +90,8 @@ def changed(cell: str, extra: list[tuple[str, str]] = ()) -> str:  # type: ignor
 def notebook_folder(moto: MotoServer, tmp_path: Path, small_demo_data: Path) -> Path:
     """The seed's folder: 2_sources/ with the training script, ./hymenoptera_data with the images."""
     (tmp_path / "2_sources").mkdir()
-    shutil.copy(REPO / "sources" / "train_ddp.py", tmp_path / "2_sources" / "train_ddp.py")
+    for script in (REPO / "sources").glob("*.py"):  # train_ddp.py and the modules it imports
+        shutil.copy(script, tmp_path / "2_sources")
     shutil.copytree(small_demo_data, tmp_path / "hymenoptera_data")
     return tmp_path
 
