@@ -62,6 +62,12 @@ class ClusterPlan:
             host = getattr(self, name)
             if host in host_map:
                 self.set(name, host_map[host], f"host map ({host})")
+        if self.rdzv_endpoint:
+            # An elastic job's endpoint names a host too (Kubeflow: PET_RDZV_ENDPOINT=etcd-service:2379).
+            host, sep, port = self.rdzv_endpoint.rpartition(":")
+            if sep and host in host_map:
+                self.set("rdzv_endpoint", f"{host_map[host]}:{port}", f"host map ({host}) on "
+                         f"{self.sources.get('rdzv_endpoint', 'default')}")  # fmt: skip
 
     @property
     def endpoint(self) -> str:

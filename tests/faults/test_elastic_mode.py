@@ -129,3 +129,25 @@ def test_cli_range_and_flags_reach_the_spec(tmp_path: Path) -> None:
 def test_cli_bad_node_range_is_named(tmp_path: Path, args: list[str], named: str) -> None:
     result = run_cli("launch", "--emulate", "none", *args, "--dry-run", CHECK, cwd=tmp_path)
     assert result.returncode == 2 and named in result.stderr and "Traceback" not in result.stderr
+
+
+def test_elastic_nodes_share_node_0s_model_and_checkpoint_folders(tmp_path: Path) -> None:
+    # Any node may be rank 0 after a rendezvous, and the survivors must read what the old rank 0 saved.
+    request = LocalProvider(runs_dir=tmp_path / "runs").render(elastic_spec(local={"emulate": "slurm"})).request
+    for name in ("CLOUDDDP_MODEL_DIR", "CLOUDDDP_CHECKPOINT_DIR"):
+        assert {node.env[name] for node in request.nodes} == {request.nodes[0].env[name]}
+    assert request.nodes[0].env["CLOUDDDP_MODEL_DIR"] == str(request.nodes[0].layout.model_dir)  # run/model's target
+
+
+def test_the_host_map_rewrites_the_rendezvous_endpoints_host() -> None:
+    # The EKS guide's elastic PyTorchJob: PET_RDZV_ENDPOINT names the etcd Service, which only
+    # resolves inside the cluster; the host map sends it elsewhere, as it does the master's name.
+    env = {"PET_NNODES": "2:3", "PET_RDZV_BACKEND": "etcd-v2", "PET_RDZV_ENDPOINT": "etcd-service:2379",
+           "PET_NPROC_PER_NODE": "1", "HOSTNAME": "resnet-worker-0"}  # fmt: skip
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        code = launcher_run(["--dry-run", "--host-map", "etcd-service=127.0.0.1", CHECK], clean_env(env))
+    plan = json.loads(out.getvalue())
+    assert code == 0 and plan["rdzv_endpoint"] == "127.0.0.1:2379"
+    assert "--rdzv-endpoint=127.0.0.1:2379" in plan["argv"]
+    assert plan["sources"]["rdzv_endpoint"] == "host map (etcd-service) on PET_RDZV_ENDPOINT"

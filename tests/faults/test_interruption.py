@@ -26,12 +26,8 @@ SCRIPT = ["--arch", "tiny", "--epochs", "3", "--image-size", "16", "--batch-size
 
 
 @pytest.fixture(scope="module")
-def data(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from cloudddp.demo_data import write_demo_dataset
-
-    root = tmp_path_factory.mktemp("spot-data")
-    write_demo_dataset(root, train_per_class=48, val_per_class=8)
-    return root
+def data(fault_data: Path) -> Path:
+    return fault_data
 
 
 def launch(tmp_path: Path, data: Path, ckpt: Path, *extra: str, script: tuple[str, ...] = ()) -> tuple[int, str]:

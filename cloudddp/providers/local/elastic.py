@@ -8,10 +8,17 @@ over detected values); SageMaker and OCI start a fixed set of hosts, so their em
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from cloudddp.cluster.environment import EmulatedNode
 from cloudddp.elastic import is_elastic, node_range
 from cloudddp.errors import CloudDDPError
 from cloudddp.spec import JobSpec
+
+if TYPE_CHECKING:
+    from cloudddp.providers.local.provider import LocalNode
+
+SHARED_FOLDERS = ("CLOUDDDP_MODEL_DIR", "CLOUDDDP_CHECKPOINT_DIR")
 
 # Platforms whose own schedulers can run an elastic job (Kubeflow's elasticPolicy, Slurm steps).
 ELASTIC_EMULATIONS = ("kubeflow", "slurm", "none")
@@ -46,3 +53,17 @@ def elastic_launcher_args(spec: JobSpec, layout: EmulatedNode, job_name: str) ->
         conf.append(f"is_host={'true' if layout.rank == 0 else 'false'}")
     args.append(f"--torchrun-arg=--rdzv-conf={','.join(conf)}")
     return args
+
+
+def share_node0_folders(nodes: list[LocalNode]) -> None:
+    """Every node writes its model and checkpoints to node 0's folders, as to a shared file system.
+
+    An elastic rendezvous hands out ranks in arrival order, so rank 0 (which saves the model and the
+    checkpoints) may be any node, and after a node is lost the ranks change: the survivors must all
+    read the checkpoint the old rank 0 wrote. Elastic clusters keep them on shared storage (the EKS
+    guide's FSx volume); the emulation shares node 0's folders.
+    """
+    for node in nodes[1:]:
+        for name in SHARED_FOLDERS:
+            if name in nodes[0].env and name in node.env:
+                node.env[name] = nodes[0].env[name]

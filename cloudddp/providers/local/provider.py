@@ -25,7 +25,7 @@ from cloudddp.elastic import is_elastic
 from cloudddp.errors import CloudDDPError
 from cloudddp.launcher.supervisor import is_running
 from cloudddp.providers.base import JobHandle, JobRequest, JobStatus, Provider
-from cloudddp.providers.local.elastic import check_elastic_emulation, elastic_launcher_args
+from cloudddp.providers.local.elastic import check_elastic_emulation, elastic_launcher_args, share_node0_folders
 from cloudddp.providers.local.layout import node_layouts
 from cloudddp.providers.local.runner import write_state
 from cloudddp.spec import JobSpec
@@ -191,6 +191,8 @@ class LocalProvider(Provider):
             nodes=[render_node(spec, layout, threads, job_name) for layout in node_layouts(spec, run_dir, job_name)],
             elastic=is_elastic(spec), interrupt_after=spec.local.interrupt_after,
         )  # fmt: skip
+        if request.elastic:
+            share_node0_folders(request.nodes)
         return JobRequest(provider=self.name, name=job_name, spec=spec, request=request)
 
     # -- submit -------------------------------------------------------------------------
