@@ -8,6 +8,7 @@ Environment) and on the objects moto's S3 holds.
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -177,27 +178,34 @@ def test_dry_run_prints_the_request_as_yaml_redacted_and_uploads_nothing(
 # -- staging ------------------------------------------------------------------------------
 
 
-def test_staged_objects_are_byte_identical_and_unchanged_files_are_skipped(
+def test_staged_objects_are_byte_identical_versioned_and_nothing_is_deleted(
     aws: FakeAWS, project: Path, data_dir: Path
 ) -> None:
     spec = spec_for(project, inputs={"train": str(data_dir)})
     sent, _ = launch(aws, spec)
     (channel,) = [c for c in sent["InputDataConfig"] if c["ChannelName"] == "train"]
-    prefix = channel["DataSource"]["S3DataSource"]["S3Uri"]
+    first = channel["DataSource"]["S3DataSource"]["S3Uri"]
+    # The channel reads the published version (cloudddp.staging.engine), not the staging prefix itself.
+    assert re.fullmatch(r"s3://[^/]+/cloudddp/inputs/data-[0-9a-f]{10}/v-[0-9a-f]{16}/", first), first
     local = {p.relative_to(data_dir).as_posix(): p.read_bytes() for p in data_dir.rglob("*") if p.is_file()}
     assert len(local) == 3
     for name, content in local.items():
-        assert aws.read(prefix + name) == content, name
+        assert aws.read(first + name) == content, name
     assert any("3 uploaded" in line for line in aws.said), aws.said
-    # Launch again: the data is already there; one file changed, one removed.
+    # Launch again with one file changed and one removed: a new version holding exactly the local files; the
+    # first version stays whole (a running job may read it): no delete by default.
     (data_dir / "labels.csv").write_text("x,y\n3,4\n")
     (data_dir / "train" / "a" / "2.bin").unlink()
     aws.said.clear()
     aws.provider.submit(aws.provider.render(spec))
-    assert any("1 uploaded" in line and "1 unchanged" in line and "1 removed" in line for line in aws.said), aws.said
-    assert aws.read(prefix + "labels.csv") == b"x,y\n3,4\n"
+    assert any("1 uploaded" in line and "1 unchanged (copied in S3)" in line for line in aws.said), aws.said
+    second = aws.created[-1]["InputDataConfig"][0]["DataSource"]["S3DataSource"]["S3Uri"]
+    assert second != first and second.rsplit("/v-", 1)[0] == first.rsplit("/v-", 1)[0]
+    assert aws.read(second + "labels.csv") == b"x,y\n3,4\n"
     keys = aws.object_keys()
-    assert not any(k.endswith("2.bin") for k in keys)
+    in_second = sorted(k.split("/v-", 1)[1].split("/", 1)[1] for k in keys if second.split("/", 3)[3] in k)
+    assert in_second == ["labels.csv", "train/a/1.bin"], in_second
+    assert aws.read(first + "train/a/2.bin") == local["train/a/2.bin"]  # the first version is untouched
 
 
 def test_default_bucket_is_created_private(aws: FakeAWS, project: Path) -> None:
@@ -296,7 +304,7 @@ def test_bucket_that_is_not_writable_is_a_clear_error(aws: FakeAWS, project: Pat
         raise ClientError({"Error": {"Code": "AccessDenied", "Message": "Access Denied"}}, "PutObject")
 
     aws.session.events.register("before-call.s3.PutObject", deny)
-    with pytest.raises(CloudDDPError, match="may not write to it"):
+    with pytest.raises(CloudDDPError, match=r"s3://read-only/.*access denied.*grant s3:PutObject"):
         aws.provider.submit(aws.provider.render(spec_for(project, sagemaker={"bucket": "read-only"})))
     assert aws.created == []
 
@@ -464,7 +472,8 @@ def test_a_refused_create_training_job_removes_this_launchs_archive_and_checkpoi
     keys = aws.object_keys()
     assert not any(k.endswith("sourcedir.tar.gz") for k in keys), keys
     assert not any("/checkpoints/" in k for k in keys), keys
-    assert sum("/inputs/" in k for k in keys) == 3  # kept: the next launch reuses them
+    # kept: the next launch reuses them (3 files of the version + its manifest)
+    assert sum("/inputs/" in k for k in keys) == 4
 
 
 # -- issue 9: checkpoints are never dropped -----------------------------------------------

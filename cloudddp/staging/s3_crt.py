@@ -85,6 +85,7 @@ class CrtUploader:
         uploads: list[Upload],
         on_done: Callable[[Upload], None],
         failure: Callable[[Upload, int | None, bytes, Exception | None], CloudDDPError],
+        extra_headers: list[tuple[str, str]] | None = None,
     ) -> None:
         """Upload every file; `failure` turns a refused or failed request into the error to raise."""
         s3 = self.s3
@@ -99,6 +100,7 @@ class CrtUploader:
 
             small = upload.size <= PART_SIZE
             headers = [("x-amz-checksum-sha256", b64(upload.sha256))] if small else []
+            headers += extra_headers or []
             running.append(self.client.make_request(
                 type=s3.S3RequestType.PUT_OBJECT, request=self.request(bucket, upload.key, upload.size, headers),
                 send_filepath=str(upload.path), checksum_config=None if small else trailer, on_done=done,
@@ -119,6 +121,13 @@ class CrtUploader:
             for request in running:
                 request.cancel()
             raise
+
+
+def sse_headers(sse: dict[str, str]) -> list[tuple[str, str]]:
+    """boto3's SSE arguments as the PUT headers they become."""
+    names = {"ServerSideEncryption": "x-amz-server-side-encryption",
+             "SSEKMSKeyId": "x-amz-server-side-encryption-aws-kms-key-id"}  # fmt: skip
+    return [(names[k], v) for k, v in sse.items()]
 
 
 def is_ip(host: str) -> bool:

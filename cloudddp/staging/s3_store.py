@@ -47,9 +47,14 @@ class S3Store:
     md5_part_size = None  # S3 checks SHA-256 / CRC32C checksums instead
     can_copy = True
 
-    def __init__(self, client: Any, location: Location, region: str = "us-east-1", crt: Any | None = None) -> None:
+    def __init__(
+        self, client: Any, location: Location, region: str = "us-east-1", crt: Any | None = None,
+        kms_key: str | None = None,
+    ) -> None:  # fmt: skip
         self.client, self.location, self.region, self.crt = client, location, region, crt
         self.bucket = location.bucket
+        # SSE-KMS on every object written (the SageMaker provider's one key for volume, output and uploads).
+        self.sse: dict[str, str] = {"ServerSideEncryption": "aws:kms", "SSEKMSKeyId": kms_key} if kms_key else {}
 
     # -- errors -------------------------------------------------------------------------
     def error(self, exc: Exception, action: str, key: str | None = None) -> CloudDDPError:
@@ -118,7 +123,7 @@ class S3Store:
     def write(self, key: str, data: bytes) -> None:
         try:
             self.client.put_object(Bucket=self.bucket, Key=key, Body=data,
-                                   ChecksumSHA256=b64(hashlib.sha256(data).hexdigest()))  # fmt: skip
+                                   ChecksumSHA256=b64(hashlib.sha256(data).hexdigest()), **self.sse)  # fmt: skip
         except ClientError as exc:
             raise self.error(exc, "write", key) from None
 
@@ -126,7 +131,7 @@ class S3Store:
         if not uploads:
             return
         if self.crt is not None:
-            self.crt.upload(self.bucket, uploads, on_done, self.crt_failure)
+            self.crt.upload(self.bucket, uploads, on_done, self.crt_failure, s3_crt.sse_headers(self.sse))
             return
         with ThreadPoolExecutor(max_workers=THREADS) as pool:
             futures = {pool.submit(self.upload_one, u): u for u in uploads}
@@ -144,14 +149,14 @@ class S3Store:
             if upload.size <= MULTIPART_THRESHOLD:
                 with open(upload.path, "rb") as body:
                     self.client.put_object(Bucket=self.bucket, Key=upload.key, Body=body,
-                                           ChecksumSHA256=b64(upload.sha256))  # fmt: skip
+                                           ChecksumSHA256=b64(upload.sha256), **self.sse)  # fmt: skip
             else:
                 from boto3.s3.transfer import TransferConfig  # only here: s3transfer is slow to import
 
                 config = TransferConfig(multipart_threshold=MULTIPART_THRESHOLD, multipart_chunksize=PART_SIZE,
                                         max_concurrency=4)  # fmt: skip
                 self.client.upload_file(str(upload.path), self.bucket, upload.key,
-                                        ExtraArgs={"ChecksumAlgorithm": "SHA256"}, Config=config)  # fmt: skip
+                                        ExtraArgs={"ChecksumAlgorithm": "SHA256", **self.sse}, Config=config)  # fmt: skip
         except ClientError as exc:
             if code_of(exc) in ("BadDigest", "XAmzContentSHA256Mismatch", "InvalidDigest"):
                 raise self.mismatch(upload) from None
@@ -198,7 +203,9 @@ class S3Store:
         def one(pair: tuple[str, str]) -> None:
             source, target = pair
             try:
-                self.client.copy({"Bucket": self.bucket, "Key": source}, self.bucket, target)
+                self.client.copy(
+                    {"Bucket": self.bucket, "Key": source}, self.bucket, target, ExtraArgs=self.sse or None
+                )
             except ClientError as exc:
                 raise self.error(exc, f"copy {source} to", target) from None
 

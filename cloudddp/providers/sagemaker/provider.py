@@ -39,7 +39,10 @@ from cloudddp.providers.sagemaker.request import (
 from cloudddp.session import emit
 from cloudddp.spec import JobSpec
 from cloudddp.staging.archive import pack_source, source_files
-from cloudddp.staging.s3 import S3Stager, StageReport, split_uri
+from cloudddp.staging.engine import StageResult, copy_folder, stage
+from cloudddp.staging.location import parse_location
+from cloudddp.staging.s3_bucket import StagingBucket, split_uri
+from cloudddp.staging.s3_store import S3Store
 
 ROLE_VARIABLE = "CLOUDDDP_SAGEMAKER_ROLE"
 PENDING_SECONDARY = {
@@ -155,7 +158,7 @@ class SageMakerProvider(Provider):
             )
             plan = request.before_submit
         payload, kms_key = request.request, request.spec.sagemaker.kms_key
-        stager = S3Stager(self.client("s3", region), plan.bucket, kms_key=kms_key, account=account)
+        stager = StagingBucket(self.client("s3", region), plan.bucket, kms_key=kms_key, account=account)
         created = self.call("check the staging bucket", stager.ensure_bucket, create=plan.bucket_is_default,
                             region=region)  # fmt: skip
         if created:
@@ -164,7 +167,7 @@ class SageMakerProvider(Provider):
             self.say(f"cloudddp: warning: {warning}")
         self.upload_code(stager, request)
         try:
-            self.stage_uploads(stager, plan)
+            payload = self.stage_uploads(stager, plan, payload)
             sagemaker = self.client("sagemaker", region)
             response = self.call(f"create the training job {request.name}", sagemaker.create_training_job, **payload)
         except CloudDDPError as exc:
@@ -174,30 +177,43 @@ class SageMakerProvider(Provider):
             details={"arn": response.get("TrainingJobArn"), "region": region, "request": request},
         )  # fmt: skip
 
-    def upload_code(self, stager: S3Stager, request: JobRequest) -> None:
+    def store(self, stager: StagingBucket, uri: str) -> S3Store:
+        """The staging engine's adapter for `uri` in the staging bucket, with the job's KMS key."""
+        return S3Store(stager.s3, parse_location(uri), stager.s3.meta.region_name, kms_key=stager.kms_key)
+
+    def upload_code(self, stager: StagingBucket, request: JobRequest) -> None:
         code: CodeUpload = request.before_submit.code
         spec = request.spec
+        folder = code.target.rsplit("/", 1)[0]
         with tempfile.TemporaryDirectory(prefix="cloudddp-") as tmp:
-            archive = pack_source(spec.source_dir, Path(tmp) / "sourcedir.tar.gz", code.job_config)
-            _, key = split_uri(code.target)
-            report = StageReport()
-            self.call("upload the source archive", stager.upload_file, path=archive.path, key=key, report=report)
+            archive = pack_source(spec.source_dir, Path(tmp) / code.target.rsplit("/", 1)[1], code.job_config)
+            self.call("upload the source archive", copy_folder, local=archive.path, store=self.store(stager, folder))
         self.say(
             f"cloudddp: uploaded the source ({len(archive.files)} files, {archive.size / 1e6:.2f} MB) -> {code.target}"
         )
 
-    def stage_uploads(self, stager: S3Stager, plan: SageMakerStaging) -> None:
-        """Local input folders, then a local checkpoint folder to resume from."""
-        for item in [*plan.inputs, *([plan.checkpoint] if plan.checkpoint else [])]:
-            _, prefix = split_uri(item.target)
-            report = self.call(f"stage {item.source}", stager.stage_path, local=item.source, prefix=prefix)
-            self.say(
-                f"cloudddp: staged {item.channel or 'checkpoint'}: {len(report.uploaded)} uploaded "
-                f"({report.bytes_uploaded / 1e6:.1f} MB), {len(report.skipped)} unchanged, "
-                f"{len(report.deleted)} removed -> {item.target}"
-            )
+    def stage_uploads(self, stager: StagingBucket, plan: SageMakerStaging, payload: dict[str, Any]) -> dict[str, Any]:
+        """Stage local input folders (each channel then reads the published version), then copy a local
+        checkpoint folder to resume from. Returns the request with the channels' version URIs."""
+        versions: dict[str, str] = {}
+        for item in plan.inputs:
+            result: StageResult = self.call(f"stage {item.source}", stage, local=item.source,
+                                            store=self.store(stager, item.target))  # fmt: skip
+            versions[str(item.channel)] = result.uri
+            state = "unchanged" if result.unchanged else (
+                f"{len(result.uploaded)} uploaded ({result.bytes_uploaded / 1e6:.1f} MB), "
+                f"{len(result.copied)} unchanged (copied in S3), {len(result.resumed)} resumed"
+            )  # fmt: skip
+            self.say(f"cloudddp: staged {item.channel}: {result.files} files, {state} -> {result.uri}")
+        if plan.checkpoint:
+            item = plan.checkpoint
+            result = self.call(f"upload {item.source}", copy_folder, local=item.source,
+                               store=self.store(stager, item.target))  # fmt: skip
+            self.say(f"cloudddp: staged checkpoint: {len(result.uploaded)} uploaded "
+                     f"({result.bytes_uploaded / 1e6:.1f} MB) -> {item.target}")  # fmt: skip
+        return with_channel_uris(payload, versions)
 
-    def remove_staged(self, stager: S3Stager, plan: SageMakerStaging) -> str:
+    def remove_staged(self, stager: StagingBucket, plan: SageMakerStaging) -> str:
         """After a refused CreateTrainingJob: delete what only this job would have used; say what stays."""
         removed: list[str] = []
         prefixes = [plan.code.target, *([plan.checkpoint.target] if plan.checkpoint else [])]
@@ -308,3 +324,14 @@ def known_regions() -> list[str]:
 
 def create(**options: Any) -> SageMakerProvider:
     return SageMakerProvider(**options)
+
+
+def with_channel_uris(payload: dict[str, Any], uris: dict[str, str]) -> dict[str, Any]:
+    """The request with each staged channel's S3Uri set to the version staging published."""
+    channels = []
+    for channel in payload.get("InputDataConfig", []):
+        if channel["ChannelName"] in uris:
+            source = {**channel["DataSource"]["S3DataSource"], "S3Uri": uris[channel["ChannelName"]]}
+            channel = {**channel, "DataSource": {**channel["DataSource"], "S3DataSource": source}}
+        channels.append(channel)
+    return {**payload, "InputDataConfig": channels} if channels else payload

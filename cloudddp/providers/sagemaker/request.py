@@ -254,6 +254,11 @@ def s3_channel(name: str, uri: str) -> dict[str, Any]:
     }
 
 
+# A staged folder's channel reads the version `submit` publishes (`<prefix>/v-<content hash>/`, see
+# cloudddp.staging.engine); the hash is only known once the data is read, so the dry run says so.
+VERSION_AT_SUBMIT = "v-<content-hash-decided-at-submit>/"
+
+
 def input_channels(spec: JobSpec, staging: Staging) -> tuple[list[dict[str, Any]], list[Upload]]:
     """One S3 channel per input; a local folder is staged under a prefix of its own first."""
     channels: list[dict[str, Any]] = []
@@ -264,7 +269,7 @@ def input_channels(spec: JobSpec, staging: Staging) -> tuple[list[dict[str, Any]
             continue
         target = f"s3://{staging.bucket}/{staging.input_prefix(where)}"
         uploads.append(Upload(channel=channel, source=str(Path(where).resolve()), target=target))
-        channels.append(s3_channel(channel, target))
+        channels.append(s3_channel(channel, target + VERSION_AT_SUBMIT))
     return channels, uploads
 
 
