@@ -25,7 +25,16 @@ import traceback
 from collections.abc import Callable, Mapping, Sequence
 from typing import NoReturn
 
-RESET_SIGNALS = (signal.SIGTERM, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2)
+RESET_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
+# Warnings meant for the training processes (Slurm's `--signal=USR1@120`). Slurm signals every process
+# of the step (proctrack/cgroup), torchrun included, whose default action would be to die: torchrun
+# gets a handler that does nothing. A handler, not SIG_IGN, so the workers it starts (exec resets
+# handlers, not ignored signals) keep the default disposition unless the script sets its own.
+WARNING_SIGNALS = (signal.SIGUSR1, signal.SIGUSR2)
+
+
+def _ignore_warning(_signum: int, _frame: object) -> None:
+    """torchrun has nothing to do on a warning; its workers got it too."""
 
 
 def forkable(argv: Sequence[str]) -> bool:
@@ -61,6 +70,8 @@ def _run_child(module: str, args: list[str], env: Mapping[str, str], before: Cal
         before()
         for sig in RESET_SIGNALS:
             signal.signal(sig, signal.SIG_DFL)
+        for sig in WARNING_SIGNALS:
+            signal.signal(sig, _ignore_warning)
         signal.signal(signal.SIGINT, signal.default_int_handler)
         os.environ.clear()
         os.environ.update(env)
