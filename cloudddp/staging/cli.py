@@ -14,6 +14,7 @@ import typer
 
 from cloudddp.errors import CloudDDPError
 from cloudddp.staging.engine import StageOptions, StageResult, stage
+from cloudddp.staging.hash_cache import CACHE_VARIABLE, cache_dir
 from cloudddp.staging.location import Location, parse_location
 from cloudddp.staging.manifest import PLAIN, SHARDS
 from cloudddp.staging.progress import for_stream
@@ -59,6 +60,9 @@ def stage_command(
     create_bucket: Annotated[bool, typer.Option("--create-bucket", help="create the bucket if missing")] = False,
     transport: Annotated[str, typer.Option(help="S3 uploads: auto (awscrt if installed), crt or boto3")] = "auto",
     progress: Annotated[bool | None, typer.Option("--progress/--no-progress", help="default: on a terminal")] = None,
+    hash_cache: Annotated[
+        bool, typer.Option("--hash-cache/--no-hash-cache", help=f"reuse hashes of unchanged files (${CACHE_VARIABLE})")
+    ] = True,
 ) -> None:
     """Upload a dataset incrementally and verified; print the URI a job should read.
 
@@ -76,7 +80,8 @@ def stage_command(
     location = parse_location(dest)
     store = open_store(location, transport)
     options = StageOptions(layout=SHARDS if shards else PLAIN, delete=delete, create_bucket=create_bucket,
-                           shard_size=shard_size_mib * MIB, shard_dir=shard_dir)  # fmt: skip
+                           shard_size=shard_size_mib * MIB, shard_dir=shard_dir,
+                           hash_cache=cache_dir() if hash_cache else None)  # fmt: skip
     result = stage(src, store, options, for_stream(progress))
     typer.echo(summary(result))
     if result.deleted:

@@ -23,6 +23,7 @@ from pathlib import Path
 
 from cloudddp.errors import CloudDDPError
 from cloudddp.staging import local_files, shards
+from cloudddp.staging.hash_cache import HashCache
 from cloudddp.staging.manifest import MANIFEST_NAME, PLAIN, SHARDS, FileEntry, Manifest, ObjectEntry, version_of
 from cloudddp.staging.store import ObjectStore, Upload
 
@@ -62,6 +63,7 @@ class StageOptions:
     create_bucket: bool = False
     shard_size: int = shards.DEFAULT_SHARD_SIZE
     shard_dir: Path | None = None  # where shards are built (default: the system temp folder)
+    hash_cache: Path | None = None  # folder remembering content hashes (hash_cache.py); None: hash every file
 
 
 def stage(
@@ -78,7 +80,8 @@ def stage(
         raise CloudDDPError(f"the local folder {str(local)!r} to stage holds no files.")
     store.check_bucket(options.create_bucket)
     progress.phase("hashing")
-    hashed = local_files.hash_files(files, md5_part_size=store.md5_part_size)
+    cache = HashCache(options.hash_cache, Path(local)) if options.hash_cache else None
+    hashed = local_files.hash_files(files, md5_part_size=store.md5_part_size, cache=cache)
     entries = [FileEntry(h.file.relative, h.file.size, h.sha256) for h in hashed]
     shard_size = options.shard_size if options.layout == SHARDS else None
     version = version_of(options.layout, entries, shard_size)

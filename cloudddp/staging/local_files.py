@@ -28,6 +28,10 @@ class LocalFile:
     path: Path
     size: int
     mtime_ns: int
+    # With size and mtime, what the hash cache (hash_cache.py) compares to trust a remembered hash.
+    ctime_ns: int = 0
+    device: int = 0
+    inode: int = 0
 
 
 @dataclass(frozen=True)
@@ -86,7 +90,7 @@ def describe(path: Path, relative: str) -> LocalFile:
         stat = path.stat()
     except OSError as exc:
         raise CloudDDPError(f"cannot read {str(path)!r}: {exc.strerror}.") from None
-    return LocalFile(relative, path, stat.st_size, stat.st_mtime_ns)
+    return LocalFile(relative, path, stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns, stat.st_dev, stat.st_ino)
 
 
 def hash_file(file: LocalFile, md5_part_size: int | None = None) -> Hashed:
@@ -121,10 +125,18 @@ def oci_md5(last: Any, parts: list[bytes], in_last: int) -> str:
     return f"{base64.b64encode(combined).decode()}-{len(parts)}"
 
 
-def hash_files(files: Iterable[LocalFile], md5_part_size: int | None = None) -> list[Hashed]:
-    """Content hashes of many files, a few at a time, in the input order."""
+def hash_files(files: Iterable[LocalFile], md5_part_size: int | None = None, cache: Any | None = None) -> list[Hashed]:
+    """Content hashes of many files, a few at a time, in the input order; `cache` (a hash_cache.HashCache)
+    answers for files whose stat has not changed since it hashed them."""
+
+    def one(file: LocalFile) -> Hashed:
+        return (cache.lookup(file, md5_part_size) if cache else None) or hash_file(file, md5_part_size)
+
     with ThreadPoolExecutor(max_workers=HASH_THREADS) as pool:
-        return list(pool.map(lambda f: hash_file(f, md5_part_size), files))
+        hashed = list(pool.map(one, files))
+    if cache:
+        cache.save(hashed, md5_part_size)
+    return hashed
 
 
 def unchanged_since_scan(file: LocalFile) -> bool:

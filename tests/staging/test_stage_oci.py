@@ -175,7 +175,8 @@ def test_stage_command_prints_the_version_uri_last(
 ) -> None:
     from conftest import run_cli
 
-    env = {"CLOUDDDP_OCI_SERVICE_ENDPOINT": server.url, "OCI_CONFIG_FILE": str(key.write_config(tmp_path / "cfg"))}
+    env = {"CLOUDDDP_OCI_SERVICE_ENDPOINT": server.url, "OCI_CONFIG_FILE": str(key.write_config(tmp_path / "cfg")),
+           "CLOUDDDP_CACHE_DIR": str(tmp_path / "hash-cache")}  # fmt: skip
     done = run_cli("stage", str(data), "oci://bkt@ns/cli", env=env, timeout=120)
     assert done.returncode == 0, done.stderr
     uri = done.stdout.strip().splitlines()[-1]
@@ -193,7 +194,7 @@ def test_a_terminal_gets_a_progress_bar_with_files_bytes_and_rate(
     from conftest import PYTHON, clean_env
 
     env = {"CLOUDDDP_OCI_SERVICE_ENDPOINT": server.url, "OCI_CONFIG_FILE": str(key.write_config(tmp_path / "cfg")),
-           "COLUMNS": "160"}  # fmt: skip
+           "COLUMNS": "160", "CLOUDDDP_CACHE_DIR": str(tmp_path / "hash-cache")}  # fmt: skip
     leader, follower = pty.openpty()  # stderr is a terminal, stdout a pipe (as in `URI=$(cloudddp stage ...)`)
     screen: list[bytes] = []
 

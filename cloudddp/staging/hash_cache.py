@@ -1,0 +1,72 @@
+"""Remembered content hashes, so re-staging an unchanged folder does not read every file again.
+
+An entry is reused only while the file's (device, inode, size, mtime_ns, ctime_ns) are what they
+were when it was hashed: any write changes mtime and ctime (ctime cannot be set back by a user),
+a replaced file changes the inode. As git does for its index, a file modified within RACY_NS of
+being hashed is not remembered: a write in the same timestamp tick could leave its stat unchanged.
+One JSON file per staged folder, under `cache_dir()`; a damaged or foreign file is ignored.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+import time
+from pathlib import Path
+
+from cloudddp.staging.local_files import Hashed, LocalFile
+
+FORMAT = 1
+RACY_NS = 2_000_000_000  # coarse file-system timestamps (2 s on FAT) included
+CACHE_VARIABLE = "CLOUDDDP_CACHE_DIR"
+
+
+def cache_dir() -> Path:
+    """$CLOUDDDP_CACHE_DIR, else $XDG_CACHE_HOME/cloudddp, else ~/.cache/cloudddp."""
+    if os.environ.get(CACHE_VARIABLE):
+        return Path(os.environ[CACHE_VARIABLE])
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "cloudddp"
+
+
+def identity(file: LocalFile) -> list[int]:
+    return [file.device, file.inode, file.size, file.mtime_ns, file.ctime_ns]
+
+
+class HashCache:
+    """Hashes of the files under one root folder, keyed by relative path."""
+
+    def __init__(self, folder: Path, root: Path) -> None:
+        digest = hashlib.sha256(str(root.resolve()).encode()).hexdigest()[:24]
+        self.path = folder / f"hashes-{digest}.json"
+        self.entries: dict[str, list] = {}
+        try:
+            loaded = json.loads(self.path.read_text())
+            if loaded.get("format") == FORMAT and isinstance(loaded.get("files"), dict):
+                self.entries = loaded["files"]
+        except (OSError, ValueError, AttributeError):
+            pass  # no cache yet, or an unreadable one: hash everything
+
+    def lookup(self, file: LocalFile, md5_part_size: int | None) -> Hashed | None:
+        entry = self.entries.get(file.relative)
+        if not entry or entry[0] != identity(file) or entry[3] != md5_part_size:
+            return None
+        return Hashed(file, entry[1], entry[2])
+
+    def save(self, hashed: list[Hashed], md5_part_size: int | None) -> None:
+        """Remember these hashes (and only these: files gone from the folder are forgotten)."""
+        now = time.time_ns()
+        self.entries = {
+            h.file.relative: [identity(h.file), h.sha256, h.md5, md5_part_size]
+            for h in hashed
+            if now - max(h.file.mtime_ns, h.file.ctime_ns) > RACY_NS
+        }
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            with tempfile.NamedTemporaryFile("w", dir=self.path.parent, delete=False, suffix=".tmp") as out:
+                json.dump({"format": FORMAT, "files": self.entries}, out, separators=(",", ":"))
+            os.replace(out.name, self.path)
+        except OSError:
+            pass  # a cache that cannot be written only costs the next run a re-read

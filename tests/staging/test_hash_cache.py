@@ -1,0 +1,117 @@
+"""The hash cache: an unchanged folder is re-staged without reading its files, a changed one never.
+
+Runs the real engine against moto's in-process S3; file reads are counted by wrapping the real
+`local_files.hash_file`, writes through botocore's events (test_stage_engine.Calls).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pytest
+from moto import mock_aws
+from test_stage_engine import Calls, objects, store
+
+from cloudddp.staging import hash_cache, local_files
+from cloudddp.staging.engine import StageOptions, stage
+
+
+@pytest.fixture
+def s3() -> Iterator[Any]:
+    with mock_aws():
+        client = boto3.client("s3", region_name="us-east-1")
+        client.create_bucket(Bucket="bkt")
+        yield client
+
+
+@pytest.fixture
+def data(tmp_path: Path) -> Path:
+    root = tmp_path / "data"
+    for i in range(6):
+        path = root / f"class{i % 2}" / f"img{i}.png"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(os.urandom(500 + i))
+    return root
+
+
+@pytest.fixture
+def reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Relative paths of the files the engine read to hash them."""
+    seen: list[str] = []
+    real = local_files.hash_file
+
+    def counting(file: local_files.LocalFile, md5_part_size: int | None = None) -> local_files.Hashed:
+        seen.append(file.relative)
+        return real(file, md5_part_size)
+
+    monkeypatch.setattr(local_files, "hash_file", counting)
+    return seen
+
+
+@pytest.fixture
+def not_racy(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Files written by the test a moment ago count as settled (the racy-write guard has its own test)."""
+    monkeypatch.setattr(hash_cache, "RACY_NS", -(10**18))
+
+
+def test_an_unchanged_folder_is_restaged_without_reading_a_file(
+    s3: Any, data: Path, tmp_path: Path, reads: list[str], not_racy: None
+) -> None:
+    options = StageOptions(hash_cache=tmp_path / "cache")
+    first = stage(data, store(s3), options)
+    assert len(reads) == 6
+    reads.clear()
+    calls = Calls(s3)
+    again = stage(data, store(s3), options)
+    assert reads == [] and again.unchanged and again.uri == first.uri
+    assert calls.writes() == {}
+
+
+def test_a_replaced_file_with_the_same_size_and_mtime_is_hashed_again(
+    s3: Any, data: Path, tmp_path: Path, reads: list[str], not_racy: None
+) -> None:
+    options = StageOptions(hash_cache=tmp_path / "cache")
+    first = stage(data, store(s3), options)
+    target = data / "class0" / "img0.png"
+    before = target.stat()
+    replacement = data / "class0" / "img0.png.new"
+    replacement.write_bytes(os.urandom(before.st_size))
+    os.utime(replacement, ns=(before.st_atime_ns, before.st_mtime_ns))
+    os.replace(replacement, target)  # same size and mtime, another inode: what `cp`/editors often do
+    reads.clear()
+    second = stage(data, store(s3), options)
+    assert reads == ["class0/img0.png"]
+    assert second.version != first.version and second.uploaded == ["class0/img0.png"]
+    assert objects(s3, second.uri.removeprefix("s3://bkt/"))["class0/img0.png"] == target.read_bytes()
+
+
+def test_files_written_just_now_are_not_remembered(s3: Any, data: Path, tmp_path: Path, reads: list[str]) -> None:
+    # A write in the same timestamp tick as the hashing could leave the stat unchanged: such files are
+    # hashed again next time (git's "racy clean" rule), so an in-place rewrite is never missed.
+    options = StageOptions(hash_cache=tmp_path / "cache")
+    stage(data, store(s3), options)
+    reads.clear()
+    stage(data, store(s3), options)
+    assert sorted(reads) == sorted(f.relative for f in local_files.list_files(data))
+
+
+def test_a_damaged_cache_file_is_ignored(s3: Any, data: Path, tmp_path: Path, reads: list[str], not_racy: None) -> None:
+    options = StageOptions(hash_cache=tmp_path / "cache")
+    first = stage(data, store(s3), options)
+    (cache_file,) = (tmp_path / "cache").iterdir()
+    cache_file.write_text("{not json")
+    reads.clear()
+    again = stage(data, store(s3), options)
+    assert len(reads) == 6 and again.unchanged and again.uri == first.uri
+
+
+def test_the_cache_lives_where_the_variable_says(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("CLOUDDDP_CACHE_DIR", str(tmp_path / "c"))
+    assert hash_cache.cache_dir() == tmp_path / "c"
+    monkeypatch.delenv("CLOUDDDP_CACHE_DIR")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "x"))
+    assert hash_cache.cache_dir() == tmp_path / "x" / "cloudddp"
