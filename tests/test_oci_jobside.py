@@ -163,6 +163,31 @@ def test_node_script_stopped_during_start_up_never_starts_the_training(tmp_path:
     assert not (tmp_path / "training-ran").exists()
 
 
+def test_a_stop_that_reaches_the_launcher_while_it_starts_the_script_still_stops_it(tmp_path: Path) -> None:
+    """A cancel right after an OCI run starts: SIGTERM came while the launcher was starting the script.
+
+    The signal handler is called the way the signal would call it, before `run()` has a child
+    (no timing): the script must still get SIGTERM, not run to its end.
+    """
+    (tmp_path / "train.py").write_text("import time\nprint('started', flush=True)\ntime.sleep(60)\n")
+    code = (
+        "import signal, sys, time\n"
+        "from cloudddp.launcher.supervisor import Supervisor\n"
+        f"supervisor = Supervisor([sys.executable, {str(tmp_path / 'train.py')!r}], {{}}, grace_period=5,\n"
+        "                        workers_are_grandchildren=False)\n"
+        "supervisor._on_signal(signal.SIGTERM, None)\n"
+        "started = time.monotonic()\n"
+        "code = supervisor.run()\n"
+        "print('exit', code, 'after', round(time.monotonic() - started))\n"
+    )
+    result = subprocess.run(
+        [PYTHON, "-c", code], cwd=REPO, env=clean_env(), capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode == 0, result.stderr
+    exit_code, seconds = result.stdout.split()[-3], int(result.stdout.split()[-1])
+    assert exit_code == "143" and seconds < 30  # stopped, not the script's 60 s
+
+
 def test_node_script_explains_a_missing_archive(tmp_path: Path) -> None:
     node = run_node_script(tmp_path, "", source=str(tmp_path / "mnt" / "cloudddp" / "sourcedir.tar.gz"))
     output = node.communicate(timeout=30)[0]

@@ -151,6 +151,9 @@ class Supervisor:
 
     def _on_signal(self, signum: int, _frame: object) -> None:
         proc = self.proc
+        if proc is None and signum in TERMINATING and self.received is None:
+            self.received = signum  # arrived while the child is being started: run() passes it on
+            return
         if proc is None or proc.poll() is not None:
             return
         if signum in NOTIFYING:
@@ -187,6 +190,9 @@ class Supervisor:
                 self.proc = subprocess.Popen(
                     self.argv, env=self.env, start_new_session=True, preexec_fn=_die_with_parent
                 )
+            if self.received is not None:  # a stop that came while the child was starting is not lost
+                _signal_all([self.proc.pid], self.received)
+                self.kill_deadline = time.monotonic() + self.grace_period
             if on_start:
                 on_start()
             returncode = self._wait()
