@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import shutil
 import signal
 import statistics
@@ -76,13 +77,19 @@ def clients(aws: str | None, endpoint: str) -> dict[str, Callable[[Path, str], l
     return chosen
 
 
-def timed(argv: list[str], env: dict[str, str]) -> float:
+def timed(argv: list[str], env: dict[str, str]) -> tuple[float, float]:
+    """Wall seconds and CPU seconds (user + sys of the client's whole process tree).
+
+    On a shared, loaded machine wall time mostly measures the neighbours; CPU seconds show the work
+    each client itself does, side by side in the same run."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
     done = subprocess.run(argv, env=env, capture_output=True, text=True)
     elapsed = time.perf_counter() - started
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if done.returncode != 0:
         raise SystemExit(f"{argv[0]} failed ({done.returncode}): {done.stderr[-2000:]}")
-    return elapsed
+    return elapsed, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
 def empty_bucket(env: dict[str, str]) -> None:
@@ -96,13 +103,19 @@ def empty_bucket(env: dict[str, str]) -> None:
             s3.delete_objects(Bucket="bench", Delete={"Objects": keys, "Quiet": True})
 
 
-def summarize(samples: dict[tuple[str, str], list[float]], reference: str = "s5cmd cp") -> str:
-    rows = ["| client | dataset | median s | min-max s | ratio to s5cmd |", "|---|---|---|---|---|"]
-    for (client, dataset), times in samples.items():
-        median = statistics.median(times)
+def summarize(samples: dict[tuple[str, str], list[tuple[float, float]]], reference: str = "s5cmd cp") -> str:
+    rows = ["| client | dataset | median wall s | min-max wall s | ratio to s5cmd | median CPU s | CPU ratio |",
+            "|---|---|---|---|---|---|---|"]  # fmt: skip
+    for (client, dataset), pairs in samples.items():
+        walls, cpus = [w for w, _ in pairs], [c for _, c in pairs]
+        wall, cpu = statistics.median(walls), statistics.median(cpus)
         base = samples.get((reference, dataset))
-        ratio = f"{median / statistics.median(base):.2f}" if base and not dataset.endswith("re-stage") else ""
-        rows.append(f"| {client} | {dataset} | {median:.2f} | {min(times):.2f}-{max(times):.2f} | {ratio} |")
+        ratio = cpu_ratio = ""
+        if base and not dataset.endswith("re-stage"):
+            ratio = f"{wall / statistics.median(w for w, _ in base):.2f}"
+            cpu_ratio = f"{cpu / statistics.median(c for _, c in base):.2f}"
+        rows.append(f"| {client} | {dataset} | {wall:.2f} | {min(walls):.2f}-{max(walls):.2f} | {ratio} | {cpu:.2f} | "
+                    f"{cpu_ratio} |")  # fmt: skip
     return "\n".join(rows)
 
 
@@ -110,14 +123,18 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--aws", default=shutil.which("aws"), help="the AWS CLI for `aws s3 sync` (skipped if none)")
+    parser.add_argument("--only", nargs="*", help="run only the clients whose names contain one of these")
     args = parser.parse_args()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # still stop SeaweedFS and delete the data when killed
     with tempfile.TemporaryDirectory(prefix="cloudddp-bench-") as scratch, SeaweedS3(Path(scratch) / "weed") as server:
-        env = {**os.environ, **server.env()}
+        # cloudddp's hash cache in the scratch folder, not the user's (the re-stage row uses it).
+        env = {**os.environ, **server.env(), "CLOUDDDP_CACHE_DIR": str(Path(scratch) / "hash-cache")}
         datasets = make_datasets(Path(scratch) / "data")
         subprocess.run([str(BIN / "s5cmd"), "--endpoint-url", server.url, "mb", "s3://bench"], env=env, check=True)
         chosen = clients(args.aws, server.url)
-        samples: dict[tuple[str, str], list[float]] = {}
+        if args.only:
+            chosen = {k: v for k, v in chosen.items() if any(word in k for word in args.only)}
+        samples: dict[tuple[str, str], list[tuple[float, float]]] = {}
         for run in range(args.runs):
             for dataset, folder in datasets.items():
                 for name, argv in chosen.items():
@@ -126,7 +143,7 @@ def main() -> None:
                     if dataset == "small" and name in ("cloudddp plain", "aws s3 sync"):  # the no-op re-stage
                         samples.setdefault((name, "small re-stage"), []).append(timed(argv(folder, dest), env))
                     empty_bucket(env)
-                    print(f"run {run + 1}/{args.runs} {dataset:5s} {name:18s} {samples[(name, dataset)][-1]:6.2f} s",
+                    print(f"run {run + 1}/{args.runs} {dataset:5s} {name:18s} {samples[(name, dataset)][-1][0]:6.2f} s",
                           file=sys.stderr, flush=True)  # fmt: skip
         print(f"\nSeaweedFS on 127.0.0.1, {os.cpu_count()} cores, {args.runs} runs each, alternating; medians:\n")
         print(summarize(dict(sorted(samples.items(), key=lambda kv: (kv[0][1], kv[0][0])))))
