@@ -151,3 +151,26 @@ def test_the_host_map_rewrites_the_rendezvous_endpoints_host() -> None:
     assert code == 0 and plan["rdzv_endpoint"] == "127.0.0.1:2379"
     assert "--rdzv-endpoint=127.0.0.1:2379" in plan["argv"]
     assert plan["sources"]["rdzv_endpoint"] == "host map (etcd-service) on PET_RDZV_ENDPOINT"
+
+
+def kubernetes_body(**fields: object) -> dict:
+    from cloudddp.providers.kubernetes.provider import KubernetesProvider
+
+    spec = build_spec({"name": "resnet", "entry_point": "allreduce_check.py", "source_dir": str(SOURCES),
+                       "nodes": 3, "kubernetes": {"image": "registry.example.com/train:1", "namespace": "ml"},
+                       **fields})  # fmt: skip
+    return KubernetesProvider().render(spec).request.body  # type: ignore[no-any-return]
+
+
+def test_kubernetes_turns_a_node_range_into_the_pytorchjobs_elastic_policy() -> None:
+    body = kubernetes_body(min_nodes=2, max_restarts=4, rdzv_backend="etcd-v2", rdzv_endpoint="etcd-service:2379")
+    assert body["spec"]["elasticPolicy"] == {"rdzvBackend": "etcd-v2", "minReplicas": 2, "maxReplicas": 3,
+                                             "rdzvHost": "etcd-service", "rdzvPort": 2379, "maxRestarts": 4}  # fmt: skip
+    assert set(body["spec"]["pytorchReplicaSpecs"]) == {"Worker"}
+
+
+def test_kubernetes_refuses_two_elastic_ranges_and_a_trainjob_range() -> None:
+    with pytest.raises(CloudDDPError, match="give it once"):
+        kubernetes_body(min_nodes=2, kubernetes={"image": "r/t:1", "elastic": {"min_nodes": 1, "max_nodes": 3}})
+    with pytest.raises(CloudDDPError, match="cannot carry: elastic"):
+        kubernetes_body(min_nodes=2, kubernetes={"image": "r/t:1", "kubeflow_api": "trainer-v2"})

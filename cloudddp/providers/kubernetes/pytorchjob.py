@@ -62,6 +62,22 @@ def replica(count: int, template: dict[str, Any], settings: KubernetesSettings) 
     return {"replicas": count, "restartPolicy": settings.restart_policy, "template": copy.deepcopy(template)}
 
 
+def elastic_from_spec(spec: JobSpec) -> ElasticSettings | None:
+    """The job spec's elastic mode (`--nodes MIN:MAX`, cloudddp/elastic.py) as an elasticPolicy's settings."""
+    if spec.min_nodes is None:
+        return None
+    if spec.kubernetes.elastic:  # type: ignore[attr-defined]
+        raise CloudDDPError(
+            f"min_nodes={spec.min_nodes} (--nodes {spec.min_nodes}:{spec.nodes}) and kubernetes.elastic both give "
+            f"an elastic range; give it once."
+        )
+    host, _, port = (spec.rdzv_endpoint or "").rpartition(":")
+    return ElasticSettings(
+        min_nodes=spec.min_nodes, max_nodes=spec.nodes, rdzv_backend=spec.rdzv_backend,
+        rdzv_host=host or None, rdzv_port=int(port) if port.isdigit() else None, max_restarts=spec.max_restarts,
+    )  # fmt: skip
+
+
 def elastic_policy(spec: JobSpec, elastic: ElasticSettings) -> dict[str, Any]:
     if not elastic.min_nodes <= spec.nodes <= elastic.max_nodes:
         raise CloudDDPError(
@@ -95,8 +111,9 @@ def pytorchjob(spec: JobSpec, settings: KubernetesSettings, storage: Storage, na
         job_spec["runPolicy"]["ttlSecondsAfterFinished"] = settings.ttl_seconds_after_finished
     if spec.nproc_per_node is not None:
         job_spec["nprocPerNode"] = str(spec.nproc_per_node)
-    if settings.elastic:
-        job_spec["elasticPolicy"] = elastic_policy(spec, settings.elastic)
+    elastic = elastic_from_spec(spec) or settings.elastic
+    if elastic:
+        job_spec["elasticPolicy"] = elastic_policy(spec, elastic)
         job_spec["pytorchReplicaSpecs"]["Worker"] = replica(spec.nodes, template, settings)
     else:
         job_spec["pytorchReplicaSpecs"]["Master"] = replica(1, template, settings)

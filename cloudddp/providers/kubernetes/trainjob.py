@@ -38,7 +38,7 @@ def unsupported(spec: JobSpec, settings: KubernetesSettings, storage: Storage) -
         problems.append("s3:// inputs (they need an init container; use pvc:// inputs or the v1 API)")
     if settings.image_pull_secrets:
         problems.append("image_pull_secrets (set them on the runtime or the namespace's service account)")
-    if settings.elastic:
+    if settings.elastic or spec.min_nodes is not None:
         problems.append("elastic (use the v1 PyTorchJob API for an elasticPolicy)")
     if settings.secret_env:
         # torch.go copies trainer.env as name/value pairs only: a secretKeyRef would silently vanish.
