@@ -20,6 +20,7 @@ import logging
 import os
 import platform
 import re
+import resource
 import statistics
 import subprocess
 import sys
@@ -44,9 +45,10 @@ estimator = PyTorch(source_dir=sys.argv[1], entry_point="train_ddp.py", role=sys
                     py_version="py38", disable_profiler=True, debugger_hook_config=False,
                     hyperparameters={{"epochs": 25}}, instance_count=2, instance_type="ml.p3.2xlarge")
 data_url = sys.argv[3]
-started = time.perf_counter()
+started, cpu = time.perf_counter(), time.process_time()
 estimator.fit(inputs={{"train": f"{{data_url}}/train", "val": f"{{data_url}}/val"}}, wait=False)
 print("FIT_SECONDS", time.perf_counter() - started)
+print("FIT_CPU_SECONDS", time.process_time() - cpu)
 print("CONSTRUCT_AND_FIT_SECONDS", time.perf_counter() - constructed)
 """
 # The SDK v2 builds its STS client with an explicit regional endpoint, ignoring AWS_ENDPOINT_URL:
@@ -78,6 +80,10 @@ LABELS = {
     "sdk_both": "SageMaker SDK v2: PyTorch(...) + fit(wait=False)",
     "ours_total": "cloudddp: whole process (interpreter, imports, construct, fit)",
     "sdk_total": "SageMaker SDK v2: whole process (interpreter, imports, construct, fit)",
+    "ours_fit_cpu": "cloudddp: CPU seconds of the fit() call (client process)",
+    "sdk_fit_cpu": "SageMaker SDK v2: CPU seconds of the fit() call (client process)",
+    "ours_total_cpu": "cloudddp: CPU seconds of the whole process",
+    "sdk_total_cpu": "SageMaker SDK v2: CPU seconds of the whole process",
     "local": "cloudddp local mode, 2 nodes: fit() to the first DDP step",
 }
 LOCAL_SCRIPT = """
@@ -91,9 +97,11 @@ estimator.fit(inputs={"train": sys.argv[3] + "/train"})
 
 
 def run(command: list[str], env: dict[str, str], cwd: Path) -> tuple[float, str]:
-    started = time.perf_counter()
+    """Wall seconds of a fresh process, and its output (with its CPU seconds appended as PROCESS_CPU_SECONDS)."""
+    started, before = time.perf_counter(), resource.getrusage(resource.RUSAGE_CHILDREN)
     result = subprocess.run(command, env=env, cwd=cwd, capture_output=True, text=True, timeout=600)
-    elapsed = time.perf_counter() - started
+    elapsed, after = time.perf_counter() - started, resource.getrusage(resource.RUSAGE_CHILDREN)
+    result.stdout += f"\nPROCESS_CPU_SECONDS {after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime}\n"
     if result.returncode != 0:
         raise SystemExit(
             f"{command[:3]} failed ({result.returncode}):\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
@@ -163,11 +171,15 @@ def measure(args: argparse.Namespace, env: dict[str, str], work: Path, data_url:
         timings["ours_fit"].append(number("FIT_SECONDS", out))
         timings["ours_both"].append(number("CONSTRUCT_AND_FIT_SECONDS", out))
         timings["ours_total"].append(total)
+        timings["ours_fit_cpu"].append(number("FIT_CPU_SECONDS", out))
+        timings["ours_total_cpu"].append(number("PROCESS_CPU_SECONDS", out))
         if sdk.exists():
             total, out = run(sdk_cmd, env, work)
             timings["sdk_fit"].append(number("FIT_SECONDS", out))
             timings["sdk_both"].append(number("CONSTRUCT_AND_FIT_SECONDS", out))
             timings["sdk_total"].append(total)
+            timings["sdk_fit_cpu"].append(number("FIT_CPU_SECONDS", out))
+            timings["sdk_total_cpu"].append(number("PROCESS_CPU_SECONDS", out))
     (work / "local-src").mkdir()
     (work / "local-src" / "first_step.py").write_text(FIRST_STEP_SCRIPT)
     local_cmd = [sys.executable, "-c", LOCAL_SCRIPT, str(work / "local-src"), ROLE, data_url]
@@ -186,9 +198,11 @@ def report(args: argparse.Namespace, timings: dict[str, list[float]]) -> str:
         fit_ratio = statistics.median(timings["ours_fit"]) / statistics.median(timings["sdk_fit"])
         both_ratio = statistics.median(timings["ours_both"]) / statistics.median(timings["sdk_both"])
         total_ratio = statistics.median(timings["ours_total"]) / statistics.median(timings["sdk_total"])
+        cpu_ratio = statistics.median(timings["ours_fit_cpu"]) / statistics.median(timings["sdk_fit_cpu"])
         ratios = (
             f"cloudddp / SDK v2: fit() call **{fit_ratio:.2f}x** (goal <= 0.3x); PyTorch(...) + fit() "
-            f"{both_ratio:.2f}x (v2 makes its boto3 clients in the constructor); whole process {total_ratio:.2f}x"
+            f"{both_ratio:.2f}x (v2 makes its boto3 clients in the constructor); whole process {total_ratio:.2f}x; "
+            f"CPU seconds of the fit() call {cpu_ratio:.2f}x (wall time on a loaded machine varies, CPU time less)"
         )
         version = subprocess.run([args.sdk_python, "-c", "import importlib.metadata as m; print(m.version('sagemaker'))"],
                                  capture_output=True, text=True).stdout.strip()  # fmt: skip
