@@ -106,5 +106,11 @@ def job_environment(plan: ClusterPlan, environ: Mapping[str, str], local_procs: 
         env.setdefault("NCCL_SOCKET_IFNAME", plan.network_interface)
         env.setdefault("GLOO_SOCKET_IFNAME", plan.network_interface)
     env.setdefault("PYTHONUNBUFFERED", "1")
+    if plan.rdzv_backend != "static":
+        # torchrun shares its c10d rendezvous store with the workers by default, but each agent counts
+        # restarts on its own, so after a node is lost the survivors' next worker group can read the
+        # previous group's addresses (gloo: "Connection refused") or wait forever (pytorch/pytorch#135712).
+        # torch's own opt-out: a fresh store per rendezvous round.
+        env.setdefault("TORCH_DISABLE_SHARE_RDZV_TCP_STORE", "1")
     env["CLOUDDDP_PROVIDER_DETECTED"] = plan.provider
     return env

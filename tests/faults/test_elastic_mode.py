@@ -174,3 +174,16 @@ def test_kubernetes_refuses_two_elastic_ranges_and_a_trainjob_range() -> None:
         kubernetes_body(min_nodes=2, kubernetes={"image": "r/t:1", "elastic": {"min_nodes": 1, "max_nodes": 3}})
     with pytest.raises(CloudDDPError, match="cannot carry: elastic"):
         kubernetes_body(min_nodes=2, kubernetes={"image": "r/t:1", "kubeflow_api": "trainer-v2"})
+
+
+def test_elastic_torchrun_gets_a_fresh_rendezvous_store_per_round_unless_the_user_chose() -> None:
+    from cloudddp.cluster.plan import ClusterPlan
+    from cloudddp.launcher.command import job_environment
+
+    elastic = ClusterPlan("standalone", nnodes="2:3", rdzv_backend="c10d")
+    assert job_environment(elastic, {}, 1)["TORCH_DISABLE_SHARE_RDZV_TCP_STORE"] == "1"  # pytorch/pytorch#135712
+    assert (
+        job_environment(elastic, {"TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "0"}, 1)["TORCH_DISABLE_SHARE_RDZV_TCP_STORE"]
+        == "0"
+    )
+    assert "TORCH_DISABLE_SHARE_RDZV_TCP_STORE" not in job_environment(ClusterPlan("standalone", nnodes=2), {}, 1)
