@@ -32,6 +32,7 @@ from cloudddp.launcher.command import (
     resolve_nproc,
     torchrun_argv,
 )
+from cloudddp.launcher.diagnostics import check, unreachable_reasons
 from cloudddp.launcher.network import parse_host_map, wait_for_host
 from cloudddp.launcher.peers import PeerWatch
 from cloudddp.launcher.supervisor import Supervisor
@@ -74,8 +75,12 @@ def build_parser() -> argparse.ArgumentParser:
     add("--hyperparameters-as-args", action="store_true",
         help="SageMaker: append hyperparameters.json to the script's arguments as --key value")  # fmt: skip
     add("--dry-run", action="store_true", help="print the plan as JSON and exit")
+    add("--check", action="store_true",
+        help="run on every node: DNS of every host, the master port from this node, clock skew against "
+             "node 0; one verdict line per node, exit 1 on a problem; starts nothing (SCRIPT optional)")  # fmt: skip
+    add("--check-window", type=float, default=60.0, help="--check: seconds node 0 waits for the others (60)")
     add("-m", "--module", action="store_true", help="run SCRIPT as a Python module")
-    add("script", help="the training script (or module with -m)")
+    add("script", nargs="?", help="the training script (or module with -m)")
     add("script_args", nargs=argparse.REMAINDER, help="arguments for the script")
     return parser
 
@@ -112,6 +117,8 @@ def apply_overrides(plan: ClusterPlan, args: argparse.Namespace) -> None:
 
 
 def make_target(args: argparse.Namespace, environ: Mapping[str, str]) -> Target:
+    if args.script is None:
+        raise CloudDDPError("no training script: cloudddp-launch [options] SCRIPT [ARGS...] (or -m MODULE).")
     script_args = list(args.script_args)
     if script_args[:1] == ["--"]:
         script_args = script_args[1:]
@@ -126,8 +133,7 @@ def make_target(args: argparse.Namespace, environ: Mapping[str, str]) -> Target:
 
 
 def plan_for(args: argparse.Namespace, environ: Mapping[str, str]) -> ClusterPlan:
-    host_map = parse_host_map(args.host_map or environ.get("CLOUDDDP_HOST_MAP", ""),
-                              "--host-map" if args.host_map else "CLOUDDDP_HOST_MAP")  # fmt: skip
+    host_map = host_map_of(args, environ)
     groups = [g for g in (args.instance_groups or "").split(",") if g] or None
     options = DetectOptions(metadata_timeout=args.metadata_timeout, instance_groups=groups)
     plan = resolve_plan(environ, args.provider, options)
@@ -150,6 +156,8 @@ def write_failure(plan: ClusterPlan, message: str) -> None:
 def run(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     environ = dict(os.environ if environ is None else environ)
+    if args.check:
+        return run_check(args, environ)
     target = make_target(args, environ)
     under_torchrun = bool(environ.get("TORCHELASTIC_RUN_ID"))
     if under_torchrun:
@@ -184,10 +192,29 @@ def run(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = N
     code = supervisor.run(on_start=peers.start if peers else None)
     if peers:
         peers.report_exit(code)
+        missing = peers.missing_report() if code != 0 else None
+        if missing:  # a node that never came up: say which, not only that the rendezvous timed out
+            print(missing, file=sys.stderr, flush=True)
+        if code != 0 and plan.node_rank != 0 and peers.master is None:  # never reached node 0: say why
+            print(unreachable_reasons(plan, host_map_of(args, environ)), file=sys.stderr, flush=True)
     if code != 0:
         why = supervisor.abort_reason or f"torchrun exited with code {code}"
         write_failure(plan, f"cloudddp: {why} on node {plan.node_rank} ({socket.gethostname()}); "
                             f"see the failing node's log for its traceback.")  # fmt: skip
+    return code
+
+
+def host_map_of(args: argparse.Namespace, environ: Mapping[str, str]) -> dict[str, str]:
+    return parse_host_map(args.host_map or environ.get("CLOUDDDP_HOST_MAP", ""),
+                          "--host-map" if args.host_map else "CLOUDDDP_HOST_MAP")  # fmt: skip
+
+
+def run_check(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
+    """`--check`: this node's plan, then the network and clock checks (diagnostics.py); starts nothing."""
+    plan = plan_for(args, environ)
+    print(plan.summary(), flush=True)
+    code, verdict = check(plan, host_map_of(args, environ), args.check_window)
+    print(verdict, flush=True)
     return code
 
 

@@ -8,8 +8,12 @@ other node connects and says HELLO. A launcher whose torchrun ends says DONE or
 FAIL; node 0 answers a FAIL (or a peer that vanishes without a word) with ABORT to
 everyone, and a peer that loses node 0 without a DONE stops too.
 
-Protocol, one line each: `HELLO <rank> <rdzv_id>`, `DONE <rank>`, `FAIL <rank> <code>`,
+Protocol, one line each: `HELLO <rank> <rdzv_id> [<host>]`, `DONE <rank>`, `FAIL <rank> <code>`,
 `ABORT <rank> <code>`. Messages carrying another job's rdzv_id are ignored.
+
+Node 0 also remembers when it last heard from each node, so when the job cannot start (a node
+that never came up: the rendezvous times out) it can say which ranks and hosts are missing and
+what was last heard from the others (`missing_report`).
 """
 
 from __future__ import annotations
@@ -43,6 +47,7 @@ class PeerWatch:
         self.peers: dict[int, socket.socket] = {}
         self.master: socket.socket | None = None
         self.server: socket.socket | None = None
+        self.heard: dict[int, tuple[float, str, str]] = {}  # rank -> (time, host, last message), node 0 only
 
     # -- shared --------------------------------------------------------------------------
     def _abort(self, reason: str, code: str | None = None) -> None:
@@ -127,12 +132,18 @@ class PeerWatch:
     def _watch_peer(self, conn: socket.socket) -> None:
         rank = None
         done = False
+        address = conn.getpeername()[0] if conn.family in (socket.AF_INET, socket.AF_INET6) else "?"
         for words in self._lines(conn):
-            if words[:1] == ["HELLO"] and len(words) == 3 and words[2] == self.rdzv_id and words[1].isdigit():
+            if words[:1] == ["HELLO"] and len(words) in (3, 4) and words[2] == self.rdzv_id and words[1].isdigit():
                 rank = int(words[1])
+                host = f"{words[3]} ({address})" if len(words) == 4 else address
                 with self.lock:
                     self.peers[rank] = conn
-            elif rank is None:
+            if rank is not None:
+                self.heard[rank] = (time.time(), host, " ".join(words[:1]))
+            if words[:1] == ["HELLO"]:
+                continue
+            if rank is None:
                 break  # not one of ours
             elif words[:1] == ["DONE"]:
                 done = True
@@ -150,6 +161,21 @@ class PeerWatch:
                 if peer_rank != rank:
                     self._send(sock, f"ABORT {rank} {code}")
 
+    def missing_report(self, now: float | None = None) -> str | None:
+        """Node 0: which nodes never reached this launcher, and what was last heard from the others."""
+        if self.node_rank != 0:
+            return None
+        now = time.time() if now is None else now
+        missing = [rank for rank in range(1, self.nnodes) if rank not in self.heard]
+        if not missing:
+            return None
+        lines = [f"cloudddp: {len(missing)} of {self.nnodes} nodes never reached node 0 (no HELLO on the "
+                 f"fail-fast port {self.port}): rank(s) {', '.join(map(str, missing))}"]  # fmt: skip
+        for rank, (when, host, what) in sorted(self.heard.items()):
+            stamp = time.strftime("%H:%M:%S", time.localtime(when))
+            lines.append(f"cloudddp:   rank {rank} on {host}: last heard {what} at {stamp} ({now - when:.0f} s ago)")
+        return "\n".join(lines)
+
     # -- other nodes ---------------------------------------------------------------------
     def _connect(self) -> None:
         while not self.finished.is_set():
@@ -162,7 +188,7 @@ class PeerWatch:
         else:
             return
         self.master = sock
-        self._send(sock, f"HELLO {self.node_rank} {self.rdzv_id}")
+        self._send(sock, f"HELLO {self.node_rank} {self.rdzv_id} {socket.gethostname()}")
         for words in self._lines(sock):
             if words[:1] == ["DONE"]:
                 return

@@ -1,0 +1,144 @@
+"""`cloudddp-launch --check`: can this node take part in the job? One verdict line per node.
+
+Run on every node of the job, as the job itself would be started (same platform detection):
+
+- **DNS**: every host of the job resolves (the platform's host list, else the master), through
+  `--host-map` where it names the host.
+- **TCP**: the master port is reachable from this node. Node 0 listens on it for `--check-window`
+  seconds and answers each node with its clock; the others connect (refused, timed out, or no
+  route is said as such).
+- **Clock skew** against node 0: node 0's time against the midpoint of the round trip (the
+  offset estimate NTP uses). More than `SKEW_LIMIT` seconds is a problem: logs stop lining up, and
+  signed cloud requests (S3, OCI) are refused beyond a few minutes.
+
+Node 0 also lists the nodes that checked in and the ones that never did. Exit 0 when this node's
+verdict is OK, 1 otherwise. `unreachable_reasons` is the same DNS and TCP check without a listener,
+which the launcher prints when a node could not reach node 0 and the job failed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from cloudddp.cluster.plan import ClusterPlan
+
+SKEW_LIMIT = 1.0  # seconds
+CONNECT_TIMEOUT = 3.0
+
+
+@dataclass
+class Findings:
+    problems: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def verdict(self, plan: ClusterPlan) -> str:
+        word = "OK" if not self.problems else "PROBLEM"
+        details = "; ".join(self.problems + self.notes)
+        return f"cloudddp-check: node {plan.node_rank} ({socket.gethostname()}): {word}: {details}"
+
+
+def resolve_hosts(plan: ClusterPlan, host_map: Mapping[str, str], findings: Findings) -> None:
+    hosts = plan.hosts or [plan.master_addr]
+    resolved = []
+    for host in hosts:
+        target = host_map.get(host, host)
+        try:
+            address = socket.getaddrinfo(target, None, type=socket.SOCK_STREAM)[0][4][0]
+        except (socket.gaierror, UnicodeError) as exc:
+            findings.problems.append(f"DNS: {host!r} does not resolve ({exc})")
+            continue
+        resolved.append(f"{host}={address}" + (" (host map)" if host in host_map else ""))
+    if resolved:
+        findings.notes.append(f"DNS {len(resolved)}/{len(hosts)}: {', '.join(resolved)}")
+
+
+def connect_error(exc: OSError) -> str:
+    if isinstance(exc, ConnectionRefusedError):
+        return "connection refused (nothing listens there: node 0 not started, or another port)"
+    if isinstance(exc, TimeoutError):
+        return f"no answer within {CONNECT_TIMEOUT:g} s (a firewall or security group drops it?)"
+    return f"{exc.strerror or exc}"
+
+
+def ask_node_0(plan: ClusterPlan, window: float, findings: Findings) -> None:
+    """Connect to node 0's check listener, send our rank, read its clock; retry until `window` ends."""
+    where = f"{plan.master_addr}:{plan.master_port}"
+    deadline = time.monotonic() + window
+    last_error = ""
+    while time.monotonic() < deadline:
+        try:
+            sent = time.time()
+            with socket.create_connection((plan.master_addr, plan.master_port), timeout=CONNECT_TIMEOUT) as sock:
+                sock.sendall(f"CHECK {plan.node_rank} {socket.gethostname()}\n".encode())
+                answer = sock.makefile().readline().split()
+                received = time.time()
+            if answer[:1] != ["TIME"] or len(answer) != 2:
+                findings.problems.append(f"TCP: {where} answered, but not as node 0's check ({' '.join(answer)!r})")
+                return
+            skew = float(answer[1]) - (sent + received) / 2
+            findings.notes.append(f"master {where} reachable ({(received - sent) * 1000:.1f} ms)")
+            (findings.problems if abs(skew) > SKEW_LIMIT else findings.notes).append(
+                f"clock skew {skew:+.3f} s vs node 0"
+            )
+            return
+        except OSError as exc:
+            last_error = connect_error(exc)
+            time.sleep(0.2)
+    findings.problems.append(f"TCP: master {where} not reachable within {window:g} s: {last_error}")
+
+
+def serve_node_0(plan: ClusterPlan, window: float, findings: Findings) -> None:
+    """Listen on the master port; answer each node's CHECK with our clock; say who came and who did not."""
+    try:
+        server = socket.create_server(("", plan.master_port))
+    except OSError as exc:
+        findings.problems.append(f"TCP: cannot listen on the master port {plan.master_port} ({exc.strerror or exc})")
+        return
+    expected = plan.nnodes if isinstance(plan.nnodes, int) else int(str(plan.nnodes).split(":")[-1])
+    came: dict[int, str] = {}
+    deadline = time.monotonic() + window
+    with server:
+        while len(came) < expected - 1 and time.monotonic() < deadline:
+            server.settimeout(max(0.05, deadline - time.monotonic()))
+            try:
+                conn, (address, *_) = server.accept()
+            except TimeoutError:
+                break
+            with conn, contextlib.suppress(OSError, ValueError):
+                conn.settimeout(CONNECT_TIMEOUT)
+                words = conn.makefile().readline().split()
+                conn.sendall(f"TIME {time.time():.6f}\n".encode())
+                if words[:1] == ["CHECK"] and len(words) == 3:
+                    came[int(words[1])] = f"{words[2]} ({address})"
+    missing = [rank for rank in range(1, expected) if rank not in came]
+    if came:
+        findings.notes.append("checked in: " + ", ".join(f"rank {r} {came[r]}" for r in sorted(came)))
+    if missing:
+        findings.problems.append(f"never checked in within {window:g} s: rank(s) {', '.join(map(str, missing))}")
+
+
+def check(plan: ClusterPlan, host_map: Mapping[str, str], window: float) -> tuple[int, str]:
+    """This node's checks; returns (exit code, verdict line)."""
+    findings = Findings()
+    resolve_hosts(plan, host_map, findings)
+    if plan.node_rank == 0:
+        serve_node_0(plan, window, findings)
+    else:
+        ask_node_0(plan, window, findings)
+    return (0 if not findings.problems else 1), findings.verdict(plan)
+
+
+def unreachable_reasons(plan: ClusterPlan, host_map: Mapping[str, str]) -> str:
+    """DNS of every host and one connection attempt to the master port, as one line (no listener needed)."""
+    findings = Findings()
+    resolve_hosts(plan, host_map, findings)
+    try:
+        with socket.create_connection((plan.master_addr, plan.master_port), timeout=CONNECT_TIMEOUT):
+            findings.notes.append(f"master {plan.master_addr}:{plan.master_port} reachable")
+    except OSError as exc:
+        findings.problems.append(f"TCP: master {plan.master_addr}:{plan.master_port}: {connect_error(exc)}")
+    return findings.verdict(plan)
