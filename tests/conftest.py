@@ -1,5 +1,5 @@
-"""Shared fixtures: the demo dataset. The helpers live in the `helpers` package (re-exported here
-for tests that still write `from conftest import ...`)."""
+"""Shared fixtures: the demo dataset. Helpers live in the `helpers` package (`from helpers import run_cli`):
+never import from `conftest`, since a folder's own conftest.py would shadow this one."""
 
 from __future__ import annotations
 
@@ -7,9 +7,6 @@ from pathlib import Path
 
 import pytest
 from _guards import nothing_written_to_opt_ml_or_home  # noqa: F401  (session guard: no test writes /opt/ml or $HOME)
-from helpers import PYTHON, REPO, SOURCES, clean_env, run_cli, run_launcher, run_python
-
-__all__ = ["PYTHON", "REPO", "SOURCES", "clean_env", "run_cli", "run_launcher", "run_python"]
 
 
 @pytest.fixture(scope="session")

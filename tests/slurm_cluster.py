@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-from conftest import REPO, clean_env
+from helpers import REPO, clean_env
 
 CLUSTER_SCRIPT = REPO / "infra" / "slurm" / "test-cluster.sh"
 LOCK_FILE = Path("/tmp/cloudddp-slurm-test-cluster.lock")

@@ -8,7 +8,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import PYTHON, SOURCES, clean_env
+from helpers import PYTHON, SOURCES, clean_env
 
 from cloudddp.demo_data import CLASSES, write_demo_dataset
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import SOURCES
+from helpers import SOURCES
 
 from cloudddp import CloudDDPError, Estimator
 

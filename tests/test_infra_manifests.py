@@ -17,7 +17,7 @@ from typing import Any
 import jsonschema
 import pytest
 import yaml
-from conftest import REPO, SOURCES, run_cli, run_launcher
+from helpers import REPO, SOURCES, run_cli, run_launcher
 
 sys.path.insert(0, str(Path(__file__).parent / "providers" / "kubernetes"))
 from fake_apiserver import crd_validator

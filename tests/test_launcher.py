@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import PYTHON, REPO, SOURCES, clean_env, run_launcher
+from helpers import PYTHON, REPO, SOURCES, clean_env, run_launcher
 
 from cloudddp.cluster.plan import ClusterPlan
 from cloudddp.errors import CloudDDPError

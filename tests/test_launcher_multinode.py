@@ -15,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from conftest import PYTHON, REPO, SOURCES, clean_env
+from helpers import PYTHON, REPO, SOURCES, clean_env
 
 from cloudddp.launcher.supervisor import is_running
 from cloudddp.providers.local.provider import free_port

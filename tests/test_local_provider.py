@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import PYTHON, REPO, SOURCES, clean_env, run_cli
+from helpers import PYTHON, REPO, SOURCES, clean_env, run_cli
 
 from cloudddp.launcher.supervisor import is_running
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 import yaml
-from conftest import REPO, run_cli
+from helpers import REPO, run_cli
 from oci_loopback_server import COMPARTMENT, LOG_GROUP, PROJECT
 
 from cloudddp.errors import CloudDDPError

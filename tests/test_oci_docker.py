@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import REPO, clean_env
+from helpers import REPO, clean_env
 
 from cloudddp.staging.archive import JOB_SIDE
 

@@ -20,7 +20,7 @@ from email.utils import format_datetime
 from typing import Any
 
 import pytest
-from conftest import REPO
+from helpers import REPO
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import padding
 from oci_loopback_server import COMPARTMENT, PROJECT, FakeOCI, ThrowawayKey, oci_settings

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import PYTHON, REPO, clean_env, run_cli
+from helpers import PYTHON, REPO, clean_env, run_cli
 from oci_loopback_server import COMPARTMENT, IMAGE, LOG_GROUP, PROJECT, FakeOCI, ThrowawayKey
 
 from cloudddp.providers.local.provider import free_port

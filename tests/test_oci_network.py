@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import REPO, run_cli
+from helpers import REPO, run_cli
 from oci_loopback_server import ThrowawayKey, oci_settings
 
 from cloudddp.errors import CloudDDPError

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import clean_env
+from helpers import clean_env
 from cryptography.hazmat.primitives import serialization
 from oci_loopback_server import COMPARTMENT, IMAGE, PROJECT, FakeOCI, ThrowawayKey, oci_settings
 
@@ -425,7 +425,7 @@ def test_follow_up_calls_use_the_credentials_the_job_was_submitted_with(
 def test_cli_status_logs_and_cancel_with_a_job_run_ocid(
     key: ThrowawayKey, config: Path, data: Path, tmp_path: Path
 ) -> None:
-    from conftest import run_cli
+    from helpers import run_cli
 
     with fake(key, tmp_path) as server:
         provider = make_provider(server, config)

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import run_cli
+from helpers import run_cli
 
 from cloudddp.redact import (
     redact,

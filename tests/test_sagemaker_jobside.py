@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import clean_env
+from helpers import clean_env
 from sagemaker_fixtures import (  # noqa: F401  (fixtures)
     BUCKET,
     REPO,

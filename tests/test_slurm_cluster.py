@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import PYTHON, REPO, SOURCES
+from helpers import PYTHON, REPO, SOURCES
 from slurm_cluster import SlurmCluster, slurm_cluster
 
 pytestmark = [pytest.mark.slow, pytest.mark.slurm]

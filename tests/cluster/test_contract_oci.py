@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import PYTHON, REPO, SOURCES, clean_env, run_launcher
+from helpers import PYTHON, REPO, SOURCES, clean_env, run_launcher
 from fixtures.oci_upstream import JOB_OCID, legacy_node, native_node
 
 from cloudddp.cluster import DetectOptions, detect_provider, oci

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import REPO, run_launcher
+from helpers import REPO, run_launcher
 from fixtures.sagemaker_upstream import (
     HETERO_HYPERPARAMETERS,
     ROUND_TRIP_ARGS,

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import PYTHON, REPO, SOURCES, run_launcher
+from helpers import PYTHON, REPO, SOURCES, run_launcher
 from slurm_cluster import SlurmCluster, slurm_cluster
 
 from cloudddp.cluster import DetectOptions, slurm

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import SOURCES, run_launcher
+from helpers import SOURCES, run_launcher
 
 from cloudddp.launcher.peers import PeerWatch
 

@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import PYTHON, REPO, SOURCES, clean_env, run_cli
+from helpers import PYTHON, REPO, SOURCES, clean_env, run_cli
 
 from cloudddp.launcher.supervisor import is_running
 from cloudddp.providers.local.provider import free_port

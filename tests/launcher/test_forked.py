@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import run_launcher
+from helpers import run_launcher
 
 from cloudddp.launcher.forked import ForkedModule, forkable, worker_exit_code
 

@@ -259,7 +259,7 @@ def test_a_missing_shard_dir_is_named(s3: Any, data: Path, tmp_path: Path) -> No
 
 
 def test_bad_destinations_and_options_exit_2_naming_the_value(data: Path) -> None:
-    from conftest import run_cli
+    from helpers import run_cli
 
     for args, named in ((["gs://bucket/x"], "'gs://bucket/x'"), (["s3://B_ad/x"], "'B_ad'"),
                         (["oci://bucket/x"], "'oci://bucket/x'"), (["s3://bkt/x", "--shard-size", "0"], "--shard-size 0"),

@@ -173,7 +173,7 @@ def test_missing_bucket_is_named_and_create_bucket_creates_it_private(
 def test_stage_command_prints_the_version_uri_last(
     server: FakeOCI, key: ThrowawayKey, data: Path, tmp_path: Path
 ) -> None:
-    from conftest import run_cli
+    from helpers import run_cli
 
     env = {"CLOUDDDP_OCI_SERVICE_ENDPOINT": server.url, "OCI_CONFIG_FILE": str(key.write_config(tmp_path / "cfg")),
            "CLOUDDDP_CACHE_DIR": str(tmp_path / "hash-cache")}  # fmt: skip
@@ -191,7 +191,7 @@ def test_stage_command_prints_the_version_uri_last(
 def test_a_terminal_gets_a_progress_bar_with_files_bytes_and_rate(
     server: FakeOCI, key: ThrowawayKey, data: Path, tmp_path: Path
 ) -> None:
-    from conftest import PYTHON, clean_env
+    from helpers import PYTHON, clean_env
 
     env = {"CLOUDDDP_OCI_SERVICE_ENDPOINT": server.url, "OCI_CONFIG_FILE": str(key.write_config(tmp_path / "cfg")),
            "COLUMNS": "160", "CLOUDDDP_CACHE_DIR": str(tmp_path / "hash-cache")}  # fmt: skip

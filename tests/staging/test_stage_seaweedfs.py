@@ -14,7 +14,7 @@ from typing import Any
 
 import boto3
 import pytest
-from conftest import clean_env, run_cli
+from helpers import clean_env, run_cli
 from s3_gate import S3Gate
 from seaweedfs import ACCESS_KEY, SECRET_KEY, SeaweedS3, weed_binary
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import boto3
 import pytest
-from conftest import SOURCES, run_python
+from helpers import SOURCES, run_python
 from moto import mock_aws
 
 from cloudddp.demo_data import write_demo_dataset

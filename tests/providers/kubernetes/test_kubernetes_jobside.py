@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import PYTHON, SOURCES, clean_env
+from helpers import PYTHON, SOURCES, clean_env
 from helpers.etcd import etcd  # noqa: F401  (the shared real-etcd fixture)
 
 from cloudddp.cluster.environment import EmulatedCluster

@@ -10,7 +10,7 @@ from typing import Any
 import jsonschema
 import pytest
 import yaml
-from conftest import PYTHON, SOURCES, run_cli
+from helpers import PYTHON, SOURCES, run_cli
 from fake_apiserver import crd_validator
 
 from cloudddp.errors import CloudDDPError

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import SOURCES, run_cli
+from helpers import SOURCES, run_cli
 from fake_apiserver import FakeAPIServer, FakePod, write_kubeconfig
 
 from cloudddp.errors import CloudDDPError

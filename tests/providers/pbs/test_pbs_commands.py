@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import SOURCES
+from helpers import SOURCES
 from slurm_cluster import SlurmCluster, slurm_cluster
 
 from cloudddp.providers.base import JobRequest

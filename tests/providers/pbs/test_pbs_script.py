@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import PYTHON, SOURCES, clean_env
+from helpers import PYTHON, SOURCES, clean_env
 
 from cloudddp.errors import CloudDDPError
 from cloudddp.providers.pbs.provider import PBSProvider

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import PYTHON, SOURCES, run_cli
+from helpers import PYTHON, SOURCES, run_cli
 from slurm_cluster import SlurmCluster, slurm_cluster
 
 from cloudddp.errors import CloudDDPError

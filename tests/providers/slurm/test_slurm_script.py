@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import SOURCES, run_cli
+from helpers import SOURCES, run_cli
 
 from cloudddp.errors import CloudDDPError
 from cloudddp.providers.slurm.provider import SlurmProvider
