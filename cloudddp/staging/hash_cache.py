@@ -40,7 +40,7 @@ class HashCache:
 
     def __init__(self, folder: Path, root: Path) -> None:
         digest = hashlib.sha256(str(root.resolve()).encode()).hexdigest()[:24]
-        self.path = folder / f"hashes-{digest}.json"
+        self.path = Path(folder) / f"hashes-{digest}.json"
         self.entries: dict[str, list] = {}
         try:
             loaded = json.loads(self.path.read_text())
