@@ -182,7 +182,8 @@ def test_staged_objects_are_byte_identical_versioned_and_nothing_is_deleted(
     aws: FakeAWS, project: Path, data_dir: Path
 ) -> None:
     spec = spec_for(project, inputs={"train": str(data_dir)})
-    sent, _ = launch(aws, spec)
+    sent, handle = launch(aws, spec)
+    assert handle.details["request"].request == sent  # the handle keeps what was sent, not the dry run's
     (channel,) = [c for c in sent["InputDataConfig"] if c["ChannelName"] == "train"]
     first = channel["DataSource"]["S3DataSource"]["S3Uri"]
     # The channel reads the published version (cloudddp.staging.engine), not the staging prefix itself.

@@ -9,6 +9,7 @@ imported only here and in the modules beside it, never by the CLI or the launche
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import os
 import tempfile
@@ -174,7 +175,9 @@ class SageMakerProvider(Provider):
             raise CloudDDPError(f"{exc} {self.remove_staged(stager, plan)}") from None
         return JobHandle(
             provider=self.name, job_id=request.name,
-            details={"arn": response.get("TrainingJobArn"), "region": region, "request": request},
+            # As sent: staged channels read the published version, not the dry run's placeholder.
+            details={"arn": response.get("TrainingJobArn"), "region": region,
+                     "request": dataclasses.replace(request, request=payload)},
         )  # fmt: skip
 
     def store(self, stager: StagingBucket, uri: str) -> S3Store:
