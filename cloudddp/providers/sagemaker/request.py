@@ -256,6 +256,8 @@ def s3_channel(name: str, uri: str) -> dict[str, Any]:
 
 # A staged folder's channel reads the version `submit` publishes (`<prefix>/v-<content hash>/`, see
 # cloudddp.staging.engine); the hash is only known once the data is read, so the dry run says so.
+# S3Prefix channels take every object whose key starts with S3Uri (API reference, S3DataSource): ending in
+# "/", the version excludes the manifest beside it and every other version.
 VERSION_AT_SUBMIT = "v-<content-hash-decided-at-submit>/"
 
 
