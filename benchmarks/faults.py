@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import importlib.util
 import os
 import re
 import signal
@@ -27,10 +28,23 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
+from types import ModuleType
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "tests"))
-from faults.jobs import job_processes, kill_node, lines_matching, log_text, run_folder, wait_for  # noqa: E402
+
+
+def _load_fault_helpers() -> ModuleType:
+    """tests/faults/jobs.py, by path: a package named `faults` would be this very script."""
+    spec = importlib.util.spec_from_file_location("fault_jobs", REPO / "tests" / "faults" / "jobs.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+jobs = _load_fault_helpers()
+job_processes, kill_node, lines_matching = jobs.job_processes, jobs.kill_node, jobs.lines_matching
+log_text, run_folder, wait_for = jobs.log_text, jobs.run_folder, jobs.wait_for
 
 STEP_AFTER_RESUME = re.compile(r"world_size=2\n(?:.*\n)*?step=(\d+) ", re.M)
 
@@ -46,9 +60,13 @@ def launch(runs: Path, *args: str) -> Path:
 
 
 def stop(run: Path) -> None:
+    """Kill what is left of the job, then wait for the detached runner to record it and exit."""
     for pid in job_processes(run):
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
+    runner = int((run / "runner.pid").read_text())
+    with contextlib.suppress(AssertionError):
+        wait_for(lambda: not jobs.alive(runner), 30, "the runner to exit")
 
 
 def static_time_to_fail(workdir: Path) -> float:
@@ -78,7 +96,7 @@ def elastic_time_to_recover(workdir: Path, data: Path) -> float:
 def measure(name: str, runs: int, once: Callable[[Path], float]) -> None:
     times = []
     for index in range(runs):
-        with tempfile.TemporaryDirectory(prefix="cloudddp-faults-") as tmp:
+        with tempfile.TemporaryDirectory(prefix="cloudddp-faults-", ignore_cleanup_errors=True) as tmp:
             times.append(once(Path(tmp)))
         print(f"{name} run {index + 1}: {times[-1]:.2f} s", flush=True)
     spread = f"min {min(times):.2f} s, max {max(times):.2f} s"
