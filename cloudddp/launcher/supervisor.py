@@ -171,6 +171,10 @@ class Supervisor:
         proc = self.proc
         if proc is None or proc.poll() is not None or self.abort_reason is not None:
             return
+        if self.received is not None:
+            # Already stopping on a signal of our own (the whole job is being stopped: spot reclaim,
+            # cancel): keep its grace period, or rank 0's checkpoint could be killed half-written.
+            return
         self.abort_reason, self.abort_code = reason, code
         _signal_all([proc.pid], signal.SIGTERM)
         self.kill_deadline = time.monotonic() + min(self.abort_grace, self.grace_period)

@@ -37,3 +37,21 @@ def test_sigusr1_to_every_process_of_a_node_whose_script_exits_0_leaves_exit_cod
     finally:
         launcher.kill()
     assert launcher.returncode == 0, output
+
+
+def test_a_node_stopping_on_its_own_sigterm_keeps_its_grace_period_when_a_peer_aborts() -> None:
+    # The whole job is stopped (every node gets SIGTERM); a peer that ended first reports a failure.
+    # The node must not cut its own grace period to the 2 s fail-fast kill: rank 0 may be checkpointing.
+    from cloudddp.launcher.supervisor import Supervisor
+
+    stubborn = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(60)"
+    supervisor = Supervisor([PYTHON, "-c", stubborn], clean_env(), grace_period=60)
+    supervisor.proc = subprocess.Popen([PYTHON, "-c", stubborn])  # type: ignore[assignment]
+    try:
+        supervisor._on_signal(signal.SIGTERM, None)
+        deadline = supervisor.kill_deadline
+        supervisor.abort("node 1 failed (exit code 143)", 143)
+        assert supervisor.abort_reason is None and supervisor.kill_deadline == deadline
+    finally:
+        supervisor.proc.kill()
+        supervisor.proc.wait()
