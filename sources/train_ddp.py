@@ -330,13 +330,13 @@ def main() -> None:
             )
         if world > 1:
             dist.barrier()  # nobody runs ahead while rank 0 writes the checkpoint
+        if args.epoch_sleep:
+            time.sleep(args.epoch_sleep)  # before the stop check: a signal during the pause stops at this epoch's end
         if stopped or agree(stop.requested, world, device):
             if rank == 0:
                 print(f"stop requested: checkpoint after epoch {epoch} is saved; exiting", flush=True)
             stopped = True
             break
-        if args.epoch_sleep:
-            time.sleep(args.epoch_sleep)
     if not stopped:
         model_dir = Path(args.model_dir)
         model_dir.mkdir(parents=True, exist_ok=True)
