@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 from helpers import SOURCES, clean_env, run_cli
+from helpers.etcd import etcd  # noqa: F401  (the real etcd fixture)
 
 from cloudddp.errors import CloudDDPError
 from cloudddp.launcher.cli import run as launcher_run
@@ -187,3 +188,14 @@ def test_elastic_torchrun_gets_a_fresh_rendezvous_store_per_round_unless_the_use
         == "0"
     )
     assert "TORCH_DISABLE_SHARE_RDZV_TCP_STORE" not in job_environment(ClusterPlan("standalone", nnodes=2), {}, 1)
+
+
+@pytest.mark.slow
+def test_a_local_elastic_job_runs_on_a_real_etcd_v2_rendezvous(tmp_path: Path, etcd: int) -> None:  # noqa: F811
+    result = run_cli("launch", "--emulate", "none", "--nodes", "2:3", "--rdzv-backend", "etcd-v2",
+                     "--rdzv-endpoint", f"127.0.0.1:{etcd}", "--runs-dir", str(tmp_path / "runs"),
+                     CHECK, "--", "--out-dir", str(tmp_path / "out"),
+                     cwd=tmp_path)  # fmt: skip
+    assert result.returncode == 0, (result.stdout + result.stderr)[-3000:]
+    ranks = [json.loads(p.read_text()) for p in (tmp_path / "out").glob("rank*.json")]
+    assert {(r["world_size"], r["sum"]) for r in ranks} == {(3, 6.0)} and len(ranks) == 3
