@@ -20,9 +20,9 @@ from email.utils import format_datetime
 from typing import Any
 
 import pytest
-from helpers import REPO
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import padding
+from helpers import REPO
 from oci_loopback_server import COMPARTMENT, PROJECT, FakeOCI, ThrowawayKey, oci_settings
 
 from cloudddp.providers.oci.provider import OCIProvider

@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import clean_env
 from cryptography.hazmat.primitives import serialization
+from helpers import clean_env
 from oci_loopback_server import COMPARTMENT, IMAGE, PROJECT, FakeOCI, ThrowawayKey, oci_settings
 
 from cloudddp.errors import CloudDDPError

@@ -8,8 +8,8 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers import PYTHON, REPO, SOURCES, clean_env, run_launcher
 from fixtures.oci_upstream import JOB_OCID, legacy_node, native_node
+from helpers import PYTHON, REPO, SOURCES, clean_env, run_launcher
 
 from cloudddp.cluster import DetectOptions, detect_provider, oci
 from cloudddp.errors import CloudDDPError

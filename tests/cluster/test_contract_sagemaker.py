@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import REPO, run_launcher
 from fixtures.sagemaker_upstream import (
     HETERO_HYPERPARAMETERS,
     ROUND_TRIP_ARGS,
@@ -18,6 +17,7 @@ from fixtures.sagemaker_upstream import (
     TO_ENV_VALUES,
     hetero_resource_config,
 )
+from helpers import REPO, run_launcher
 
 from cloudddp.cluster import DetectOptions, sagemaker
 from cloudddp.cluster.environment import EmulatedCluster

@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import SOURCES, run_cli
 from fake_apiserver import FakeAPIServer, FakePod, write_kubeconfig
+from helpers import SOURCES, run_cli
 
 from cloudddp.errors import CloudDDPError
 from cloudddp.providers.kubernetes.provider import KubernetesProvider
