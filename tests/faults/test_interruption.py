@@ -93,8 +93,10 @@ def test_interrupt_after_stops_every_host_and_restarts_from_the_checkpoint_folde
 ) -> None:
     # No shared checkpoint folder: the emulation keeps each host's /opt/ml/checkpoints apart and
     # copies them through its stand-in for CheckpointConfig.S3Uri, as SageMaker does.
+    # 18 steps x 2 s of sleep = 36 s of training at least, so the interruption at 25 s lands before
+    # the end however fast the machine is (with 0.7 s a quiet machine had finished by then).
     result = run_cli("launch", "--nodes", "2", "--runs-dir", str(tmp_path / "runs"), "-i", f"train={data}",
-                     "--interrupt-after", "25", TRAIN, "--", *SCRIPT, "--step-sleep", "0.7",
+                     "--interrupt-after", "25", TRAIN, "--", *SCRIPT, "--step-sleep", "2.0",
                      "--checkpoint-every", "1")  # fmt: skip
     assert result.returncode == 0, (result.stdout + result.stderr)[-3000:]
     run = run_folder(result.stdout)
