@@ -14,7 +14,6 @@ from __future__ import annotations
 import base64
 import hashlib
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor, as_completed
 from typing import Any
 
 import oci
@@ -22,7 +21,7 @@ from oci.object_storage import UploadManager
 
 from cloudddp.errors import CloudDDPError
 from cloudddp.staging.location import Location
-from cloudddp.staging.store import Upload
+from cloudddp.staging.store import Upload, upload_in_parallel
 
 PART_SIZE = 128 * 1024 * 1024  # the SDK's default: multipart above this size
 PARALLEL_PARTS = 8  # parts of one file in flight (the SDK's default is 3)
@@ -106,16 +105,7 @@ class OCIObjectStore:
             raise self.error(exc, "write", key) from None
 
     def upload(self, uploads: list[Upload], on_done: Callable[[Upload], None]) -> None:
-        with ThreadPoolExecutor(max_workers=FILES_AT_ONCE) as pool:
-            futures = {pool.submit(self.upload_one, u): u for u in uploads}
-            try:
-                for future in as_completed(futures):
-                    future.result()
-                    on_done(futures[future])
-            except BaseException:
-                for future in futures:
-                    future.cancel()
-                raise
+        upload_in_parallel(uploads, self.upload_one, on_done, FILES_AT_ONCE)
 
     def upload_one(self, upload: Upload) -> None:
         """Upload one file and compare the MD5 the service computed with the scan's (per part for multipart)."""

@@ -15,7 +15,7 @@ import base64
 import hashlib
 import re
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor, as_completed
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
@@ -24,7 +24,7 @@ from cloudddp.errors import CloudDDPError
 from cloudddp.staging import s3_crt
 from cloudddp.staging.local_files import hash_file
 from cloudddp.staging.location import Location
-from cloudddp.staging.store import Upload
+from cloudddp.staging.store import Upload, upload_in_parallel
 
 MULTIPART_THRESHOLD = 16 * 1024 * 1024
 PART_SIZE = 16 * 1024 * 1024
@@ -133,16 +133,7 @@ class S3Store:
         if self.crt is not None:
             self.crt.upload(self.bucket, uploads, on_done, self.crt_failure, s3_crt.sse_headers(self.sse))
             return
-        with ThreadPoolExecutor(max_workers=THREADS) as pool:
-            futures = {pool.submit(self.upload_one, u): u for u in uploads}
-            try:
-                for future in as_completed(futures):
-                    future.result()
-                    on_done(futures[future])
-            except BaseException:
-                for future in futures:
-                    future.cancel()
-                raise
+        upload_in_parallel(uploads, self.upload_one, on_done, THREADS)
 
     def upload_one(self, upload: Upload) -> None:
         try:

@@ -8,6 +8,7 @@ and calls `on_done` as each one lands, so progress and resume see completed obje
 from __future__ import annotations
 
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -56,3 +57,23 @@ class ObjectStore(Protocol):
         ...
 
     def delete(self, keys: list[str]) -> None: ...
+
+
+def upload_in_parallel(
+    uploads: list[Upload], upload_one: Callable[[Upload], None], on_done: Callable[[Upload], None], workers: int
+) -> None:
+    """Run `upload_one` for every upload on `workers` threads, reporting each as it completes.
+
+    The first failure cancels the uploads not yet started and is raised; objects already written
+    stay (the manifest is written only after every upload, so a job never reads a partial version).
+    """
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        futures = {pool.submit(upload_one, u): u for u in uploads}
+        try:
+            for future in as_completed(futures):
+                future.result()
+                on_done(futures[future])
+        except BaseException:
+            for future in futures:
+                future.cancel()
+            raise
