@@ -28,13 +28,16 @@ def sums(out: Path, world: int) -> set[tuple[int, float]]:
     return {(r["world_size"], r["sum"]) for r in (json.loads(p.read_text()) for p in out.glob("rank*.json"))}
 
 
+# One job is ~28 s on a 2-core machine (16 torch imports), so the test's budget grows with ROUNDS;
+# the suite-wide 600 s would cut 20 rounds short (CI did, at round ~19 of c10d).
 @pytest.mark.slow
+@pytest.mark.timeout(120 + ROUNDS * 75)
 @pytest.mark.parametrize("nodes", ["8", "8:8"], ids=["static", "c10d"])
 def test_eight_nodes_rendezvous_and_all_reduce_round_after_round(tmp_path: Path, nodes: str) -> None:
     for round_ in range(ROUNDS):
         out = tmp_path / f"out{round_}"
         result = run_cli("launch", "--emulate", "none", "--nodes", nodes, "--runs-dir", str(tmp_path / "runs"),
-                         CHECK, "--", "--out-dir", str(out), timeout=600)  # fmt: skip
+                         CHECK, "--", "--out-dir", str(out), timeout=300)  # fmt: skip
         assert result.returncode == 0, f"round {round_}: " + (result.stdout + result.stderr)[-3000:]
         assert len(list(out.glob("rank*.json"))) == 8 and sums(out, 8) == {(8, 36.0)}, f"round {round_}"
 
