@@ -3,7 +3,7 @@
 1. `cloudddp launch --provider oci --no-wait` to the job run created, each run a fresh
    process as a user runs it (interpreter start, imports, credentials, packing the source,
    staging the inputs to Object Storage with the real `oci` SDK's UploadManager, create_job,
-   create_job_run), against tests/oci_loopback_server.py with signature checking. The
+   create_job_run), against tests/helpers/oci_loopback_server.py with signature checking. The
    first launch uploads the demo dataset; later ones find it in place (MD5) and upload only
    the source archive.
 2. Rendezvous wait per node: how long after the last node appears in the cluster metadata
@@ -40,7 +40,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tests"))
 
-from oci_loopback_server import COMPARTMENT, IMAGE, LOG_GROUP, PROJECT, WORK_DIR, FakeOCI, ThrowawayKey  # noqa: E402
+from helpers.oci_loopback_server import COMPARTMENT, IMAGE, LOG_GROUP, PROJECT, WORK_DIR, FakeOCI, ThrowawayKey  # noqa: E402
 
 from cloudddp.cluster.oci import wait_for_cluster  # noqa: E402
 from cloudddp.cluster.options import DetectOptions  # noqa: E402
@@ -157,7 +157,7 @@ def main() -> None:
         "## `cloudddp launch --provider oci --no-wait` to the job run created",
         "",
         "Each run is a fresh process launching the same 2-node job (sources/, the demo dataset as a local input,",
-        "`--epochs 1`) against tests/oci_loopback_server.py, which verifies every request's signature. Wall time",
+        "`--epochs 1`) against tests/helpers/oci_loopback_server.py, which verifies every request's signature. Wall time",
         "includes interpreter start, imports, loading the API key, packing the source with the bundled launcher,",
         "staging to Object Storage through the real `oci` SDK (UploadManager), create_job and create_job_run.",
         f"Input: {launches['files']} files, {launches['bytes'] / 1e6:.2f} MB.",

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -18,9 +17,7 @@ import jsonschema
 import pytest
 import yaml
 from helpers import REPO, SOURCES, run_cli, run_launcher
-
-sys.path.insert(0, str(Path(__file__).parent / "providers" / "kubernetes"))
-from fake_apiserver import crd_validator
+from helpers.kubernetes_apiserver import crd_validator
 
 INFRA = REPO / "infra"
 # Paths of this checkout are printed as this folder, so the examples read the same on every machine.

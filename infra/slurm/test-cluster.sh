@@ -7,7 +7,7 @@
 #   SLURM_TEST_CTLD_PORT (16817), SLURM_TEST_SLURMD_PORT_BASE (17000: node i listens on BASE+i),
 #   SLURM_TEST_SRUN_PORTS (60001-60100).
 # Needs root (munge key, daemons). Node names do not resolve, so jobs pass --host-map n1=127.0.0.1
-# to cloudddp-launch. tests/slurm_cluster.py serializes use of this script across processes (flock).
+# to cloudddp-launch. tests/helpers/slurm_cluster.py serializes use of this script across processes (flock).
 set -euo pipefail
 action=${1:?start|stop}
 dir=$(realpath -m "${2:?state folder}")

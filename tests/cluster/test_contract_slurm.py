@@ -1,6 +1,6 @@
 """Slurm's job side against what Slurm itself sets: fixtures captured from the real test cluster
 (tests/cluster/fixtures/slurm/*.env, see their headers) and, for real, `sbatch`/`srun` on a 4-node
-test cluster (infra/slurm/test-cluster.sh, shared through tests/slurm_cluster.py)."""
+test cluster (infra/slurm/test-cluster.sh, shared through tests/helpers/slurm_cluster.py)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 from helpers import PYTHON, REPO, SOURCES, run_launcher
-from slurm_cluster import SlurmCluster, slurm_cluster
+from helpers.slurm_cluster import SlurmCluster, slurm_cluster
 
 from cloudddp.cluster import DetectOptions, slurm
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -29,17 +30,29 @@ def clean_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
 
 
 def run_python(
-    argv: list[str], env: Mapping[str, str] | None, cwd: Path | str, timeout: float
+    argv: list[str], env: Mapping[str, str] | None, cwd: Path | str, timeout: float, inherit_env: bool = True
 ) -> subprocess.CompletedProcess[str]:
-    """`python ARGV` in a clean environment, output captured as text."""
-    return subprocess.run([PYTHON, *argv], cwd=cwd, env=clean_env(env), capture_output=True, text=True, timeout=timeout)
+    """`python ARGV`, output captured as text; `.elapsed` holds its wall time in seconds.
+
+    inherit_env: ENV on top of this process's environment less any platform's variables; False: ENV exactly, for
+    tests that remove a variable (a credential, a role) to see what the user sees without it.
+    """
+    started = time.monotonic()
+    environment = clean_env(env) if inherit_env else dict(env or {})
+    result = subprocess.run([PYTHON, *argv], cwd=cwd, env=environment, capture_output=True, text=True, timeout=timeout)
+    result.elapsed = time.monotonic() - started  # type: ignore[attr-defined]
+    return result
 
 
 def run_cli(
-    *args: str, cwd: Path | str = REPO, env: Mapping[str, str] | None = None, timeout: float = 600
+    *args: str,
+    cwd: Path | str = REPO,
+    env: Mapping[str, str] | None = None,
+    timeout: float = 600,
+    inherit_env: bool = True,
 ) -> subprocess.CompletedProcess[str]:
-    """`cloudddp ARGS` in a subprocess, as a user runs it."""
-    return run_python(["-c", "from cloudddp.cli import main; main()", *args], env, cwd, timeout)
+    """`cloudddp ARGS` in a subprocess, as a user runs it (the one CLI runner of the tests)."""
+    return run_python(["-c", "from cloudddp.cli import main; main()", *args], env, cwd, timeout, inherit_env)
 
 
 def run_launcher(

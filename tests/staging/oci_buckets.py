@@ -11,7 +11,7 @@ import json
 import re
 from typing import Any
 
-from oci_loopback_server import ApiError, FakeOCI
+from helpers.oci_loopback_server import ApiError, FakeOCI
 
 PUBLIC_ACCESS_TYPES = ("NoPublicAccess", "ObjectRead", "ObjectReadWithoutList")
 

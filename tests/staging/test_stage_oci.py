@@ -14,8 +14,8 @@ from typing import Any
 
 import oci
 import pytest
+from helpers.oci_loopback_server import FakeOCI, ThrowawayKey
 from oci_buckets import FakeOCIWithBuckets
-from oci_loopback_server import FakeOCI, ThrowawayKey
 
 from cloudddp.errors import CloudDDPError
 from cloudddp.staging.engine import StageOptions, stage

@@ -10,8 +10,8 @@ from typing import Any
 import jsonschema
 import pytest
 import yaml
-from fake_apiserver import crd_validator
 from helpers import PYTHON, SOURCES, run_cli
+from helpers.kubernetes_apiserver import crd_validator
 
 from cloudddp.errors import CloudDDPError
 from cloudddp.providers.kubernetes.provider import KubernetesProvider

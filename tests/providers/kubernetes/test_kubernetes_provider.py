@@ -1,5 +1,5 @@
 """The Kubernetes provider through the real `kubernetes` client against the loopback API server
-(fake_apiserver.py): what it sends, how it reads status and logs, how it cancels, and how the
+(tests/helpers/kubernetes_apiserver.py): what it sends, how it reads status and logs, how it cancels, and how the
 fake's own checks reject what a real API server rejects."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fake_apiserver import FakeAPIServer, FakePod, write_kubeconfig
 from helpers import SOURCES, run_cli
+from helpers.kubernetes_apiserver import FakeAPIServer, FakePod, write_kubeconfig
 
 from cloudddp.errors import CloudDDPError
 from cloudddp.providers.kubernetes.provider import KubernetesProvider

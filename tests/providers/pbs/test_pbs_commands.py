@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 from helpers import SOURCES
-from slurm_cluster import SlurmCluster, slurm_cluster
+from helpers.slurm_cluster import SlurmCluster, slurm_cluster
 
 from cloudddp.providers.base import JobRequest
 from cloudddp.providers.pbs.provider import PBSProvider

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 from helpers import PYTHON, SOURCES, run_cli
-from slurm_cluster import SlurmCluster, slurm_cluster
+from helpers.slurm_cluster import SlurmCluster, slurm_cluster
 
 from cloudddp.errors import CloudDDPError
 from cloudddp.providers.slurm.provider import SlurmProvider

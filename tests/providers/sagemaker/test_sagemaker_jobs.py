@@ -11,7 +11,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from sagemaker_fixtures import (  # noqa: F401  (fixtures)
+from helpers.sagemaker_fixtures import (  # noqa: F401  (fixtures)
     BUCKET,
     REGION,
     ROLE,

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 from helpers import PYTHON, REPO, SOURCES
-from slurm_cluster import SlurmCluster, slurm_cluster
+from helpers.slurm_cluster import SlurmCluster, slurm_cluster
 
 pytestmark = [pytest.mark.slow, pytest.mark.slurm]
 

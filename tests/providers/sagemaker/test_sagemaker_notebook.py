@@ -10,7 +10,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from sagemaker_fixtures import REPO, moto_server  # noqa: F401  (fixture)
+from helpers.sagemaker_fixtures import REPO, moto_server  # noqa: F401  (fixture)
 
 pytestmark = pytest.mark.slow
 NOTEBOOK = REPO / "notebooks" / "sagemaker_ddp.ipynb"

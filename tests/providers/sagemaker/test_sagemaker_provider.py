@@ -19,7 +19,7 @@ import boto3
 import pytest
 import yaml
 from botocore.exceptions import ClientError
-from sagemaker_fixtures import (  # noqa: F401  (fixtures)
+from helpers.sagemaker_fixtures import (  # noqa: F401  (fixtures)
     ACCOUNT,
     BUCKET,
     REGION,

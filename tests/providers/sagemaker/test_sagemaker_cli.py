@@ -9,7 +9,8 @@ from typing import Any
 
 import boto3
 import pytest
-from sagemaker_fixtures import (  # noqa: F401  (fixtures)
+from helpers import run_cli
+from helpers.sagemaker_fixtures import (  # noqa: F401  (fixtures)
     BUCKET,
     REGION,
     canned_endpoint,
@@ -17,7 +18,6 @@ from sagemaker_fixtures import (  # noqa: F401  (fixtures)
     moto_server,
     project,
     register_stop_training_job,
-    run_cli,
     set_job_status,
     silent_endpoint,
 )
@@ -39,11 +39,9 @@ def test_launch_no_wait_then_status_logs_across_processes(
     data = tmp_path / "data"
     data.mkdir()
     (data / "x.csv").write_text("1,2\n")
-    result = run_cli(
-        ["launch", "-p", "sagemaker", "--no-wait", "--instance-type", "ml.g5.12xlarge", "--nodes", "2",
+    result = run_cli("launch", "-p", "sagemaker", "--no-wait", "--instance-type", "ml.g5.12xlarge", "--nodes", "2",
          "--input", f"train={data}", "-H", "epochs=2", "-e", "HF_TOKEN=hf_secret", "--tag", "team=ml",
-         str(project / "train.py")],
-        env, tmp_path,
+         str(project / "train.py"), env=env, cwd=tmp_path, inherit_env=False,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
     assert "hf_secret" not in result.stdout + result.stderr
@@ -51,22 +49,23 @@ def test_launch_no_wait_then_status_logs_across_processes(
     keys = [o["Key"] for o in s3(env).list_objects_v2(Bucket=BUCKET)["Contents"]]  # type: ignore[attr-defined]
     assert f"cloudddp/{job}/source/sourcedir.tar.gz" in keys
     assert any(k.endswith("/x.csv") for k in keys)
-    status = run_cli(["status", job, "-p", "sagemaker"], env, tmp_path)
+    status = run_cli("status", job, "-p", "sagemaker", env=env, cwd=tmp_path, inherit_env=False)
     assert status.returncode == 0 and "SUCCEEDED" in status.stdout
     assert f"s3://{BUCKET}/cloudddp/{job}/output/model.tar.gz" in status.stdout
-    logs = run_cli(["logs", job, "-p", "sagemaker"], env, tmp_path)
+    logs = run_cli("logs", job, "-p", "sagemaker", env=env, cwd=tmp_path, inherit_env=False)
     assert logs.returncode == 0, logs.stderr
 
 
 def test_launch_waits_and_succeeds(moto_server: dict[str, str], project: Path, tmp_path: Path) -> None:
-    result = run_cli(["launch", "-p", "sagemaker", str(project / "train.py")], moto_server, tmp_path)
+    result = run_cli(
+        *["launch", "-p", "sagemaker", str(project / "train.py")], env=moto_server, cwd=tmp_path, inherit_env=False
+    )
     assert result.returncode == 0, result.stderr
     assert "cloudddp: job SUCCEEDED" in result.stdout and "model.tar.gz" in result.stdout
 
 
 def test_dry_run_prints_yaml_and_touches_nothing(moto_server: dict[str, str], project: Path, tmp_path: Path) -> None:
-    result = run_cli(["launch", "-p", "sagemaker", "--dry-run", "-e", "DB_PASSWORD=pw1", str(project / "train.py")],
-                     moto_server, tmp_path)  # fmt: skip
+    result = run_cli("launch", "-p", "sagemaker", "--dry-run", "-e", "DB_PASSWORD=pw1", str(project / "train.py"), env=moto_server, cwd=tmp_path, inherit_env=False)  # fmt: skip
     assert result.returncode == 0, result.stderr
     assert "TrainingJobName:" in result.stdout and "pw1" not in result.stdout
     assert s3(moto_server).list_buckets()["Buckets"] == []  # type: ignore[attr-defined]
@@ -86,7 +85,12 @@ def test_dry_run_prints_yaml_and_touches_nothing(moto_server: dict[str, str], pr
 def test_bad_input_exits_2_with_one_paragraph_and_uploads_nothing(
     moto_server: dict[str, str], project: Path, tmp_path: Path, args: list[str], fragment: str
 ) -> None:
-    result = run_cli(["launch", "-p", "sagemaker", *args, str(project / "train.py")], moto_server, tmp_path)
+    result = run_cli(
+        *["launch", "-p", "sagemaker", *args, str(project / "train.py")],
+        env=moto_server,
+        cwd=tmp_path,
+        inherit_env=False,
+    )
     assert result.returncode == 2, result.stdout + result.stderr
     assert "Traceback" not in result.stderr and result.stderr.startswith("error:")
     assert fragment in result.stderr
@@ -95,21 +99,27 @@ def test_bad_input_exits_2_with_one_paragraph_and_uploads_nothing(
 
 def test_no_role_and_no_credentials_exit_2(moto_server: dict[str, str], project: Path, tmp_path: Path) -> None:
     env = {k: v for k, v in moto_server.items() if k != "CLOUDDDP_SAGEMAKER_ROLE"}
-    result = run_cli(["launch", "-p", "sagemaker", str(project / "train.py")], env, tmp_path)
+    result = run_cli(
+        *["launch", "-p", "sagemaker", str(project / "train.py")], env=env, cwd=tmp_path, inherit_env=False
+    )
     assert result.returncode == 2 and "CLOUDDDP_SAGEMAKER_ROLE" in result.stderr
     env = {k: v for k, v in moto_server.items() if not k.startswith("AWS_ACCESS") and not k.startswith("AWS_SECRET")}
-    result = run_cli(["launch", "-p", "sagemaker", str(project / "train.py")], env, tmp_path)
+    result = run_cli(
+        *["launch", "-p", "sagemaker", str(project / "train.py")], env=env, cwd=tmp_path, inherit_env=False
+    )
     assert result.returncode == 2 and "aws configure" in result.stderr and "Traceback" not in result.stderr
     assert s3(moto_server).list_buckets()["Buckets"] == []  # type: ignore[attr-defined]
 
 
 def test_status_of_unknown_job_exits_2(moto_server: dict[str, str], tmp_path: Path) -> None:
-    result = run_cli(["status", "no-such-job", "-p", "sagemaker"], moto_server, tmp_path)
+    result = run_cli("status", "no-such-job", "-p", "sagemaker", env=moto_server, cwd=tmp_path, inherit_env=False)
     assert result.returncode == 2 and "no SageMaker training job named 'no-such-job'" in result.stderr
 
 
 def launched_job(env: dict[str, str], project: Path, tmp_path: Path) -> str:
-    result = run_cli(["launch", "-p", "sagemaker", "--no-wait", str(project / "train.py")], env, tmp_path)
+    result = run_cli(
+        *["launch", "-p", "sagemaker", "--no-wait", str(project / "train.py")], env=env, cwd=tmp_path, inherit_env=False
+    )
     assert result.returncode == 0, result.stderr
     return re.search(r"submitted (\S+) \(sagemaker\)", result.stdout).group(1)  # type: ignore[union-attr]
 
@@ -123,11 +133,13 @@ def test_cancel_stops_a_running_job_end_to_end(
     stopped = register_stop_training_job(monkeypatch)
     job = launched_job(moto_server, project, tmp_path)
     set_job_status(job, "InProgress", "Training")
-    assert "RUNNING" in run_cli(["status", job, "-p", "sagemaker"], moto_server, tmp_path).stdout
-    result = run_cli(["cancel", job, "-p", "sagemaker"], moto_server, tmp_path)
+    assert (
+        "RUNNING" in run_cli("status", job, "-p", "sagemaker", env=moto_server, cwd=tmp_path, inherit_env=False).stdout
+    )
+    result = run_cli("cancel", job, "-p", "sagemaker", env=moto_server, cwd=tmp_path, inherit_env=False)
     assert result.returncode == 0, result.stderr
     assert stopped == [job]
-    status = run_cli(["status", job, "-p", "sagemaker"], moto_server, tmp_path)
+    status = run_cli("status", job, "-p", "sagemaker", env=moto_server, cwd=tmp_path, inherit_env=False)
     assert status.returncode == 0 and "STOPPING" in status.stdout, status.stdout
 
 
@@ -135,10 +147,10 @@ def test_cancel_of_an_unknown_or_finished_job_exits_2(
     moto_server: dict[str, str], project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     stopped = register_stop_training_job(monkeypatch)
-    unknown = run_cli(["cancel", "no-such-job", "-p", "sagemaker"], moto_server, tmp_path)
+    unknown = run_cli("cancel", "no-such-job", "-p", "sagemaker", env=moto_server, cwd=tmp_path, inherit_env=False)
     assert unknown.returncode == 2 and "no SageMaker training job named 'no-such-job'" in unknown.stderr
     job = launched_job(moto_server, project, tmp_path)  # moto completes it at once
-    finished = run_cli(["cancel", job, "-p", "sagemaker"], moto_server, tmp_path)
+    finished = run_cli("cancel", job, "-p", "sagemaker", env=moto_server, cwd=tmp_path, inherit_env=False)
     assert finished.returncode == 2 and "cannot be stopped" in finished.stderr, finished.stderr
     assert "Traceback" not in unknown.stderr + finished.stderr and stopped == []
 
@@ -159,7 +171,7 @@ def run_each(commands: list[str], env: dict[str, str], project: Path, tmp_path: 
     results = {}
     for name in commands:
         args = [a.replace("{script}", str(project / "train.py")) for a in COMMANDS[name]]
-        result = run_cli(args, env, tmp_path, timeout=60)
+        result = run_cli(*args, env=env, cwd=tmp_path, inherit_env=False, timeout=60)
         assert result.returncode == 2, (name, result.stdout, result.stderr)
         assert result.stderr.startswith("error:") and "Traceback" not in result.stderr, (name, result.stderr)
         assert len(result.stderr.strip().splitlines()) == 1, (name, result.stderr)  # one paragraph

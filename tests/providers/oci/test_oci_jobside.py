@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 from helpers import PYTHON, REPO, clean_env, run_cli
-from oci_loopback_server import COMPARTMENT, IMAGE, LOG_GROUP, PROJECT, FakeOCI, ThrowawayKey
+from helpers.oci_loopback_server import COMPARTMENT, IMAGE, LOG_GROUP, PROJECT, FakeOCI, ThrowawayKey
 
 from cloudddp.providers.local.provider import free_port
 from cloudddp.providers.oci.node import ENTRYPOINT, NODE_SCRIPT, NODE_SCRIPT_NAME

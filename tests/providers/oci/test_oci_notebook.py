@@ -13,8 +13,8 @@ from pathlib import Path
 import nbformat
 import pytest
 from helpers import REPO, clean_env
+from helpers.oci_loopback_server import COMPARTMENT, IMAGE, LOG_GROUP, PROJECT, WORK_DIR, FakeOCI, ThrowawayKey
 from nbclient import NotebookClient
-from oci_loopback_server import COMPARTMENT, IMAGE, LOG_GROUP, PROJECT, WORK_DIR, FakeOCI, ThrowawayKey
 
 NOTEBOOK = REPO / "notebooks" / "oci_ddp.ipynb"
 

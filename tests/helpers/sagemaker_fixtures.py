@@ -14,10 +14,8 @@ import io
 import json
 import os
 import socket
-import subprocess
 import tarfile
 import threading
-import time
 import urllib.request
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -32,7 +30,7 @@ from moto.core import DEFAULT_ACCOUNT_ID
 from cloudddp.providers.sagemaker.provider import SageMakerProvider
 from cloudddp.spec import JobSpec, build_spec
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 REGION = "us-east-1"
 ACCOUNT = DEFAULT_ACCOUNT_ID
 ROLE = f"arn:aws:iam::{ACCOUNT}:role/cloudddp-test"
@@ -223,16 +221,6 @@ def moto_server(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[dic
         yield env
     finally:
         server.stop()
-
-
-def run_cli(args: list[str], env: dict[str, str], cwd: Path, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    started = time.monotonic()
-    result = subprocess.run(
-        [str(REPO / ".venv" / "bin" / "cloudddp"), *args], env=env, cwd=cwd, capture_output=True, text=True,
-        timeout=timeout,
-    )  # fmt: skip
-    result.elapsed = time.monotonic() - started  # type: ignore[attr-defined]
-    return result
 
 
 # -- endpoints that fail the way AWS (or something that is not AWS) fails ---------------------

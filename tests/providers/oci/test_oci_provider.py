@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 from cryptography.hazmat.primitives import serialization
 from helpers import clean_env
-from oci_loopback_server import COMPARTMENT, IMAGE, PROJECT, FakeOCI, ThrowawayKey, oci_settings
+from helpers.oci_loopback_server import COMPARTMENT, IMAGE, PROJECT, FakeOCI, ThrowawayKey, oci_settings
 
 from cloudddp.errors import CloudDDPError
 from cloudddp.estimator import Estimator
@@ -33,7 +33,7 @@ from cloudddp.session import run_job
 from cloudddp.spec import build_spec
 from cloudddp.staging.oci_store import OCIStager
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[3]
 QUICK = REPO / "tests" / "providers" / "oci" / "quick_sources"
 # The image's environment: this venv's python, and the launcher runs the script without torchrun.
 IMAGE_ENV = {"PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}", "TORCHELASTIC_RUN_ID": "oci-fake"}

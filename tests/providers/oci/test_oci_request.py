@@ -11,7 +11,7 @@ from typing import Any
 import oci
 import pytest
 import yaml
-from oci_loopback_server import COMPARTMENT, IMAGE, LOG_GROUP, PROJECT, oci_settings
+from helpers.oci_loopback_server import COMPARTMENT, IMAGE, LOG_GROUP, PROJECT, oci_settings
 
 from cloudddp.errors import CloudDDPError
 from cloudddp.providers.oci import node as oci_node
@@ -19,7 +19,7 @@ from cloudddp.providers.oci import request, validation
 from cloudddp.providers.oci.provider import OCIProvider
 from cloudddp.spec import build_spec
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[3]
 
 
 def spec_for(tmp_path: Path, **fields: Any) -> Any:

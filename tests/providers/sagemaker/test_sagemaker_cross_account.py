@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from sagemaker_fixtures import ACCOUNT, REGION, FakeAWS, aws, aws_env, project, spec_for  # noqa: F401  (fixtures)
+from helpers.sagemaker_fixtures import ACCOUNT, REGION, FakeAWS, aws, aws_env, project, spec_for  # noqa: F401  (fixtures)
 
 OTHER_ROLE = "arn:aws:iam::111122223333:role/team-training"
 

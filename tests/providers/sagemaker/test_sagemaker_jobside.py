@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 from helpers import clean_env
-from sagemaker_fixtures import (  # noqa: F401  (fixtures)
+from helpers.sagemaker_fixtures import (  # noqa: F401  (fixtures)
     BUCKET,
     REPO,
     FakeAWS,

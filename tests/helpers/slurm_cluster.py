@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+
 from helpers import REPO, clean_env
 
 CLUSTER_SCRIPT = REPO / "infra" / "slurm" / "test-cluster.sh"

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import yaml
 from helpers import REPO, run_cli
-from oci_loopback_server import COMPARTMENT, LOG_GROUP, PROJECT
+from helpers.oci_loopback_server import COMPARTMENT, LOG_GROUP, PROJECT
 
 from cloudddp.errors import CloudDDPError
 from cloudddp.launcher.cli import build_parser, plan_for

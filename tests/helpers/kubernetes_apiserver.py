@@ -31,7 +31,7 @@ from urllib.parse import parse_qs, urlsplit
 import jsonschema
 import yaml
 
-SCHEMAS = Path(__file__).resolve().parents[2] / "data" / "schemas"
+SCHEMAS = Path(__file__).resolve().parents[1] / "data" / "schemas"
 # plural -> (group, version, kind, CRD file)
 RESOURCES = {
     "pytorchjobs": ("kubeflow.org", "v1", "PyTorchJob", "kubeflow.org_pytorchjobs.v1.9.0.yaml"),

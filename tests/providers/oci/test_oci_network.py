@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 from helpers import REPO, run_cli
-from oci_loopback_server import ThrowawayKey, oci_settings
+from helpers.oci_loopback_server import ThrowawayKey, oci_settings
 
 from cloudddp.errors import CloudDDPError
 from cloudddp.providers.oci.network import NetworkPolicy

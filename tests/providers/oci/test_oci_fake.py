@@ -23,7 +23,7 @@ import pytest
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import padding
 from helpers import REPO
-from oci_loopback_server import COMPARTMENT, PROJECT, FakeOCI, ThrowawayKey, oci_settings
+from helpers.oci_loopback_server import COMPARTMENT, PROJECT, FakeOCI, ThrowawayKey, oci_settings
 
 from cloudddp.providers.oci.provider import OCIProvider
 from cloudddp.spec import build_spec
