@@ -14,6 +14,7 @@ from __future__ import annotations
 import base64
 import hashlib
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import oci
@@ -135,6 +136,29 @@ class OCIObjectStore:
 
     def copy(self, pairs: list[tuple[str, str]]) -> None:
         raise NotImplementedError("OCIObjectStore.can_copy is False: the engine uploads instead")
+
+    def download(self, destination: Path) -> list[Path]:
+        """Every object under the location's prefix into `destination`, keeping the paths below the prefix."""
+        base = self.location.key() + "/" if self.location.key() else ""
+        target = destination.resolve()
+        written: list[Path] = []
+        for name in sorted(self.list_sizes(base)):
+            relative = name[len(base) :]
+            if not relative or relative.endswith("/"):
+                continue  # a folder marker
+            path = (target / relative).resolve()
+            if target not in path.parents:
+                raise CloudDDPError(f"refusing to write {self.location.bucket_uri}/{name} outside {str(target)!r}.")
+            path.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                response = self.client.get_object(self.namespace, self.bucket, name)
+            except oci.exceptions.ServiceError as exc:
+                raise self.error(exc, "download", name) from None
+            with open(path, "wb") as handle:
+                for chunk in response.data.raw.stream(1024 * 1024, decode_content=False):
+                    handle.write(chunk)
+            written.append(path)
+        return written
 
     def delete(self, keys: list[str]) -> None:
         for key in keys:

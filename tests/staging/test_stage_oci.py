@@ -220,3 +220,17 @@ def test_a_terminal_gets_a_progress_bar_with_files_bytes_and_rate(
     assert "7/7 files" in shown and "MB" in shown and "\x1b[" in shown  # files, bytes, drawn as a bar
     assert done.stdout.strip().splitlines()[-1].startswith("oci://bkt@ns/tty/v-")
     assert "\x1b[" not in done.stdout  # stdout stays plain for scripts
+
+
+def test_download_keeps_the_paths_and_refuses_names_that_leave_the_folder(
+    server: FakeOCI, client: Any, tmp_path: Path
+) -> None:
+    server.put_object("runs/1/output/model.pt", b"weights")
+    server.put_object("runs/1/output/logs/node-0.log", b"log")
+    written = store(client, "oci://bkt@ns/runs/1/output").download(tmp_path / "model")
+    assert sorted(p.relative_to(tmp_path / "model").as_posix() for p in written) == ["logs/node-0.log", "model.pt"]
+    assert (tmp_path / "model" / "model.pt").read_bytes() == b"weights"
+    server.put_object("runs/2/output/../../escape.txt", b"x")
+    with pytest.raises(CloudDDPError, match=r"refusing to write oci://bkt@ns/runs/2/output/\.\./\.\./escape\.txt"):
+        store(client, "oci://bkt@ns/runs/2/output").download(tmp_path / "other")
+    assert not (tmp_path / "escape.txt").exists()

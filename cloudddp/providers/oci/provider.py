@@ -2,8 +2,10 @@
 
 `render` builds CreateJobDetails/CreateJobRunDetails (request.py) and touches nothing:
 no credentials, no client, no upload. `submit` loads credentials first (so a bad config
-fails before anything is uploaded), stages the source archive and local inputs to the
-work dir (staging/oci_store.py), then calls `create_job` once and `create_job_run` once.
+fails before anything is uploaded), uploads the source archive and stages local inputs to
+the work dir with the staging engine (staging/engine.py: each input is published as a
+version `inputs/<channel>/v-<content hash>/`, which the job reads; nothing is deleted),
+then calls `create_job` once and `create_job_run` once.
 `status`, `logs`, `cancel` take a job run OCID (a job OCID means its newest run;
 "latest" means the newest cloudddp run in the compartment).
 
@@ -36,7 +38,9 @@ from cloudddp.providers.base import JobHandle, JobRequest, JobStatus, Provider
 from cloudddp.providers.oci import auth, logs, network, node, request, validation
 from cloudddp.spec import JobSpec, OCISettings
 from cloudddp.staging.archive import pack_source
-from cloudddp.staging.oci_store import PART_SIZE, OCIStager
+from cloudddp.staging.engine import copy_folder, stage
+from cloudddp.staging.location import Location
+from cloudddp.staging.oci_object_store import PART_SIZE, OCIObjectStore
 
 ENDPOINT_VARIABLE = "CLOUDDDP_OCI_SERVICE_ENDPOINT"
 # The OCI CLI's variables, honoured where the spec leaves a setting at its default.
@@ -202,21 +206,11 @@ class OCIProvider(Provider):
         started = time.perf_counter()
         clients = self.clients(spec.oci)  # credentials first: a bad config fails before any upload
         self.default_settings = spec.oci  # status/logs/cancel of this job use the same credentials
-        stager = OCIStager(clients.object_storage, parts.namespace, parts.bucket, part_size=self.part_size)
-        with tempfile.TemporaryDirectory(prefix="cloudddp-oci-") as scratch:
-            for upload in parts.uploads:
-                if upload.kind == "archive":
-                    archive = Path(scratch) / request.ARCHIVE_NAME
-                    pack_source(
-                        upload.local, archive, parts.job_config, {node.NODE_SCRIPT_NAME: node.NODE_SCRIPT.encode()}
-                    )
-                    stager.stage_path(archive, upload.prefix)
-                else:
-                    stager.stage_path(upload.local, upload.prefix)
+        create_job = self.stage_uploads(clients, parts)
         self.timings["staged"] = time.perf_counter() - started
         data_science = clients.data_science
         try:
-            job = data_science.create_job(parts.create_job, opc_retry_token=uuid.uuid4().hex).data
+            job = data_science.create_job(create_job, opc_retry_token=uuid.uuid4().hex).data
         except oci.exceptions.ServiceError as exc:
             raise service_error(exc, "create_job") from None
         self.wait_for_job(data_science, job)
@@ -235,6 +229,34 @@ class OCIProvider(Provider):
             details={"job_id": job.id, "output": parts.output_uri,
                      "console": f"https://cloud.oracle.com/data-science/job-runs/{run.id}?region={region}"},
         )  # fmt: skip
+
+    def store(self, clients: Clients, namespace: str, bucket: str, prefix: str) -> OCIObjectStore:
+        """The staging engine's adapter for `prefix` in the work-dir bucket."""
+        return OCIObjectStore(clients.object_storage, Location("oci", bucket, prefix.strip("/"), namespace),
+                              part_size=self.part_size)  # fmt: skip
+
+    def stage_uploads(self, clients: Clients, parts: request.Parts) -> Any:
+        """Upload the source archive to this run's folder and stage each local input folder as a version.
+
+        Returns CreateJobDetails with each staged channel's variable naming the published version (the
+        dry run shows request.VERSION_AT_SUBMIT there: the version is the hash of the data)."""
+        create_job = copy.deepcopy(parts.create_job)
+        (group,) = create_job.job_node_configuration_details.job_node_group_configuration_details_list
+        env = group.job_configuration_details.environment_variables
+        with tempfile.TemporaryDirectory(prefix="cloudddp-oci-") as scratch:
+            for upload in parts.uploads:
+                store = self.store(clients, parts.namespace, parts.bucket, upload.prefix)
+                if upload.kind == "archive":
+                    archive = Path(scratch) / request.ARCHIVE_NAME
+                    pack_source(
+                        upload.local, archive, parts.job_config, {node.NODE_SCRIPT_NAME: node.NODE_SCRIPT.encode()}
+                    )
+                    copy_folder(archive, store)  # a fresh folder per run: nothing to compare with
+                    continue
+                result = stage(upload.local, store)
+                if upload.variable:
+                    env[upload.variable] = env[upload.variable].replace(request.VERSION_AT_SUBMIT, result.version)
+        return create_job
 
     def wait_for_job(self, data_science: Any, job: Any, timeout: float = 120.0) -> None:
         """A job is usable once ACTIVE; container jobs usually are at once. `oci.wait_until` polls GetJob."""
@@ -405,8 +427,7 @@ class OCIProvider(Provider):
         if not current.artifacts:
             raise CloudDDPError(f"the job run {current.job_id} has no {request.OUTPUT_TAG} tag: not a cloudddp run?")
         bucket, namespace, prefix = validation.parse_work_dir(current.artifacts, "the run's output")
-        stager = OCIStager(self.clients().object_storage, namespace, bucket)
-        files = stager.download_prefix(prefix, destination)
+        files = self.store(self.clients(), namespace, bucket, prefix).download(Path(destination))
         if not files:
             raise CloudDDPError(
                 f"{current.artifacts} is empty (the job run is {current.state}); node 0 writes it when it exits."

@@ -7,7 +7,7 @@ mount of the work dir, so the container needs no SDK and no credentials):
     oci://bucket@namespace/<prefix>/<name>/         mounted at /mnt/cloudddp
       runs/<stamp>/sourcedir.tar.gz                 pack_source(): script + bundled launcher
       runs/<stamp>/output/                          node 0's model folder, logs/node-<rank>.log
-      inputs/<channel>/                             local input folders, staged (MD5-skipped)
+      inputs/<channel>/v-<content hash>/            local input folders, staged as versions (staging/engine.py)
 
 `oci://` inputs, an `oci://` output and an `oci://` checkpoint get a mount each. Every
 node runs `node.ENTRYPOINT`: it unpacks the archive onto the node's block volume and runs
@@ -37,6 +37,10 @@ PROJECT_VARIABLES = ("PROJECT_OCID", "CLOUDDDP_OCI_PROJECT_ID")
 OUTPUT_TAG = "cloudddp-output"
 NODES_TAG = "cloudddp-nodes"
 RUN_ID_PLACEHOLDER = "<id returned by create_job>"
+# A staged folder is read at the version `submit` publishes (`inputs/<channel>/v-<content hash>`, see
+# cloudddp.staging.engine); the hash is only known once the data is read, so the dry run says so. As long
+# as a real version name (v- and 16 hex digits): the environment's size limit is checked on the real length.
+VERSION_AT_SUBMIT = "v-<hash-at-submit>"
 
 
 @dataclass
@@ -64,6 +68,7 @@ class Upload:
     local: str
     prefix: str
     kind: str  # "archive" or "folder"
+    variable: str | None = None  # a folder: the job's variable whose VERSION_AT_SUBMIT submit fills in
 
 
 @dataclass
@@ -174,8 +179,9 @@ def data_paths(spec: JobSpec, work: Mount, stamp: str, run_prefix: str) -> DataP
             mounts.append(mount)
             env[f"CLOUDDDP_CHANNEL_{channel.upper()}"] = mount.path
         else:
-            uploads.append(Upload(str(Path(where).resolve()), f"{work.prefix}/inputs/{channel}", "folder"))
-            env[f"CLOUDDDP_CHANNEL_{channel.upper()}"] = f"{work.path}/inputs/{channel}"
+            variable = f"CLOUDDDP_CHANNEL_{channel.upper()}"
+            uploads.append(Upload(str(Path(where).resolve()), f"{work.prefix}/inputs/{channel}", "folder", variable))
+            env[variable] = f"{work.path}/inputs/{channel}/{VERSION_AT_SUBMIT}"
     if spec.output:
         output = mount_for(spec.output, "cloudddp-output", "output")
         mounts.append(output)
@@ -315,7 +321,10 @@ def describe_plan(parts: Parts) -> dict[str, Any]:
         if upload.kind == "archive":
             target, what = f"{upload.prefix}/{ARCHIVE_NAME}", "source archive with the cloudddp launcher"
         else:
-            target, what = f"{upload.prefix}/", "input folder (objects with the same MD5 are skipped)"
+            target, what = (
+                f"{upload.prefix}/{VERSION_AT_SUBMIT}/",
+                "input folder, published as a version (nothing deleted)",
+            )
         stage.append({"from": upload.local, "to": f"{location}/{target}", "what": what})
     plan: dict[str, Any] = {
         "stage": stage,

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import datetime as dt
 import io
+import json
 import os
 import sys
 import tarfile
@@ -31,7 +32,7 @@ from cloudddp.providers.oci import provider as oci_provider
 from cloudddp.providers.oci.provider import OCIProvider
 from cloudddp.session import run_job
 from cloudddp.spec import build_spec
-from cloudddp.staging.oci_store import OCIStager
+from cloudddp.staging.manifest import MANIFEST_NAME
 
 REPO = Path(__file__).resolve().parents[3]
 QUICK = REPO / "tests" / "providers" / "oci" / "quick_sources"
@@ -129,21 +130,43 @@ def test_launch_sends_one_signed_create_job_and_one_create_job_run_in_camel_case
     assert job_call.headers.get("opc-retry-token") and run_call.headers.get("opc-retry-token")
 
 
+def node_env(create_job: Any) -> dict[str, str]:
+    """The environment of the job's one node group, from a CreateJob body as the service received it."""
+    (group,) = create_job["jobNodeConfigurationDetails"]["jobNodeGroupConfigurationDetailsList"]
+    return dict(group["jobConfigurationDetails"]["environmentVariables"])
+
+
+def staged_version(server: FakeOCI, prefix: str) -> str:
+    """The version the manifest under `prefix` publishes (written by the staging engine)."""
+    return str(json.loads(server.objects[("ns", "bkt", f"{prefix}/{MANIFEST_NAME}")].data)["version"])
+
+
+INPUTS = "cloudddp/cloudddp-job/inputs/train"
+DATA_FILES = ("train/a/1.png", "train/a/2.png", "train/b/1.png", "val/a/1.png")
+
+
 def test_the_archive_and_the_inputs_are_staged_where_the_job_mounts_them(
     server: FakeOCI, config: Path, data: Path
 ) -> None:
     provider = make_provider(server, config)
     job_request = provider.render(make_spec(data))
+    (group,) = job_request.parts.create_job.job_node_configuration_details.job_node_group_configuration_details_list
+    rendered = group.job_configuration_details.environment_variables  # the dry run: the version is not known yet
+    assert rendered["CLOUDDDP_CHANNEL_TRAIN"] == "/mnt/cloudddp/inputs/train/v-<hash-at-submit>"
     provider.submit(job_request)
-    env = job_request.parts.create_job.job_node_configuration_details.job_node_group_configuration_details_list[0]
-    env = env.job_configuration_details.environment_variables
+    (job_call,) = server.calls("POST", r"^/20190101/jobs$")
+    env = node_env(job_call.body)
     archive_name = "cloudddp/cloudddp-job/" + env["CLOUDDDP_SOURCE"].removeprefix("/mnt/cloudddp/")
     names = server.object_names()
     assert archive_name in names
-    assert {n for n in names if "/inputs/" in n} == {
-        f"cloudddp/cloudddp-job/inputs/train/{p}"
-        for p in ("train/a/1.png", "train/a/2.png", "train/b/1.png", "val/a/1.png")
+    version = staged_version(server, INPUTS)
+    # The job reads the published version; the manifest naming it was written after every object of it.
+    assert env["CLOUDDDP_CHANNEL_TRAIN"] == f"/mnt/cloudddp/inputs/train/{version}"
+    assert {n for n in names if "/inputs/" in n} == {f"{INPUTS}/{version}/{p}" for p in DATA_FILES} | {
+        f"{INPUTS}/{MANIFEST_NAME}"
     }
+    input_puts = [c.path for c in server.calls("PUT") if "/inputs/" in c.path]
+    assert input_puts[-1].endswith(f"/{INPUTS}/{MANIFEST_NAME}")
     with tarfile.open(fileobj=io.BytesIO(server.objects[("ns", "bkt", archive_name)].data)) as tar:
         members = tar.getnames()
         job_config = tar.extractfile("cloudddp_job.json").read().decode()  # type: ignore[union-attr]
@@ -151,43 +174,56 @@ def test_the_archive_and_the_inputs_are_staged_where_the_job_mounts_them(
     assert '"entry_point": "quick_train.py"' in job_config
 
 
-def test_a_second_launch_uploads_only_what_changed(server: FakeOCI, config: Path, data: Path) -> None:
+def test_a_second_launch_publishes_a_new_version_beside_the_old_and_deletes_nothing(
+    server: FakeOCI, config: Path, data: Path
+) -> None:
     provider = make_provider(server, config)
     spec = make_spec(data)
     provider.submit(provider.render(spec))
-    puts_before = len(server.calls("PUT"))
+    first = staged_version(server, INPUTS)
+    first_objects = {n: server.objects[("ns", "bkt", n)].data for n in server.object_names() if f"/{first}/" in n}
     (data / "train/a/2.png").write_bytes(b"changed")
     (data / "val/a/1.png").unlink()
     time.sleep(1.1)  # a new run folder (the stamp has one-second resolution)
+    calls_before = len(server.calls())
     provider.submit(provider.render(spec))
-    new_puts = [r.path for r in server.calls("PUT")[puts_before:]]
-    assert len(new_puts) == 2 and new_puts[0].endswith("sourcedir.tar.gz")
-    assert any(p.endswith("/inputs/train/train/a/2.png") for p in new_puts)
-    (deleted,) = server.calls("DELETE")
-    assert deleted.path.endswith("/inputs/train/val/a/1.png")
+    second = staged_version(server, INPUTS)
+    assert second != first
+    new_puts = [c.path for c in server.calls()[calls_before:] if c.method == "PUT"]
+    assert new_puts[0].endswith("sourcedir.tar.gz")
+    # Object Storage has no cheap copy (CopyObject is an asynchronous work request): the new version is uploaded.
+    assert sorted(p.split(f"/{second}/")[1] for p in new_puts if f"/{second}/" in p) == [
+        "train/a/1.png", "train/a/2.png", "train/b/1.png"]  # fmt: skip
+    assert not server.calls("DELETE")  # a job still running on the first version keeps reading it
+    assert {n: server.objects[("ns", "bkt", n)].data for n in server.object_names() if f"/{first}/" in n} == (
+        first_objects
+    )
+    (_, job_call) = server.calls("POST", r"^/20190101/jobs$")
+    assert node_env(job_call.body)["CLOUDDDP_CHANNEL_TRAIN"] == f"/mnt/cloudddp/inputs/train/{second}"
+    calls_before = len(server.calls())
+    time.sleep(1.1)
+    provider.submit(provider.render(spec))  # unchanged data: only the new run's archive is written
+    third_writes = [c.path for c in server.calls()[calls_before:] if c.is_write and "/n/" in c.path]
+    assert len(third_writes) == 1 and third_writes[0].endswith("sourcedir.tar.gz")
 
 
-def test_large_files_go_up_in_parallel_parts_and_are_skipped_by_their_multipart_md5(
+def test_large_inputs_go_up_in_parallel_parts_verified_by_their_multipart_md5(
     server: FakeOCI, config: Path, tmp_path: Path
 ) -> None:
     folder = tmp_path / "big"
     folder.mkdir()
-    (folder / "weights.bin").write_bytes(bytes(range(256)) * 4096 * 3 + b"tail")  # 3 MiB + 4 bytes
+    weights = bytes(range(256)) * 4096 * 3 + b"tail"  # 3 MiB + 4 bytes
+    (folder / "weights.bin").write_bytes(weights)
     (folder / "small.txt").write_text("hello")
-    client = make_provider(server, config).clients().object_storage
-    stager = OCIStager(client, "ns", "bkt", part_size=1024 * 1024)
-    report = stager.stage_path(folder, "staging/big")
-    assert len(report.uploaded) == 2 and report.bytes_uploaded == 3 * 1024 * 1024 + 4 + 5
-    assert len(server.calls("POST", r"/u$")) == 1  # create multipart upload
-    assert len(server.calls("PUT", r"/u/staging/big/weights.bin$")) == 4  # four parts
-    assert server.objects[("ns", "bkt", "staging/big/weights.bin")].multipart_md5.endswith("-4")
-    writes = len(server.writes())
-    again = stager.stage_path(folder, "staging/big")
-    assert (again.uploaded, len(again.skipped)) == ([], 2)
-    assert len(server.writes()) == writes  # nothing written the second time
-    other_parts = OCIStager(client, "ns", "bkt", part_size=2 * 1024 * 1024)
-    assert other_parts.stage_path(folder, "staging/big").uploaded == []  # checked through the cloudddp-md5 metadata
-    assert server.calls("HEAD", r"weights.bin$")
+    spec = make_spec(folder)
+    provider = make_provider(server, config, part_size=1024 * 1024)
+    provider.submit(provider.render(spec))
+    version = staged_version(server, INPUTS)
+    name = f"{INPUTS}/{version}/weights.bin"
+    assert len(server.calls("POST", r"/u$")) == 1  # one multipart upload: the archive and small.txt are single PUTs
+    assert len(server.calls("PUT", rf"/u/{name}$")) == 4  # four parts
+    assert server.objects[("ns", "bkt", name)].multipart_md5.endswith("-4")
+    assert server.objects[("ns", "bkt", name)].data == weights
 
 
 def test_following_shows_states_node_groups_and_each_line_once(server: FakeOCI, config: Path, data: Path) -> None:

@@ -64,7 +64,7 @@ def test_render_builds_one_multi_node_job_with_the_sdk_model_classes(tmp_path: P
     assert container.cmd == ["--epochs", "1"]
     env = group.job_configuration_details.environment_variables
     assert env["CLOUDDDP_SOURCE"].startswith("/mnt/cloudddp/runs/") and env["CLOUDDDP_SOURCE"].endswith(".tar.gz")
-    assert env["CLOUDDDP_CHANNEL_TRAIN"] == "/mnt/cloudddp/inputs/train"
+    assert env["CLOUDDDP_CHANNEL_TRAIN"] == "/mnt/cloudddp/inputs/train/v-<hash-at-submit>"  # filled in by submit
     (mount,) = job.job_storage_mount_configuration_details_list
     assert isinstance(mount, oci.data_science.models.ObjectStorageMountConfigurationDetails)
     assert (mount.bucket, mount.namespace, mount.prefix, mount.destination_directory_name) == (
