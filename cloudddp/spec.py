@@ -151,7 +151,13 @@ def deep_merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]
 
 
 def describe_errors(error: ValidationError, origin: str) -> str:
-    """Pydantic's errors as one paragraph: field location, message, offending value."""
+    """A job spec's errors as one paragraph naming where the spec came from."""
+    return f"invalid job spec in {origin}: {describe_fields(error)}."
+
+
+def describe_fields(error: ValidationError) -> str:
+    """Pydantic's errors as `field.path: message (got value)`, joined by "; " (the one translator:
+    the job spec and the ADS train.yaml models both render their errors with it)."""
     parts = []
     for item in error.errors():
         location = ".".join(str(p) for p in item["loc"]) or "(top level)"
@@ -161,7 +167,7 @@ def describe_errors(error: ValidationError, origin: str) -> str:
         value = item.get("input")
         shown = "" if item["type"] == "missing" else f" (got {value!r})"
         parts.append(f"{location}: {message}{shown}")
-    return f"invalid job spec in {origin}: " + "; ".join(parts) + "."
+    return "; ".join(parts)
 
 
 def read_yaml(path: Path) -> dict[str, Any]:

@@ -1,13 +1,24 @@
 """Oracle ADS `opctl` distributed-training YAML (`kind: distributed`) as a cloudddp job spec.
 
-How ADS reads the file, from oracle/accelerated-data-science at
-0e785b9fd36fb354019e0924b94ac2b0ec6f235a (`ads/opctl/config/yaml_parsers/distributed/yaml_parser.py`,
-`ads/opctl/distributed/common/cluster_config_helper.py`, `ads/opctl/backend/ads_ml_job.py`
-`MLJobDistributedBackend.prepare_job_config` and `run`), and what cloudddp does:
+The file is read into pydantic models named by the YAML's own camelCase fields (`TrainYaml`,
+`spec.infrastructure.spec.shapeName`, `spec.cluster.spec.worker.replicas`, ...), then turned into
+the dict `cloudddp.spec.build_spec` takes. How ADS reads the file, from oracle/accelerated-data-science
+at 0e785b9fd36fb354019e0924b94ac2b0ec6f235a: `ads/opctl/config/yaml_parsers/distributed/yaml_parser.py`
+and `yaml_parsers/base.py` (`DistributedSpecParser`, `translate_config`),
+`ads/opctl/backend/ads_ml_job.py` (`MLJobDistributedBackend.prepare_job_config` and `run`),
+`ads/jobs/builders/infrastructure/dsc_job.py` (`DataScienceJob.attribute_map`, `standardize_spec`),
+and the field list of its documented schema, `docs/source/yaml_schema/jobs/distributed.yaml`.
 
+- Unknown keys: ADS reads every field by name (`.get`) and never validates the file (the parser's
+  own "TODO: validate yamlInput"), so a key it does not know is ignored. cloudddp ignores it too,
+  and warns, naming it (a misspelt `shapeNmae` would otherwise pass unseen).
+- Fields ADS knows but cloudddp cannot honour (`ps`, `startOptions`, `storageMount`, git runtimes,
+  ...) are errors naming the field and saying why (the `FIELDS` table), never silently dropped.
+- `spec.infrastructure.spec` also takes the SDK's snake_case names (`shape_name`), as ADS's
+  `DataScienceJob.standardize_spec` does.
 - Nodes: ADS starts one main job run whatever `main.replicas` says (it warns above 1), and
-  `worker.replicas or 1` worker runs when a `worker` section exists (so `replicas: 0` still
-  gives one worker), none without one. cloudddp counts the same way and warns in both cases.
+  `worker.replicas or 1` worker runs when a non-empty `worker` section exists (so `replicas: 0`
+  still gives one worker), none without one. cloudddp counts the same way and warns in both cases.
 - Job name: `cluster.spec.name`, else `infrastructure.spec.displayName` (ADS); cloudddp falls
   back to the top-level `spec.name`, which ADS never reads, and warns when it does, or when
   the name must change to be a cloudddp name (letters, digits, hyphens).
@@ -15,19 +26,23 @@ How ADS reads the file, from oracle/accelerated-data-science at
 - Environment: `cluster.spec.config.env`, then `main`/`worker` `config.env` (ADS sets these per
   job run), then `runtime.spec.env`. cloudddp runs one node group, so main and worker must agree.
 
-`FIELDS` lists every ADS field and what cloudddp does with it (the README's table says the
-same). Fields cloudddp cannot honour are errors naming them, never silently dropped. Errors
-about a value read from the file name the file's own field (`compartmentId`), also when the
-check runs later at render (`source_of`). No `oci` import here: reading a spec needs no SDK.
+Errors are pydantic's, rendered by `cloudddp.spec.describe_fields` (the job spec's renderer) with
+the YAML's own field path and value. Errors about a value read from the file name the file's own
+field (`compartmentId`) also when the check runs later at render (`source_of`). No `oci` import
+here: reading a spec needs no SDK.
 """
 
 from __future__ import annotations
 
 import re
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Literal
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic.alias_generators import to_camel
+from pydantic_core import PydanticCustomError
 
 from cloudddp.errors import CloudDDPError
 
@@ -74,20 +89,8 @@ FIELDS: dict[str, str] = {
         "error: cloudddp ships the folder that holds the YAML instead"
     ),
 }
-INFRASTRUCTURE_FIELDS = {
-    "projectId": "project_id",
-    "compartmentId": "compartment_id",
-    "logGroupId": "log_group_id",
-    "logId": "log_id",
-    "subnetId": "subnet_id",
-    "shapeName": "shape",
-    "blockStorageSize": "block_storage_gb",
-}
-INFRASTRUCTURE_OTHER = {"displayName", "shapeConfigDetails"}
-CLUSTER_FIELDS = {"image", "workDir", "config", "main", "worker", "name", "ephemeral"}
-CONFIG_FIELDS = {"env"}
-RUNTIME_FIELDS = {"entryPoint", "args", "env"}
-ROLE_FIELDS = {"name", "replicas", "config", "image"}
+
+
 INFRASTRUCTURE_PATH = "spec.infrastructure.spec"
 
 # (oci field, value) -> (ADS field, file) it was read from: lets later checks name the YAML's field.
@@ -104,32 +107,288 @@ def print_warning(message: str) -> None:
     print(f"cloudddp: warning: {message}", file=sys.stderr)
 
 
-def mapping(value: Any, where: str, origin: str) -> dict[str, Any]:
-    if value is None:
-        return {}
-    if not isinstance(value, dict):
-        raise CloudDDPError(f"{origin}: {where} must be a mapping, got {type(value).__name__}.")
-    return value
+def refused(field: str) -> AfterValidator:
+    """A field ADS knows and cloudddp cannot honour: an error saying why (FIELDS[field]) when it is set.
+
+    Empty values pass: ADS does nothing with them either (`if not worker: return None`).
+    """
+    reason = FIELDS[field].removeprefix("error: ")
+
+    def refuse(value: Any) -> None:
+        if value:
+            raise PydanticCustomError(
+                "ads_refused", "cloudddp does not support this ADS field: {reason}", {"reason": reason}
+            )
+
+    return AfterValidator(refuse)
 
 
-def reject_unknown(section: dict[str, Any], known: set[str], where: str, origin: str) -> None:
-    unknown = sorted(set(section) - known)
-    if unknown:
-        raise CloudDDPError(
-            f"{origin}: {where} has field(s) {', '.join(unknown)} that cloudddp does not support for ADS specs "
-            f"(supported: {', '.join(sorted(known))}). Remove them, or write a cloudddp job spec; the README's ADS "
-            f"table says what each field becomes."
-        )
+NotMultiNode = Annotated[Any, refused("spec.infrastructure.spec.jobType / jobInfrastructureType")]
+StorageMount = Annotated[Any, refused("spec.infrastructure.spec.storageMount")]
+Tags = Annotated[Any, refused("spec.infrastructure.spec.freeformTags / definedTags")]
+StartOptions = Annotated[Any, refused("spec.cluster.spec.config.startOptions")]
+NotPyTorchDDP = Annotated[Any, refused("spec.cluster.spec.ps / certificate")]
+NotThisFolder = Annotated[
+    Any, refused("spec.runtime.spec.kwargs / uri / branch / commit / gitSecretId / codeDir / pythonPath")
+]
+Ignored = Any  # read by ADS, without effect on the job (kind/apiVersion of a section)
 
 
-def env_list(value: Any, where: str, origin: str) -> dict[str, str]:
-    """ADS `env: [{name, value}]` as a dict (values as strings, like the job receives them)."""
-    result: dict[str, str] = {}
-    for item in value or []:
-        if not isinstance(item, dict) or "name" not in item:
-            raise CloudDDPError(f"{origin}: {where} entries must be {{name: ..., value: ...}}, got {item!r}.")
-        result[str(item["name"])] = "" if item.get("value") is None else str(item["value"])
-    return result
+class AdsSection(BaseModel):
+    """A part of ADS's distributed spec, its fields named as in the YAML (camelCase).
+
+    Unknown keys are kept (extra="allow") only to be named in a warning: ADS ignores them.
+    """
+
+    model_config = ConfigDict(alias_generator=to_camel, extra="allow", frozen=True)
+
+    def unknown_fields(self, path: str) -> Iterator[str]:
+        """The YAML paths of keys ADS does not know, in this section and the ones inside it."""
+        for key in self.model_extra or {}:
+            yield f"{path}{key}"
+        for name, field in type(self).model_fields.items():
+            value = getattr(self, name)
+            inside = f"{path}{field.alias or name}"
+            if isinstance(value, AdsSection):
+                yield from value.unknown_fields(f"{inside}.")
+            elif isinstance(value, list):
+                for index, item in enumerate(value):
+                    if isinstance(item, AdsSection):
+                        yield from item.unknown_fields(f"{inside}.{index}.")
+
+
+class EnvVar(AdsSection):
+    """One `env: [{name, value}]` entry (ADS's `translate_config`); the job receives the value as text."""
+
+    name: str
+    value: str | int | float | bool | None = None
+
+
+def env_dict(entries: list[EnvVar] | None) -> dict[str, str]:
+    return {entry.name: "" if entry.value is None else str(entry.value) for entry in entries or []}
+
+
+class NodeConfig(AdsSection):
+    """`config:` of the cluster and of each role (`translate_config` reads `env` and `startOptions`)."""
+
+    env: list[EnvVar] | None = None
+    start_options: StartOptions = None
+
+
+class Role(AdsSection):
+    """`cluster.spec.main` / `cluster.spec.worker` (`parse_main`, `parse_worker_params`)."""
+
+    name: Ignored = None  # ADS names job runs after it; cloudddp runs one job run
+    replicas: int | None = Field(default=None, strict=True, ge=0)
+    image: str | None = None
+    config: NodeConfig | None = None
+
+
+class ClusterSpec(AdsSection):
+    name: str | None = None
+    image: str | None = None
+    work_dir: str | None = None
+    ephemeral: Any = None
+    config: NodeConfig | None = None
+    main: Role
+    worker: Role | None = None
+    ps: NotPyTorchDDP = None
+    certificate: NotPyTorchDDP = None
+
+    @field_validator("worker", mode="before")
+    @classmethod
+    def _empty_worker_is_none(cls, value: Any) -> Any:
+        return value or None  # ADS's parse_worker: `if not worker: return None`
+
+    def node_count(self, origin: str, warn: Warn) -> int:
+        """1 main + (`worker.replicas or 1` if there is a worker section), as ADS starts its job runs."""
+        where = f"{origin}: spec.cluster.spec"
+        if self.main.replicas and self.main.replicas > 1:
+            warn(
+                f"{where}.main.replicas is {self.main.replicas}; ADS runs one main node (and warns), and so does cloudddp."
+            )
+        if self.worker is None:
+            return 1
+        if self.worker.replicas == 0:
+            warn(
+                f"{where}.worker.replicas is 0; ADS reads it as 1 (`replicas or 1`), so this is 2 nodes, as "
+                f"with ADS. Remove the worker section for a single node."
+            )
+        return 1 + (self.worker.replicas or 1)
+
+    def chosen_image(self, origin: str) -> str | None:
+        """cluster.spec.image, else main.image, else worker.image (ADS); one node group runs one image."""
+        roles = {"main": self.main.image, "worker": self.worker.image if self.worker else None}
+        chosen = self.image or roles["main"] or roles["worker"]
+        for role, image in roles.items():
+            if image and image != chosen:
+                raise CloudDDPError(
+                    f"{origin}: spec.cluster.spec.{role}.image is {image!r} but the job runs {chosen!r}; cloudddp "
+                    f"runs one node group, so every node runs one image."
+                )
+        return chosen
+
+    def environment(self, origin: str) -> dict[str, str]:
+        """The cluster's variables, then the roles' (which must agree: one node group)."""
+        main = env_dict(self.main.config.env if self.main.config else None)
+        worker = env_dict(self.worker.config.env if self.worker and self.worker.config else None)
+        if self.worker is not None:
+            for key in sorted(set(main) | set(worker)):
+                if main.get(key) != worker.get(key):
+                    raise CloudDDPError(
+                        f"{origin}: {key} differs between main ({main.get(key)!r}) and worker ({worker.get(key)!r}); "
+                        f"cloudddp runs one node group, so every node gets the same environment."
+                    )
+        return {**env_dict(self.config.env if self.config else None), **main, **worker}
+
+
+class Cluster(AdsSection):
+    kind: str | None = None
+    api_version: Ignored = None
+    spec: ClusterSpec
+
+    @field_validator("kind")
+    @classmethod
+    def _pytorch(cls, value: str | None) -> str | None:
+        if str(value).upper() != "PYTORCH":  # ADS accepts either case (its schema lists pytorch and PYTORCH)
+            raise PydanticCustomError(
+                "ads_cluster_kind",
+                "cloudddp runs PyTorch DDP (kind: PYTORCH); Dask, TensorFlow and Horovod clusters stay with ADS",
+            )
+        return value
+
+
+class ShapeConfig(AdsSection):
+    ocpus: float | None = None
+    memory_in_gbs: float | None = Field(default=None, alias="memoryInGBs")
+
+
+# dsc_job.py DataScienceJob: attribute_map + shape_config_details_attribute_map (camelCase -> snake_case), and
+# the snake_case names of payload_attribute_map; `standardize_spec` renames the snake_case keys to camelCase.
+ADS_INFRASTRUCTURE_NAMES = {
+    "projectId": "project_id", "compartmentId": "compartment_id", "displayName": "display_name",
+    "jobType": "job_type", "jobInfrastructureType": "job_infrastructure_type", "shapeName": "shape_name",
+    "blockStorageSize": "block_storage_size", "subnetId": "subnet_id", "shapeConfigDetails": "shape_config_details",
+    "logId": "log_id", "logGroupId": "log_group_id", "storageMount": "storage_mount", "freeformTags": "freeform_tags",
+    "definedTags": "defined_tags", "memoryInGBs": "memory_in_gbs", "ocpus": "ocpus",
+}  # fmt: skip
+ADS_PAYLOAD_NAMES = {"block_storage_size_in_gbs": "blockStorageSize", "job_shape_config_details": "shapeConfigDetails"}
+
+
+def standardize_spec(spec: dict[str, Any]) -> dict[str, Any]:
+    """ADS's `DataScienceJob.standardize_spec`: snake_case keys (any case) become their camelCase names."""
+    snake_to_camel = {snake: camel for camel, snake in ADS_INFRASTRUCTURE_NAMES.items()} | ADS_PAYLOAD_NAMES
+    renamed = dict(spec)
+    for key in list(renamed):
+        if key not in ADS_INFRASTRUCTURE_NAMES and key.lower() in snake_to_camel:
+            value = renamed.pop(key)
+            renamed[snake_to_camel[key.lower()]] = standardize_spec(value) if isinstance(value, dict) else value
+    return renamed
+
+
+class InfrastructureSpec(AdsSection):
+    project_id: str | None = None
+    compartment_id: str | None = None
+    display_name: str | None = None
+    log_group_id: str | None = None
+    log_id: str | None = None
+    subnet_id: str | None = None
+    shape_name: str | None = None
+    block_storage_size: int | None = None
+    shape_config_details: ShapeConfig | None = None
+    job_type: NotMultiNode = None
+    job_infrastructure_type: NotMultiNode = None
+    storage_mount: StorageMount = None
+    freeform_tags: Tags = None
+    defined_tags: Tags = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _snake_case_names(cls, data: Any) -> Any:
+        return standardize_spec(data) if isinstance(data, dict) else data
+
+    def oci_settings(self) -> dict[str, tuple[Any, str]]:
+        """oci.<field> -> (value, the YAML field it came from), for the fields that are set."""
+        shape = self.shape_config_details or ShapeConfig()
+        found = {
+            "project_id": (self.project_id, "projectId"), "compartment_id": (self.compartment_id, "compartmentId"),
+            "log_group_id": (self.log_group_id, "logGroupId"), "log_id": (self.log_id, "logId"),
+            "subnet_id": (self.subnet_id, "subnetId"), "shape": (self.shape_name, "shapeName"),
+            "block_storage_gb": (self.block_storage_size, "blockStorageSize"),
+            "ocpus": (shape.ocpus, "shapeConfigDetails.ocpus"),
+            "memory_in_gbs": (shape.memory_in_gbs, "shapeConfigDetails.memoryInGBs"),
+        }  # fmt: skip
+        return {field: (value, f"{INFRASTRUCTURE_PATH}.{where}") for field, (value, where) in found.items()
+                if value is not None}  # fmt: skip
+
+
+class Infrastructure(AdsSection):
+    kind: Ignored = None
+    api_version: Ignored = None
+    type: Literal["dataScienceJob"] = "dataScienceJob"
+    spec: InfrastructureSpec = InfrastructureSpec()
+
+
+class RuntimeSpec(AdsSection):
+    entry_point: str
+    args: list[str | int | float | bool] | None = None
+    env: list[EnvVar] | None = None
+    kwargs: NotThisFolder = None
+    uri: NotThisFolder = None
+    branch: NotThisFolder = None
+    commit: NotThisFolder = None
+    git_secret_id: NotThisFolder = None
+    code_dir: NotThisFolder = None
+    python_path: NotThisFolder = None
+    type: Ignored = None  # in ADS's documented schema, read by none of its code (parse_runtime reads runtime.type)
+
+
+class Runtime(AdsSection):
+    kind: Literal["python"] = "python"
+    api_version: Ignored = None
+    type: NotThisFolder = None  # ADS's git runtime (`runtime.type`)
+    spec: RuntimeSpec
+
+
+class Spec(AdsSection):
+    name: str | None = None  # not read by ADS; cloudddp's last choice for the job name
+    infrastructure: Infrastructure = Infrastructure()
+    cluster: Cluster
+    runtime: Runtime
+
+
+class TrainYaml(AdsSection):
+    """An ADS `kind: distributed` file (ADS's documented schema: docs/source/yaml_schema/jobs/distributed.yaml)."""
+
+    kind: Literal["distributed"]
+    api_version: Literal["v1.0"] | None = None
+    spec: Spec
+
+    def job_name(self, origin: str, warn: Warn) -> str:
+        name = self.spec.cluster.spec.name or self.spec.infrastructure.spec.display_name
+        if not name and self.spec.name:
+            name = self.spec.name
+            warn(
+                f"{origin}: the job is named after spec.name {name!r}, which ADS does not read (it uses "
+                f"spec.cluster.spec.name, else {INFRASTRUCTURE_PATH}.displayName)."
+            )
+        chosen = label(name or "cloudddp-job")
+        if name and chosen != name:
+            warn(f"{origin}: the job name {name!r} becomes {chosen!r} (cloudddp names are letters, digits, hyphens).")
+        return chosen
+
+    def oci_settings(self, origin: str) -> dict[str, Any]:
+        """The `oci:` section, remembering where each value came from (`source_of`)."""
+        cluster = self.spec.cluster.spec
+        found = self.spec.infrastructure.spec.oci_settings()
+        image = cluster.chosen_image(origin)
+        if image:
+            found["image"] = (image, "spec.cluster.spec.image")
+        if cluster.work_dir:
+            found["work_dir"] = (cluster.work_dir, "spec.cluster.spec.workDir")
+        for field, (value, where) in found.items():
+            _SOURCES[(field, str(value))] = (where, origin)
+        return {field: value for field, (value, _) in found.items()}
 
 
 def label(value: str) -> str:
@@ -138,136 +397,24 @@ def label(value: str) -> str:
     return cleaned or "cloudddp-job"
 
 
-def count(role: dict[str, Any], where: str, origin: str) -> int | None:
-    value = role.get("replicas")
-    if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 0):
-        raise CloudDDPError(f"{origin}: {where}.replicas must be a whole number >= 0, got {value!r}.")
-    return value
+def read_train_yaml(data: dict[str, Any], origin: str, warn: Warn = print_warning) -> TrainYaml:
+    """The file's fields as ADS reads them; unknown keys warned about and ignored, as ADS ignores them."""
+    from cloudddp.spec import describe_fields
 
-
-def node_count(cluster_spec: dict[str, Any], origin: str, warn: Warn) -> int:
-    """1 main + (`worker.replicas or 1` if there is a worker section), as ADS starts its job runs."""
-    where = "spec.cluster.spec"
-    if cluster_spec.get("main") is None:
-        raise CloudDDPError(f"{origin}: {where}.main is required (ADS needs it too): the main node, rank 0.")
-    main = count(mapping(cluster_spec["main"], f"{where}.main", origin), f"{where}.main", origin)
-    if main and main > 1:
-        warn(f"{origin}: {where}.main.replicas is {main}; ADS runs one main node (and warns), and so does cloudddp.")
-    if not cluster_spec.get("worker"):
-        return 1
-    workers = count(mapping(cluster_spec["worker"], f"{where}.worker", origin), f"{where}.worker", origin)
-    if workers == 0:
-        warn(
-            f"{origin}: {where}.worker.replicas is 0; ADS reads it as 1 (`replicas or 1`), so this is 2 nodes, as "
-            f"with ADS. Remove the worker section for a single node."
-        )
-    return 1 + (workers or 1)
-
-
-def job_name(spec: dict[str, Any], cluster_spec: dict[str, Any], infra: dict[str, Any], origin: str, warn: Warn) -> str:
-    name = cluster_spec.get("name") or infra.get("displayName")
-    if not name and spec.get("name"):
-        name = spec["name"]
-        warn(
-            f"{origin}: the job is named after spec.name {name!r}, which ADS does not read (it uses "
-            f"spec.cluster.spec.name, else {INFRASTRUCTURE_PATH}.displayName)."
-        )
-    chosen = label(str(name or "cloudddp-job"))
-    if name and chosen != str(name):
-        warn(f"{origin}: the job name {str(name)!r} becomes {chosen!r} (cloudddp names are letters, digits, hyphens).")
-    return chosen
-
-
-def image_of(cluster_spec: dict[str, Any], origin: str) -> str | None:
-    """cluster.spec.image, else main.image, else worker.image (ADS); one node group runs one image."""
-    roles = {role: (cluster_spec.get(role) or {}).get("image") for role in ("main", "worker")}
-    chosen = cluster_spec.get("image") or roles["main"] or roles["worker"]
-    different = {role: image for role, image in roles.items() if image and image != chosen}
-    if different:
-        role, image = next(iter(different.items()))
+    try:
+        train = TrainYaml.model_validate(data)
+    except ValidationError as exc:
         raise CloudDDPError(
-            f"{origin}: spec.cluster.spec.{role}.image is {image!r} but the job runs {chosen!r}; cloudddp runs one "
-            f"node group, so every node runs one image."
+            f"{origin}: {describe_fields(exc)}. (An Oracle ADS train.yaml; the README's ADS table says what cloudddp "
+            f"does with each field.)"
+        ) from None
+    unknown = list(train.unknown_fields(""))
+    if unknown:
+        warn(
+            f"{origin}: {', '.join(unknown)}: not a field of ADS's distributed spec; ADS ignores unknown fields, "
+            f"and so does cloudddp (check the spelling)."
         )
-    return chosen
-
-
-def environment_of(cluster_spec: dict[str, Any], runtime_spec: dict[str, Any], origin: str) -> dict[str, str]:
-    where = "spec.cluster.spec"
-    config = mapping(cluster_spec.get("config"), f"{where}.config", origin)
-    reject_unknown(config, CONFIG_FIELDS, f"{where}.config", origin)
-    environment = env_list(config.get("env"), f"{where}.config.env", origin)
-    per_role: dict[str, dict[str, str]] = {}
-    for role in ("main", "worker"):
-        section = mapping(cluster_spec.get(role), f"{where}.{role}", origin)
-        reject_unknown(section, ROLE_FIELDS, f"{where}.{role}", origin)
-        role_config = mapping(section.get("config"), f"{where}.{role}.config", origin)
-        reject_unknown(role_config, CONFIG_FIELDS, f"{where}.{role}.config", origin)
-        per_role[role] = env_list(role_config.get("env"), f"{where}.{role}.config.env", origin)
-    if cluster_spec.get("worker"):
-        for key in sorted(set(per_role["main"]) | set(per_role["worker"])):
-            main, worker = per_role["main"].get(key), per_role["worker"].get(key)
-            if main != worker:
-                raise CloudDDPError(
-                    f"{origin}: {key} differs between main ({main!r}) and worker ({worker!r}); cloudddp runs one "
-                    f"node group, so every node gets the same environment."
-                )
-    environment.update(per_role["main"])
-    environment.update(per_role["worker"])
-    environment.update(env_list(runtime_spec.get("env"), "spec.runtime.spec.env", origin))
-    return environment
-
-
-def oci_settings(infra: dict[str, Any], cluster_spec: dict[str, Any], origin: str) -> dict[str, Any]:
-    """The `oci:` section, remembering where each value came from (`source_of`)."""
-    oci: dict[str, Any] = {}
-    sources: dict[str, str] = {}
-    for ads_name, field in INFRASTRUCTURE_FIELDS.items():
-        if infra.get(ads_name) is not None:
-            oci[field], sources[field] = infra[ads_name], f"{INFRASTRUCTURE_PATH}.{ads_name}"
-    shape_path = f"{INFRASTRUCTURE_PATH}.shapeConfigDetails"
-    shape_config = mapping(infra.get("shapeConfigDetails"), shape_path, origin)
-    reject_unknown(shape_config, {"ocpus", "memoryInGBs"}, shape_path, origin)
-    for ads_name, field in (("ocpus", "ocpus"), ("memoryInGBs", "memory_in_gbs")):
-        if shape_config.get(ads_name) is not None:
-            oci[field], sources[field] = shape_config[ads_name], f"{shape_path}.{ads_name}"
-    image = image_of(cluster_spec, origin)
-    if image:
-        oci["image"], sources["image"] = image, "spec.cluster.spec.image"
-    if cluster_spec.get("workDir"):
-        oci["work_dir"], sources["work_dir"] = str(cluster_spec["workDir"]), "spec.cluster.spec.workDir"
-    for field, where in sources.items():
-        _SOURCES[(field, str(oci[field]))] = (where, origin)
-    return oci
-
-
-def sections(data: dict[str, Any], origin: str) -> tuple[dict[str, Any], ...]:
-    """(spec, infrastructure.spec, cluster.spec, runtime.spec), each checked for fields cloudddp cannot honour."""
-    api = data.get("apiVersion")
-    if api not in (None, "v1.0"):
-        raise CloudDDPError(f"{origin}: apiVersion {api!r}; cloudddp reads ADS distributed specs v1.0.")
-    spec = mapping(data.get("spec"), "spec", origin)
-    infrastructure = mapping(spec.get("infrastructure"), "spec.infrastructure", origin)
-    infra_type = infrastructure.get("type", "dataScienceJob")
-    if infra_type != "dataScienceJob":
-        raise CloudDDPError(f"{origin}: spec.infrastructure.type is {infra_type!r}; cloudddp runs dataScienceJob.")
-    infra = mapping(infrastructure.get("spec"), INFRASTRUCTURE_PATH, origin)
-    reject_unknown(infra, set(INFRASTRUCTURE_FIELDS) | INFRASTRUCTURE_OTHER, INFRASTRUCTURE_PATH, origin)
-    cluster = mapping(spec.get("cluster"), "spec.cluster", origin)
-    if str(cluster.get("kind", "")).upper() != "PYTORCH":
-        raise CloudDDPError(
-            f"{origin}: spec.cluster.kind is {cluster.get('kind')!r}; cloudddp runs PyTorch DDP (kind: PYTORCH). "
-            f"Dask, TensorFlow and Horovod clusters stay with ADS."
-        )
-    cluster_spec = mapping(cluster.get("spec"), "spec.cluster.spec", origin)
-    reject_unknown(cluster_spec, CLUSTER_FIELDS, "spec.cluster.spec", origin)
-    runtime = mapping(spec.get("runtime"), "spec.runtime", origin)
-    if runtime.get("kind", "python") != "python" or runtime.get("type"):
-        shown = runtime.get("type") or runtime.get("kind")
-        raise CloudDDPError(f"{origin}: spec.runtime is {shown!r}; cloudddp runs python runtimes from this folder.")
-    runtime_spec = mapping(runtime.get("spec"), "spec.runtime.spec", origin)
-    reject_unknown(runtime_spec, RUNTIME_FIELDS, "spec.runtime.spec", origin)
-    return spec, infra, cluster_spec, runtime_spec
+    return train
 
 
 def spec_dict_from_ads(data: dict[str, Any], origin: str, warn: Warn = print_warning) -> dict[str, Any]:
@@ -275,25 +422,17 @@ def spec_dict_from_ads(data: dict[str, Any], origin: str, warn: Warn = print_war
 
     `warn` receives one message per place where ADS and cloudddp differ (default: stderr).
     """
-    spec, infra, cluster_spec, runtime_spec = sections(data, origin)
-    entry_point = runtime_spec.get("entryPoint")
-    if not entry_point:
-        raise CloudDDPError(f"{origin}: spec.runtime.spec.entryPoint (the training script) is required.")
-    args = runtime_spec.get("args") or []
-    if not isinstance(args, list):
-        raise CloudDDPError(f"{origin}: spec.runtime.spec.args must be a list, got {args!r}.")
-    if cluster_spec.get("ephemeral") is not None:
+    train = read_train_yaml(data, origin, warn)
+    cluster, runtime = train.spec.cluster.spec, train.spec.runtime.spec
+    if cluster.ephemeral is not None:
         warn(f"{origin}: spec.cluster.spec.ephemeral is ignored: a cloudddp cluster always ends with its job.")
-    nodes = node_count(cluster_spec, origin, warn)
-    environment = environment_of(cluster_spec, runtime_spec, origin)
-    name = job_name(spec, cluster_spec, infra, origin, warn)
     source_dir = Path(origin).parent if origin and Path(origin).suffix in (".yaml", ".yml") else Path(".")
     return {
-        "name": name,
-        "entry_point": str(entry_point),
-        "args": [str(a) for a in args],
+        "name": train.job_name(origin, warn),
+        "entry_point": runtime.entry_point,
+        "args": [str(arg) for arg in runtime.args or []],
         "source_dir": str(source_dir) if str(source_dir) else ".",
-        "nodes": nodes,
-        "environment": environment,
-        "oci": oci_settings(infra, cluster_spec, origin),
+        "nodes": cluster.node_count(origin, warn),
+        "environment": {**cluster.environment(origin), **env_dict(runtime.env)},
+        "oci": train.oci_settings(origin),
     }

@@ -6,6 +6,7 @@ import json
 import shlex
 import subprocess
 import sys
+import typing
 from pathlib import Path
 from typing import Any
 
@@ -13,10 +14,11 @@ import pytest
 import yaml
 from helpers import REPO, run_cli
 from helpers.oci_loopback_server import COMPARTMENT, LOG_GROUP, PROJECT
+from pydantic import BaseModel
 
 from cloudddp.errors import CloudDDPError
 from cloudddp.launcher.cli import build_parser, plan_for
-from cloudddp.providers.oci.ads import spec_dict_from_ads
+from cloudddp.providers.oci.ads import TrainYaml, spec_dict_from_ads
 from cloudddp.providers.oci.compose import compose_dict, compose_yaml
 from cloudddp.providers.oci.provider import OCIProvider
 from cloudddp.spec import build_spec, load_spec
@@ -152,15 +154,27 @@ def test_flags_override_the_ads_file(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("change", "message"),
     [
-        (lambda d: d["spec"]["cluster"].update(kind="DASK"), "cloudddp runs PyTorch DDP"),
-        (lambda d: d["spec"]["cluster"]["spec"].update(ps={"replicas": 1}), "spec.cluster.spec has field(s) ps"),
+        (
+            lambda d: d["spec"]["cluster"].update(kind="DASK"),
+            "spec.cluster.kind: cloudddp runs PyTorch DDP (kind: PYTORCH)",
+        ),
+        (
+            lambda d: d["spec"]["cluster"]["spec"].update(ps={"replicas": 1}),
+            "spec.cluster.spec.ps: cloudddp does not support this ADS field: TensorFlow parameter servers and Dask TLS are not PyTorch DDP (got {'replicas': 1})",
+        ),
         (
             lambda d: d["spec"]["cluster"]["spec"]["config"].update(startOptions=["--x=1"]),
-            "spec.cluster.spec.config has field(s) startOptions",
+            "spec.cluster.spec.config.startOptions: cloudddp does not support this ADS field: pass launcher options as cloudddp flags (got ['--x=1'])",
         ),
-        (lambda d: d["spec"]["runtime"]["spec"].update(kwargs="--a 1"), "spec.runtime.spec has field(s) kwargs"),
-        (lambda d: d["spec"]["runtime"].update(type="git"), "spec.runtime is 'git'"),
-        (lambda d: d["spec"]["cluster"]["spec"].pop("main"), "spec.cluster.spec.main is required (ADS needs it too)"),
+        (
+            lambda d: d["spec"]["runtime"]["spec"].update(kwargs="--a 1"),
+            "spec.runtime.spec.kwargs: cloudddp does not support this ADS field: cloudddp ships the folder that holds the YAML instead (got '--a 1')",
+        ),
+        (
+            lambda d: d["spec"]["runtime"].update(type="git"),
+            "spec.runtime.type: cloudddp does not support this ADS field: cloudddp ships the folder that holds the YAML instead (got 'git')",
+        ),
+        (lambda d: d["spec"]["cluster"]["spec"].pop("main"), "spec.cluster.spec.main: Field required."),
         (
             lambda d: d["spec"]["cluster"]["spec"]["worker"].update(image="iad.ocir.io/t/other:1"),
             "spec.cluster.spec.worker.image is 'iad.ocir.io/t/other:1' but the job runs",
@@ -171,17 +185,20 @@ def test_flags_override_the_ads_file(tmp_path: Path) -> None:
         ),
         (
             lambda d: d["spec"]["infrastructure"]["spec"].update(storageMount=[{"src": "oci://b@n/p"}]),
-            "spec.infrastructure.spec has field(s) storageMount",
+            "spec.infrastructure.spec.storageMount: cloudddp does not support this ADS field: use oci:// inputs",
         ),
-        (lambda d: d["spec"]["runtime"]["spec"].pop("entryPoint"), "entryPoint (the training script) is required"),
-        (lambda d: d["spec"]["infrastructure"].update(type="dataFlow"), "cloudddp runs dataScienceJob"),
+        (lambda d: d["spec"]["runtime"]["spec"].pop("entryPoint"), "spec.runtime.spec.entryPoint: Field required."),
+        (
+            lambda d: d["spec"]["infrastructure"].update(type="dataFlow"),
+            "spec.infrastructure.type: Input should be 'dataScienceJob' (got 'dataFlow')",
+        ),
         (
             lambda d: d["spec"]["cluster"]["spec"]["worker"].update(replicas=-1),
-            "worker.replicas must be a whole number",
+            "spec.cluster.spec.worker.replicas: Input should be greater than or equal to 0 (got -1)",
         ),
         (
             lambda d: d["spec"]["cluster"]["spec"]["config"].update(env=["X=1"]),
-            "entries must be {name: ..., value: ...}",
+            "spec.cluster.spec.config.env.0: Input should be a valid dictionary or instance of EnvVar (got 'X=1')",
         ),
     ],
 )
@@ -416,3 +433,128 @@ def test_cli_launch_dry_run_and_render_compose_read_the_ads_file(tmp_path: Path)
     assert len(yaml.safe_load(compose.stdout)["services"]) == 3
     wrong = run_cli("render", "--provider", "local", "--compose", "-f", str(path), cwd=tmp_path)
     assert wrong.returncode == 2 and "use it with --provider oci" in wrong.stderr
+    # A wrong value: one paragraph naming the YAML's field and value, exit 2, nothing on stdout, no traceback.
+    path.write_text(path.read_text().replace("replicas: 2", "replicas: two"))
+    bad = run_cli("launch", "--provider", "oci", "-f", str(path), "--dry-run", cwd=tmp_path)
+    assert (bad.returncode, bad.stdout) == (2, "")
+    error = " ".join(bad.stderr.split())  # the console wraps long lines
+    assert f"error: {path}: spec.cluster.spec.worker.replicas: Input should be a valid integer (got 'two')." in error
+    assert "Traceback" not in bad.stderr
+
+
+# -- the pydantic model of the file against ADS's own field lists ------------------------------------------------------
+
+ADS_SCHEMA = Path(__file__).parent / "data" / "ads_distributed_schema.yaml"
+# Fields ADS's code reads that its documented schema leaves out, from oracle/accelerated-data-science at
+# 0e785b9fd36fb354019e0924b94ac2b0ec6f235a: ads/opctl/config/yaml_parsers/distributed/yaml_parser.py
+# (parse_cluster: ephemeral, ps, certificate; parse_runtime: codeDir, pythonPath, runtime.type) and
+# ads/jobs/builders/infrastructure/dsc_job.py (DataScienceJob.attribute_map and shape_config_details_attribute_map).
+ADS_CODE_FIELDS = [
+    "spec.cluster.spec.ephemeral", "spec.cluster.spec.ps", "spec.cluster.spec.certificate",
+    "spec.runtime.type", "spec.runtime.spec.codeDir", "spec.runtime.spec.pythonPath",
+    *(f"spec.infrastructure.spec.{name}" for name in (
+        "projectId", "compartmentId", "displayName", "jobType", "jobInfrastructureType", "shapeName",
+        "blockStorageSize", "subnetId", "shapeConfigDetails", "logId", "logGroupId", "storageMount", "freeformTags",
+        "definedTags", "shapeConfigDetails.memoryInGBs", "shapeConfigDetails.ocpus",
+    )),
+]  # fmt: skip
+
+
+def cerberus_fields(schema: dict[str, Any], prefix: str = "") -> list[str]:
+    """Every field path a Cerberus schema names (list items as `*`)."""
+    paths = []
+    for name, rule in schema.items():
+        path = f"{prefix}{name}"
+        paths.append(path)
+        inner = rule.get("schema")
+        if rule.get("type") == "list" and isinstance(inner, dict) and inner.get("type") == "dict":
+            paths += cerberus_fields(inner["schema"], f"{path}.*.")
+        elif rule.get("type") == "dict" and isinstance(inner, dict):
+            paths += cerberus_fields(inner, f"{path}.")
+    return paths
+
+
+def model_fields(model: type[BaseModel], prefix: str = "") -> list[str]:
+    """Every field path of cloudddp's model of the file, by the YAML's names (list items as `*`)."""
+    paths = []
+    for name, field in model.model_fields.items():
+        path = f"{prefix}{field.alias or name}"
+        paths.append(path)
+        for inner in typing.get_args(field.annotation) or (field.annotation,):
+            if typing.get_origin(inner) is list:
+                inner, path = typing.get_args(inner)[0], f"{path}.*"
+            if isinstance(inner, type) and issubclass(inner, BaseModel):
+                paths += model_fields(inner, f"{path}.")
+    return paths
+
+
+def test_every_field_ads_knows_is_a_field_of_the_model() -> None:
+    documented = cerberus_fields(yaml.safe_load(ADS_SCHEMA.read_text()))
+    assert "spec.cluster.spec.worker.replicas" in documented and "spec.runtime.spec.env.*.value" in documented
+    known = set(model_fields(TrainYaml))
+    assert sorted(set(documented + ADS_CODE_FIELDS) - known) == []
+
+
+def test_keys_ads_does_not_know_are_ignored_as_ads_does_with_a_warning_naming_them() -> None:
+    data = yaml.safe_load(SEED_TRAIN_YAML)
+    expected = spec_dict_from_ads(yaml.safe_load(SEED_TRAIN_YAML), "train.yaml", warn=lambda m: None)
+    data["spec"]["infrastructure"]["spec"]["shapeNmae"] = "BM.GPU.H100.8"
+    data["spec"]["cluster"]["spec"]["config"]["env"][0]["valueFrom"] = "vault"
+    data["owner"] = "ml-team"
+    warnings: list[str] = []
+    assert spec_dict_from_ads(data, "train.yaml", warn=warnings.append) == expected
+    unknown = [w for w in warnings if "not a field of ADS" in w]
+    assert unknown == [
+        "train.yaml: owner, spec.infrastructure.spec.shapeNmae, spec.cluster.spec.config.env.0.valueFrom: not a field "
+        "of ADS's distributed spec; ADS ignores unknown fields, and so does cloudddp (check the spelling)."
+    ]
+
+
+def test_infrastructure_takes_the_sdks_snake_case_names_as_ads_does() -> None:
+    """dsc_job.py DataScienceJob.standardize_spec (commit above): snake_case keys, any case, become camelCase."""
+    data = yaml.safe_load(SEED_TRAIN_YAML)
+    infra = data["spec"]["infrastructure"]["spec"]
+    del infra["shapeName"], infra["blockStorageSize"]
+    infra.update(SHAPE_NAME="VM.Standard.E4.Flex", block_storage_size_in_gbs=60,
+                 shape_config_details={"memory_in_gbs": 32, "ocpus": 2})  # fmt: skip
+    warnings: list[str] = []
+    oci = spec_dict_from_ads(data, "train.yaml", warn=warnings.append)["oci"]
+    assert (oci["shape"], oci["block_storage_gb"], oci["memory_in_gbs"], oci["ocpus"]) == (
+        "VM.Standard.E4.Flex", 60, 32, 2,
+    )  # fmt: skip
+    assert not [w for w in warnings if "not a field of ADS" in w]
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        # ADS would run `range(True)`; a count is a whole number, never a flag or a text.
+        (lambda d: d["spec"]["cluster"]["spec"]["worker"].update(replicas=True),
+         "spec.cluster.spec.worker.replicas: Input should be a valid integer (got True)"),
+        (lambda d: d["spec"]["cluster"]["spec"]["main"].update(replicas="2"),
+         "spec.cluster.spec.main.replicas: Input should be a valid integer (got '2')"),
+        (lambda d: d["spec"]["infrastructure"]["spec"].update(blockStorageSize="lots"),
+         "spec.infrastructure.spec.blockStorageSize: Input should be a valid integer, unable to parse string as an "
+         "integer (got 'lots')"),
+        (lambda d: d["spec"]["infrastructure"]["spec"].update(shapeConfigDetails={"memoryInGBs": [16]}),
+         "spec.infrastructure.spec.shapeConfigDetails.memoryInGBs: Input should be a valid number (got [16])"),
+        (lambda d: d.update(apiVersion="v2.0"), "apiVersion: Input should be 'v1.0' (got 'v2.0')"),
+        (lambda d: d["spec"]["infrastructure"]["spec"].update(freeformTags={"team": "ml"}),
+         "spec.infrastructure.spec.freeformTags: cloudddp does not support this ADS field: not supported"),
+    ],
+)  # fmt: skip
+def test_a_wrong_value_is_one_error_naming_the_yamls_field_and_value(change: Any, message: str) -> None:
+    data = yaml.safe_load(SEED_TRAIN_YAML)
+    change(data)
+    with pytest.raises(CloudDDPError) as caught:
+        spec_dict_from_ads(data, "train.yaml", warn=lambda m: None)
+    text = str(caught.value)
+    assert text.startswith(f"train.yaml: {message}")
+    assert (
+        "\n" not in text and text.count("train.yaml") == 2
+    )  # one paragraph; the file, then "An Oracle ADS train.yaml"
+
+
+def test_a_worker_section_left_empty_is_no_worker_as_in_ads() -> None:
+    """yaml_parser.py parse_worker: `if not worker: return None` (an empty section starts no worker run)."""
+    assert spec_dict_from_ads(with_roles({}, {}), "train.yaml", warn=lambda m: None)["nodes"] == 1
