@@ -153,7 +153,6 @@ def check_settings(spec: JobSpec, environ: Mapping[str, str]) -> tuple[str, str,
     if settings.log_id and not settings.log_group_id:
         raise CloudDDPError("oci.log_id needs oci.log_group_id too (the log group the log belongs to).")
     image = validation.check_image(settings.image)
-    validation.check_replicas(spec.nodes)
     if settings.region:
         validation.check_region(settings.region, "oci.region", environ)
     flex = validation.check_shape(

@@ -10,7 +10,8 @@ best, and a half-made cluster at worst. Every error names the spec field and the
 - Job environment variables: at most 20,000 characters in total (names and values).
   (The 4,000-character limit of `commandLineArguments` does not apply: cloudddp passes the
   script's arguments as the container's CMD, under the tighter 2,048-byte rule below.)
-- Node group: replicas >= 1; block storage >= 50 GB; a shape that multi-node jobs run on.
+- Node group: block storage >= 50 GB; a shape that multi-node jobs run on (the node count is the
+  job spec's `nodes`, checked there, once for every provider).
   Flexible shapes: the OCPU and memory ranges of `FLEX_SHAPES`; GPU shapes: a name in
   `GPU_SHAPES` (case aside), so a typo is caught here rather than by the service.
 - The container's CMD + ENTRYPOINT under 2,048 bytes (see node.py for the source).
@@ -301,11 +302,6 @@ def check_image(image: str | None) -> str:
             f"<region-key>.ocir.io/<tenancy-namespace>/<repo>:<tag>."
         )
     return image
-
-
-def check_replicas(replicas: int) -> None:
-    if replicas < 1:
-        raise CloudDDPError(f"nodes={replicas}: a node group needs at least 1 replica.")
 
 
 def check_block_storage(size_gb: int) -> None:

@@ -379,7 +379,7 @@ def build_request(spec: JobSpec, *, job_name: str, region: str, role: str, image
 def validate_spec(spec: JobSpec) -> None:
     """Every check that needs no AWS call and no region."""
     sm = spec.sagemaker
-    check.check_instance(sm.instance_type, spec.nodes)
+    check.check_instance(sm.instance_type)
     check.check_stopping(spec.max_runtime, sm.spot, sm.max_wait)
     check.check_inputs(spec.inputs, CODE_CHANNEL)
     check.check_network(sm.subnets, sm.security_groups)

@@ -119,7 +119,8 @@ def training_instance_types() -> frozenset[str]:
     return frozenset(model.shape_for("TrainingInstanceType").enum)
 
 
-def check_instance(instance_type: str, count: int) -> None:
+def check_instance(instance_type: str) -> None:
+    """The instance type is one SageMaker trains on (the count is the job spec's `nodes`, checked there)."""
     known = training_instance_types()
     if instance_type not in known:
         close = difflib.get_close_matches(instance_type, sorted(known), n=4, cutoff=0.6)
@@ -129,8 +130,6 @@ def check_instance(instance_type: str, count: int) -> None:
             f"TrainingInstanceType list of botocore's SageMaker service model; a newer botocore may know "
             f"newer types).{hint}"
         )
-    if count < 1:
-        raise CloudDDPError(f"--instance-count (nodes) must be at least 1, got {count}.")
 
 
 def check_stopping(max_runtime: int, spot: bool, max_wait: int | None) -> None:

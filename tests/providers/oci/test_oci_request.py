@@ -253,9 +253,10 @@ def test_cmd_plus_entrypoint_must_stay_under_2048_bytes_and_the_error_says_how_m
         render(tmp_path, args=["a" * (room - 10)], hyperparameters={"lr": "0.0001"})  # ,"--lr","0.0001": 16 bytes
 
 
-def test_replicas_below_one_are_refused() -> None:
-    with pytest.raises(CloudDDPError, match="at least 1 replica"):
-        validation.check_replicas(0)
+def test_a_node_group_below_one_replica_is_refused_by_the_job_spec(tmp_path: Path) -> None:
+    """The node count is checked once, in the job spec (`nodes`), before the OCI request is built."""
+    with pytest.raises(CloudDDPError, match=r"nodes: Input should be greater than or equal to 1 \(got 0\)"):
+        render(tmp_path, nodes=0)
 
 
 def test_secret_environment_variables_never_reach_the_job(tmp_path: Path) -> None:

@@ -345,11 +345,10 @@ def test_invalid_jobs_fail_before_anything_is_uploaded(
         assert fragment in message, f"{fragment!r} not in {message!r}"
 
 
-def test_instance_count_below_one_is_rejected(aws: FakeAWS, project: Path) -> None:
-    with pytest.raises(CloudDDPError, match="nodes"):
+def test_instance_count_below_one_is_rejected_by_the_job_spec(aws: FakeAWS, project: Path) -> None:
+    """The node count is checked once, in the job spec (`nodes`), before the SageMaker request is built."""
+    with pytest.raises(CloudDDPError, match=r"nodes: Input should be greater than or equal to 1 \(got 0\)"):
         spec_for(project, nodes=0)
-    with pytest.raises(CloudDDPError, match="at least 1"):
-        validation.check_instance("ml.m5.xlarge", 0)
 
 
 def test_oversized_source_is_refused_and_large_source_warned(aws: FakeAWS, project: Path, monkeypatch: Any) -> None:
@@ -442,7 +441,7 @@ def test_training_instance_types_and_runtime_cap_come_from_botocores_model() -> 
     assert validation.MAX_RUNTIME_SECONDS == 28 * 86400
     assert "equal to or greater than <code>MaxRuntimeInSeconds</code>" in stopping["MaxWaitTimeInSeconds"].documentation
     validation.check_stopping(28 * 86400, spot=True, max_wait=28 * 86400)  # the limits themselves pass
-    validation.check_instance("ml.p4d.24xlarge", 1)
+    validation.check_instance("ml.p4d.24xlarge")
 
 
 def refuse_create(fake: FakeAWS, code: str, message: str) -> None:
