@@ -9,7 +9,8 @@
 
 Every node runs `cloudddp-launch` (the operator's MASTER_ADDR/RANK/PET_* tell it its place). Data
 comes from a PersistentVolumeClaim (`pvc://claim/path`) or S3-compatible storage (`s3://bucket/prefix`,
-e.g. MinIO), pulled by an init container with credentials from a Secret referenced by name; the
+e.g. MinIO), pulled into an emptyDir by an init container running the job's image
+(`cloudddp.launcher.pull_inputs`) with credentials from a Secret referenced by name; the
 folders reach the script as CLOUDDDP_CHANNEL_<NAME>, CLOUDDDP_MODEL_DIR and CLOUDDDP_CHECKPOINT_DIR.
 Secrets are never written into a manifest: secret-looking variables must come from `secret_env`.
 """
@@ -23,14 +24,16 @@ from typing import TYPE_CHECKING, Any
 from cloudddp.errors import CloudDDPError
 from cloudddp.providers.kubernetes.settings import KubernetesSettings, check_subdomain
 from cloudddp.redact import is_secret_name
+from cloudddp.staging.location import S3_BUCKET
 
 if TYPE_CHECKING:
     from cloudddp.spec import JobSpec
 
 PYTORCHJOB = ("kubeflow.org", "v1", "pytorchjobs", "PyTorchJob")
 TRAINJOB = ("trainer.kubeflow.org", "v1alpha1", "trainjobs", "TrainJob")
-DATA_ROOT = "/cloudddp/data"
+DATA_ROOT = "/cloudddp/data"  # channel CHANNEL is DATA_ROOT/CHANNEL (pull_inputs --into DATA_ROOT)
 SCRATCH_VOLUME = "cloudddp-data"
+PULL_CONTAINER = "pull-inputs"
 
 
 @dataclass
@@ -73,42 +76,62 @@ def mount_claim(storage: Storage, uri: str, field_name: str, path: str, read_onl
     storage.mounts.append(mount)
 
 
-def s3_fetcher(channel: str, uri: str, target: str, settings: KubernetesSettings) -> dict[str, Any]:
-    """An init container copying s3://bucket/prefix to `target` with MinIO's client, keys from the Secret."""
+def s3_channel(channel: str, uri: str) -> str:
+    """`CHANNEL=s3://bucket/prefix`, the pull's argument, once the bucket name is known to be one."""
+    bucket = uri.removeprefix("s3://").partition("/")[0]
+    if not S3_BUCKET.match(bucket):
+        raise CloudDDPError(
+            f"inputs.{channel}={uri!r}: {bucket!r} is not an S3 bucket name (3-63 lower-case letters, digits, "
+            f"'.' and '-'); write s3://BUCKET/PREFIX."
+        )
+    return f"{channel}={uri}"
+
+
+def s3_puller(channels: list[str], settings: KubernetesSettings) -> dict[str, Any]:
+    """The init container that copies every s3:// input into the pod's scratch volume before training.
+
+    It runs the job's own image (`python -m cloudddp.launcher.pull_inputs`, which needs boto3 there), so
+    nothing else is pulled or trusted; the keys come from the Secret by reference and reach this container
+    only, never the training processes. A failed pull fails the pod before training starts.
+    """
     if not settings.s3_endpoint or not settings.s3_secret:
         raise CloudDDPError(
-            f"inputs.{channel}={uri!r}: s3:// inputs need kubernetes.s3_endpoint (the MinIO/S3 URL) and "
+            f"{', '.join('inputs.{}={!r}'.format(*item.split('=', 1)) for item in channels)}: s3:// inputs need kubernetes.s3_endpoint (the MinIO/S3 URL) and "
             f"kubernetes.s3_secret (a Secret holding AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY)."
         )
-    secret_env = [
+    env: list[dict[str, Any]] = [{"name": "AWS_ENDPOINT_URL", "value": settings.s3_endpoint}]
+    if settings.s3_region:
+        env.append({"name": "AWS_REGION", "value": settings.s3_region})
+    env += [
         {"name": key, "valueFrom": {"secretKeyRef": {"name": settings.s3_secret, "key": key}}}
         for key in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")
     ]
-    script = 'mc alias set src "$S3_ENDPOINT" "$AWS_ACCESS_KEY_ID" "$AWS_SECRET_ACCESS_KEY" >/dev/null && mc cp --recursive "src/$0/" "$1/"'
     return {
-        "name": f"fetch-{channel.lower().replace('_', '-').replace('.', '-')}"[:63],
-        "image": settings.s3_image,
-        "command": ["sh", "-c", script, uri.removeprefix("s3://").rstrip("/"), target],
-        "env": [{"name": "S3_ENDPOINT", "value": settings.s3_endpoint}, *secret_env],
+        "name": PULL_CONTAINER,
+        "image": require_image(settings),
+        "command": [settings.python, "-m", "cloudddp.launcher.pull_inputs", "--into", DATA_ROOT, *channels],
+        "env": env,
         "volumeMounts": [{"name": SCRATCH_VOLUME, "mountPath": DATA_ROOT}],
     }
 
 
 def storage_for(spec: JobSpec, settings: KubernetesSettings) -> Storage:
     storage = Storage()
+    pulled = []
     for channel, uri in sorted(spec.inputs.items()):
         target = f"{DATA_ROOT}/{channel}"
         storage.env[f"CLOUDDDP_CHANNEL_{channel.upper().replace('-', '_').replace('.', '_')}"] = target
         if uri.startswith("pvc://"):
             mount_claim(storage, uri, f"inputs.{channel}", target, read_only=True)
         elif uri.startswith("s3://"):
-            storage.init_containers.append(s3_fetcher(channel, uri, target, settings))
+            pulled.append(s3_channel(channel, uri))
         else:
             raise CloudDDPError(
                 f"inputs.{channel}={uri!r}: pods cannot read a folder on this machine; put the data on a "
                 f"PersistentVolumeClaim (pvc://CLAIM/PATH) or S3/MinIO (s3://BUCKET/PREFIX)."
             )
-    if storage.init_containers:
+    if pulled:  # one init container for all of them: one interpreter start per pod
+        storage.init_containers.append(s3_puller(pulled, settings))
         storage.volumes.append({"name": SCRATCH_VOLUME, "emptyDir": {}})
         storage.mounts.append({"name": SCRATCH_VOLUME, "mountPath": DATA_ROOT})
     for what, value, path in (("output", spec.output, "/cloudddp/output"), ("checkpoint", spec.checkpoint, "/cloudddp/checkpoint")):  # fmt: skip

@@ -78,7 +78,8 @@ class KubernetesSettings(Section):
     elastic: ElasticSettings | None = None
     s3_endpoint: str | None = Field(default=None, description="MinIO/S3 URL for s3:// inputs")
     s3_secret: str | None = Field(default=None, description="Secret with AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY")
-    s3_image: str = Field(default="minio/mc:latest", description="init container that pulls s3:// inputs")
+    s3_region: str | None = Field(default=None, description="the bucket's region (AWS S3); default us-east-1")
+    python: str = Field(default="python", description="the image's Python that imports cloudddp (runs the s3 pull)")
     secret_env: dict[str, str] = Field(default_factory=dict, description="VAR -> SECRET/KEY (never inlined)")
 
     @field_validator("image_pull_secrets")
@@ -99,6 +100,13 @@ class KubernetesSettings(Section):
             if not sep or not key:
                 raise ValueError(f"{variable}={reference!r}: write SECRET/KEY (the Secret's name and the key in it)")
             check_subdomain(secret, "Secret name")
+        return value
+
+    @field_validator("s3_endpoint")
+    @classmethod
+    def _endpoint(cls, value: str | None) -> str | None:
+        if value is not None and not re.match(r"^https?://[^/\s]+(/\S*)?$", value):
+            raise ValueError(f"{value!r} is not an http:// or https:// URL (e.g. http://minio.minio:9000)")
         return value
 
     @field_validator("namespace")

