@@ -151,6 +151,9 @@ CASES: dict[str, list[str]] = {
     "kubernetes-trainjob": ["render", "-p", "kubernetes", "--kubeflow-api", "trainer-v2", "--image",
                             "reg.example.com/train:1", "--nodes", "3", "--cpu", "4", "--memory", "16Gi",
                             "--node-selector", "pool=gpu", "sources/train.py"],
+    "kubernetes-s3-inputs": ["launch", "-p", "kubernetes", "--image", "reg.example.com/train:1", "--nodes", "2",
+                             "--namespace", "ml", "-i", "train=s3://datasets/demo/train", "--s3-endpoint",
+                             "http://minio.minio:9000", "--s3-secret", "minio-creds", "--dry-run", "sources/train.py"],
 }  # fmt: skip
 
 
