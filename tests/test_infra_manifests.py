@@ -24,6 +24,7 @@ INFRA = REPO / "infra"
 SHOWN_AS = "/home/me/project"
 EXAMPLES = {
     "kubernetes/pytorchjob.yaml": ["-p", "kubernetes", "-f", "infra/kubernetes/job.yaml"],
+    "kubernetes/pytorchjob-s3.yaml": ["-p", "kubernetes", "-f", "infra/kubernetes/job-s3.yaml"],
     "kubernetes/trainjob.yaml": ["-p", "kubernetes", "-f", "infra/kubernetes/job.yaml", "--kubeflow-api", "trainer-v2"],
     "slurm/example.sbatch": ["-p", "slurm", "-f", "infra/slurm/job.yaml"],
     "pbs/cloudddp.pbs": ["-p", "pbs", "-f", "infra/pbs/job.yaml"],
@@ -46,7 +47,10 @@ def test_example_is_what_the_renderer_prints(example: str, tmp_path: Path) -> No
     )
 
 
-@pytest.mark.parametrize(("manifest", "plural"), [("pytorchjob.yaml", "pytorchjobs"), ("trainjob.yaml", "trainjobs")])
+@pytest.mark.parametrize(
+    ("manifest", "plural"),
+    [("pytorchjob.yaml", "pytorchjobs"), ("pytorchjob-s3.yaml", "pytorchjobs"), ("trainjob.yaml", "trainjobs")],
+)
 def test_manifest_is_valid_against_the_crd_schema(manifest: str, plural: str) -> None:
     crd_validator(plural).validate(yaml.safe_load((INFRA / "kubernetes" / manifest).read_text()))
 
