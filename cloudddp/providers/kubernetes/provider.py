@@ -135,7 +135,9 @@ class KubernetesProvider(Provider):
         storage: Storage = storage_for(spec, settings)
         build, target = (trainjob, TRAINJOB) if settings.kubeflow_api == "trainer-v2" else (pytorchjob, PYTORCHJOB)
         body = build(spec, settings, storage, namespace)
-        request = ManifestRequest(target[0], target[1], target[2], namespace, body, spec.nodes, storage.claims)
+        # An elastic job may grow to maxReplicas pods, all mounting the same claims.
+        replicas = max(spec.nodes, body["spec"].get("elasticPolicy", {}).get("maxReplicas", 0))
+        request = ManifestRequest(target[0], target[1], target[2], namespace, body, replicas, storage.claims)
         return ManifestJobRequest(provider=self.name, name=body["metadata"]["name"], spec=spec, request=request)
 
     @staticmethod

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import re
 from typing import Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from cloudddp.providers.slurm.shell import WALLTIME
 from cloudddp.spec import Section
+
+# PBS's size values (mem): digits, then k/m/g/t/p and an optional b or w, or b or w alone; any case
+# (openpbs/openpbs src/lib/Libattr/attr_fn_size.c to_size, commit cd7ab5edaf03dcac2f1cb9e2f42d75eb117d468a).
+PBS_SIZE = re.compile(r"^[0-9]+([kmgtp][bw]?|[bw])?$", re.IGNORECASE)
 
 
 class PBSSettings(Section):
@@ -42,3 +47,20 @@ class PBSSettings(Section):
         if value is not None and not WALLTIME.match(value):
             raise ValueError("must be HH:MM:SS (hours may exceed 24, e.g. 36:00:00)")
         return value
+
+    @field_validator("mem")
+    @classmethod
+    def _mem(cls, value: str | None) -> str | None:
+        if value is not None and not PBS_SIZE.match(value):
+            raise ValueError("must be a PBS size: a whole number with kb, mb, gb, tb or pb (e.g. 32gb, 500mb)")
+        return value
+
+    @model_validator(mode="after")
+    def _mem_needs_select(self) -> PBSSettings:
+        # Torque's nodes=N:ppn=.. spec has no per-node memory; dropping it silently would over-subscribe nodes.
+        if self.mem is not None and self.resources == "nodes":
+            raise ValueError(
+                f"mem={self.mem!r} is a per-node amount of a select chunk; with resources: nodes (Torque) give "
+                f"the limit Torque's way in qsub_args, e.g. ['-l pmem=4gb']"
+            )
+        return self

@@ -39,9 +39,9 @@ def spec_for(kubeconfig: Path, nodes: int = 2, **kubernetes: Any) -> Any:
     })  # fmt: skip
 
 
-def submit(kubeconfig: Path, **kubernetes: Any) -> tuple[KubernetesProvider, str, Any]:
+def submit(kubeconfig: Path, nodes: int = 2, **kubernetes: Any) -> tuple[KubernetesProvider, str, Any]:
     provider = KubernetesProvider()
-    request = provider.render(spec_for(kubeconfig, **kubernetes))
+    request = provider.render(spec_for(kubeconfig, nodes, **kubernetes))
     return provider, provider.submit(request).job_id, request
 
 
@@ -157,6 +157,15 @@ def test_nodes_sharing_a_readwriteonce_claim_get_a_warning(
     fake.add_claim("training", "datasets", ["ReadWriteOnce"])
     submit(kubeconfig)
     assert "PersistentVolumeClaim 'datasets' is ReadWriteOnce" in capsys.readouterr().err
+
+
+def test_an_elastic_job_that_may_grow_past_one_node_gets_the_warning(
+    api: tuple[FakeAPIServer, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    fake, kubeconfig = api
+    fake.add_claim("training", "datasets", ["ReadWriteOnce"])
+    submit(kubeconfig, nodes=1, elastic={"min_nodes": 1, "max_nodes": 3})
+    assert "3 nodes sharing it will stay Pending" in capsys.readouterr().err
 
 
 def test_a_readwritemany_claim_or_one_node_gets_no_warning(

@@ -59,6 +59,11 @@ def test_directives_ask_for_one_chunk_per_node_with_the_resources() -> None:
     ]  # fmt: skip
 
 
+@pytest.mark.parametrize("mem", ["32gb", "32GB", "500mb", "1tb", "4096", "64kw", "8b"])
+def test_every_size_form_pbs_takes_is_accepted(mem: str) -> None:
+    assert f":mem={mem}" in directives(script_for(Path("/tmp/x"), mem=mem))[1]
+
+
 def test_torque_resources_use_nodes_and_ppn() -> None:
     assert directives(script_for(Path("/tmp/x"), resources="nodes", ncpus=4, ngpus=1))[1] == "-l nodes=2:ppn=4:gpus=1"
 
@@ -80,6 +85,13 @@ def test_secret_values_stay_out_of_the_script_and_its_dry_run(tmp_path: Path) ->
         ({"pbs": {"walltime": "2h"}}, "pbs.walltime: Value error, must be HH:MM:SS"),
         ({"pbs": {"starter": "ssh"}}, "pbs.starter: Input should be 'pbsdsh' or 'mpiexec'"),
         ({"pbs": {"ncpus": 0}}, "pbs.ncpus: Input should be greater than or equal to 1"),
+        ({"pbs": {"mem": "32 GB"}}, "pbs.mem: Value error, must be a PBS size"),
+        ({"pbs": {"mem": "1.5gb"}}, "pbs.mem: Value error, must be a PBS size"),
+        ({"pbs": {"queu": "gpu"}}, "pbs.queu: unknown field"),
+        (
+            {"pbs": {"resources": "nodes", "mem": "32gb"}},
+            "pbs: Value error, mem='32gb' is a per-node amount of a select chunk",
+        ),
         ({"nodes": 0}, "nodes: Input should be greater than or equal to 1"),
         ({"inputs": {"train": "s3://bucket/data"}}, "inputs.train='s3://bucket/data': the pbs provider reads folders"),
         ({"inputs": {"train": "/no/such/folder"}}, "inputs.train='/no/such/folder' does not exist"),
