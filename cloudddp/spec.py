@@ -164,10 +164,23 @@ def describe_fields(error: ValidationError) -> str:
         message = item["msg"]
         if item["type"] == "extra_forbidden":
             message = "unknown field (check the spelling; see `cloudddp launch --help`)"
-        value = item.get("input")
-        shown = "" if item["type"] == "missing" else f" (got {value!r})"
+        shown = "" if item["type"] == "missing" else f" (got {shown_value(item)})"
         parts.append(f"{location}: {message}{shown}")
     return "; ".join(parts)
+
+
+# Errors whose value must not be shown: a validator raises PydanticCustomError(SECRET_VALUE, ...) when the value
+# belongs to a secret-looking name that is not in the error's location (ADS's `env: [{name, value}]`).
+SECRET_VALUE = "secret_value"
+
+
+def shown_value(item: Any) -> str:
+    """The offending value as an error shows it: *** under a secret-looking name, URL passwords hidden."""
+    from cloudddp.redact import REDACTED, is_secret_name, redact
+
+    if item["type"] == SECRET_VALUE or any(is_secret_name(str(part)) for part in item["loc"]):
+        return REDACTED
+    return repr(redact(item.get("input")))
 
 
 def read_yaml(path: Path) -> dict[str, Any]:

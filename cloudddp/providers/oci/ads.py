@@ -40,11 +40,22 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 from pydantic.alias_generators import to_camel
 from pydantic_core import PydanticCustomError
 
 from cloudddp.errors import CloudDDPError
+from cloudddp.redact import is_secret_name
+from cloudddp.spec import SECRET_VALUE, describe_fields
 
 Warn = Callable[[str], None]
 
@@ -162,6 +173,16 @@ class EnvVar(AdsSection):
 
     name: str
     value: str | int | float | bool | None = None
+
+    @field_validator("value", mode="before")
+    @classmethod
+    def _secret_stays_hidden(cls, value: Any, info: ValidationInfo) -> Any:
+        """A wrong value of a secret-looking variable is named without being shown (its name is not in the error's
+        location, `env.0.value`, so the renderer cannot tell on its own)."""
+        name = str(info.data.get("name", ""))
+        if is_secret_name(name) and not isinstance(value, str | int | float | bool | None):
+            raise PydanticCustomError(SECRET_VALUE, "the value of {name} must be text or a number", {"name": name})
+        return value
 
 
 def env_dict(entries: list[EnvVar] | None) -> dict[str, str]:
@@ -399,8 +420,6 @@ def label(value: str) -> str:
 
 def read_train_yaml(data: dict[str, Any], origin: str, warn: Warn = print_warning) -> TrainYaml:
     """The file's fields as ADS reads them; unknown keys warned about and ignored, as ADS ignores them."""
-    from cloudddp.spec import describe_fields
-
     try:
         train = TrainYaml.model_validate(data)
     except ValidationError as exc:

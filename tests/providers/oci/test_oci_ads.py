@@ -558,3 +558,21 @@ def test_a_wrong_value_is_one_error_naming_the_yamls_field_and_value(change: Any
 def test_a_worker_section_left_empty_is_no_worker_as_in_ads() -> None:
     """yaml_parser.py parse_worker: `if not worker: return None` (an empty section starts no worker run)."""
     assert spec_dict_from_ads(with_roles({}, {}), "train.yaml", warn=lambda m: None)["nodes"] == 1
+
+
+def test_a_wrong_value_of_a_secret_looking_variable_is_named_not_shown() -> None:
+    data = yaml.safe_load(SEED_TRAIN_YAML)
+    data["spec"]["runtime"]["spec"]["env"] = [{"name": "HF_TOKEN", "value": ["hf_s3cr3t"]}]
+    with pytest.raises(CloudDDPError) as caught:
+        spec_dict_from_ads(data, "train.yaml", warn=lambda m: None)
+    assert str(caught.value).startswith(
+        "train.yaml: spec.runtime.spec.env.0.value: the value of HF_TOKEN must be text or a number (got ***)."
+    )
+    assert "s3cr3t" not in str(caught.value)
+    # The job spec's own variables: the name is in the error's location.
+    with pytest.raises(CloudDDPError) as caught:
+        build_spec({"entry_point": "train.py", "environment": {"DB_PASSWORD": 12345, "LR": 1}})
+    assert "environment.DB_PASSWORD: Input should be a valid string (got ***)" in str(caught.value)
+    assert "12345" not in str(caught.value) and "environment.LR: Input should be a valid string (got 1)" in str(
+        caught.value
+    )
