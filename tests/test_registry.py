@@ -280,3 +280,26 @@ def test_a_provider_folder_must_declare_its_own_name(extra_provider_folder: Path
         CloudDDPError, match=r"halfway/__init__\.py: PROVIDER\.name is .elsewhere.; it must be the folder"
     ):
         registry.providers()
+
+
+def test_run_job_submits_the_very_request_its_dry_run_prints(throwaway: Path) -> None:
+    """The one door (`launch` and `fit` both call run_job): what is submitted is the object the dry run printed."""
+    import throwaway_provider  # the module the entry point names, importable once the fixture installed it
+
+    from cloudddp.session import JobRecord, run_job
+
+    submitted: list[object] = []
+
+    class Recording(throwaway_provider.ThrowawayProvider):
+        def submit(self, job: object) -> object:
+            submitted.append(job)
+            return super().submit(job)  # type: ignore[arg-type]
+
+    spec = job_spec_model().model_validate({"entry_point": "hello.py", "source_dir": "src"})
+    printed: list[str] = []
+    dry, sent = JobRecord(), JobRecord()
+    assert run_job(Recording(), spec, dry_run=True, say=printed.append, record=dry) == 0
+    assert submitted == [] and printed == [dry.request.to_yaml().rstrip()]  # type: ignore[union-attr]
+    assert run_job(Recording(), spec, logs=False, say=lambda line: None, record=sent) == 0
+    assert submitted == [sent.request] and submitted[0] is sent.request
+    assert sent.request.to_yaml() == dry.request.to_yaml()  # type: ignore[union-attr]
