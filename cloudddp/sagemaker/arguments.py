@@ -13,12 +13,16 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
+from pydantic import ValidationError
+
 from cloudddp.errors import CloudDDPError
+from cloudddp.providers.sagemaker.instance_groups import InstanceGroupSetting
 
 LOCAL_TYPES = ("local", "local_gpu")
 DEFAULT_MAX_RUN = 24 * 60 * 60  # v2's EstimatorBase default
 DEFAULT_VOLUME_SIZE = 30
-DEFAULT_CHECKPOINT_LOCAL_PATH = "/opt/ml/checkpoints"  # the service's default, the only one cloudddp sends
+OPT_ML = "/opt/ml/"
+DEFAULT_CHECKPOINT_LOCAL_PATH = "/opt/ml/checkpoints"  # the service's default (CheckpointConfig.LocalPath)
 # Both mean "run the entry point under torchrun on every host": cloudddp's launcher does exactly that.
 LAUNCHER_DISTRIBUTIONS = ("torch_distributed", "pytorchddp")
 
@@ -47,8 +51,6 @@ NOT_SUPPORTED: dict[str, str] = {
     "enable_session_tag_chaining": "session tag chaining is not requested",
     "training_plan": "training plans are not requested",
     "instance_placement_config": "instance placement is not requested",
-    "instance_groups": "heterogeneous clusters need ResourceConfig.InstanceGroups, which cloudddp's SageMaker "
-    "provider does not send yet; use one instance_type and instance_count",
 }
 NOT_SUPPORTED_METHODS = (
     "deploy", "attach", "compile_model", "create_model", "register", "transformer", "training_job_analytics",
@@ -88,6 +90,10 @@ class Arguments:
     dependencies: list[str] = field(default_factory=list)
     network_isolation: bool = False
     inter_container_encryption: bool = False
+    instance_groups: list[InstanceGroupSetting] = field(default_factory=list)
+    distribution_groups: list[str] | None = None  # the groups that run the distributed job (None: all)
+    disable_profiler: bool = False
+    debugger_hook: bool = True  # debugger_hook_config=None (v2's default) sends a DebugHookConfig; False none
 
     @property
     def local(self) -> bool:
@@ -104,6 +110,9 @@ def check_distribution(distribution: Any) -> str | None:
         return None
     if not isinstance(distribution, dict):
         raise _refuse("distribution", distribution, "must be a dict such as {'torch_distributed': {'enabled': True}}")
+    distribution = {k: v for k, v in distribution.items() if k != "instance_groups"}  # see check_instance_groups
+    if not distribution:
+        return None
     unknown = sorted(set(distribution) - set(LAUNCHER_DISTRIBUTIONS))
     if unknown:
         raise _refuse(
@@ -118,6 +127,61 @@ def check_distribution(distribution: Any) -> str | None:
     if not isinstance(settings, dict) or set(settings) - {"enabled"}:
         raise _refuse("distribution", distribution, f"{name} takes only {{'enabled': True|False}}")
     return name if settings.get("enabled") else None
+
+
+def _group_setting(group: Any) -> InstanceGroupSetting:
+    try:
+        return InstanceGroupSetting(
+            name=group.instance_group_name, instance_type=group.instance_type, count=group.instance_count
+        )
+    except (AttributeError, ValidationError):
+        raise _refuse(
+            "instance_groups", group, "each entry is an InstanceGroup(instance_group_name: str, instance_type: str, "
+            "instance_count: int) (from cloudddp.sagemaker or sagemaker.instance_group)",
+        ) from None  # fmt: skip
+
+
+def check_instance_groups(kwargs: dict[str, Any]) -> tuple[list[InstanceGroupSetting], list[str] | None]:
+    """The heterogeneous cluster and the groups that run the distributed job, by the SDK v2's rules.
+
+    `fw_utils.validate_distribution` (v2.257.6): distribution["instance_groups"] needs the estimator's
+    instance_groups, at most as many; with one group it defaults to that group, with more it must name
+    exactly one; each must be one of the estimator's. `job.py: _prepare_resource_config`: instance_count
+    and instance_type cannot be set beside instance_groups. The groups are checked against the service's
+    rules by the SageMaker provider (names, counts, instance types).
+    """
+    groups, distribution = kwargs.get("instance_groups"), kwargs.get("distribution")
+    chosen = distribution.get("instance_groups") if isinstance(distribution, dict) else None
+    if not groups:
+        if chosen:
+            raise _refuse("distribution", distribution, "names instance_groups, but the estimator has none; pass "
+                          "instance_groups=[InstanceGroup(...), ...] too")  # fmt: skip
+        return [], None
+    if not isinstance(groups, list):
+        raise _refuse("instance_groups", groups, "must be a list of InstanceGroup")
+    for name in ("instance_count", "instance_type"):
+        if kwargs.get(name) is not None:
+            raise _refuse(name, kwargs[name], "cannot be set when instance_groups is set (as in the SDK v2): the "
+                          "groups give the instance types and counts")  # fmt: skip
+    settings = [_group_setting(g) for g in groups]
+    if kwargs.get("instance_type") in LOCAL_TYPES or any(g.instance_type in LOCAL_TYPES for g in settings):
+        raise _refuse("instance_groups", groups, "heterogeneous clusters run on SageMaker only (the SDK v2's local "
+                      "mode has none either); use instance_type='local' with instance_count")  # fmt: skip
+    if distribution is None:
+        return settings, None
+    chosen = list(chosen or [])
+    if len(chosen) > len(settings):
+        raise _refuse("distribution", distribution, "names more instance groups than the estimator has")
+    if len(settings) == 1 and not chosen:
+        return settings, [settings[0].name]
+    if len(chosen) != 1:
+        raise _refuse("distribution", distribution, "must name exactly one of the instance groups under "
+                      "'instance_groups' when there are several (as in the SDK v2)")  # fmt: skip
+    names = [getattr(g, "instance_group_name", g) for g in chosen]
+    unknown = [n for n in names if n not in {g.name for g in settings}]
+    if unknown:
+        raise _refuse("distribution", distribution, f"instance group {unknown[0]!r} is not one of instance_groups")
+    return settings, names
 
 
 def check_hyperparameters(hyperparameters: Any) -> dict[str, Any]:
@@ -169,7 +233,7 @@ ACCEPTED = (
     "checkpoint_local_path", "use_spot_instances", "max_run", "max_wait", "volume_size", "volume_kms_key",
     "output_kms_key", "subnets", "security_group_ids", "tags", "base_job_name", "dependencies", "disable_profiler",
     "debugger_hook_config", "sagemaker_session", "enable_network_isolation", "encrypt_inter_container_traffic",
-    "container_log_level", "input_mode",
+    "container_log_level", "input_mode", "instance_groups",
 )  # fmt: skip
 
 
@@ -187,8 +251,11 @@ def check_fixed_values(kwargs: dict[str, Any]) -> None:
     """Arguments cloudddp takes only at the value it sends."""
     if not kwargs.get("entry_point"):
         raise CloudDDPError("PyTorch(entry_point=...) is required: the training script, relative to source_dir.")
-    if not kwargs.get("instance_type"):
-        raise CloudDDPError("PyTorch(instance_type=...) is required: an ml.* instance type, 'local' or 'local_gpu'.")
+    if not kwargs.get("instance_type") and not kwargs.get("instance_groups"):
+        raise CloudDDPError(
+            "PyTorch(instance_type=...) is required: an ml.* instance type, 'local' or 'local_gpu' (or "
+            "instance_groups=[InstanceGroup(...), ...] for a heterogeneous cluster)."
+        )
     if kwargs.get("input_mode", "File") != "File":
         raise _refuse("input_mode", kwargs["input_mode"], "only 'File' is supported (channels are downloaded)")
     if kwargs.get("container_log_level", logging.INFO) != logging.INFO:
@@ -198,13 +265,17 @@ def check_fixed_values(kwargs: dict[str, Any]) -> None:
         raise _refuse("debugger_hook_config", debugger, "SageMaker Debugger hooks are not configured; pass False")
     _expect("disable_profiler", kwargs.get("disable_profiler"), bool, "True or False")
     local_path = kwargs.get("checkpoint_local_path")
-    if local_path not in (None, DEFAULT_CHECKPOINT_LOCAL_PATH):
+    if local_path is not None and (not isinstance(local_path, str) or not local_path.startswith("/")):
+        raise _refuse(
+            "checkpoint_local_path", local_path, "must be an absolute path in the container, like /opt/ml/ckpt"
+        )
+    if local_path and kwargs.get("instance_type") in LOCAL_TYPES and not local_path.startswith(OPT_ML):
         raise _refuse(
             "checkpoint_local_path", local_path,
-            f"cloudddp's SageMaker provider always uses {DEFAULT_CHECKPOINT_LOCAL_PATH} (the service's default); "
-            f"read it from checkpointconfig.json or leave checkpoint_local_path out",
+            f"local mode lays out each host's {OPT_ML} in its own folder, so the checkpoint folder must be under "
+            f"{OPT_ML} (the default is {DEFAULT_CHECKPOINT_LOCAL_PATH})",
         )  # fmt: skip
-    if kwargs.get("image_uri") is None and kwargs["instance_type"] not in LOCAL_TYPES:
+    if kwargs.get("image_uri") is None and kwargs.get("instance_type") not in LOCAL_TYPES:
         for name in ("framework_version", "py_version"):
             if not kwargs.get(name):
                 raise CloudDDPError(
@@ -212,7 +283,7 @@ def check_fixed_values(kwargs: dict[str, Any]) -> None:
                     f"(as in the SageMaker SDK v2)."
                 )
     output_path = kwargs.get("output_path")
-    cloud = kwargs["instance_type"] not in LOCAL_TYPES
+    cloud = kwargs.get("instance_type") not in LOCAL_TYPES
     if cloud and isinstance(output_path, str) and not output_path.startswith("s3://"):
         raise _refuse("output_path", output_path, "a SageMaker job writes to an s3:// URI (file:// works with "
                       "instance_type='local')")  # fmt: skip
@@ -233,12 +304,14 @@ def parse(kwargs: dict[str, Any]) -> tuple[Arguments, Any]:
     check_fixed_values(kwargs)
     get = kwargs.get
     environment = _expect("environment", get("environment") or {}, dict, "a dict of str to str")
+    groups, distribution_groups = check_instance_groups(kwargs)
     args = Arguments(
         entry_point=_expect("entry_point", kwargs["entry_point"], str, "a path relative to source_dir"),
         source_dir=_expect("source_dir", get("source_dir"), str, "a local folder"),
         role=get("role"), framework_version=get("framework_version"), py_version=get("py_version"),
-        image_uri=get("image_uri"), instance_count=_count(get("instance_count", 1)),
-        instance_type=kwargs["instance_type"],
+        image_uri=get("image_uri"),
+        instance_count=sum(g.count for g in groups) if groups else _count(get("instance_count", 1)),
+        instance_type=kwargs.get("instance_type") or "",
         hyperparameters=check_hyperparameters(get("hyperparameters")),
         environment={str(k): str(v) for k, v in environment.items()},
         distribution=check_distribution(get("distribution")),
@@ -257,5 +330,7 @@ def parse(kwargs: dict[str, Any]) -> tuple[Arguments, Any]:
         dependencies=list(_expect("dependencies", get("dependencies") or [], list, "a list of paths")),
         network_isolation=bool(get("enable_network_isolation", False)),
         inter_container_encryption=bool(get("encrypt_inter_container_traffic", False)),
+        instance_groups=groups, distribution_groups=distribution_groups,
+        disable_profiler=bool(get("disable_profiler")), debugger_hook=get("debugger_hook_config") is None,
     )  # fmt: skip
     return args, get("sagemaker_session")

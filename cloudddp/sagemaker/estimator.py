@@ -24,6 +24,8 @@ from typing import Any
 
 from cloudddp.errors import CloudDDPError
 from cloudddp.providers import JobHandle, Provider, get_provider
+from cloudddp.providers.sagemaker.instance_groups import check_instance_groups, image_instance_type
+from cloudddp.providers.sagemaker.validation import training_instance_types
 from cloudddp.sagemaker import arguments
 from cloudddp.sagemaker.arguments import NOT_SUPPORTED_METHODS, Arguments
 from cloudddp.sagemaker.images import training_image_uri
@@ -216,10 +218,12 @@ class PyTorch:
         """The JobSpec for a real instance type: what fit() hands to run_job("sagemaker", ...)."""
         a, session = self.args, self.session()
         region = session.boto_region_name
-        image = a.image_uri or training_image_uri(
-            a.framework_version or "", a.py_version or "", a.instance_type, region
-        )
+        image_for = image_instance_type(a.instance_groups) if a.instance_groups else a.instance_type
+        image = a.image_uri or training_image_uri(a.framework_version or "", a.py_version or "", image_for, region)
         check_image_python(a.py_version, image)
+        if a.instance_groups:  # before the default bucket is made: nothing happens for a refused cluster
+            check_instance_groups(a.instance_groups, a.distribution_groups, training_instance_types(),
+                                  instance_type_set=False, nodes_set=False)  # fmt: skip
         if a.output_path:
             bucket, prefix = a.output_path[len("s3://") :].split("/", 1)[0], ""
             output = a.output_path
@@ -230,12 +234,19 @@ class PyTorch:
         data = self._common(source, entry, job_name or base_name(a, image), channels)
         data["output"] = output
         data["sagemaker"] = {
-            "region": region, "role": a.role, "instance_type": a.instance_type, "image": image, "bucket": bucket,
+            "region": region, "role": a.role, "image": image, "bucket": bucket,
             "prefix": prefix, "volume_size_gb": a.volume_size, "spot": a.use_spot_instances, "max_wait": a.max_wait,
             "checkpoint_s3": a.checkpoint_s3_uri, "subnets": a.subnets, "security_groups": a.security_group_ids,
             "kms_key": a.kms_key, "network_isolation": a.network_isolation,
             "inter_container_encryption": a.inter_container_encryption, "tags": a.tags,
+            "checkpoint_local_path": a.checkpoint_local_path,
         }  # fmt: skip
+        if a.instance_groups:  # ResourceConfig.InstanceGroups instead of InstanceType x InstanceCount
+            del data["nodes"]
+            data["sagemaker"]["instance_groups"] = [g.model_dump() for g in a.instance_groups]
+            data["sagemaker"]["distribution_groups"] = a.distribution_groups
+        else:
+            data["sagemaker"]["instance_type"] = a.instance_type
         return build_spec(data, "PyTorch(...)")
 
     def _run(self, provider: Provider, spec: JobSpec, wait: bool, logs: bool | str) -> TrainingJob:
@@ -255,13 +266,15 @@ class PyTorch:
         self, channels: dict[str, str], wait: bool, logs: bool | str, job_name: str | None, scratch: Path
     ) -> None:
         self._local_job, self._local_model_uri = None, None
-        from cloudddp.sagemaker.naming import SDKv2NamedSageMaker  # boto3 only when a job is sent
+        from cloudddp.sagemaker.sdk_provider import DebuggerChoice, SDKv2SageMaker  # boto3 only when a job is sent
 
         spec = self.sagemaker_spec(channels, job_name, scratch)
-        # The session's own boto3 session (credentials, profile, region) and v2's job names.
-        provider = SDKv2NamedSageMaker(
-            exact=job_name, region=spec.sagemaker.region, session=self.session().boto_session
-        )
+        # The session's own boto3 session (credentials, profile, region), v2's job names and debugger fields.
+        a = self.args
+        provider = SDKv2SageMaker(
+            exact=job_name, region=spec.sagemaker.region, session=self.session().boto_session,
+            debugger=DebuggerChoice(disable_profiler=a.disable_profiler, debugger_hook=a.debugger_hook),
+        )  # fmt: skip
         self._run(provider, spec, wait, logs)
 
     def _fit_local(

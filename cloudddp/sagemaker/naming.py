@@ -1,4 +1,4 @@
-"""Training job names as the SageMaker SDK v2 makes them, sent through cloudddp's SageMaker provider.
+"""Training job names as the SageMaker SDK v2 makes them (used by sdk_provider.SDKv2SageMaker).
 
 v2 (aws/sagemaker-python-sdk tag v2.257.6, `src/sagemaker/utils.py`): `fit(job_name=X)` uses X
 exactly; otherwise `name_from_base(base)`: the base trimmed so that `<base>-<YYYY-mm-dd-HH-MM-SS-mmm>`
@@ -8,11 +8,6 @@ fits 63 characters.
 from __future__ import annotations
 
 import time
-from typing import Any
-
-from cloudddp.providers.sagemaker import validation
-from cloudddp.providers.sagemaker.provider import SageMakerProvider
-from cloudddp.spec import JobSpec
 
 MAX_LENGTH = 63
 
@@ -27,14 +22,3 @@ def sagemaker_timestamp(moment: float | None = None) -> str:
 def name_from_base(base: str, moment: float | None = None) -> str:
     timestamp = sagemaker_timestamp(moment)
     return f"{base[: MAX_LENGTH - len(timestamp) - 1]}-{timestamp}"
-
-
-class SDKv2NamedSageMaker(SageMakerProvider):
-    """cloudddp's SageMaker provider with the SDK v2's job names: `exact` as given, else base + v2 timestamp."""
-
-    def __init__(self, exact: str | None = None, **options: Any) -> None:
-        super().__init__(**options)
-        self.exact = exact
-
-    def job_name(self, spec: JobSpec) -> str:
-        return validation.check_job_name(self.exact or name_from_base(spec.name))

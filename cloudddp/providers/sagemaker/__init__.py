@@ -9,6 +9,7 @@ from __future__ import annotations
 from pydantic import Field
 
 from cloudddp.providers.registry import Option, ProviderInfo
+from cloudddp.providers.sagemaker.instance_groups import InstanceGroupSetting
 from cloudddp.spec import Section
 
 
@@ -33,7 +34,11 @@ class SageMakerSettings(Section):
     network_isolation: bool = False
     inter_container_encryption: bool = False
     tags: dict[str, str] = Field(default_factory=dict)
-    instance_groups: list[str] | None = None
+    # A heterogeneous cluster (ResourceConfig.InstanceGroups) instead of instance_type x nodes, and the groups
+    # that join the distributed job (default: all): see instance_groups.py.
+    instance_groups: list[InstanceGroupSetting] = Field(default_factory=list)
+    distribution_groups: list[str] | None = None
+    checkpoint_local_path: str | None = None  # CheckpointConfig.LocalPath (default /opt/ml/checkpoints)
 
 
 PROVIDER = ProviderInfo(

@@ -28,6 +28,7 @@ from cloudddp.providers.base import JobHandle, JobRequest, JobStatus, Provider
 from cloudddp.providers.sagemaker import validation as check
 from cloudddp.providers.sagemaker.aws import CREDENTIALS_HELP, make_client, open_session, translate
 from cloudddp.providers.sagemaker.images import training_image
+from cloudddp.providers.sagemaker.instance_groups import image_instance_type
 from cloudddp.providers.sagemaker.logs import LogTail
 from cloudddp.providers.sagemaker.request import (
     CodeUpload,
@@ -123,7 +124,8 @@ class SageMakerProvider(Provider):
         size = sum(path.stat().st_size for path, _ in source_files(Path(spec.source_dir)))
         warning = check.check_source_size(size, spec.source_dir)
         sm = spec.sagemaker
-        image = training_image(sm.image, region, sm.framework_version, sm.py_version, sm.instance_type)
+        image_for = image_instance_type(sm.instance_groups) if sm.instance_groups else sm.instance_type
+        image = training_image(sm.image, region, sm.framework_version, sm.py_version, image_for)
         bucket = sm.bucket or default_bucket(account or check.account_of_role(role), region)
         rendered = build_request(spec, job_name=job_name, region=region, role=role, image=image, bucket=bucket)
         rendered.staging.bucket_is_default = sm.bucket is None

@@ -33,6 +33,7 @@ from cloudddp.errors import CloudDDPError
 from cloudddp.providers.sagemaker import validation as check
 from cloudddp.providers.sagemaker.aws import check_endpoint_variables
 from cloudddp.providers.sagemaker.images import is_dlc
+from cloudddp.providers.sagemaker.instance_groups import check_instance_groups
 from cloudddp.redact import secret_environment_warning
 from cloudddp.spec import JobSpec
 from cloudddp.staging.archive import BOOTSTRAP_NAME
@@ -41,6 +42,7 @@ CODE_CHANNEL = "cloudddp_code"
 ARCHIVE_NAME = "sourcedir.tar.gz"
 CODE_DIR = "/opt/ml/code"
 CHECKPOINT_DIR = "/opt/ml/checkpoints"
+MAX_LOCAL_PATH = 4096  # CheckpointConfig.LocalPath in botocore's SageMaker service model
 TOOLKIT, ENTRYPOINT = "toolkit", "entrypoint"
 SECRET_STORE = "AWS Secrets Manager (or SSM Parameter Store SecureString), readable by the job's role"
 # Fits SageMaker's 256-character limit on one container argument (checked below).
@@ -220,8 +222,8 @@ def launcher_args(spec: JobSpec, mode: str) -> list[str]:
     args: list[str] = []
     if spec.nproc_per_node is not None:
         args.append(f"--nproc-per-node={spec.nproc_per_node}")
-    if spec.sagemaker.instance_groups:
-        args.append(f"--instance-groups={','.join(spec.sagemaker.instance_groups)}")
+    if spec.sagemaker.distribution_groups:
+        args.append(f"--instance-groups={','.join(spec.sagemaker.distribution_groups)}")
     if mode == ENTRYPOINT:
         args.append("--hyperparameters-as-args")
     return args
@@ -314,13 +316,14 @@ def add_options(payload: dict[str, Any], spec: JobSpec, checkpoint: CheckpointPl
     if sm.spot:
         payload["StoppingCondition"]["MaxWaitTimeInSeconds"] = sm.max_wait
     if checkpoint.uri:
-        payload["CheckpointConfig"] = {"S3Uri": checkpoint.uri, "LocalPath": CHECKPOINT_DIR}
+        payload["CheckpointConfig"] = {"S3Uri": checkpoint.uri, "LocalPath": sm.checkpoint_local_path or CHECKPOINT_DIR}
         warnings += checkpoint.warnings
     if sm.kms_key:
         payload["OutputDataConfig"]["KmsKeyId"] = sm.kms_key
-        if INSTANCE_STORAGE.match(sm.instance_type):
+        stored = [t for t in instance_types(spec) if INSTANCE_STORAGE.match(t)]
+        if stored:
             warnings.append(
-                f"{sm.instance_type} has instance storage, encrypted by its hardware: VolumeKmsKeyId is left out "
+                f"{stored[0]} has instance storage, encrypted by its hardware: VolumeKmsKeyId is left out "
                 f"(SageMaker rejects it for such instances)"
             )
         else:
@@ -329,6 +332,35 @@ def add_options(payload: dict[str, Any], spec: JobSpec, checkpoint: CheckpointPl
         payload["VpcConfig"] = {"SecurityGroupIds": list(sm.security_groups), "Subnets": list(sm.subnets)}
     if sm.tags:
         payload["Tags"] = [{"Key": k, "Value": v} for k, v in sm.tags.items()]
+
+
+def instance_types(spec: JobSpec) -> list[str]:
+    """Every instance type the job runs on: its groups', else `instance_type`."""
+    return [g.instance_type for g in spec.sagemaker.instance_groups] or [spec.sagemaker.instance_type]
+
+
+def resource_config(spec: JobSpec) -> dict[str, Any]:
+    """ResourceConfig: the heterogeneous cluster's InstanceGroups, else InstanceType x InstanceCount."""
+    sm = spec.sagemaker
+    if sm.instance_groups:
+        return {"InstanceGroups": [g.to_request() for g in sm.instance_groups], "VolumeSizeInGB": sm.volume_size_gb}
+    return {"InstanceType": sm.instance_type, "InstanceCount": spec.nodes, "VolumeSizeInGB": sm.volume_size_gb}
+
+
+def check_cluster(spec: JobSpec) -> None:
+    """The instance type and count, or the instance groups (never both), as SageMaker would check them."""
+    sm = spec.sagemaker
+    check_instance_groups(
+        sm.instance_groups, sm.distribution_groups, check.training_instance_types(),
+        instance_type_set="instance_type" in sm.model_fields_set, nodes_set="nodes" in spec.model_fields_set,
+    )  # fmt: skip
+    if not sm.instance_groups:
+        check.check_instance(sm.instance_type)
+    if sm.checkpoint_local_path is not None and not 1 <= len(sm.checkpoint_local_path) <= MAX_LOCAL_PATH:
+        raise CloudDDPError(
+            f"sagemaker.checkpoint_local_path is {len(sm.checkpoint_local_path)} characters; SageMaker's "
+            f"CheckpointConfig.LocalPath takes 1-{MAX_LOCAL_PATH}."
+        )
 
 
 def build_request(spec: JobSpec, *, job_name: str, region: str, role: str, image: str, bucket: str) -> Rendered:
@@ -351,9 +383,7 @@ def build_request(spec: JobSpec, *, job_name: str, region: str, role: str, image
         "AlgorithmSpecification": algorithm,
         "InputDataConfig": channels,
         "OutputDataConfig": {"S3OutputPath": output_path(spec, staging, warnings)},
-        "ResourceConfig": {
-            "InstanceType": sm.instance_type, "InstanceCount": spec.nodes, "VolumeSizeInGB": sm.volume_size_gb,
-        },
+        "ResourceConfig": resource_config(spec),
         "StoppingCondition": {"MaxRuntimeInSeconds": spec.max_runtime},
         "HyperParameters": hyperparameters,
         "Environment": environment,
@@ -379,7 +409,7 @@ def build_request(spec: JobSpec, *, job_name: str, region: str, role: str, image
 def validate_spec(spec: JobSpec) -> None:
     """Every check that needs no AWS call and no region."""
     sm = spec.sagemaker
-    check.check_instance(sm.instance_type)
+    check_cluster(spec)
     check.check_stopping(spec.max_runtime, sm.spot, sm.max_wait)
     check.check_inputs(spec.inputs, CODE_CHANNEL)
     check.check_network(sm.subnets, sm.security_groups)

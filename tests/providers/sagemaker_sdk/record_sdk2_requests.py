@@ -8,7 +8,10 @@ Starts a moto server on 127.0.0.1 (from .venv), then runs this file again inside
 runs against it and every CreateTrainingJob request is captured client side (botocore's
 `provide-client-params` event: exactly the parameters the SDK handed to boto3). The result
 goes to `sdk2_requests/sagemaker-<version>/<case>.json`; the normal test run compares
-cloudddp's requests with these files without needing the SDK.
+cloudddp's requests with these files without needing the SDK. `LOCAL_CASES` run with
+`instance_type="local"` on a `sagemaker.local.LocalSession` (local_code on) whose
+`LocalSagemakerClient.create_training_job` is replaced by a recorder, so no Docker is needed:
+what it receives is what the SDK's containers' config files are written from.
 """
 
 from __future__ import annotations
@@ -70,8 +73,9 @@ def record_inside(out_root: Path) -> None:
     """Runs in .venv-sdk2: the real SDK, one fit(wait=False) per case."""
     import boto3
     import sagemaker
+    from sagemaker.instance_group import InstanceGroup
     from sagemaker.pytorch import PyTorch
-    from sdk2_cases import BUCKETS, CASES, REGION, job_name
+    from sdk2_cases import BUCKETS, CASES, REGION, job_name, with_instance_groups
 
     out = out_root / f"sagemaker-{sagemaker.__version__}"
     out.mkdir(parents=True, exist_ok=True)
@@ -92,7 +96,8 @@ def record_inside(out_root: Path) -> None:
         before = all_objects(s3)
         with tempfile.TemporaryDirectory() as source:
             Path(source, spec["estimator"]["entry_point"]).write_text("print('training')\n")
-            estimator = PyTorch(source_dir=source, sagemaker_session=session, **spec["estimator"])
+            kwargs = with_instance_groups(spec["estimator"], InstanceGroup)
+            estimator = PyTorch(source_dir=source, sagemaker_session=session, **kwargs)
             estimator.fit(inputs=spec["inputs"], wait=False, job_name=job_name(case))
         objects = sorted(all_objects(s3) - before)
         document = {
@@ -100,6 +105,39 @@ def record_inside(out_root: Path) -> None:
             "case": case,
             "request": captured[-1],
             "s3_objects_written_by_fit": objects,
+        }
+        (out / f"{case}.json").write_text(json.dumps(document, indent=2, sort_keys=True) + "\n")
+        print(f"recorded {case} -> {out / (case + '.json')}")
+    record_local(out)
+
+
+def record_local(out: Path) -> None:
+    """LOCAL_CASES: the request the SDK v2's local mode hands its LocalSagemakerClient (no Docker started)."""
+    import boto3
+    import sagemaker
+    from sagemaker.local import LocalSession
+    from sagemaker.local.local_session import LocalSagemakerClient
+    from sagemaker.pytorch import PyTorch
+    from sdk2_cases import LOCAL_CASES, REGION, job_name
+
+    captured: list[dict[str, Any]] = []
+    LocalSagemakerClient.create_training_job = lambda self, **request: captured.append(copy.deepcopy(request))
+    for case, spec in LOCAL_CASES.items():
+        boto_session = boto3.Session(region_name=REGION)
+        boto_session.events.register("before-send", redirect_to(os.environ["AWS_ENDPOINT_URL"]))
+        session = LocalSession(boto_session=boto_session)
+        session.config = {"local": {"local_code": True}}
+        with tempfile.TemporaryDirectory() as source, tempfile.TemporaryDirectory() as data:
+            Path(source, spec["estimator"]["entry_point"]).write_text("print('training')\n")
+            inputs = {k: v.replace("<data>", data) for k, v in spec["inputs"].items()}
+            estimator = PyTorch(source_dir=source, sagemaker_session=session, **spec["estimator"])
+            estimator.fit(inputs=inputs, wait=False, job_name=job_name(case))
+            request = json.loads(json.dumps(captured[-1]).replace(source, "<source_dir>").replace(data, "<data>"))
+        document = {
+            "recorded_with": f"sagemaker {sagemaker.__version__} (sagemaker.pytorch.PyTorch, LocalSession with "
+            f"local_code), boto3 {boto3.__version__}",
+            "case": case,
+            "request": request,
         }
         (out / f"{case}.json").write_text(json.dumps(document, indent=2, sort_keys=True) + "\n")
         print(f"recorded {case} -> {out / (case + '.json')}")

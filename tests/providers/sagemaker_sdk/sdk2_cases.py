@@ -83,7 +83,83 @@ CASES: dict[str, dict[str, Any]] = {
         },
         "inputs": {"train": f"{DATA}/train"},
     },
+    # A heterogeneous cluster (SDK v2 `InstanceGroup`s, written here as their constructor arguments): the
+    # "train" group runs torch_distributed, the "data" group sits the distributed job out.
+    "instance_groups": {
+        "estimator": {
+            "entry_point": ENTRY_POINT, "role": ROLE, "framework_version": "2.5.1", "py_version": "py311",
+            "instance_groups": [
+                {"instance_group_name": "data", "instance_type": "ml.c5.2xlarge", "instance_count": 1},
+                {"instance_group_name": "train", "instance_type": "ml.g5.12xlarge", "instance_count": 2},
+            ],
+            "distribution": {"torch_distributed": {"enabled": True}, "instance_groups": ["train"]},
+            "disable_profiler": True, "debugger_hook_config": False, "hyperparameters": {"epochs": 2},
+        },
+        "inputs": {"train": f"{DATA}/train"},
+    },
+    # Instance groups without a distribution; the profiler and debugger at the SDK's defaults.
+    "instance_groups_defaults": {
+        "estimator": {
+            "entry_point": ENTRY_POINT, "role": ROLE, "framework_version": "2.5", "py_version": "py311",
+            "instance_groups": [
+                {"instance_group_name": "gpus", "instance_type": "ml.g5.2xlarge", "instance_count": 2},
+            ],
+        },
+        "inputs": {"train": f"{DATA}/train"},
+    },
+    # checkpoint_local_path other than the default; debugger at its default (v2 turns it off: checkpoints set).
+    "checkpoint_local_path": {
+        "estimator": {
+            "entry_point": ENTRY_POINT, "role": ROLE, "framework_version": "2.5", "py_version": "py311",
+            "instance_count": 2, "instance_type": "ml.m5.xlarge",
+            "checkpoint_s3_uri": "s3://cloudddp-sdk2-out/checkpoints/run-2", "checkpoint_local_path": "/opt/ml/ckpt",
+        },
+        "inputs": {"train": f"{DATA}/train"},
+    },
+    # The debugger and profiler at the SDK's defaults with checkpoint_s3_uri alone (no local path).
+    "checkpoint_s3_only": {
+        "estimator": {
+            "entry_point": ENTRY_POINT, "role": ROLE, "framework_version": "2.5", "py_version": "py311",
+            "instance_count": 1, "instance_type": "ml.m5.xlarge",
+            "checkpoint_s3_uri": "s3://cloudddp-sdk2-out/checkpoints/run-3",
+        },
+        "inputs": {"train": f"{DATA}/train"},
+    },
 }  # fmt: skip
+
+# Local mode: what the SDK v2 hands its LocalSagemakerClient (the request its containers' config files are
+# written from), with `local_code` on: the source is used from its folder, as cloudddp's local mode does.
+LOCAL_CASES: dict[str, dict[str, Any]] = {
+    "local": {
+        "estimator": {
+            "entry_point": ENTRY_POINT, "role": ROLE, "framework_version": "2.5", "py_version": "py311",
+            "instance_count": 2, "instance_type": "local", "hyperparameters": {"epochs": 2, "lr": 0.5},
+        },
+        "inputs": {"train": "file://<data>"},
+    },
+    "local_gpu_torch_distributed": {
+        "estimator": {
+            "entry_point": ENTRY_POINT, "role": ROLE, "framework_version": "2.5.1", "py_version": "py311",
+            "instance_count": 1, "instance_type": "local_gpu", "hyperparameters": {"model-name": "resnet18"},
+            "distribution": {"torch_distributed": {"enabled": True}},
+        },
+        "inputs": {"train": "file://<data>"},
+    },
+}  # fmt: skip
+
+
+def with_instance_groups(estimator: dict[str, Any], instance_group: Any) -> dict[str, Any]:
+    """The case's keyword arguments with its instance groups built by `instance_group` (the SDK's class or
+    cloudddp's): the estimator's list, and the distribution's groups as the same objects, as v2 takes them."""
+    if "instance_groups" not in estimator:
+        return dict(estimator)
+    groups = [instance_group(**g) for g in estimator["instance_groups"]]
+    kwargs = {**estimator, "instance_groups": groups}
+    distribution = estimator.get("distribution")
+    if distribution and "instance_groups" in distribution:
+        chosen = [g for g in groups if g.instance_group_name in distribution["instance_groups"]]
+        kwargs["distribution"] = {**distribution, "instance_groups": chosen}
+    return kwargs
 
 
 def job_name(case: str) -> str:

@@ -18,7 +18,7 @@ import pytest
 from sdk2_moto import MotoServer, moto  # noqa: F401  (moto is a fixture)
 
 from cloudddp.errors import CloudDDPError
-from cloudddp.sagemaker import PyTorch, Session
+from cloudddp.sagemaker import InstanceGroup, PyTorch, Session
 from cloudddp.sagemaker.arguments import NOT_SUPPORTED
 from cloudddp.sagemaker.images import training_image_uri
 
@@ -91,7 +91,10 @@ def test_torchrun_distributions_are_taken(name: str, source: Path) -> None:
     [
         ({"hyperparameters": {"layers": [1, 2]}}, r"hyperparameters=\{'layers': \[1, 2\]\}"),
         ({"debugger_hook_config": object()}, "debugger_hook_config"),
-        ({"checkpoint_local_path": "/tmp/ckpt"}, "checkpoint_local_path='/tmp/ckpt'"),
+        ({"checkpoint_local_path": "ckpt"}, "checkpoint_local_path='ckpt'\\): must be an absolute path"),
+        ({"checkpoint_local_path": "/tmp/ckpt", "instance_type": "local"}, "must be under /opt/ml/"),
+        ({"debugger_hook_config": True}, "debugger_hook_config=True"),
+        ({"disable_profiler": "yes"}, "disable_profiler='yes'"),
         ({"framework_version": None}, r"framework_version=None"),
         ({"instance_count": 0}, "instance_count=0"),
         ({"input_mode": "FastFile"}, "input_mode='FastFile'"),
@@ -204,3 +207,74 @@ def test_logs_prints_each_hosts_cloudwatch_lines(
     est.logs()
     printed = capsys.readouterr().out
     assert "[algo-1] epoch=1/1 loss=0.5" in printed and "[algo-2] rank 1 done" in printed
+
+
+GROUPS = [InstanceGroup("data", "ml.c5.2xlarge", 1), InstanceGroup("train", "ml.g5.12xlarge", 2)]
+NO_COUNT = {"instance_count": None, "instance_type": None}
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [  # fw_utils.validate_distribution and job.py _prepare_resource_config (v2.257.6)
+        ({"instance_groups": GROUPS, "instance_type": None}, r"PyTorch\(instance_count=2\): cannot be set when"),
+        ({"instance_groups": GROUPS, "instance_count": None}, r"instance_type='ml.g5.xlarge'\): cannot be set"),
+        ({"distribution": {"torch_distributed": {"enabled": True}, "instance_groups": GROUPS[:1]}},
+         "names instance_groups, but the estimator has none"),
+        ({**NO_COUNT, "instance_groups": GROUPS, "distribution": {"torch_distributed": {"enabled": True}}},
+         "must name exactly one of the instance groups"),
+        ({**NO_COUNT, "instance_groups": GROUPS[:1],
+          "distribution": {"torch_distributed": {"enabled": True}, "instance_groups": GROUPS}},
+         "more instance groups than the estimator has"),
+        ({**NO_COUNT, "instance_groups": GROUPS,
+          "distribution": {"torch_distributed": {"enabled": True}, "instance_groups": [InstanceGroup("gpu", "x", 1)]}},
+         "instance group 'gpu' is not one of instance_groups"),
+        ({**NO_COUNT, "instance_groups": [object()]}, r"each entry is an InstanceGroup"),
+        ({**NO_COUNT, "instance_groups": [InstanceGroup("a", "local", 2)]}, "run on SageMaker only"),
+    ],
+)  # fmt: skip
+def test_instance_groups_are_checked_as_the_sdk_v2_checks_them(
+    overrides: dict[str, Any], message: str, source: Path
+) -> None:
+    with pytest.raises(CloudDDPError, match=message) as error:
+        estimator(source, **overrides)
+    assert error.value.exit_code == 2
+
+
+@pytest.mark.parametrize(
+    ("group", "message"),
+    [  # botocore's service model: InstanceGroupName 1-64, InstanceType the TrainingInstanceType enum, count >= 0
+        (InstanceGroup("x" * 65, "ml.c5.2xlarge", 1), "is 65 characters; SageMaker takes 1-64"),
+        (InstanceGroup("data", "ml.c5.3xlarge", 1), "instance_type 'ml.c5.3xlarge' is not a SageMaker training"),
+        (InstanceGroup("data", "ml.c5.2xlarge", -1), "count is -1"),
+        (InstanceGroup("train", "ml.c5.2xlarge", 1), "names the group 'train' twice"),
+    ],
+)
+def test_instance_groups_the_service_would_refuse_fail_before_upload(
+    group: InstanceGroup, message: str, source: Path, moto: MotoServer
+) -> None:
+    est = estimator(source, **NO_COUNT, instance_groups=[group, GROUPS[1]], sagemaker_session=Session())
+    with pytest.raises(CloudDDPError, match=message):
+        est.fit({"train": "s3://data/train"})
+    assert [name for name, _ in moto.calls if name in ("PutObject", "CreateTrainingJob", "CreateBucket")] == []
+
+
+def test_more_than_five_instance_groups_are_refused(source: Path, moto: MotoServer) -> None:
+    groups = [InstanceGroup(f"g{i}", "ml.c5.2xlarge", 1) for i in range(6)]
+    est = estimator(source, **NO_COUNT, instance_groups=groups, sagemaker_session=Session())
+    with pytest.raises(CloudDDPError, match="6 groups; SageMaker takes at most 5"):
+        est.fit({"train": "s3://data/train"})
+
+
+def test_the_distribution_group_reaches_the_launcher_in_the_archive(source: Path, moto: MotoServer) -> None:
+    """SDK v2 sends no sagemaker_distribution_instance_groups with torch_distributed (sdk2_requests/
+    instance_groups.json): cloudddp's launcher learns the group from cloudddp_job.json instead."""
+    distribution = {"torch_distributed": {"enabled": True}, "instance_groups": [GROUPS[1]]}
+    est = estimator(source, **NO_COUNT, instance_groups=GROUPS, distribution=distribution, sagemaker_session=Session())
+    est.fit("s3://data/all", wait=False)
+    (request,) = moto.created()
+    assert "sagemaker_distribution_instance_groups" not in request["HyperParameters"]
+    submit = json.loads(request["HyperParameters"]["sagemaker_submit_directory"])
+    with tarfile.open(fileobj=io.BytesIO(moto.read(submit))) as tar:
+        job = json.loads(tar.extractfile("cloudddp_job.json").read())  # type: ignore[union-attr]
+    assert "--instance-groups=train" in job["launcher_args"]
+    assert request["AlgorithmSpecification"]["TrainingImage"].endswith("-gpu-py311")  # the GPU group's image

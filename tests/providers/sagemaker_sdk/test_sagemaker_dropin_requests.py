@@ -16,10 +16,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sdk2_cases import BUCKETS, CASES, job_name
+from sdk2_cases import BUCKETS, CASES, job_name, with_instance_groups
 from sdk2_moto import MotoServer, moto  # noqa: F401  (moto is a fixture)
 
-from cloudddp.sagemaker import PyTorch, Session
+from cloudddp.sagemaker import InstanceGroup, PyTorch, Session
 
 RECORDINGS = sorted((Path(__file__).parent / "sdk2_requests").glob("sagemaker-*"))
 SERVICE_DEFAULTS = {"EnableNetworkIsolation": False, "EnableInterContainerTrafficEncryption": False,
@@ -31,8 +31,6 @@ INTENDED = {
     "HyperParameters.sagemaker_program": "cloudddp_bootstrap.py starts cloudddp's launcher, which runs the entry point",
     "HyperParameters.<toolkit distribution>": "cloudddp's launcher runs torchrun on every host, not the toolkit",
     "AlgorithmSpecification.EnableSageMakerMetricsTimeSeries": "not sent by cloudddp's SageMaker provider",
-    "ProfilerConfig": "SageMaker Debugger/profiler are not configured",
-    "DebugHookConfig": "SageMaker Debugger hooks are not configured",
     "<service defaults>": "False flags and CheckpointConfig.LocalPath=/opt/ml/checkpoints sent explicitly",
     "InputDataConfig order": "channels sorted by name",
     "OutputDataConfig.KmsKeyId": "volume_kms_key also encrypts the output (one key in cloudddp)",
@@ -49,8 +47,6 @@ def comparable(request: dict[str, Any], name: str) -> dict[str, Any]:
     for key in TOOLKIT_DISTRIBUTION:
         hyperparameters.pop(key, None)
     request["AlgorithmSpecification"].pop("EnableSageMakerMetricsTimeSeries", None)
-    request.pop("ProfilerConfig", None)
-    request.pop("DebugHookConfig", None)
     for key, default in SERVICE_DEFAULTS.items():
         if request.get(key) == default:
             del request[key]
@@ -79,7 +75,8 @@ def fit_case(case: str, moto: MotoServer, tmp_path: Path) -> tuple[dict[str, Any
     source = tmp_path / f"source-{case}"
     source.mkdir()
     (source / CASES[case]["estimator"]["entry_point"]).write_text("print('training')\n")
-    estimator = PyTorch(source_dir=str(source), sagemaker_session=Session(), **CASES[case]["estimator"])
+    kwargs = with_instance_groups(CASES[case]["estimator"], InstanceGroup)
+    estimator = PyTorch(source_dir=str(source), sagemaker_session=Session(), **kwargs)
     before = all_objects(moto)
     estimator.fit(inputs=CASES[case]["inputs"], wait=False, job_name=job_name(case))
     (request,) = moto.created()
