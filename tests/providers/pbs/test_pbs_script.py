@@ -31,6 +31,29 @@ done
 exec unshare --uts bash -c 'hostname "$1"; shift; exec "$@"' _ "$host" "$@"
 """
 
+# `mpiexec -n N -ppn 1 PROGRAM ARGS` as MPICH's Hydra runs it under PBS: one process per host of
+# $PBS_NODEFILE, in order, each with PMI_RANK / PMI_SIZE / MPI_LOCALRANKID / MPI_LOCALNRANKS (pmodels/mpich
+# src/pm/hydra/proxy/pmip_cb.c launch_procs, commit 7ebf82ddd22fc572850529c33c8ef3430134868c); here each
+# runs under its host's name, and mpiexec fails if any process failed.
+MPIEXEC = """#!/bin/bash
+set -uo pipefail
+n=""; ppn=""
+while [ $# -gt 0 ]; do
+  case "$1" in -n) n=$2; shift 2 ;; -ppn) ppn=$2; shift 2 ;; *) break ;; esac
+done
+[ -n "$n" ] && [ "$ppn" = 1 ] || { echo "mpiexec stand-in: needs -n N -ppn 1" >&2; exit 2; }
+mapfile -t hosts < <(awk 'NF && !seen[$1]++ {print $1}' "$PBS_NODEFILE")
+[ "${#hosts[@]}" -ge "$n" ] || { echo "mpiexec stand-in: $n processes, ${#hosts[@]} hosts" >&2; exit 2; }
+pids=()
+for ((rank = 0; rank < n; rank++)); do
+  PMI_RANK=$rank PMI_SIZE=$n MPI_LOCALRANKID=0 MPI_LOCALNRANKS=1 \
+    unshare --uts bash -c 'hostname "$1"; shift; exec "$@"' _ "${hosts[$rank]}" "$@" & pids+=($!)
+done
+code=0
+for pid in "${pids[@]}"; do wait "$pid" || code=1; done
+exit "$code"
+"""
+
 
 def spec_data(tmp_path: Path, **pbs: Any) -> dict[str, Any]:
     return {
@@ -107,16 +130,36 @@ def test_bad_input_is_named(tmp_path: Path, change: dict[str, Any], message: str
     assert message in str(caught.value)
 
 
+def stand_ins(tmp_path: Path) -> Path:
+    """A folder holding the pbsdsh and mpiexec stand-ins."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for name, stand_in in (("pbsdsh", PBSDSH), ("mpiexec", MPIEXEC)):
+        (bin_dir / name).write_text(stand_in)
+        (bin_dir / name).chmod(0o755)
+    return bin_dir
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [(["pbsdsh", "--", "true"], "-h HOST missing"), (["pbsdsh", "-u", "--", "true"], "unexpected -u"),
+     (["mpiexec", "-n", "2", "true"], "needs -n N -ppn 1"), (["mpiexec", "-n", "3", "-ppn", "1", "true"], "3 processes, 2 hosts")],
+)  # fmt: skip
+def test_the_stand_ins_refuse_what_they_do_not_model(tmp_path: Path, argv: list[str], message: str) -> None:
+    bin_dir = stand_ins(tmp_path)
+    (tmp_path / "nodefile").write_text("node1\nnode1\nnode2\n")
+    env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "PBS_NODEFILE": str(tmp_path / "nodefile")}
+    result = subprocess.run([str(bin_dir / argv[0]), *argv[1:]], env=env, capture_output=True, text=True, timeout=30)
+    assert result.returncode == 2 and message in result.stderr
+
+
 def run_job_body(
     script: str, tmp_path: Path, hosts: list[str], job_id: str = "42.pbs-test"
 ) -> subprocess.CompletedProcess[str]:
     """What PBS would do on the first node: the job's variables (-v ones included), then bash SCRIPT."""
     if shutil.which("unshare") is None or os.geteuid() != 0:
         pytest.skip("the pbsdsh stand-in needs unshare and root (a UTS namespace per node)")
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    (bin_dir / "pbsdsh").write_text(PBSDSH)
-    (bin_dir / "pbsdsh").chmod(0o755)
+    bin_dir = stand_ins(tmp_path)
     nodefile = tmp_path / "nodefile"
     nodefile.write_text("".join(f"{host}\n{host}\n" for host in hosts))  # one line per slot, as PBS writes it
     variables = next(line for line in directives(script) if line.startswith("-v ")).removeprefix("-v ").split(",")
@@ -164,6 +207,20 @@ def test_script_body_runs_one_launcher_per_host_and_they_all_reduce(tmp_path: Pa
     lines = list(provider.logs("42.pbs-test"))
     assert "[node1] cloudddp: provider=pbs node 0/2 nproc_per_node=1 rdzv=static@127.0.0.1:20042" in lines
     assert "[node2] rank 1/2: all_reduce sum=3 (expected 3)" in lines
+
+
+@pytest.mark.slow
+def test_the_mpiexec_starter_runs_one_launcher_per_host_ranked_by_pmi_rank(tmp_path: Path) -> None:
+    script = script_for(tmp_path, starter="mpiexec")
+    assert 'mpiexec -n "$nnodes" -ppn 1 bash "$CLOUDDDP_RUN_DIR/node.sh"' in script
+    result = run_job_body(script, tmp_path, ["node1", "node2"])
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    ranks = [json.loads((tmp_path / "out" / f"rank{r}.json").read_text()) for r in range(2)]
+    assert [(r["rank"], r["world_size"], r["sum"]) for r in ranks] == [(0, 2, 3.0), (1, 2, 3.0)]
+    run = tmp_path / "runs" / "check-42.pbs-test"
+    # One launcher per host, each with its node rank (Hydra gives PMI_RANK in node-file order).
+    assert "provider=pbs node 1/2" in (run / "logs" / "node2.log").read_text()
+    assert sorted(p.name for p in (run / "exit").iterdir()) == ["node1", "node2"]
 
 
 @pytest.mark.slow
