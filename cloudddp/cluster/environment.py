@@ -38,6 +38,7 @@ class EmulatedCluster:
     channels: tuple[str, ...] = ()
     hyperparameters: Mapping[str, Any] = field(default_factory=dict)
     nproc_per_node: int | str = 1
+    checkpoint_path: str | None = None  # SageMaker: CheckpointConfig.LocalPath (default /opt/ml/checkpoints)
 
 
 @dataclass

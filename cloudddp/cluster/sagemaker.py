@@ -334,19 +334,33 @@ def framework_environment(environ: Mapping[str, str]) -> dict[str, str]:
 # -- the local emulation: each node as a SageMaker container sees it
 
 
+def checkpoint_folder(local_path: str | None) -> str:
+    """CheckpointConfig.LocalPath under an emulated host's /opt/ml folder (default: checkpoints)."""
+    relative = (local_path or "/opt/ml/checkpoints").removeprefix("/opt/ml/").strip("/")
+    if local_path and (not local_path.startswith("/opt/ml/") or not relative or ".." in relative.split("/")):
+        raise CloudDDPError(
+            f"sagemaker: checkpoint_local_path {local_path!r} is not a folder under /opt/ml/, which each emulated "
+            f"host has in its own folder; use a path like /opt/ml/checkpoints."
+        )
+    return relative
+
+
 def emulate(cluster: EmulatedCluster) -> list[EmulatedNode]:
     """`<run>/nodes/algo-N/` laid out like /opt/ml, and the SM_* variables of a framework container."""
     hosts = [f"algo-{i + 1}" for i in range(cluster.nodes)]
     channels = sorted(cluster.channels)
+    hyperparameters = dict(cluster.hyperparameters)
+    if "sagemaker_job_name" in hyperparameters:  # the SDK v2's own keys (cloudddp.sagemaker local mode): this job
+        hyperparameters["sagemaker_job_name"] = cluster.job_name
     # The SDK JSON-encodes every value (sagemaker-python-sdk: EstimatorBase.set_hyperparameters + json.dumps).
-    hyperparameters_file = {k: json.dumps(v) for k, v in cluster.hyperparameters.items()}
+    hyperparameters_file = {k: json.dumps(v) for k, v in hyperparameters.items()}
     decoded = {k: json.loads(v) for k, v in hyperparameters_file.items()}
     nodes = []
     for rank, host in enumerate(hosts):
         root = cluster.run_dir / "nodes" / host
         config = root / "input" / "config"
         node = EmulatedNode(name=host, rank=rank, root=root)
-        node.model_dir, node.checkpoint_dir = root / "model", root / "checkpoints"
+        node.model_dir, node.checkpoint_dir = root / "model", root / checkpoint_folder(cluster.checkpoint_path)
         node.channels = {c: root / "input" / "data" / c for c in channels}
         node.dirs = [config, node.model_dir, root / "output" / "data", node.checkpoint_dir]
         node.files = {

@@ -29,7 +29,7 @@ from cloudddp.providers.sagemaker.validation import training_instance_types
 from cloudddp.sagemaker import arguments
 from cloudddp.sagemaker.arguments import NOT_SUPPORTED_METHODS, Arguments
 from cloudddp.sagemaker.images import training_image_uri
-from cloudddp.sagemaker.local_mode import LocalJob
+from cloudddp.sagemaker.local_mode import LocalJob, container_hyperparameters
 from cloudddp.sagemaker.session import Session
 from cloudddp.session import JobRecord, emit, run_job
 from cloudddp.spec import JobSpec, LocalSettings, build_spec
@@ -295,7 +295,13 @@ class PyTorch:
             job = LocalJob.prepare(self.s3(), work, channels, output, a.checkpoint_s3_uri, emit)
             source, entry = merged_source(a, work)
             data = self._common(source, entry, job_name or base_name(a, None), job.inputs)
+            data["hyperparameters"] = container_hyperparameters(
+                a.hyperparameters, entry_point=entry, source_dir=source, region=session.boto_region_name,
+                job_name=data["name"], distribution=a.distribution, instance_type=a.instance_type,
+            )  # fmt: skip
             data["checkpoint"] = str(job.checkpoint_dir) if job.checkpoint_dir else None
+            if a.checkpoint_local_path:  # where each emulated host's checkpoint folder sits under its /opt/ml
+                data["sagemaker"] = {"checkpoint_local_path": a.checkpoint_local_path}
             # Copied into every node, as each SageMaker host downloads its own (the download is removed after).
             data["local"] = {"emulate": "sagemaker", "link_inputs": False}
             if a.instance_type == "local_gpu":

@@ -34,6 +34,41 @@ NODE = re.compile(r"algo-(\d+)")
 DOWNLOAD_THREADS = 8
 
 
+# The distribution keys v2 adds for each strategy cloudddp takes (pytorch/estimator.py
+# `_pytorch_distribution_configuration`; pytorchddp is first rewritten to smdistributed dataparallel,
+# whose keys come from estimator.py `Framework._distribution_configuration`).
+DISTRIBUTION_KEYS: dict[str, dict[str, Any]] = {
+    "torch_distributed": {"sagemaker_torch_distributed_enabled": True},
+    "pytorchddp": {"sagemaker_distributed_dataparallel_enabled": True,
+                   "sagemaker_distributed_dataparallel_custom_mpi_options": ""},
+}  # fmt: skip
+
+
+def container_hyperparameters(
+    hyperparameters: dict[str, Any], *, entry_point: str, source_dir: str, region: str, job_name: str,
+    distribution: str | None, instance_type: str,
+) -> dict[str, Any]:  # fmt: skip
+    """hyperparameters.json as the SDK v2's local-mode containers get it, values decoded (the emulation encodes).
+
+    The request v2 hands its LocalSagemakerClient (recorded: sdk2_requests/.../local*.json) carries the
+    user's values plus `Framework._script_mode_hyperparam_update`'s keys and the distribution's; its
+    `_SageMakerContainer` writes them to every host, with a `file://` submit directory replaced by the
+    folder the code is mounted at (`local/image.py: _update_local_src_path`, /opt/ml/code). Here the code
+    runs from `source_dir` itself, so that is the folder named. `sagemaker_job_name` is replaced by the
+    local job's own name when the nodes are laid out (cloudddp.cluster.sagemaker.emulate).
+    """
+    keys: dict[str, Any] = {
+        "sagemaker_submit_directory": str(Path(source_dir).resolve()),
+        "sagemaker_program": entry_point,
+        "sagemaker_container_log_level": 20,
+        "sagemaker_job_name": job_name,
+        "sagemaker_region": region,
+    }
+    if distribution:
+        keys.update(DISTRIBUTION_KEYS[distribution], sagemaker_instance_type=instance_type)
+    return {**hyperparameters, **keys}
+
+
 def split_s3(uri: str, what: str) -> tuple[str, str]:
     if not uri.startswith("s3://") or len(uri) <= 5:
         raise CloudDDPError(f"{what}={uri!r} is not an s3:// URI.")

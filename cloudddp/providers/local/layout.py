@@ -22,5 +22,6 @@ def node_layouts(spec: JobSpec, run_dir: Path, job_name: str) -> list[EmulatedNo
         channels=tuple(sorted(spec.inputs)),
         hyperparameters=dict(spec.hyperparameters),
         nproc_per_node=spec.nproc_per_node if spec.nproc_per_node is not None else 1,
+        checkpoint_path=spec.sagemaker.checkpoint_local_path,
     )
     return EMULATIONS[spec.local.emulate].emulate(cluster)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import glob
 import io
+import json
 import tarfile
 from pathlib import Path
 
@@ -124,12 +125,23 @@ def test_local_mode_downloads_channels_restores_checkpoints_and_uploads_like_sag
     bucket: str, source: Path, moto: MotoServer, tmp_path: Path
 ) -> None:
     moto.client("s3").put_object(Bucket=bucket, Key="checkpoints/run-1/step.txt", Body=b"before")
-    est = local_estimator(source)
+    est = local_estimator(source, checkpoint_local_path="/opt/ml/ckpt", distribution={"pytorchddp": {"enabled": True}})
     est.fit({"train": f"s3://{bucket}/data/train", "notes": f"file://{tmp_path / 'notes'}"}, wait=False)
     training_job = est.latest_training_job
     assert training_job is not None
     training_job.wait(logs=False)  # wait=False: the artifacts are uploaded once the job is waited for
     job = training_job.name
+    config = Path(training_job.handle.job_id, "nodes", "algo-2", "input", "config")
+    # checkpoint_local_path: the host's checkpoint folder sits where /opt/ml/ckpt would, in its /opt/ml folder.
+    assert json.loads((config / "checkpointconfig.json").read_text())["LocalPath"] == str(config.parents[1] / "ckpt")
+    # The sagemaker_* keys v2's local mode writes (see test_sagemaker_dropin_local_hyperparameters.py), with this
+    # job's own name; pytorchddp's keys as v2 sends them for smdistributed dataparallel.
+    assert json.loads((config / "hyperparameters.json").read_text()) == {
+        "lr": "0.1", "b": '"x y"', "sagemaker_program": '"train.py"', "sagemaker_container_log_level": "20",
+        "sagemaker_submit_directory": json.dumps(str(source.resolve())), "sagemaker_region": '"us-east-1"',
+        "sagemaker_job_name": json.dumps(job), "sagemaker_distributed_dataparallel_enabled": "true",
+        "sagemaker_distributed_dataparallel_custom_mpi_options": '""', "sagemaker_instance_type": '"local"',
+    }  # fmt: skip
     assert est.model_data == f"s3://{bucket}/models/{job}/output/model.tar.gz"
     model = members(moto.read(est.model_data))
     expected_rows = "a,b\n1,2\nfrom a file:// channel\n"
