@@ -171,6 +171,20 @@ def test_dry_run_with_an_inline_secret_fails_without_printing_it(tmp_path: Any) 
     assert "hunter2" not in result.stdout + result.stderr and "Traceback" not in result.stderr
 
 
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [(["--s3-secret", "Minio_Creds"], "kubernetes.s3_secret: Value error, Secret name 'Minio_Creds'"),
+     (["--image-pull-secret", "reg cred"], "image pull Secret name 'reg cred' is not a valid Kubernetes name"),
+     (["-i", "train=s3://datasets/demo"], "inputs.train='s3://datasets/demo': s3:// inputs need kubernetes.s3_endpoint"),
+     (["--nodes", "0"], "nodes: ")],
+)  # fmt: skip
+def test_bad_input_from_the_cli_is_one_paragraph_and_exit_2(tmp_path: Any, flags: list[str], message: str) -> None:
+    result = run_cli("launch", "-p", "kubernetes", "--image", IMAGE, *flags, "--dry-run", str(SOURCES / "train_ddp.py"),
+                     env={"KUBECONFIG": str(tmp_path / "none")})  # fmt: skip
+    assert result.returncode == 2 and message in result.stderr, result.stderr
+    assert "Traceback" not in result.stderr and result.stdout == ""
+
+
 def test_declaring_the_provider_imports_no_kubernetes_client() -> None:
     # The registry imports every provider's __init__ on each CLI start: the SDK must load only when used.
     code = "import sys, cloudddp.providers.kubernetes; print('kubernetes' in sys.modules)"

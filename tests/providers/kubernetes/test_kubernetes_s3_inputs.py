@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import signal
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -60,7 +61,9 @@ def seaweed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SeaweedS3]:
     s3.put_object(Bucket="datasets", Key="demo/train-old/stale.csv", Body=b"not this")  # shares the prefix's text
     s3.put_object(Bucket="datasets", Key="demo/single.bin", Body=b"one object")
     yield server
-    server.stop()
+    if server.process is not None:  # its data is throwaway: SIGKILL saves the ~12 s of a graceful stop
+        os.killpg(server.process.pid, signal.SIGKILL)
+        server.process.wait()
 
 
 def manifest(endpoint: str, inputs: dict[str, str], out_dir: Path) -> dict[str, Any]:
