@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from cloudddp.errors import CloudDDPError
 from cloudddp.providers.pbs.settings import PBSSettings
 from cloudddp.providers.slurm.shell import (
     activation_lines,
@@ -67,6 +68,12 @@ def resource_line(spec: JobSpec, settings: PBSSettings) -> str:
 
 
 def directives(spec: JobSpec, settings: PBSSettings, runs_dir: Path, secret: list[str]) -> list[str]:
+    if spec.nodes > 1 and settings.resources == "select" and "pack" in (settings.place or "").split(":"):
+        # node.sh starts once per distinct host: packed chunks would train on one node, not spec.nodes.
+        raise CloudDDPError(
+            f"pbs.place={settings.place!r} puts all {spec.nodes} chunks on one host, and cloudddp starts one "
+            f"launcher per host; use scatter (the default) for a {spec.nodes}-node job."
+        )
     lines = [f"#PBS -N {spec.name}", resource_line(spec, settings)]
     if settings.place and settings.resources == "select":
         lines.append(f"#PBS -l place={settings.place}")

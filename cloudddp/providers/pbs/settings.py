@@ -13,6 +13,23 @@ from cloudddp.spec import Section
 # PBS's size values (mem): digits, then k/m/g/t/p and an optional b or w, or b or w alone; any case
 # (openpbs/openpbs src/lib/Libattr/attr_fn_size.c to_size, commit cd7ab5edaf03dcac2f1cb9e2f42d75eb117d468a).
 PBS_SIZE = re.compile(r"^[0-9]+([kmgtp][bw]?|[bw])?$", re.IGNORECASE)
+# `-l place=[arrangement][:sharing][:grouping]`, each at most once, in any order (openpbs doc/man1/qalter.1B).
+PLACE_KINDS = {"arrangement": {"free", "pack", "scatter", "vscatter"}, "sharing": {"excl", "shared", "exclhost"}}
+
+
+def check_place(value: str) -> str:
+    seen: set[str] = set()
+    for element in value.split(":"):
+        kind = next((k for k, words in PLACE_KINDS.items() if element in words), None)
+        if kind is None and re.fullmatch(r"group=[A-Za-z][\w-]*", element):
+            kind = "grouping"
+        if kind is None or kind in seen:
+            raise ValueError(
+                f"{value!r} is not a PBS placement: [free|pack|scatter|vscatter][:excl|shared|exclhost]"
+                f"[:group=RESOURCE], each at most once"
+            )
+        seen.add(kind)
+    return value
 
 
 class PBSSettings(Section):
@@ -47,6 +64,11 @@ class PBSSettings(Section):
         if value is not None and not WALLTIME.match(value):
             raise ValueError("must be HH:MM:SS (hours may exceed 24, e.g. 36:00:00)")
         return value
+
+    @field_validator("place")
+    @classmethod
+    def _place(cls, value: str | None) -> str | None:
+        return check_place(value) if value is not None else None
 
     @field_validator("mem")
     @classmethod

@@ -87,6 +87,11 @@ def test_every_size_form_pbs_takes_is_accepted(mem: str) -> None:
     assert f":mem={mem}" in directives(script_for(Path("/tmp/x"), mem=mem))[1]
 
 
+@pytest.mark.parametrize("place", ["scatter", "scatter:excl", "vscatter:shared:group=switch", "exclhost", "free"])
+def test_placements_pbs_takes_reach_the_script(place: str) -> None:
+    assert f"-l place={place}" in directives(script_for(Path("/tmp/x"), place=place))
+
+
 def test_torque_resources_use_nodes_and_ppn() -> None:
     assert directives(script_for(Path("/tmp/x"), resources="nodes", ncpus=4, ngpus=1))[1] == "-l nodes=2:ppn=4:gpus=1"
 
@@ -111,6 +116,9 @@ def test_secret_values_stay_out_of_the_script_and_its_dry_run(tmp_path: Path) ->
         ({"pbs": {"mem": "32 GB"}}, "pbs.mem: Value error, must be a PBS size"),
         ({"pbs": {"mem": "1.5gb"}}, "pbs.mem: Value error, must be a PBS size"),
         ({"pbs": {"queu": "gpu"}}, "pbs.queu: unknown field"),
+        ({"pbs": {"place": "spread"}}, "pbs.place: Value error, 'spread' is not a PBS placement"),
+        ({"pbs": {"place": "scatter:pack"}}, "'scatter:pack' is not a PBS placement"),
+        ({"pbs": {"place": "pack:excl"}}, "pbs.place='pack:excl' puts all 2 chunks on one host"),
         (
             {"pbs": {"resources": "nodes", "mem": "32gb"}},
             "pbs: Value error, mem='32gb' is a per-node amount of a select chunk",
