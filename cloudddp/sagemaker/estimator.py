@@ -299,6 +299,8 @@ class PyTorch:
                 a.hyperparameters, entry_point=entry, source_dir=source, region=session.boto_region_name,
                 job_name=data["name"], distribution=a.distribution, instance_type=a.instance_type,
             )  # fmt: skip
+            # v2's local containers get AWS_REGION too (local/image.py: _SageMakerContainer.train); the user's win.
+            data["environment"] = {"AWS_REGION": session.boto_region_name, **a.environment}
             data["checkpoint"] = str(job.checkpoint_dir) if job.checkpoint_dir else None
             if a.checkpoint_local_path:  # where each emulated host's checkpoint folder sits under its /opt/ml
                 data["sagemaker"] = {"checkpoint_local_path": a.checkpoint_local_path}

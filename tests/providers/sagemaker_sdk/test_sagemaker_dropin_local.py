@@ -37,6 +37,7 @@ model = pathlib.Path(os.environ["SM_MODEL_DIR"])
 if host == "algo-1":
     (checkpoints / "step.txt").write_text("after " + restored)
 pathlib.Path(os.environ["SM_OUTPUT_DATA_DIR"], f"{host}.txt").write_text(" ".join(sys.argv[1:]))
+pathlib.Path(os.environ["SM_OUTPUT_DIR"], "region.txt").write_text(os.environ["AWS_REGION"])
 sys.exit(int(os.environ.get("EXIT_CODE", "0")))
 """
 
@@ -122,8 +123,9 @@ def test_local_gpu_without_a_gpu_fails_before_anything_runs(bucket: str, source:
 
 @pytest.mark.slow
 def test_local_mode_downloads_channels_restores_checkpoints_and_uploads_like_sagemaker(
-    bucket: str, source: Path, moto: MotoServer, tmp_path: Path
+    bucket: str, source: Path, moto: MotoServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.delenv("AWS_REGION")  # the session's region comes from AWS_DEFAULT_REGION; the hosts get AWS_REGION
     moto.client("s3").put_object(Bucket=bucket, Key="checkpoints/run-1/step.txt", Body=b"before")
     est = local_estimator(source, checkpoint_local_path="/opt/ml/ckpt", distribution={"pytorchddp": {"enabled": True}})
     est.fit({"train": f"s3://{bucket}/data/train", "notes": f"file://{tmp_path / 'notes'}"}, wait=False)
@@ -134,6 +136,7 @@ def test_local_mode_downloads_channels_restores_checkpoints_and_uploads_like_sag
     config = Path(training_job.handle.job_id, "nodes", "algo-2", "input", "config")
     # checkpoint_local_path: the host's checkpoint folder sits where /opt/ml/ckpt would, in its /opt/ml folder.
     assert json.loads((config / "checkpointconfig.json").read_text())["LocalPath"] == str(config.parents[1] / "ckpt")
+    assert (config.parents[1] / "output" / "region.txt").read_text() == "us-east-1"  # as v2's local containers
     # The sagemaker_* keys v2's local mode writes (see test_sagemaker_dropin_local_hyperparameters.py), with this
     # job's own name; pytorchddp's keys as v2 sends them for smdistributed dataparallel.
     assert json.loads((config / "hyperparameters.json").read_text()) == {
