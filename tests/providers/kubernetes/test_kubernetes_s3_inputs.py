@@ -15,6 +15,7 @@ import hashlib
 import json
 import os
 import signal
+import socket
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -189,7 +190,9 @@ def test_a_uri_naming_one_object_pulls_that_file(seaweed: SeaweedS3, tmp_path: P
 def test_a_failed_pull_fails_the_pod_with_one_clear_paragraph(
     seaweed: SeaweedS3, tmp_path: Path, case: str, uri: str, message: str
 ) -> None:
-    endpoint = f"http://127.0.0.1:{free_port()}" if case == "unreachable endpoint" else seaweed.url
+    closed = socket.socket()  # bound, never listening: connections are refused, and no one else gets the port
+    closed.bind(("127.0.0.1", 0))
+    endpoint = f"http://127.0.0.1:{closed.getsockname()[1]}" if case == "unreachable endpoint" else seaweed.url
     secrets = {SECRET: {**SECRETS[SECRET], "AWS_SECRET_ACCESS_KEY": "wrong-secret"}} if "secret" in case else SECRETS
     pod = pods_of(manifest(endpoint, {"train": uri}, tmp_path))[0]
     pulled = run_pull(pod, tmp_path, secrets)
@@ -199,6 +202,7 @@ def test_a_failed_pull_fails_the_pod_with_one_clear_paragraph(
     assert "wrong-secret" not in pulled.stderr and SECRET_KEY not in pulled.stderr
     assert pulled.elapsed < 30  # type: ignore[attr-defined]
     assert not (tmp_path / "cloudddp-data" / "train").exists()  # nothing half-written for training to read
+    closed.close()
 
 
 def test_the_kubelet_stand_in_refuses_a_missing_secret_key() -> None:
