@@ -15,7 +15,9 @@ import json
 import os
 import socket
 import sys
+import tempfile
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from cloudddp.cluster import resolve_plan
@@ -32,7 +34,8 @@ from cloudddp.launcher.command import (
     resolve_nproc,
     torchrun_argv,
 )
-from cloudddp.launcher.diagnostics import check, unreachable_reasons
+from cloudddp.launcher.diagnostics import check, rendezvous_failure, rendezvous_verdict
+from cloudddp.launcher.exit_record import record_exit
 from cloudddp.launcher.network import parse_host_map, wait_for_host
 from cloudddp.launcher.peers import PeerWatch
 from cloudddp.launcher.supervisor import Supervisor
@@ -153,8 +156,28 @@ def write_failure(plan: ClusterPlan, message: str) -> None:
         print(f"cloudddp: could not write the failure reason to {plan.failure_file}: {exc}", file=sys.stderr)
 
 
-def run(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = None) -> int:
+@dataclass
+class Outcome:
+    """What `main` needs to know about a run once it ended, however it ended."""
+
+    node_rank: int | None = None
+
+
+def store_host_args(plan: ClusterPlan) -> list[str]:
+    """Slurm, elastic c10d: node 0 (SLURM_NODEID 0, the step's first host, the endpoint's host) hosts the store.
+
+    torchrun's own guess compares the endpoint with this machine's names: wrong where Slurm's node
+    names are not host names, and a race where nodes share an address (whichever binds first hosts it).
+    """
+    if plan.provider != "slurm" or plan.rdzv_backend != "c10d" or plan.rdzv_endpoint:
+        return []
+    return [f"--rdzv-conf=is_host={'true' if plan.node_rank == 0 else 'false'}"]
+
+
+def run(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = None,
+        outcome: Outcome | None = None) -> int:  # fmt: skip
     args = build_parser().parse_args(argv)
+    outcome = outcome or Outcome()
     environ = dict(os.environ if environ is None else environ)
     if args.check:
         return run_check(args, environ)
@@ -167,7 +190,9 @@ def run(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = N
         plan = plan_for(args, environ)
         plan.set("nproc_per_node", resolve_nproc(plan.nproc_per_node, environ),
                  plan.sources.get("nproc_per_node", "default"))  # fmt: skip
-        command = torchrun_argv(plan, target, extra_args=args.torchrun_arg, rdzv_timeout=args.rdzv_timeout)
+        outcome.node_rank = plan.node_rank
+        extra = [*store_host_args(plan), *args.torchrun_arg]  # the user's --rdzv-conf keys win
+        command = torchrun_argv(plan, target, extra_args=extra, rdzv_timeout=args.rdzv_timeout)
         port = control_port(plan, args, environ)
     if args.dry_run:
         report = plan.to_dict() if plan else {"provider": "torchelastic", "under_torchrun": True}
@@ -187,21 +212,51 @@ def run(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = N
     if plan.provider == "sagemaker":
         environ = {**framework_environment(environ), **environ}  # bring-your-own images get only the files
     env = job_environment(plan, environ, local_process_count(plan.nproc_per_node, environ))
-    supervisor = Supervisor(command, env, grace_period=args.grace_period)
-    peers = peer_watch(plan, port, supervisor)
-    code = supervisor.run(on_start=peers.start if peers else None)
+    with tempfile.TemporaryDirectory(prefix="cloudddp-launch-") as scratch:
+        # torchrun's @record writes its own error here (workers get files of their own): read to tell a
+        # rendezvous failure from a failed script. A path the user chose is left as it is.
+        error_file = env.setdefault("TORCHELASTIC_ERROR_FILE", os.path.join(scratch, "torchrun-error.json"))
+        supervisor = Supervisor(command, env, grace_period=args.grace_period)
+        peers = peer_watch(plan, port, supervisor)
+        code = supervisor.run(on_start=peers.start if peers else None)
+        failure = rendezvous_failure(error_file) if code != 0 else None
+    why = supervisor.abort_reason or f"torchrun exited with code {code}"
     if peers:
         peers.report_exit(code)
         missing = peers.missing_report() if code != 0 else None
         if missing:  # a node that never came up: say which, not only that the rendezvous timed out
             print(missing, file=sys.stderr, flush=True)
-        if code != 0 and plan.node_rank != 0 and peers.master is None:  # never reached node 0: say why
-            print(unreachable_reasons(plan, host_map_of(args, environ)), file=sys.stderr, flush=True)
+        if code != 0 and failure is None and plan.node_rank != 0 and peers.master is None:
+            failure = f"this node never reached node 0's launcher on {plan.master_addr}:{port}"
+    if failure:  # the nodes never met: run the checks and say why
+        verdict = diagnose_rendezvous(plan, args, environ, command, peers)
+        why = f"the rendezvous failed ({failure})"
+        print(f"cloudddp: {why} on node {plan.node_rank}; checks from this node:\n{verdict}", file=sys.stderr,
+              flush=True)  # fmt: skip
+        why += f"; {verdict}"
     if code != 0:
-        why = supervisor.abort_reason or f"torchrun exited with code {code}"
         write_failure(plan, f"cloudddp: {why} on node {plan.node_rank} ({socket.gethostname()}); "
                             f"see the failing node's log for its traceback.")  # fmt: skip
     return code
+
+
+def diagnose_rendezvous(
+    plan: ClusterPlan, args: argparse.Namespace, environ: Mapping[str, str], command: list[str],
+    peers: PeerWatch | None,
+) -> str:  # fmt: skip
+    """The DNS, TCP and clock verdict line for a node whose rendezvous failed."""
+    conf = ",".join(arg.split("=", 1)[1] for arg in command if arg.startswith("--rdzv-conf="))
+    hosts_store = (plan.rdzv_backend == "static" and plan.node_rank == 0) or "is_host=true" in conf.split(",")
+    if peers is None:
+        no_clock = "elastic jobs have no side channel to node 0" if not isinstance(plan.nnodes, int) else (
+            "the fail-fast channel is off")  # fmt: skip
+    elif plan.node_rank == 0:
+        no_clock = "this is node 0"
+    else:
+        no_clock = "node 0's launcher never answered"
+    skew = peers.clock_skew if peers else None
+    return rendezvous_verdict(plan, host_map_of(args, environ), hosts_store=hosts_store, clock_skew=skew,
+                              no_clock=no_clock)  # fmt: skip
 
 
 def host_map_of(args: argparse.Namespace, environ: Mapping[str, str]) -> dict[str, str]:
@@ -241,12 +296,15 @@ def peer_watch(plan: ClusterPlan, port: int, supervisor: Supervisor) -> PeerWatc
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    outcome = Outcome()
     try:
-        return run(argv)
+        code = run(argv, outcome=outcome)
     except CloudDDPError as exc:
         print(f"cloudddp-launch: error: {exc}", file=sys.stderr)
         if os.environ.get("SM_OUTPUT_DIR"):
             # On SageMaker the reason must reach FailureReason, not only the log.
             write_failure(ClusterPlan("sagemaker", failure_file=os.path.join(os.environ["SM_OUTPUT_DIR"], "failure")),
                           f"cloudddp-launch: {exc}")  # fmt: skip
-        return exc.exit_code
+        code = exc.exit_code
+    record_exit(os.environ, outcome.node_rank, code)
+    return code

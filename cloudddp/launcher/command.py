@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from cloudddp.cluster.plan import NPROC_GPUS_OR_ONE, ClusterPlan
 
 TORCHRUN_WORDS = ("gpu", "cpu", "auto", "xpu")
+RDZV_CONF = ("--rdzv-conf=", "--rdzv_conf=")
 
 
 @dataclass
@@ -80,11 +81,20 @@ def torchrun_argv(
         argv.append(f"--rdzv-endpoint={plan.endpoint}")
     if plan.local_addr:
         argv.append(f"--local-addr={plan.local_addr}")
+    items = []
     if rdzv_timeout is not None:
         # The static handler reads "timeout"; the dynamic ones (c10d, etcd-v2) "join_timeout".
-        key = "timeout" if plan.rdzv_backend == "static" else "join_timeout"
-        argv.append(f"--rdzv-conf={key}={int(rdzv_timeout)}")
-    argv += list(extra_args)
+        items.append(f"{'timeout' if plan.rdzv_backend == 'static' else 'join_timeout'}={int(rdzv_timeout)}")
+    # torchrun keeps only its last --rdzv-conf: merge them all into one, a later key replacing an earlier one.
+    items += [item for arg in extra_args if arg.startswith(RDZV_CONF) for item in arg.split("=", 1)[1].split(",")]
+    conf: dict[str, str] = {}
+    for item in filter(None, items):
+        key = item.split("=", 1)[0]
+        conf.pop(key, None)
+        conf[key] = item
+    if conf:
+        argv.append(f"--rdzv-conf={','.join(conf.values())}")
+    argv += [arg for arg in extra_args if not arg.startswith(RDZV_CONF)]
     if target.is_module:
         argv.append("--module")
     argv.append(target.program)

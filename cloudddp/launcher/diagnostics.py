@@ -12,22 +12,32 @@ Run on every node of the job, as the job itself would be started (same platform 
   signed cloud requests (S3, OCI) are refused beyond a few minutes.
 
 Node 0 also lists the nodes that checked in and the ones that never did. Exit 0 when this node's
-verdict is OK, 1 otherwise. `unreachable_reasons` is the same DNS and TCP check without a listener,
-which the launcher prints when a node could not reach node 0 and the job failed.
+verdict is OK, 1 otherwise.
+
+The same checks run by themselves when a job's rendezvous fails: torchrun's own error (its
+`@record` writes it to `TORCHELASTIC_ERROR_FILE`) names a rendezvous exception (a static store that
+timed out or could not be reached, c10d's RendezvousTimeoutError or RendezvousConnectionError), and
+`rendezvous_verdict` adds DNS, the rendezvous endpoint from this node and the clock skew the
+fail-fast channel measured, so the error says why.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import socket
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from cloudddp.cluster.plan import ClusterPlan
 
 SKEW_LIMIT = 1.0  # seconds
 CONNECT_TIMEOUT = 3.0
+# torchrun's exceptions when nodes cannot meet: the static store's client (DistNetworkError: cannot
+# connect) and server (DistStoreError: timed out waiting for clients), and the dynamic handlers' own.
+RENDEZVOUS_ERRORS = ("RendezvousTimeoutError", "RendezvousConnectionError", "DistNetworkError", "DistStoreError")
 
 
 @dataclass
@@ -132,13 +142,43 @@ def check(plan: ClusterPlan, host_map: Mapping[str, str], window: float) -> tupl
     return (0 if not findings.problems else 1), findings.verdict(plan)
 
 
-def unreachable_reasons(plan: ClusterPlan, host_map: Mapping[str, str]) -> str:
-    """DNS of every host and one connection attempt to the master port, as one line (no listener needed)."""
+def rendezvous_failure(error_file: str) -> str | None:
+    """torchrun's error (`{"message": {"message": "Type: text"}}`) if it is a rendezvous failure, else None."""
+    try:
+        message = json.loads(Path(error_file).read_text()).get("message")
+    except (OSError, ValueError, AttributeError):
+        return None
+    if isinstance(message, dict):
+        message = message.get("message")
+    if not isinstance(message, str) or message.split(":", 1)[0].strip() not in RENDEZVOUS_ERRORS:
+        return None
+    return message.strip()
+
+
+def rendezvous_verdict(
+    plan: ClusterPlan, host_map: Mapping[str, str], *, hosts_store: bool, clock_skew: float | None, no_clock: str
+) -> str:
+    """DNS of every host, one connection to the rendezvous endpoint, the clock skew vs node 0; one line.
+
+    `hosts_store`: this node ran the rendezvous store itself (gone with torchrun, so not connected to).
+    `clock_skew`: node 0's clock minus ours, as the fail-fast channel measured it; else `no_clock` says why not.
+    """
     findings = Findings()
     resolve_hosts(plan, host_map, findings)
-    try:
-        with socket.create_connection((plan.master_addr, plan.master_port), timeout=CONNECT_TIMEOUT):
-            findings.notes.append(f"master {plan.master_addr}:{plan.master_port} reachable")
-    except OSError as exc:
-        findings.problems.append(f"TCP: master {plan.master_addr}:{plan.master_port}: {connect_error(exc)}")
+    host, _, port = plan.endpoint.rpartition(":")
+    if hosts_store:
+        findings.notes.append(f"this node hosted the rendezvous store on {plan.endpoint}")
+    else:
+        try:
+            with socket.create_connection((host, int(port)), timeout=CONNECT_TIMEOUT):
+                findings.notes.append(f"rendezvous {plan.endpoint} reachable")
+        except (OSError, ValueError) as exc:
+            reason = connect_error(exc) if isinstance(exc, OSError) else f"not a HOST:PORT ({exc})"
+            findings.problems.append(f"TCP: rendezvous {plan.endpoint}: {reason}")
+    if clock_skew is None:
+        findings.notes.append(f"clock skew vs node 0 not measured ({no_clock})")
+    else:
+        (findings.problems if abs(clock_skew) > SKEW_LIMIT else findings.notes).append(
+            f"clock skew {clock_skew:+.3f} s vs node 0"
+        )
     return findings.verdict(plan)

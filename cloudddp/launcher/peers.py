@@ -9,7 +9,9 @@ FAIL; node 0 answers a FAIL (or a peer that vanishes without a word) with ABORT 
 everyone, and a peer that loses node 0 without a DONE stops too.
 
 Protocol, one line each: `HELLO <rank> <rdzv_id> [<host>]`, `DONE <rank>`, `FAIL <rank> <code>`,
-`ABORT <rank> <code>`. Messages carrying another job's rdzv_id are ignored.
+`ABORT <rank> <code>`. Messages carrying another job's rdzv_id are ignored. Node 0 answers a HELLO
+with `TIME <seconds since the epoch>`: the node measures its clock skew against node 0 (the midpoint
+of the round trip, as `--check` does), which the launcher reports when the rendezvous fails.
 
 Node 0 also remembers when it last heard from each node, so when the job cannot start (a node
 that never came up: the rendezvous times out) it can say which ranks and hosts are missing and
@@ -48,6 +50,7 @@ class PeerWatch:
         self.master: socket.socket | None = None
         self.server: socket.socket | None = None
         self.heard: dict[int, tuple[float, str, str]] = {}  # rank -> (time, host, last message), node 0 only
+        self.clock_skew: float | None = None  # node 0's clock minus ours, once node 0 answered our HELLO
 
     # -- shared --------------------------------------------------------------------------
     def _abort(self, reason: str, code: str | None = None) -> None:
@@ -139,6 +142,7 @@ class PeerWatch:
                 host = f"{words[3]} ({address})" if len(words) == 4 else address
                 with self.lock:
                     self.peers[rank] = conn
+                self._send(conn, f"TIME {time.time():.6f}")
             if rank is not None:
                 self.heard[rank] = (time.time(), host, " ".join(words[:1]))
             if words[:1] == ["HELLO"]:
@@ -188,8 +192,12 @@ class PeerWatch:
         else:
             return
         self.master = sock
+        sent = time.time()
         self._send(sock, f"HELLO {self.node_rank} {self.rdzv_id} {socket.gethostname()}")
         for words in self._lines(sock):
+            if words[:1] == ["TIME"] and len(words) == 2:
+                with contextlib.suppress(ValueError):
+                    self.clock_skew = float(words[1]) - (sent + time.time()) / 2
             if words[:1] == ["DONE"]:
                 return
             if words[:1] == ["ABORT"] and len(words) == 3:

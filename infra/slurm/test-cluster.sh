@@ -5,7 +5,7 @@
 # NODES (default 2, or $SLURM_TEST_NODES) node names n1..nN share this host, one CPU each. Ports come
 # from the environment so a second cluster can run beside this one:
 #   SLURM_TEST_CTLD_PORT (16817), SLURM_TEST_SLURMD_PORT_BASE (17000: node i listens on BASE+i),
-#   SLURM_TEST_SRUN_PORTS (60001-60100).
+#   SLURM_TEST_SRUN_PORTS (60001-60100). SLURM_TEST_CRED_EXPIRE (20): seconds a requeued job waits, less 1.
 # Needs root (munge key, daemons). Node names do not resolve, so jobs pass --host-map n1=127.0.0.1
 # to cloudddp-launch. tests/helpers/slurm_cluster.py serializes use of this script across processes (flock).
 set -euo pipefail
@@ -61,6 +61,9 @@ SlurmctldLogFile=$dir/log/slurmctld.log
 SlurmdLogFile=$dir/log/slurmd-%n.log
 MailProg=/bin/true
 ReturnToService=2
+# A requeued job waits cred_expire + 1 s before it starts again (slurm.conf(5) AuthInfo; default 120 s):
+# 20 keeps the requeue test short; step credentials are used within a second of being made here.
+AuthInfo=cred_expire=${SLURM_TEST_CRED_EXPIRE:-20}
 CONF
     for i in $(seq 1 "$nodes"); do
       echo "NodeName=n$i NodeHostname=$host NodeAddr=127.0.0.1 Port=$((slurmd_base + i)) CPUs=1"

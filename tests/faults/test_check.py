@@ -6,6 +6,7 @@ Real launchers on 127.0.0.1 (the check imports no torch, so these are quick).
 
 from __future__ import annotations
 
+import json
 import re
 import socket
 import subprocess
@@ -17,7 +18,8 @@ import pytest
 from helpers import PYTHON, SOURCES, clean_env
 
 from cloudddp.cluster.plan import ClusterPlan
-from cloudddp.launcher.diagnostics import Findings, ask_node_0
+from cloudddp.launcher.diagnostics import Findings, ask_node_0, rendezvous_failure, rendezvous_verdict
+from cloudddp.launcher.peers import PeerWatch
 from cloudddp.providers.local.provider import free_port
 
 
@@ -84,14 +86,80 @@ def test_a_clock_more_than_a_second_off_is_a_problem() -> None:
     assert re.fullmatch(r"clock skew \+(4\.9\d\d|5\.0\d\d) s vs node 0", findings.problems[0])
 
 
-@pytest.mark.slow
-def test_a_node_that_never_reached_node_0_says_why_when_its_rendezvous_times_out(tmp_path: Path) -> None:
-    port = free_port()  # nothing listens: node 0 never started
-    node = subprocess.run(
-        [PYTHON, "-m", "cloudddp.launcher", "--provider", "standalone", "--nnodes", "2", "--node-rank", "1",
-         "--master-addr", "127.0.0.1", "--master-port", str(port), "--rdzv-timeout", "10", "--grace-period", "5",
-         str(SOURCES / "allreduce_check.py"), "--out-dir", str(tmp_path)],
-        env=clean_env(), capture_output=True, text=True, timeout=240,
+def launcher(rank: int, *args: str, out_dir: Path) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [PYTHON, "-m", "cloudddp.launcher", "--provider", "standalone", "--node-rank", str(rank), "--grace-period", "5",
+         "--master-addr", "127.0.0.1", *args, str(SOURCES / "allreduce_check.py"), "--out-dir", str(out_dir)],
+        env=clean_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
+
+
+@pytest.mark.slow
+def test_a_static_rendezvous_that_times_out_says_which_check_failed(tmp_path: Path) -> None:
+    # Node 1 was given the wrong master port: nothing listens there. Both rendezvous time out after 10 s.
+    port, wrong = free_port(), free_port()
+    nodes = [launcher(0, "--nnodes", "2", "--master-port", str(port), "--rdzv-timeout", "10", out_dir=tmp_path),
+             launcher(1, "--nnodes", "2", "--master-port", str(wrong), "--rdzv-timeout", "10", out_dir=tmp_path)]  # fmt: skip
+    (_, err0), (_, err1) = (node.communicate(timeout=240) for node in nodes)
+    assert nodes[0].returncode != 0 and nodes[1].returncode != 0
+    host = socket.gethostname()
+    # Node 1: torchrun's own error, then the checks, the failing one first.
+    assert f"the rendezvous failed (DistNetworkError: The client socket has timed out after 10000ms while trying to " \
+           f"connect to (127.0.0.1, {wrong}).) on node 1" in err1, err1[-3000:]  # fmt: skip
+    assert (f"cloudddp-check: node 1 ({host}): PROBLEM: TCP: rendezvous 127.0.0.1:{wrong}: connection refused "
+            f"(nothing listens there: node 0 not started, or another port); DNS 1/1: 127.0.0.1=127.0.0.1; clock skew "
+            f"vs node 0 not measured (node 0's launcher never answered)") in err1  # fmt: skip
+    # Node 0 hosted the store: it names the node that never came and does not blame its own port.
+    assert "the rendezvous failed (DistStoreError: Timed out after" in err0 and "1/2 clients joined" in err0, err0
+    assert "rank(s) 1" in err0 and f"cloudddp-check: node 0 ({host}): OK:" in err0
+    assert f"this node hosted the rendezvous store on 127.0.0.1:{port}" in err0
+
+
+@pytest.mark.slow
+def test_a_c10d_rendezvous_that_cannot_reach_its_store_says_so(tmp_path: Path) -> None:
+    wrong = free_port()
+    node = launcher(1, "--nnodes", "2:2", "--rdzv-backend", "c10d", "--rdzv-endpoint", f"127.0.0.1:{wrong}",
+                    "--torchrun-arg=--rdzv-conf=is_host=false,read_timeout=5", out_dir=tmp_path)  # fmt: skip
+    _, err = node.communicate(timeout=240)
     assert node.returncode != 0
-    assert f"TCP: master 127.0.0.1:{port}: connection refused" in node.stderr, node.stderr[-2000:]
+    assert "the rendezvous failed (RendezvousConnectionError: The connection to the C10d store has failed." in err
+    assert f"PROBLEM: TCP: rendezvous 127.0.0.1:{wrong}: connection refused" in err, err[-3000:]
+    assert "clock skew vs node 0 not measured (elastic jobs have no side channel to node 0)" in err
+
+
+def test_a_failed_script_is_no_rendezvous_failure(tmp_path: Path) -> None:
+    error = tmp_path / "error.json"
+    assert rendezvous_failure(str(error)) is None  # torchrun wrote nothing
+    # torchrun's @record (torch/distributed/elastic/multiprocessing/errors/error_handler.py record_exception).
+    error.write_text(json.dumps({"message": {"message": "RendezvousTimeoutError: ", "extraInfo": {}}}))
+    assert rendezvous_failure(str(error)) == "RendezvousTimeoutError:"
+    # A worker's own error, copied up by dump_error_file when the script failed.
+    error.write_text(json.dumps({"message": {"message": "ValueError: bad batch", "errorCode": 1}}))
+    assert rendezvous_failure(str(error)) is None
+    error.write_text("not json")
+    assert rendezvous_failure(str(error)) is None
+
+
+def test_the_verdict_names_the_endpoint_and_a_skewed_clock() -> None:
+    port = free_port()
+    plan = ClusterPlan("standalone", node_rank=1, nnodes=2, master_addr="127.0.0.1", master_port=port)
+    verdict = rendezvous_verdict(plan, {}, hosts_store=False, clock_skew=5.0, no_clock="")
+    assert f"PROBLEM: TCP: rendezvous 127.0.0.1:{port}: connection refused" in verdict
+    assert "clock skew +5.000 s vs node 0" in verdict.split("PROBLEM: ")[1].split("; DNS")[0]  # a problem, too
+    with socket.create_server(("127.0.0.1", port)):
+        verdict = rendezvous_verdict(plan, {}, hosts_store=False, clock_skew=0.01, no_clock="")
+    assert f"OK: DNS 1/1: 127.0.0.1=127.0.0.1; rendezvous 127.0.0.1:{port} reachable; clock skew +0.010 s" in verdict
+
+
+def test_node_0s_launcher_answers_hello_with_its_clock() -> None:
+    port = free_port()
+    node0 = PeerWatch(0, 2, "127.0.0.1", port, "job", lambda *_: None)
+    node1 = PeerWatch(1, 2, "127.0.0.1", port, "job", lambda *_: None)
+    node0.start()
+    node1.start()
+    deadline = time.monotonic() + 20
+    while node1.clock_skew is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    node1.report_exit(0)
+    node0.report_exit(0)
+    assert node1.clock_skew is not None and abs(node1.clock_skew) < 0.5  # one machine, one clock

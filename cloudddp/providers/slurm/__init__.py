@@ -24,5 +24,6 @@ PROVIDER = ProviderInfo(
         Option("--requeue", "requeue", type=bool, help="requeue the job when it is preempted"),
     ),
     interrupt_stops_job=False,
+    supports_elastic=True,  # --nodes MIN:MAX: a node range, survivors carry on (script.py)
     factory="cloudddp.providers.slurm.provider:create",
 )

@@ -6,6 +6,18 @@ One task per node (`srun --ntasks-per-node=1 --kill-on-bad-exit=1`), each runnin
 to the job step (srun passes USR1 on to its tasks: SchedMD/slurm src/srun/signals.c,
 commit 284c3b95f08a2dc2478499837b03355e1b9c5c75), and cloudddp-launch hands it to the
 training processes so they can checkpoint.
+
+Elastic jobs (`min_nodes` set) ask for a node range (`--nodes=MIN-MAX`: Slurm allocates as many as
+it can without delaying the start, and SLURM_JOB_NUM_NODES says how many) and run torchrun's c10d
+rendezvous on the step's first node (or etcd-v2). A lost node must not take the others down: by
+default Slurm ends the whole allocation when a node fails and srun ends the step when a task fails
+(sbatch(1) and srun(1) `--no-kill`, `--kill-on-bad-exit`, `--wait`, SchedMD/slurm doc/man/man1 at
+284c3b95f08a2dc2478499837b03355e1b9c5c75; in 22.05.8, d525b6872a106d32916b33a8738f12510ec7cf04,
+src/plugins/launch/slurm/launch_slurm.c `_task_finish` signals the step only when kill-on-bad-exit is
+set, and starts the `--wait` timer after the first task ends). So the allocation and the step get
+`--no-kill`, srun `--kill-on-bad-exit=0 --wait=0`, and since srun's exit code is then the highest of
+every task's (a lost node's 137 included), each launcher records its own (`CLOUDDDP_EXIT_DIR`, see
+cloudddp/launcher/exit_record.py): the job succeeds when some node finished and none failed.
 """
 
 from __future__ import annotations
@@ -14,6 +26,7 @@ import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from cloudddp.elastic import is_elastic, node_range
 from cloudddp.providers.slurm.settings import SlurmSettings, slurm_walltime
 from cloudddp.providers.slurm.shell import (
     activation_lines,
@@ -47,12 +60,23 @@ def runs_dir_of(spec: JobSpec, settings: SlurmSettings) -> Path:
     return Path(spec.output or settings.runs_dir).expanduser().resolve()
 
 
+def node_count(spec: JobSpec) -> list[str]:
+    """`--nodes=N --ntasks-per-node=1`; elastic: `--nodes=MIN-MAX` alone.
+
+    With a range, `--ntasks-per-node=1` makes the job one of MIN tasks, and Slurm (22.05.8, measured on
+    the test cluster) then allocates MIN nodes even when MAX are idle; without it, as many as are free.
+    The job step still runs one task per node (srun --ntasks-per-node=1).
+    """
+    if is_elastic(spec):
+        return [f"--nodes={spec.min_nodes}-{spec.nodes}"]
+    return [f"--nodes={spec.nodes}", "--ntasks-per-node=1"]
+
+
 def directives(spec: JobSpec, settings: SlurmSettings, runs_dir: Path) -> list[str]:
     """The #SBATCH lines, in the order sbatch's man page lists the common ones."""
     options = [
         f"--job-name={spec.name}",
-        f"--nodes={spec.nodes}",
-        "--ntasks-per-node=1",
+        *node_count(spec),
         f"--time={slurm_walltime(settings, spec.max_runtime)}",
         f"--output={runs_dir}/%x-%j.out",
         f"--chdir={Path(spec.source_dir).resolve()}",
@@ -70,13 +94,18 @@ def directives(spec: JobSpec, settings: SlurmSettings, runs_dir: Path) -> list[s
         options.append(f"--signal=B:USR1@{settings.signal_seconds}")
     if settings.requeue:
         options += ["--requeue", "--open-mode=append"]  # a requeued run appends to the same log
+    if is_elastic(spec):
+        options.append("--no-kill")  # a failed node does not end the allocation
     options += settings.sbatch_args
     return [f"#SBATCH {option}" for option in options]
 
 
 def step_command(spec: JobSpec, settings: SlurmSettings) -> str:
     """`srun ... cloudddp-launch ...`: one launcher per node; --label prefixes each line with its task."""
-    srun = ["srun", "--kill-on-bad-exit=1", "--ntasks-per-node=1", "--label"]
+    if is_elastic(spec):  # the survivors of a lost node carry on (module docstring)
+        srun = ["srun", "--no-kill", "--kill-on-bad-exit=0", "--wait=0", "--ntasks-per-node=1", "--label"]
+    else:
+        srun = ["srun", "--kill-on-bad-exit=1", "--ntasks-per-node=1", "--label"]
     if settings.container_image:
         srun += [
             f"--container-image={settings.container_image}",
@@ -84,7 +113,22 @@ def step_command(spec: JobSpec, settings: SlurmSettings) -> str:
         ]
         if settings.container_mounts:
             srun.append(f"--container-mounts={','.join(settings.container_mounts)}")
-    return quote([*srun, *launcher_words(spec, settings.launcher, settings.host_map, settings.launcher_args)])
+    extra = [*elastic_launcher_args(spec), *settings.launcher_args]  # the user's flags last: they win
+    return quote([*srun, *launcher_words(spec, settings.launcher, settings.host_map, extra)])
+
+
+def elastic_launcher_args(spec: JobSpec) -> list[str]:
+    """torchrun's dynamic rendezvous for an elastic spec; the c10d store runs on the step's first node."""
+    if not is_elastic(spec):
+        return []
+    args = [
+        f"--nnodes={node_range(spec)}",
+        f"--rdzv-backend={spec.rdzv_backend}",
+        f"--max-restarts={spec.max_restarts}",
+    ]
+    if spec.rdzv_endpoint:
+        args.append(f"--rdzv-endpoint={spec.rdzv_endpoint}")
+    return args
 
 
 def job_variables(spec: JobSpec, runs_dir: Path) -> list[str]:
@@ -99,6 +143,8 @@ def job_variables(spec: JobSpec, runs_dir: Path) -> list[str]:
     lines += export_lines(data_variables(spec, "slurm"))
     lines += export_lines(plain)
     lines.append('mkdir -p "$CLOUDDDP_MODEL_DIR"')
+    if is_elastic(spec):  # each launcher records its exit code here; a requeued run starts with none
+        lines += ['export CLOUDDDP_EXIT_DIR="$CLOUDDDP_RUN_DIR/exit"', 'rm -rf "$CLOUDDDP_EXIT_DIR"']
     return lines
 
 
@@ -110,6 +156,19 @@ while :; do
   wait "$step" && code=0 || code=$?
   kill -0 "$step" 2>/dev/null || break  # wait returned early for the trap: keep waiting
 done
+"""
+STATIC_EXIT = 'exit "$code"'
+# srun's code is the highest of every task's, a lost node's too: ask the launchers' own records instead.
+ELASTIC_EXIT = """finished=0; failed=0; lost=""
+for ((node = 0; node < SLURM_JOB_NUM_NODES; node++)); do
+  record=$(cat "$CLOUDDDP_EXIT_DIR/node-$node" 2>/dev/null || true)
+  case "$record" in 0) finished=$((finished + 1)) ;; "") lost="$lost $node" ;; *) failed=$((failed + 1)) ;; esac
+done
+failed=$((failed + $(ls "$CLOUDDDP_EXIT_DIR" 2>/dev/null | grep -c '^unplanned-' || true)))
+if [ "$code" != 0 ] && [ "$finished" -gt 0 ] && [ "$failed" = 0 ]; then
+  echo "cloudddp: srun exited with $code, but node(s)${lost} were lost and the other $finished finished: the elastic job succeeded"
+  code=0
+fi
 exit "$code"
 """
 
@@ -120,12 +179,12 @@ def render_sbatch(spec: JobSpec, settings: SlurmSettings) -> SbatchRequest:
     _, secret = split_environment(spec)
     lines = [
         "#!/bin/bash",
-        f"# cloudddp job {spec.name!r}: {spec.nodes} node(s), one cloudddp-launch per node. Submit: sbatch --parsable FILE",
+        f"# cloudddp job {spec.name!r}: {node_range(spec)} node(s), one cloudddp-launch per node. Submit: sbatch --parsable FILE",
         *directives(spec, settings, runs_dir),
         "set -euo pipefail",
         *activation_lines(settings.conda_env, settings.venv, settings.setup),
         *job_variables(spec, runs_dir),
         f"{step_command(spec, settings)} &",
-        STEP_SUPERVISION,
+        STEP_SUPERVISION + (ELASTIC_EXIT if is_elastic(spec) else STATIC_EXIT),
     ]
     return SbatchRequest(script="\n".join(lines), runs_dir=str(runs_dir), secret_names=secret)

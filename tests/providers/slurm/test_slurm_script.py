@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -111,3 +112,63 @@ def test_the_estimator_switches_to_slurm_and_pbs_with_their_settings() -> None:
     assert "#PBS -l select=2:ncpus=4" in local.with_provider("pbs", ncpus=4).dry_run()
     with pytest.raises(CloudDDPError, match="unknown option"):
         local.with_provider("slurm", partion="gpu")
+
+
+def elastic_script(tmp_path: Path, **top: Any) -> str:
+    data = {**spec_data(tmp_path, launcher_args=["--torchrun-arg=--rdzv-conf=last_call_timeout=5"]), "min_nodes": 2,
+            "max_restarts": 3, **top}  # fmt: skip
+    return str(SlurmProvider().render(build_spec(data)).request.script)
+
+
+def test_an_elastic_job_asks_for_a_node_range_that_survives_a_lost_node(tmp_path: Path) -> None:
+    script = elastic_script(tmp_path)
+    options = sbatch_options(script)
+    assert "--nodes=2-4" in options and "--no-kill" in options  # sbatch(1): a failed node ends the job otherwise
+    assert "--ntasks-per-node=1" not in options  # it would hold the allocation at MIN nodes (script.py)
+    step = next(line for line in script.splitlines() if line.startswith("srun "))
+    assert step == (
+        "srun --no-kill --kill-on-bad-exit=0 --wait=0 --ntasks-per-node=1 --label cloudddp-launch --nnodes=2:4 "
+        "--rdzv-backend=c10d --max-restarts=3 --torchrun-arg=--rdzv-conf=last_call_timeout=5 train_ddp.py --epochs 3 &"
+    )  # the user's launcher_args come last, so they win
+    assert 'export CLOUDDDP_EXIT_DIR="$CLOUDDDP_RUN_DIR/exit"' in script
+    etcd = elastic_script(tmp_path, rdzv_backend="etcd-v2", rdzv_endpoint="etcd.example:2379")
+    assert "--rdzv-backend=etcd-v2 --max-restarts=3 --rdzv-endpoint=etcd.example:2379" in etcd
+    static = script_for(tmp_path)
+    assert "--no-kill" not in static and "CLOUDDDP_EXIT_DIR" not in static and "--nodes=4" in sbatch_options(static)
+
+
+# A stand-in for srun with srun's documented exit code (srun(1) RETURN VALUE: the highest of every task's, 128+N
+# for a signal), and the records the launchers leave (cloudddp/launcher/exit_record.py): "" = none (lost node).
+FAKE_SRUN = """#!/bin/bash
+i=0
+for record in $FAKE_RECORDS; do
+  [ "$record" = lost ] || { mkdir -p "$CLOUDDDP_EXIT_DIR"; echo "$record" > "$CLOUDDDP_EXIT_DIR/node-$i"; }
+  i=$((i + 1))
+done
+exit "$FAKE_SRUN_CODE"
+"""
+
+
+@pytest.mark.parametrize(
+    ("records", "srun_code", "job_code", "said"),
+    [
+        ("0 lost", 137, 0, "node(s) 1 were lost and the other 1 finished: the elastic job succeeded"),
+        ("0 0", 0, 0, ""),
+        ("1 lost", 137, 137, ""),  # the survivor failed too: the job failed
+        ("0 143", 143, 143, ""),  # a node that failed (or was stopped) is no lost node
+        ("lost lost", 137, 137, ""),  # nobody finished
+    ],
+)
+def test_an_elastic_job_succeeds_when_the_survivors_finish(
+    tmp_path: Path, records: str, srun_code: int, job_code: int, said: str
+) -> None:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "srun").write_text(FAKE_SRUN)
+    (bin_dir / "srun").chmod(0o755)
+    script = elastic_script(tmp_path, nodes=2, min_nodes=1)
+    env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "SLURM_JOB_NAME": "resnet", "SLURM_JOB_ID": "7",
+           "SLURM_JOB_NUM_NODES": "2", "FAKE_RECORDS": records, "FAKE_SRUN_CODE": str(srun_code)}  # fmt: skip
+    ran = subprocess.run(["bash", "-c", script], env=env, capture_output=True, text=True, timeout=30)
+    assert ran.returncode == job_code, ran.stdout + ran.stderr
+    assert said in ran.stdout and (said or "elastic job succeeded" not in ran.stdout)
