@@ -212,6 +212,14 @@ def run(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = N
     if plan.provider == "sagemaker":
         environ = {**framework_environment(environ), **environ}  # bring-your-own images get only the files
     env = job_environment(plan, environ, local_process_count(plan.nproc_per_node, environ))
+    return supervise(plan, command, env, port, args, environ)
+
+
+def supervise(
+    plan: ClusterPlan, command: list[str], env: dict[str, str], port: int, args: argparse.Namespace,
+    environ: Mapping[str, str],
+) -> int:  # fmt: skip
+    """Run torchrun with the fail-fast channel; when it fails, say why (missing nodes, rendezvous checks)."""
     with tempfile.TemporaryDirectory(prefix="cloudddp-launch-") as scratch:
         # torchrun's @record writes its own error here (workers get files of their own): read to tell a
         # rendezvous failure from a failed script. A path the user chose is left as it is.
