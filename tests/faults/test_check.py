@@ -1,7 +1,9 @@
 """`cloudddp-launch --check`: DNS of every host, the master port from each node, clock skew against
-node 0, one verdict line per node; and the same reasons printed when a node never reached node 0.
+node 0, one verdict line per node; and the same checks printed by themselves when a job's rendezvous
+fails (static and c10d), naming the endpoint and the check that failed.
 
-Real launchers on 127.0.0.1 (the check imports no torch, so these are quick).
+Real launchers on 127.0.0.1 (the check imports no torch, so those are quick; the rendezvous ones run
+torchrun with a 10 s timeout and are marked slow).
 """
 
 from __future__ import annotations
