@@ -22,6 +22,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from cloudddp.cluster.sagemaker import DISTRIBUTION_GROUPS
 from cloudddp.errors import CloudDDPError
 from cloudddp.providers import JobHandle, Provider, get_provider
 from cloudddp.providers.sagemaker.instance_groups import check_instance_groups, image_instance_type
@@ -52,6 +53,19 @@ def base_name(args: Arguments, image: str | None) -> str:
         return args.base_job_name
     match = IMAGE_REPOSITORY.match(image or "")
     return match.group(1) if match else DEFAULT_BASE_NAME
+
+
+def distribution_hyperparameters(args: Arguments) -> dict[str, str]:
+    """Distribution keys v2 sends that cloudddp's launcher reads too (encoded, as sent).
+
+    v2 sends the distribution's instance groups as `sagemaker_distribution_instance_groups` for pytorchddp
+    (rewritten to smdistributed: estimator.py `Framework._distribution_configuration`), but not for
+    torch_distributed (pytorch/estimator.py `_pytorch_distribution_configuration`); recorded in
+    sdk2_requests/.../instance_groups*.json. The launcher gets the groups from cloudddp_job.json either way.
+    """
+    if args.distribution == "pytorchddp" and args.distribution_groups:
+        return {DISTRIBUTION_GROUPS: json.dumps(args.distribution_groups)}
+    return {}
 
 
 def check_image_python(py_version: str | None, image: str) -> None:
@@ -274,6 +288,7 @@ class PyTorch:
         provider = SDKv2SageMaker(
             exact=job_name, region=spec.sagemaker.region, session=self.session().boto_session,
             debugger=DebuggerChoice(disable_profiler=a.disable_profiler, debugger_hook=a.debugger_hook),
+            hyperparameters=distribution_hyperparameters(a),
         )  # fmt: skip
         self._run(provider, spec, wait, logs)
 

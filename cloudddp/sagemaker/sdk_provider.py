@@ -26,12 +26,20 @@ class DebuggerChoice:
 
 
 class SDKv2SageMaker(SageMakerProvider):
-    """`exact` as the job name, else base + v2 timestamp; ProfilerConfig/DebugHookConfig as v2 sends them."""
+    """`exact` as the job name, else base + v2 timestamp; ProfilerConfig/DebugHookConfig and v2's distribution
+    hyperparameters that cloudddp's job side also reads, as v2 sends them."""
 
-    def __init__(self, exact: str | None = None, debugger: DebuggerChoice | None = None, **options: Any) -> None:
+    def __init__(
+        self,
+        exact: str | None = None,
+        debugger: DebuggerChoice | None = None,
+        hyperparameters: dict[str, str] | None = None,
+        **options: Any,
+    ) -> None:
         super().__init__(**options)
         self.exact = exact
         self.debugger = debugger or DebuggerChoice()
+        self.extra_hyperparameters = dict(hyperparameters or {})  # v2's own keys, already encoded
 
     def job_name(self, spec: JobSpec) -> str:
         return validation.check_job_name(self.exact or name_from_base(spec.name))
@@ -39,6 +47,9 @@ class SDKv2SageMaker(SageMakerProvider):
     def render(self, spec: JobSpec, account: str | None = None) -> JobRequest:
         request = super().render(spec, account)
         payload = dict(request.request)
+        if self.extra_hyperparameters:
+            payload["HyperParameters"] = {**payload["HyperParameters"], **self.extra_hyperparameters}
+            validation.check_hyperparameters(payload["HyperParameters"])
         sm = spec.sagemaker
         payload.update(
             debugger_request(

@@ -97,6 +97,19 @@ CASES: dict[str, dict[str, Any]] = {
         },
         "inputs": {"train": f"{DATA}/train"},
     },
+    # pytorchddp (v2 rewrites it to smdistributed dataparallel) with a group: v2 sends the group as a hyperparameter.
+    "instance_groups_pytorchddp": {
+        "estimator": {
+            "entry_point": ENTRY_POINT, "role": ROLE, "framework_version": "2.0.1", "py_version": "py310",
+            "instance_groups": [
+                {"instance_group_name": "data", "instance_type": "ml.c5.2xlarge", "instance_count": 1},
+                {"instance_group_name": "train", "instance_type": "ml.p4d.24xlarge", "instance_count": 2},
+            ],
+            "distribution": {"pytorchddp": {"enabled": True}, "instance_groups": ["train"]},
+            "disable_profiler": True, "debugger_hook_config": False,
+        },
+        "inputs": {"train": f"{DATA}/train"},
+    },
     # Instance groups without a distribution; the profiler and debugger at the SDK's defaults.
     "instance_groups_defaults": {
         "estimator": {

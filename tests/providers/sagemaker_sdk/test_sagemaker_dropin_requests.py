@@ -26,7 +26,8 @@ SERVICE_DEFAULTS = {"EnableNetworkIsolation": False, "EnableInterContainerTraffi
                     "EnableManagedSpotTraining": False}  # fmt: skip
 # Hyperparameters that ask the DLC's toolkit to start torchrun itself: cloudddp's launcher does it instead.
 TOOLKIT_DISTRIBUTION = ("sagemaker_torch_distributed_enabled", "sagemaker_pytorch_ddp_enabled",
-                        "sagemaker_distributed_dataparallel_enabled", "sagemaker_instance_type")  # fmt: skip
+                        "sagemaker_distributed_dataparallel_enabled", "sagemaker_instance_type",
+                        "sagemaker_distributed_dataparallel_custom_mpi_options")  # fmt: skip
 INTENDED = {
     "HyperParameters.sagemaker_program": "cloudddp_bootstrap.py starts cloudddp's launcher, which runs the entry point",
     "HyperParameters.<toolkit distribution>": "cloudddp's launcher runs torchrun on every host, not the toolkit",
