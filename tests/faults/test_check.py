@@ -3,7 +3,7 @@ node 0, one verdict line per node; and the same checks printed by themselves whe
 fails (static and c10d), naming the endpoint and the check that failed.
 
 Real launchers on 127.0.0.1 (the check imports no torch, so those are quick; the rendezvous ones run
-torchrun with a 10 s timeout and are marked slow).
+torchrun with a 5 s timeout and are marked slow).
 """
 
 from __future__ import annotations
@@ -98,15 +98,15 @@ def launcher(rank: int, *args: str, out_dir: Path) -> subprocess.Popen[str]:
 
 @pytest.mark.slow
 def test_a_static_rendezvous_that_times_out_says_which_check_failed(tmp_path: Path) -> None:
-    # Node 1 was given the wrong master port: nothing listens there. Both rendezvous time out after 10 s.
+    # Node 1 was given the wrong master port: nothing listens there. Both rendezvous time out after 5 s.
     port, wrong = free_port(), free_port()
-    nodes = [launcher(0, "--nnodes", "2", "--master-port", str(port), "--rdzv-timeout", "10", out_dir=tmp_path),
-             launcher(1, "--nnodes", "2", "--master-port", str(wrong), "--rdzv-timeout", "10", out_dir=tmp_path)]  # fmt: skip
+    nodes = [launcher(0, "--nnodes", "2", "--master-port", str(port), "--rdzv-timeout", "5", out_dir=tmp_path),
+             launcher(1, "--nnodes", "2", "--master-port", str(wrong), "--rdzv-timeout", "5", out_dir=tmp_path)]  # fmt: skip
     (_, err0), (_, err1) = (node.communicate(timeout=240) for node in nodes)
     assert nodes[0].returncode != 0 and nodes[1].returncode != 0
     host = socket.gethostname()
     # Node 1: torchrun's own error, then the checks, the failing one first.
-    assert f"the rendezvous failed (DistNetworkError: The client socket has timed out after 10000ms while trying to " \
+    assert f"the rendezvous failed (DistNetworkError: The client socket has timed out after 5000ms while trying to " \
            f"connect to (127.0.0.1, {wrong}).) on node 1" in err1, err1[-3000:]  # fmt: skip
     assert (f"cloudddp-check: node 1 ({host}): PROBLEM: TCP: rendezvous 127.0.0.1:{wrong}: connection refused "
             f"(nothing listens there: node 0 not started, or another port); DNS 1/1: 127.0.0.1=127.0.0.1; clock skew "
