@@ -143,16 +143,19 @@ def check(plan: ClusterPlan, host_map: Mapping[str, str], window: float) -> tupl
 
 
 def rendezvous_failure(error_file: str) -> str | None:
-    """torchrun's error (`{"message": {"message": "Type: text"}}`) if it is a rendezvous failure, else None."""
+    """torchrun's own error (`{"message": {"message": "Type: text"}}`) if it is a rendezvous failure, else None.
+
+    A failed worker's error is copied into the same file with its exit code as `errorCode` (torch's
+    `dump_error_file`): that is the script's failure (a store lost mid-training included), not the rendezvous.
+    """
     try:
-        message = json.loads(Path(error_file).read_text()).get("message")
+        record = json.loads(Path(error_file).read_text()).get("message")
     except (OSError, ValueError, AttributeError):
         return None
-    if isinstance(message, dict):
-        message = message.get("message")
-    if not isinstance(message, str) or message.split(":", 1)[0].strip() not in RENDEZVOUS_ERRORS:
+    if not isinstance(record, dict) or "errorCode" in record or not isinstance(record.get("message"), str):
         return None
-    return message.strip()
+    message: str = record["message"]
+    return message.strip() if message.split(":", 1)[0].strip() in RENDEZVOUS_ERRORS else None
 
 
 def rendezvous_verdict(

@@ -138,6 +138,9 @@ def test_a_failed_script_is_no_rendezvous_failure(tmp_path: Path) -> None:
     # A worker's own error, copied up by dump_error_file when the script failed.
     error.write_text(json.dumps({"message": {"message": "ValueError: bad batch", "errorCode": 1}}))
     assert rendezvous_failure(str(error)) is None
+    lost_store = {"message": "DistNetworkError: Connection reset by peer", "errorCode": 1}  # mid-training
+    error.write_text(json.dumps({"message": lost_store}))
+    assert rendezvous_failure(str(error)) is None
     error.write_text("not json")
     assert rendezvous_failure(str(error)) is None
 
