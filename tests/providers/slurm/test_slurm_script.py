@@ -135,6 +135,11 @@ def test_an_elastic_job_asks_for_a_node_range_that_survives_a_lost_node(tmp_path
     assert "--rdzv-backend=etcd-v2 --max-restarts=3 --rdzv-endpoint=etcd.example:2379" in etcd
     static = script_for(tmp_path)
     assert "--no-kill" not in static and "CLOUDDDP_EXIT_DIR" not in static and "--nodes=4" in sbatch_options(static)
+    # The CLI's range reaches the script (the Slurm provider declares supports_elastic; SageMaker/OCI refuse).
+    cli = run_cli(
+        "launch", "-p", "slurm", "--dry-run", "--nodes", "1:2", "--max-restarts", "2", str(SOURCES / "train_ddp.py")
+    )
+    assert cli.returncode == 0 and "#SBATCH --nodes=1-2\n" in cli.stdout and "--nnodes=1:2" in cli.stdout, cli.stderr
 
 
 # A stand-in for srun with srun's documented exit code (srun(1) RETURN VALUE: the highest of every task's, 128+N
