@@ -7,7 +7,10 @@ two launchers rendezvous on 127.0.0.1 through the launcher's host map (n1/n2 do 
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -49,14 +52,23 @@ def wait_for(provider: SlurmProvider, job_id: str, states: tuple[str, ...], time
 
 def test_demo_training_runs_on_two_slurm_nodes(cluster: SlurmCluster, demo_data: Path, tmp_path: Path) -> None:
     runs = tmp_path / "runs"
+    # The nodes find `cloudddp-launch` (the default launcher) only through the venv activation line: the
+    # test's own virtual environment (a real one, with bin/activate) is left off the PATH the job inherits.
+    venv = Path(sys.prefix)
+    if not (venv / "bin" / "activate").is_file():
+        pytest.skip(f"the tests do not run in a virtual environment ({venv} has no bin/activate)")
+    path = os.pathsep.join(p for p in cluster.env["PATH"].split(os.pathsep) if not p.startswith(str(venv)))
+    assert shutil.which("cloudddp-launch", path=path) is None  # so a job that ran proves the activation worked
     spec = {
         "name": "demo", "entry_point": "train_ddp.py", "source_dir": str(SOURCES), "nodes": 2, "nproc_per_node": 1,
         "inputs": {"train": str(demo_data / "train"), "val": str(demo_data / "val")},
-        "hyperparameters": {"epochs": 3}, "environment": {"OMP_NUM_THREADS": "1"}, "slurm": settings(runs_dir=str(runs)),
+        "hyperparameters": {"epochs": 3}, "environment": {"OMP_NUM_THREADS": "1"},
+        "slurm": {**settings(runs_dir=str(runs)), "launcher": "cloudddp-launch", "venv": str(venv)},
     }  # fmt: skip
     spec_file = tmp_path / "job.yaml"
     spec_file.write_text(json.dumps(spec))  # JSON is YAML
-    result = run_cli("launch", "--provider", "slurm", "-f", str(spec_file), env=cluster.env, timeout=400)
+    result = run_cli("launch", "--provider", "slurm", "-f", str(spec_file), env={**cluster.env, "PATH": path},
+                     timeout=400)  # fmt: skip
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr
     job_id = result.stdout.split("submitted ", 1)[1].split()[0]
     model = runs / f"demo-{job_id}" / "model"
