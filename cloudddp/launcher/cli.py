@@ -300,7 +300,9 @@ def peer_watch(plan: ClusterPlan, port: int, supervisor: Supervisor) -> PeerWatc
     """The fail-fast channel between the nodes' launchers (fixed-size jobs; elastic ones reshape instead)."""
     if port == 0 or not isinstance(plan.nnodes, int):
         return None
-    return PeerWatch(plan.node_rank, plan.nnodes, plan.master_addr, port, plan.rdzv_id, supervisor.abort)
+    hosts = plan.hosts if plan.hosts and len(plan.hosts) == plan.nnodes else None  # in rank order
+    return PeerWatch(plan.node_rank, plan.nnodes, plan.master_addr, port, plan.rdzv_id, supervisor.abort,
+                     hosts=hosts)  # fmt: skip
 
 
 def main(argv: Sequence[str] | None = None) -> int:

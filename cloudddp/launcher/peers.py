@@ -39,10 +39,12 @@ class PeerWatch:
         port: int,
         rdzv_id: str,
         on_abort: Callable[[str, int | None], None],
+        hosts: list[str] | None = None,
     ) -> None:
         self.node_rank, self.nnodes = node_rank, nnodes
         self.master_addr, self.port, self.rdzv_id = master_addr, port, rdzv_id
         self.on_abort = on_abort
+        self.hosts = hosts or []  # the platform's host list, rank order (static jobs): names the missing ones
         self.finished = threading.Event()  # our own torchrun has ended
         self.aborted = threading.Event()
         self.lock = threading.Lock()
@@ -174,11 +176,14 @@ class PeerWatch:
         if not missing:
             return None
         lines = [f"cloudddp: {len(missing)} of {self.nnodes} nodes never reached node 0 (no HELLO on the "
-                 f"fail-fast port {self.port}): rank(s) {', '.join(map(str, missing))}"]  # fmt: skip
+                 f"fail-fast port {self.port}): rank(s) {', '.join(map(self._named, missing))}"]  # fmt: skip
         for rank, (when, host, what) in sorted(self.heard.items()):
             stamp = time.strftime("%H:%M:%S", time.localtime(when))
             lines.append(f"cloudddp:   rank {rank} on {host}: last heard {what} at {stamp} ({now - when:.0f} s ago)")
         return "\n".join(lines)
+
+    def _named(self, rank: int) -> str:
+        return f"{rank} ({self.hosts[rank]})" if rank < len(self.hosts) else str(rank)
 
     # -- other nodes ---------------------------------------------------------------------
     def _connect(self) -> None:

@@ -57,3 +57,6 @@ def test_the_report_lists_every_missing_rank_and_the_last_message_of_the_others(
     watch.heard.update({1: (1040.0, "a", "HELLO"), 3: (1041.0, "b", "HELLO")})
     assert watch.missing_report(now=1042.0) is None  # everyone came: nothing to report
     assert PeerWatch(1, 4, "127.0.0.1", 1, "job", lambda *_: None).missing_report() is None  # node 0 reports
+    # Where the platform lists its hosts in rank order (SageMaker, Slurm, PBS...), the missing ones are named.
+    named = PeerWatch(0, 3, "127.0.0.1", 1, "job", lambda *_: None, hosts=["algo-1", "algo-2", "algo-3"])
+    assert "rank(s) 1 (algo-2), 2 (algo-3)" in (named.missing_report(now=0.0) or "")
