@@ -105,6 +105,9 @@ def test_an_elastic_job_loses_a_node_and_the_survivor_finishes(
         for pid in lost:  # every process of node n2 at once: a machine that vanished
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
+        killed = time.monotonic()
+        wait_for(lambda: "world_size=1" in output(tmp_path, "elastic", job_id), 180, "n1 to re-form alone")
+        print(f"kill -9 of n2 -> the survivor resumed alone: {time.monotonic() - killed:.1f} s")
         wait_for(lambda: done(provider, job_id), 300, "the job to end")
     finally:
         subprocess.run(["scancel", job_id], env=cluster.env, capture_output=True)
