@@ -39,7 +39,26 @@ out = Console(highlight=False, soft_wrap=True)
 CONTEXT = {"help_option_names": ["-h", "--help"]}
 
 
+def shows_providers(argv: list[str]) -> bool:
+    """False when this process is `cloudddp stage ...` or the top-level help, which show no provider option.
+
+    Reading every provider's declaration (their settings models, pydantic) costs ~0.17 s of imports,
+    a large part of a no-op `cloudddp stage`. Only the console script's own command line counts
+    (argv[0] `cloudddp`, or `-c` as in `python -c "from cloudddp.cli import main; main()" stage`):
+    code importing this module for `app` (tests, notebooks) always gets every provider's options."""
+    program = Path(argv[0]).name if argv else ""
+    if program not in ("cloudddp", "-c"):
+        return True
+    args = argv[1:]
+    return not (args[:1] == ["stage"] or args in (["--help"], ["-h"]) or (program == "cloudddp" and not args))
+
+
+PROVIDERS_SHOWN = shows_providers(sys.argv)
+
+
 def provider_help() -> str:
+    if not PROVIDERS_SHOWN:
+        return "the provider's name"
     try:
         return "one of: " + ", ".join(registry.names())
     except CloudDDPError:
@@ -48,6 +67,8 @@ def provider_help() -> str:
 
 def providers_epilog() -> str:
     """`launch --help` ends with each provider's one-line summary, from its declaration."""
+    if not PROVIDERS_SHOWN:
+        return ""
     try:
         lines = [f"  [bold]{name}[/bold]: {info.summary}" for name, info in registry.providers().items()]
     except CloudDDPError:
@@ -284,7 +305,7 @@ def launch(
 # A broken provider declaration must not break `cloudddp` at import: main() reports it.
 REGISTRY_ERROR: CloudDDPError | None = None
 try:
-    PROVIDER_FLAGS = provider_flags()
+    PROVIDER_FLAGS = provider_flags() if PROVIDERS_SHOWN else {}
 except CloudDDPError as exc:
     REGISTRY_ERROR, PROVIDER_FLAGS = exc, {}
 with_provider_options(launch, PROVIDER_FLAGS)

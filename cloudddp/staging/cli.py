@@ -26,6 +26,11 @@ MIB = 1024 * 1024
 
 def open_store(location: Location, transport: str) -> ObjectStore:
     if location.scheme == "s3":
+        from cloudddp.staging.s3_direct import open_direct_store
+
+        direct = open_direct_store(location) if transport in ("auto", "crt") else None
+        if direct is not None:  # no botocore: see s3_direct.py
+            return direct
         try:
             from cloudddp.staging.s3_store import open_s3_store
         except ImportError:

@@ -58,11 +58,14 @@ class HashCache:
     def save(self, hashed: list[Hashed], md5_part_size: int | None) -> None:
         """Remember these hashes (and only these: files gone from the folder are forgotten)."""
         now = time.time_ns()
-        self.entries = {
+        entries = {
             h.file.relative: [identity(h.file), h.sha256, h.md5, md5_part_size]
             for h in hashed
             if now - max(h.file.mtime_ns, h.file.ctime_ns) > RACY_NS
         }
+        if entries == self.entries:
+            return  # nothing new: a no-op re-stage writes no cache file either
+        self.entries = entries
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             with tempfile.NamedTemporaryFile("w", dir=self.path.parent, delete=False, suffix=".tmp") as out:

@@ -60,7 +60,7 @@ def list_files(root: Path) -> list[LocalFile]:
     return found
 
 
-def walk(root: Path, folder: Path, seen_dirs: set[tuple[int, int]], found: list[LocalFile]) -> None:
+def walk(root: Path, folder: Path, seen_dirs: set[tuple[int, int]], found: list[LocalFile], under: str = "") -> None:
     # os.walk(followlinks=True) would loop forever on a cycle: remember each folder's (device, inode).
     stat = folder.stat()
     if (stat.st_dev, stat.st_ino) in seen_dirs:
@@ -71,18 +71,17 @@ def walk(root: Path, folder: Path, seen_dirs: set[tuple[int, int]], found: list[
     except OSError as exc:
         raise CloudDDPError(f"cannot read the folder {str(folder)!r}: {exc.strerror}.") from None
     for entry in entries:
-        path = Path(entry.path)
         try:
             is_dir = entry.is_dir(follow_symlinks=True)
             is_file = entry.is_file(follow_symlinks=True)
         except OSError as exc:  # ELOOP: a link pointing at itself
-            raise CloudDDPError(f"cannot follow {str(path)!r} under {str(root)!r}: {exc.strerror}.") from None
+            raise CloudDDPError(f"cannot follow {entry.path!r} under {str(root)!r}: {exc.strerror}.") from None
         if is_dir:
-            walk(root, path, seen_dirs, found)
-        elif is_file:
-            found.append(describe(path, path.relative_to(root).as_posix()))
+            walk(root, Path(entry.path), seen_dirs, found, f"{under}{entry.name}/")
+        elif is_file:  # the relative path built as a string: Path.relative_to per file costs more than the stat
+            found.append(describe(Path(entry.path), under + entry.name))
         elif entry.is_symlink():
-            raise CloudDDPError(f"{str(path)!r} under {str(root)!r} is a broken symlink (or a symlink loop).")
+            raise CloudDDPError(f"{entry.path!r} under {str(root)!r} is a broken symlink (or a symlink loop).")
 
 
 def describe(path: Path, relative: str) -> LocalFile:
@@ -129,11 +128,14 @@ def hash_files(files: Iterable[LocalFile], md5_part_size: int | None = None, cac
     """Content hashes of many files, a few at a time, in the input order; `cache` (a hash_cache.HashCache)
     answers for files whose stat has not changed since it hashed them."""
 
-    def one(file: LocalFile) -> Hashed:
-        return (cache.lookup(file, md5_part_size) if cache else None) or hash_file(file, md5_part_size)
-
-    with ThreadPoolExecutor(max_workers=HASH_THREADS) as pool:
-        hashed = list(pool.map(one, files))
+    files = list(files)
+    known = [cache.lookup(f, md5_part_size) if cache else None for f in files]
+    missing = [f for f, h in zip(files, known, strict=True) if h is None]
+    if missing:  # threads only for files to read: handing thousands of cache hits to a pool costs more
+        with ThreadPoolExecutor(max_workers=HASH_THREADS) as pool:
+            fresh = iter(list(pool.map(lambda f: hash_file(f, md5_part_size), missing)))
+        known = [h if h is not None else next(fresh) for h in known]
+    hashed: list[Hashed] = known  # type: ignore[assignment]  # every None was filled above
     if cache:
         cache.save(hashed, md5_part_size)
     return hashed

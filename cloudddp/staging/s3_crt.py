@@ -14,6 +14,7 @@ import base64
 import ipaddress
 import os
 import queue
+import re
 from collections.abc import Callable
 from typing import Any
 from urllib.parse import quote, urlsplit
@@ -69,15 +70,18 @@ class CrtUploader:
             throughput_target_gbps=10.0,
         )
 
-    def request(self, bucket: str, key: str, size: int, headers: list[tuple[str, str]]) -> Any:
+    def request(
+        self, bucket: str, key: str, size: int | None, headers: list[tuple[str, str]], method: str = "PUT"
+    ) -> Any:
+        """The HTTP request for `key` in `bucket` (the bucket itself for key ""); `size`: the body's length."""
         from awscrt import http
 
         if self.path_style:
             host, path = self.host, f"/{bucket}/{quote(key, safe='/-_.~')}"
         else:
             host, path = f"{bucket}.{self.host}", f"/{quote(key, safe='/-_.~')}"
-        return http.HttpRequest("PUT", path, http.HttpHeaders([("Host", host), ("Content-Length", str(size)),
-                                                               *headers]))  # fmt: skip
+        length = [("Content-Length", str(size))] if size is not None else []
+        return http.HttpRequest(method, path, http.HttpHeaders([("Host", host), *length, *headers]))
 
     def upload(
         self,
@@ -121,6 +125,46 @@ class CrtUploader:
             for request in running:
                 request.cancel()
             raise
+
+
+def mismatch(bucket: str, upload: Upload) -> CloudDDPError:
+    """S3 refused the bytes: say whether the file changed since the scan or the bytes were damaged."""
+    from cloudddp.staging.local_files import hash_file
+
+    now = hash_file(upload.source).sha256 if upload.source else None
+    if now is not None and now != upload.sha256:
+        return CloudDDPError(
+            f"{str(upload.path)!r} changed while it was being uploaded (its SHA-256 differs from the scan). "
+            f"Nothing was published; stage again once nothing writes to it."
+        )
+    return CloudDDPError(
+        f"S3 rejected s3://{bucket}/{upload.key} from {str(upload.path)!r}: the bytes it received do not "
+        f"match their SHA-256 (damaged in transit). Nothing was published; stage again."
+    )
+
+
+DENIED = ("AccessDenied", "403", "AllAccessDisabled", "InvalidAccessKeyId", "SignatureDoesNotMatch", "Forbidden")
+
+
+def upload_failure(
+    bucket: str, upload: Upload, status: int | None, body: bytes, error: Exception | None
+) -> CloudDDPError:
+    """The error for a PUT the CRT could not complete, from S3's status and error body."""
+    text = body.decode(errors="replace")
+    if "BadDigest" in text or "XAmzContentChecksumMismatch" in text or "InvalidDigest" in text:
+        return mismatch(bucket, upload)
+    code = re.search(r"<Code>([^<]+)</Code>", text)
+    if code and code.group(1) == "NoSuchBucket":
+        return CloudDDPError(
+            f"the bucket s3://{bucket} does not exist. Create it, or pass --create-bucket to create it (private)."
+        )
+    if status == 403 or (code and code.group(1) in DENIED):
+        return CloudDDPError(
+            f"cannot upload to s3://{bucket}/{upload.key}: access denied ({code.group(1) if code else status})."
+            f" Your credentials may not write to this bucket; grant s3:PutObject on it."
+        )
+    reason = code.group(1) if code else (f"HTTP {status}" if status else str(error))
+    return CloudDDPError(f"cannot upload {str(upload.path)!r} to s3://{bucket}/{upload.key}: {reason}.")
 
 
 def sse_headers(sse: dict[str, str]) -> list[tuple[str, str]]:

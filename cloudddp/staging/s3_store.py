@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import re
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -22,7 +21,6 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from cloudddp.errors import CloudDDPError
 from cloudddp.staging import s3_crt
-from cloudddp.staging.local_files import hash_file
 from cloudddp.staging.location import Location
 from cloudddp.staging.store import Upload, upload_in_parallel
 
@@ -163,32 +161,10 @@ class S3Store:
             ) from None
 
     def mismatch(self, upload: Upload) -> CloudDDPError:
-        """S3 refused the bytes: say whether the file changed since the scan or the bytes were damaged."""
-        now = hash_file(upload.source).sha256 if upload.source else None
-        if now is not None and now != upload.sha256:
-            return CloudDDPError(
-                f"{str(upload.path)!r} changed while it was being uploaded (its SHA-256 differs from the scan). "
-                f"Nothing was published; stage again once nothing writes to it."
-            )
-        return CloudDDPError(
-            f"S3 rejected s3://{self.bucket}/{upload.key} from {str(upload.path)!r}: the bytes it received do not "
-            f"match their SHA-256 (damaged in transit). Nothing was published; stage again."
-        )
+        return s3_crt.mismatch(self.bucket, upload)
 
     def crt_failure(self, upload: Upload, status: int | None, body: bytes, error: Exception | None) -> CloudDDPError:
-        text = body.decode(errors="replace")
-        if "BadDigest" in text or "XAmzContentChecksumMismatch" in text or "InvalidDigest" in text:
-            return self.mismatch(upload)
-        code = re.search(r"<Code>([^<]+)</Code>", text)
-        if code and code.group(1) == "NoSuchBucket":
-            return self.missing_bucket()
-        if status == 403 or (code and code.group(1) in DENIED):
-            return CloudDDPError(
-                f"cannot upload to s3://{self.bucket}/{upload.key}: access denied ({code.group(1) if code else status})."
-                f" Your credentials may not write to this bucket; grant s3:PutObject on it."
-            )
-        reason = code.group(1) if code else (f"HTTP {status}" if status else str(error))
-        return CloudDDPError(f"cannot upload {str(upload.path)!r} to s3://{self.bucket}/{upload.key}: {reason}.")
+        return s3_crt.upload_failure(self.bucket, upload, status, body, error)
 
     def copy(self, pairs: list[tuple[str, str]]) -> None:
         def one(pair: tuple[str, str]) -> None:

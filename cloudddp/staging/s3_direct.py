@@ -1,0 +1,229 @@
+"""S3 through the AWS Common Runtime alone, for `cloudddp stage` when the configuration is plain.
+
+Importing botocore and building its S3 client costs ~0.6 s of CPU (its service model is a large
+JSON file): more than a no-op re-stage does otherwise. When credentials, region and endpoint
+come from the environment alone, every request of a typical stage (HEAD bucket, GET manifest,
+LIST, PUT objects, PUT manifest) goes through `awscrt.s3.S3Client`, which signs (SigV4) in
+native code. Rare requests (create a bucket, server-side copies, deletes) still go through
+botocore, imported only then. Anything botocore would read beyond those variables (a config
+file, a profile, FIPS or dual-stack switches, a CA bundle) sends the whole stage through
+botocore (`plain_configuration` returns None), so both paths always reach the same endpoint
+with the same credentials.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import io
+import os
+import re
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote, urlencode, urlsplit
+
+from cloudddp.errors import CloudDDPError
+from cloudddp.staging import s3_crt
+from cloudddp.staging.location import Location
+from cloudddp.staging.store import Upload
+
+# What botocore reads from the environment for an S3 client that this module reproduces exactly
+# (botocore/configprovider.py: region is AWS_DEFAULT_REGION only; credentials.py EnvProvider).
+# AWS_REGION is read by other SDKs, not by botocore: ignored here as there.
+UNDERSTOOD = {"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_DEFAULT_REGION", "AWS_REGION",
+              "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "AWS_SHARED_CREDENTIALS_FILE", "AWS_PAGER",
+              "AWS_CA_BUNDLE"}  # fmt: skip
+DENIED = ("AccessDenied", "AllAccessDisabled", "InvalidAccessKeyId", "SignatureDoesNotMatch", "Forbidden")
+LIST_NS = "{http://s3.amazonaws.com/doc/2006-03-01/}"
+
+
+@dataclass(frozen=True)
+class Plain:
+    endpoint: str  # scheme://host[:port]
+    region: str
+    path_style: bool
+    access_key: str
+    secret_key: str
+    token: str | None
+
+
+def plain_configuration(environ: Mapping[str, str], home: Path) -> Plain | None:
+    """The endpoint, region and credentials botocore would use, if they come from these variables alone."""
+    if not environ.get("AWS_ACCESS_KEY_ID") or not environ.get("AWS_SECRET_ACCESS_KEY"):
+        return None  # a profile, SSO, a credential process, instance metadata...: botocore's chain
+    if any(name.startswith("AWS_") and name not in UNDERSTOOD for name in environ):
+        return None  # AWS_PROFILE, AWS_CONFIG_FILE, AWS_USE_FIPS_ENDPOINT, AWS_CA_BUNDLE, ...
+    if (home / ".aws" / "config").exists():
+        return None  # it may set a region, an endpoint_url or an S3 addressing style
+    region = environ.get("AWS_DEFAULT_REGION") or "us-east-1"
+    endpoint = environ.get("AWS_ENDPOINT_URL_S3") or environ.get("AWS_ENDPOINT_URL")
+    if environ.get("AWS_CA_BUNDLE") and not (endpoint or "").startswith("http://"):
+        return None  # botocore verifies TLS with that bundle; plain http has no TLS to verify
+    if endpoint:
+        host = urlsplit(endpoint).hostname or ""
+        if not (s3_crt.is_ip(host) or host == "localhost"):
+            return None  # a named custom endpoint: botocore's addressing rules decide
+        path_style = True  # botocore's endpoint rules use path style for an IP address
+    else:
+        if not re.fullmatch(r"[a-z]{2}-[a-z]+-\d", region) or region.startswith(("us-gov-", "cn-", "us-iso")):
+            return None  # other partitions have other domains
+        endpoint = f"https://s3.{region}.amazonaws.com"
+        path_style = False
+    token = environ.get("AWS_SESSION_TOKEN") or None
+    return Plain(endpoint.rstrip("/"), region, path_style, environ["AWS_ACCESS_KEY_ID"],
+                 environ["AWS_SECRET_ACCESS_KEY"], token)  # fmt: skip
+
+
+@dataclass
+class Response:
+    status: int
+    headers: dict[str, str]
+    body: bytes
+
+
+class Frozen:
+    """The one set of static credentials, shaped like botocore's for CrtUploader."""
+
+    def __init__(self, plain: Plain) -> None:
+        self.access_key, self.secret_key, self.token = plain.access_key, plain.secret_key, plain.token
+
+    def get_frozen_credentials(self) -> Frozen:
+        return self
+
+
+class DirectS3Store:
+    """An ObjectStore (store.py) for one bucket and prefix, its requests sent by the CRT."""
+
+    md5_part_size = None
+    can_copy = True
+    list_page = 1000  # keys per ListObjectsV2 page (S3's most)
+
+    def __init__(self, location: Location, plain: Plain) -> None:
+        self.location, self.plain, self.bucket = location, plain, location.bucket
+        self.crt = s3_crt.CrtUploader(plain.endpoint, plain.region, Frozen(plain), path_style=plain.path_style)
+        self._fallback: Any = None
+
+    # -- one request ----------------------------------------------------------------------
+    def call(self, operation: str, method: str, key: str = "", query: dict[str, str] | None = None,
+             body: bytes | None = None, headers: list[tuple[str, str]] | None = None) -> Response:  # fmt: skip
+        from awscrt import s3
+
+        request = self.crt.request(self.bucket, key, len(body) if body is not None else None, headers or [], method)
+        if query:
+            request.path += "?" + urlencode(query, quote_via=quote)
+        if body is not None:
+            request.body_stream = io.BytesIO(body)
+        got: dict[str, Any] = {"headers": {}, "body": []}
+        finished = threading.Event()
+
+        def on_headers(status_code: int, headers: list[tuple[str, str]], **_: Any) -> None:
+            got["headers"] = {k.lower(): v for k, v in headers}
+
+        def on_done(error: Exception | None = None, status_code: int | None = None, error_body: bytes | None = None,
+                    error_headers: list[tuple[str, str]] | None = None, **_: Any) -> None:  # fmt: skip
+            got.update(error=error, status=status_code, error_body=error_body or b"")
+            finished.set()
+
+        kind = s3.S3RequestType.DEFAULT
+        self.crt.client.make_request(type=kind, operation_name=operation, request=request, on_headers=on_headers,
+                                     on_body=lambda chunk, **_: got["body"].append(bytes(chunk)),
+                                     on_done=on_done)  # fmt: skip
+        finished.wait()
+        status = got["status"] or 0
+        if got["error"] is not None and not status:
+            raise CloudDDPError(f"cannot reach S3 at {self.plain.endpoint} for s3://{self.bucket}: {got['error']}.")
+        body_bytes = b"".join(got["body"]) if not got["error_body"] else got["error_body"]
+        return Response(status, got["headers"], body_bytes)
+
+    def failed(self, response: Response, action: str, key: str | None = None) -> CloudDDPError:
+        where = f"s3://{self.bucket}/{key}" if key else f"the bucket s3://{self.bucket}"
+        code = re.search(rb"<Code>([^<]+)</Code>", response.body)
+        name = code.group(1).decode() if code else f"HTTP {response.status}"
+        if name == "NoSuchBucket":
+            return self.missing_bucket()
+        if response.status == 403 or name in DENIED:
+            return CloudDDPError(
+                f"cannot {action} in {where}: access denied ({name}). Your credentials may not use this bucket; "
+                f"grant s3:PutObject, s3:GetObject, s3:ListBucket (and s3:DeleteObject for --delete) on it."
+            )
+        return CloudDDPError(f"cannot {action} in {where}: {name}.")
+
+    def missing_bucket(self) -> CloudDDPError:
+        return CloudDDPError(
+            f"the bucket s3://{self.bucket} does not exist. Create it, or pass --create-bucket to create it (private)."
+        )
+
+    def botocore_store(self) -> Any:
+        """The botocore-based store, for the requests this module does not send (imported only then)."""
+        if self._fallback is None:
+            from cloudddp.staging.s3_store import open_s3_store
+
+            self._fallback = open_s3_store(self.location, "crt")
+        return self._fallback
+
+    # -- the ObjectStore protocol -----------------------------------------------------------
+    def check_bucket(self, create: bool) -> bool:
+        response = self.call("HeadBucket", "HEAD")
+        if response.status == 200:
+            return False
+        if response.status != 404:
+            raise self.failed(response, "use the bucket")
+        if not create:
+            raise self.missing_bucket()
+        return bool(self.botocore_store().check_bucket(True))
+
+    def list_sizes(self, prefix: str) -> dict[str, int]:
+        from xml.etree import ElementTree
+
+        found: dict[str, int] = {}
+        query = {"list-type": "2", "prefix": prefix, "max-keys": str(self.list_page)}
+        while True:
+            response = self.call("ListObjectsV2", "GET", query=query)
+            if response.status != 200:
+                raise self.failed(response, "list objects")
+            root = ElementTree.fromstring(response.body)
+            for item in root.iter(f"{LIST_NS}Contents"):
+                found[item.findtext(f"{LIST_NS}Key") or ""] = int(item.findtext(f"{LIST_NS}Size") or 0)
+            token = root.findtext(f"{LIST_NS}NextContinuationToken")
+            if root.findtext(f"{LIST_NS}IsTruncated") != "true" or not token:
+                return found
+            query = {**query, "continuation-token": token}
+
+    def read(self, key: str) -> bytes | None:
+        response = self.call("GetObject", "GET", key)
+        if response.status == 404:
+            return None
+        if response.status != 200:
+            raise self.failed(response, "read", key)
+        return response.body
+
+    def write(self, key: str, data: bytes) -> None:
+        checksum = base64.b64encode(hashlib.sha256(data).digest()).decode()
+        response = self.call("PutObject", "PUT", key, body=data, headers=[("x-amz-checksum-sha256", checksum)])
+        if response.status != 200:
+            raise self.failed(response, "write", key)
+
+    def upload(self, uploads: list[Upload], on_done: Callable[[Upload], None]) -> None:
+        if uploads:
+            self.crt.upload(self.bucket, uploads, on_done, self.upload_failure)
+
+    def upload_failure(self, upload: Upload, status: int | None, body: bytes, error: Exception | None) -> CloudDDPError:
+        return s3_crt.upload_failure(self.bucket, upload, status, body, error)
+
+    def copy(self, pairs: list[tuple[str, str]]) -> None:
+        self.botocore_store().copy(pairs)
+
+    def delete(self, keys: list[str]) -> None:
+        self.botocore_store().delete(keys)
+
+
+def open_direct_store(location: Location, environ: Mapping[str, str] | None = None) -> DirectS3Store | None:
+    """A DirectS3Store if the configuration is plain and awscrt is installed, else None (use botocore)."""
+    environ = os.environ if environ is None else environ
+    plain = plain_configuration(environ, Path(environ.get("HOME") or Path.home()))
+    if plain is None or not s3_crt.available():
+        return None
+    return DirectS3Store(location, plain)

