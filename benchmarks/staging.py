@@ -8,9 +8,11 @@ the min-max spread and the ratio to s5cmd; also the re-stage of unchanged data (
 vs `aws s3 sync`'s no-op). Each upload is deleted (untimed) before the next.
 
     .venv/bin/python benchmarks/staging.py --runs 3
-    # `aws s3 sync` needs the AWS CLI; keep it out of the project's venv (it pins botocore):
-    python3 -m venv /tmp/awscli-venv && /tmp/awscli-venv/bin/pip install awscli
-    .venv/bin/python benchmarks/staging.py --runs 3 --aws /tmp/awscli-venv/bin/aws
+
+`aws s3 sync` needs the AWS CLI, kept out of the project's venv (it pins botocore): `--aws PATH`,
+else `aws` on PATH, else /tmp/awscli-venv/bin/aws, else the benchmark installs it into a
+throwaway venv in its scratch folder (network needed; without it the aws rows are skipped).
+cloudddp runs as the `cloudddp` console script beside this Python, as a user runs it.
 """
 
 from __future__ import annotations
@@ -58,8 +60,24 @@ def make_datasets(root: Path) -> dict[str, Path]:
     return {"small": small, "big": big}
 
 
+def find_aws(given: str | None, scratch: Path) -> str | None:
+    """The AWS CLI: as given, on PATH, in /tmp/awscli-venv, else installed into a throwaway venv."""
+    for candidate in (given, shutil.which("aws"), "/tmp/awscli-venv/bin/aws"):
+        if candidate and Path(candidate).is_file():
+            return candidate
+    venv = scratch / "awscli-venv"
+    print("installing the AWS CLI into a throwaway venv (for `aws s3 sync`)...", file=sys.stderr, flush=True)
+    made = subprocess.run([sys.executable, "-m", "venv", str(venv)], capture_output=True)
+    if made.returncode == 0:
+        made = subprocess.run([str(venv / "bin" / "pip"), "install", "--quiet", "awscli"], capture_output=True)
+    if made.returncode != 0:
+        print(f"no AWS CLI ({made.stderr.decode()[-300:]}); the aws s3 sync rows are skipped", file=sys.stderr)
+        return None
+    return str(venv / "bin" / "aws")
+
+
 def clients(aws: str | None, endpoint: str) -> dict[str, Callable[[Path, str], list[str]]]:
-    cloudddp = [sys.executable, "-c", "from cloudddp.cli import main; main()", "stage"]
+    cloudddp = [str(BIN / "cloudddp"), "stage"]
     chosen: dict[str, Callable[[Path, str], list[str]]] = {
         "s5cmd cp": lambda src, dest: [str(BIN / "s5cmd"), "--endpoint-url", endpoint, "cp", f"{src}/*", f"{dest}/"],
         "boto3 sequential": lambda src, dest: [
@@ -122,16 +140,18 @@ def summarize(samples: dict[tuple[str, str], list[tuple[float, float]]], referen
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--runs", type=int, default=3)
-    parser.add_argument("--aws", default=shutil.which("aws"), help="the AWS CLI for `aws s3 sync` (skipped if none)")
+    parser.add_argument("--aws", help="the AWS CLI for `aws s3 sync` (default: see the module docstring)")
     parser.add_argument("--only", nargs="*", help="run only the clients whose names contain one of these")
     args = parser.parse_args()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # still stop SeaweedFS and delete the data when killed
     with tempfile.TemporaryDirectory(prefix="cloudddp-bench-") as scratch, SeaweedS3(Path(scratch) / "weed") as server:
         # cloudddp's hash cache in the scratch folder, not the user's (the re-stage row uses it).
-        env = {**os.environ, **server.env(), "CLOUDDDP_CACHE_DIR": str(Path(scratch) / "hash-cache")}
+        # HOME in the scratch folder: no client reads a personal ~/.aws (every one uses the server's variables).
+        env = {**os.environ, **server.env(), "CLOUDDDP_CACHE_DIR": str(Path(scratch) / "hash-cache"),
+               "HOME": str(Path(scratch) / "home")}  # fmt: skip
         datasets = make_datasets(Path(scratch) / "data")
         subprocess.run([str(BIN / "s5cmd"), "--endpoint-url", server.url, "mb", "s3://bench"], env=env, check=True)
-        chosen = clients(args.aws, server.url)
+        chosen = clients(find_aws(args.aws, Path(scratch)), server.url)
         if args.only:
             chosen = {k: v for k, v in chosen.items() if any(word in k for word in args.only)}
         samples: dict[tuple[str, str], list[tuple[float, float]]] = {}

@@ -234,3 +234,14 @@ def test_download_keeps_the_paths_and_refuses_names_that_leave_the_folder(
     with pytest.raises(CloudDDPError, match=r"refusing to write oci://bkt@ns/runs/2/output/\.\./\.\./escape\.txt"):
         store(client, "oci://bkt@ns/runs/2/output").download(tmp_path / "other")
     assert not (tmp_path / "escape.txt").exists()
+
+
+def test_credentials_the_service_refuses_are_named_without_uploading(
+    server: FakeOCI, data: Path, tmp_path: Path
+) -> None:
+    stranger = ThrowawayKey.generate()  # a key the service does not know: every request is refused (401)
+    config = oci.config.from_file(str(stranger.write_config(tmp_path / "stranger")))
+    client = oci.object_storage.ObjectStorageClient(config, service_endpoint=server.url)
+    with pytest.raises(CloudDDPError, match=r"oci://bkt@ns.*401 NotAuthenticated.*credentials are not accepted"):
+        stage(data, store(client))
+    assert server.signature_failures and not server.writes()

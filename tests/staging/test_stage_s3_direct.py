@@ -11,7 +11,7 @@ from typing import Any
 
 import boto3
 import pytest
-from helpers import PYTHON, clean_env
+from helpers import PYTHON, clean_env, run_cli
 from seaweedfs import ACCESS_KEY, SECRET_KEY, SeaweedS3, weed_binary
 
 from cloudddp.errors import CloudDDPError
@@ -129,3 +129,37 @@ def test_stage_and_the_top_level_help_import_no_provider_and_a_plain_stage_no_bo
     assert {"cloudddp.providers.kubernetes.settings", "botocore"} <= imported_by(
         ["stage", str(data), "s3://direct/startup", "--transport", "boto3"], env
     ) | imported_by(["launch", "--help"], {})
+
+
+@pytest.mark.slow
+def test_cloudddp_stage_through_the_crt_against_motos_s3_server(tmp_path: Path) -> None:
+    """A second S3 implementation (moto's server) for the botocore-free path, request by request."""
+    from moto.server import ThreadedMotoServer
+
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    try:
+        host, port = server.get_host_and_port()
+        endpoint = f"http://{host}:{port}"
+        boto3.client("s3", endpoint_url=endpoint, aws_access_key_id="testing", aws_secret_access_key="testing",
+                     region_name="us-east-1").create_bucket(Bucket="moto-bucket")  # fmt: skip
+        env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+        env.update(AWS_ENDPOINT_URL=endpoint, AWS_ACCESS_KEY_ID="testing", AWS_SECRET_ACCESS_KEY="testing",
+                   HOME=str(tmp_path), CLOUDDDP_CACHE_DIR=str(tmp_path / "cache"))  # fmt: skip
+        data = tmp_path / "data"
+        for i in range(4):
+            (data / f"c{i % 2}").mkdir(parents=True, exist_ok=True)
+            (data / f"c{i % 2}" / f"{i}.bin").write_bytes(os.urandom(3000 + i))
+        assert "awscrt.s3" in imported_by(["stage", str(data), "s3://moto-bucket/ds"], env)
+        uri = run_cli("stage", str(data), "s3://moto-bucket/ds", env=env, inherit_env=False).stdout.splitlines()[-1]
+        assert "unchanged" in run_cli("stage", str(data), "s3://moto-bucket/ds", env=env, inherit_env=False).stdout
+        s3 = boto3.client("s3", endpoint_url=endpoint, aws_access_key_id="testing", aws_secret_access_key="testing",
+                          region_name="us-east-1")  # fmt: skip
+        prefix = uri.removeprefix("s3://moto-bucket/")
+        for path in data.rglob("*.bin"):
+            key = prefix + path.relative_to(data).as_posix()
+            assert s3.get_object(Bucket="moto-bucket", Key=key)["Body"].read() == path.read_bytes()
+        missing = run_cli("stage", str(data), "s3://no-bucket-here/ds", env=env, inherit_env=False)
+        assert missing.returncode == 2 and "s3://no-bucket-here does not exist" in missing.stderr
+    finally:
+        server.stop()

@@ -152,3 +152,26 @@ def test_kill_9_at_half_way_then_rerun_sends_only_the_rest(seaweed: SeaweedS3, g
     # The other 20 files and the manifest (a set: the CRT may retry a PUT the server answered with 503 SlowDown).
     assert len(set(second_run)) == 21 and not set(second_run) & first_run, second_run
     assert downloaded(seaweed, rerun.stdout.strip().splitlines()[-1]) == local(data)
+
+
+@pytest.mark.slow
+def test_connections_lost_mid_upload_are_retried_and_the_stage_completes(
+    seaweed: SeaweedS3, gate: S3Gate, tmp_path: Path
+) -> None:
+    data = make_data(tmp_path / "data", 30)
+    gate.allow_puts(10)
+    argv = [sys.executable, "-c", "from cloudddp.cli import main; main()", "stage", str(data), "s3://data/lost"]
+    process = subprocess.Popen(argv, env=clean_env(env_for(seaweed, gate)), stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        reached = gate.wait_for(lambda s: s.forwarded["PUT"] == 10 and s.held > 0, timeout=120)
+        assert reached, "no PUT held"
+        gate.drop_held()  # every held PUT's connection is closed without an answer; later PUTs go through
+        out, err = process.communicate(timeout=300)
+    finally:
+        process.kill()
+    assert process.returncode == 0, err
+    uri = out.strip().splitlines()[-1]
+    assert downloaded(seaweed, uri) == local(data)
+    sent = [t for m, t in gate.state.targets if m == "PUT"]
+    assert len(set(sent)) == 31 and sent[-1].endswith(MANIFEST_NAME)  # each object landed; the manifest last
