@@ -163,3 +163,22 @@ def test_cloudddp_stage_through_the_crt_against_motos_s3_server(tmp_path: Path) 
         assert missing.returncode == 2 and "s3://no-bucket-here does not exist" in missing.stderr
     finally:
         server.stop()
+
+
+@pytest.mark.parametrize(
+    ("argv", "shown"),
+    [
+        (["/venv/bin/cloudddp", "stage", "./data", "s3://b/p"], False),
+        (["-c", "stage", "./data", "s3://b/p"], False),
+        (["/venv/bin/cloudddp", "--help"], False),
+        (["/venv/bin/cloudddp"], False),
+        (["/venv/bin/cloudddp", "launch", "--help"], True),
+        (["/venv/bin/cloudddp", "status", "latest"], True),
+        (["-c"], True),  # `python -c "from cloudddp.cli import app; ..."`: a program using the app
+        (["/venv/bin/pytest", "stage"], True),  # only the console script's own command line counts
+    ],
+)
+def test_only_stage_and_the_top_level_help_skip_the_provider_registry(argv: list[str], shown: bool) -> None:
+    from cloudddp.cli import shows_providers
+
+    assert shows_providers(argv) is shown
