@@ -221,9 +221,17 @@ class DirectS3Store:
 
 
 def open_direct_store(location: Location, environ: Mapping[str, str] | None = None) -> DirectS3Store | None:
-    """A DirectS3Store if the configuration is plain and awscrt is installed, else None (use botocore)."""
+    """A DirectS3Store if the configuration is plain and awscrt is installed, else None (use botocore).
+
+    Also None for a bucket in another region than the configured one: S3 answers HeadBucket there with
+    301 and `x-amz-bucket-region` (S3 API reference, HeadBucket), which botocore follows and this does not."""
     environ = os.environ if environ is None else environ
     plain = plain_configuration(environ, Path(environ.get("HOME") or Path.home()))
     if plain is None or not s3_crt.available():
         return None
-    return DirectS3Store(location, plain)
+    store = DirectS3Store(location, plain)
+    probe = store.call("HeadBucket", "HEAD")
+    elsewhere = probe.headers.get("x-amz-bucket-region")
+    if probe.status in (301, 307) or (elsewhere and elsewhere != plain.region):
+        return None
+    return store

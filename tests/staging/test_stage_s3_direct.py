@@ -182,3 +182,23 @@ def test_only_stage_and_the_top_level_help_skip_the_provider_registry(argv: list
     from cloudddp.cli import shows_providers
 
     assert shows_providers(argv) is shown
+
+
+def test_a_bucket_in_another_region_goes_through_botocore_which_follows_the_redirect(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from cloudddp.staging import s3_direct
+
+    answers = {"moved": s3_direct.Response(301, {"x-amz-bucket-region": "eu-west-1"}, b""),
+               "here": s3_direct.Response(200, {"x-amz-bucket-region": "us-east-1"}, b"")}  # fmt: skip
+    sent: list[str] = []
+
+    def head(self: DirectS3Store, operation: str, method: str, *args: Any, **kwargs: Any) -> Any:
+        sent.append(f"{operation} {method} {self.bucket}")
+        return answers[self.bucket]
+
+    monkeypatch.setattr(s3_direct.DirectS3Store, "call", head)
+    env = {**KEYS, "HOME": str(tmp_path)}
+    assert s3_direct.open_direct_store(parse_location("s3://moved/x"), env) is None
+    assert isinstance(s3_direct.open_direct_store(parse_location("s3://here/x"), env), DirectS3Store)
+    assert sent == ["HeadBucket HEAD moved", "HeadBucket HEAD here"]
