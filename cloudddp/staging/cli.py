@@ -7,6 +7,7 @@ to stderr, and only on a terminal.
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 from typing import Annotated
 
@@ -87,7 +88,9 @@ def stage_command(
     options = StageOptions(layout=SHARDS if shards else PLAIN, delete=delete, create_bucket=create_bucket,
                            shard_size=shard_size_mib * MIB, shard_dir=shard_dir,
                            hash_cache=cache_dir() if hash_cache else None)  # fmt: skip
-    result = stage(src, store, options, for_stream(progress))
+    reaching = getattr(store, "reaching", None)  # OCI: network failures as one paragraph (oci_object_store.py)
+    with reaching("stage") if reaching else contextlib.nullcontext():
+        result = stage(src, store, options, for_stream(progress))
     typer.echo(summary(result))
     if result.deleted:
         typer.echo(f"cloudddp: removed {len(result.deleted)} objects of older versions")

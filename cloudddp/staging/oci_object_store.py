@@ -14,6 +14,7 @@ from __future__ import annotations
 import base64
 import hashlib
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +32,10 @@ FILES_AT_ONCE = 8
 
 class OCIObjectStore:
     can_copy = False
+    # Turns network failures (unreachable endpoint, timeouts) raised inside into one CloudDDPError naming the
+    # call, endpoint and region: the OCI provider's `reaching`. Set by open_oci_store for `cloudddp stage`;
+    # the provider wraps its own calls.
+    reaching: Callable[[str], AbstractContextManager[None]] | None = None
 
     def __init__(self, client: Any, location: Location, part_size: int = PART_SIZE,
                  parallel_parts: int = PARALLEL_PARTS, compartment_id: str | None = None) -> None:  # fmt: skip
@@ -121,6 +126,8 @@ class OCIObjectStore:
                 raise self.mismatch(upload) from None
             raise self.error(exc, "upload", upload.key) from None
         except OSError as exc:
+            if exc.filename != str(upload.path):
+                raise  # a network failure (the SDK's requests errors are OSErrors too): the caller words it
             raise CloudDDPError(f"cannot read {str(upload.path)!r}: {exc.strerror}.") from None
         # The SDK sends no Content-MD5 with file parts, so the multipart MD5 is the end-to-end check there.
         reported = response.headers.get("opc-content-md5" if single else "opc-multipart-md5")
@@ -178,4 +185,6 @@ def open_oci_store(location: Location) -> OCIObjectStore:
     provider = OCIProvider()
     clients = provider.clients()
     compartment = os.environ.get("OCI_COMPARTMENT_ID") or clients.credentials.config.get("tenancy")
-    return OCIObjectStore(clients.object_storage, location, compartment_id=compartment)
+    store = OCIObjectStore(clients.object_storage, location, compartment_id=compartment)
+    store.reaching = provider.reaching
+    return store

@@ -36,6 +36,7 @@ import oci
 from cloudddp.errors import CloudDDPError
 from cloudddp.providers.base import JobHandle, JobRequest, JobStatus, Provider
 from cloudddp.providers.oci import auth, logs, network, node, request, validation
+from cloudddp.session import emit
 from cloudddp.spec import JobSpec, OCISettings
 from cloudddp.staging.archive import pack_source
 from cloudddp.staging.engine import copy_folder, stage
@@ -144,8 +145,10 @@ class OCIProvider(Provider):
         settings: OCISettings | None = None,
         sleep: Callable[[float], None] = time.sleep,
         timeout: float | None = None,
+        say: Callable[[str], None] | None = None,
     ) -> None:
         self.environ = os.environ if environ is None else environ
+        self.say = say or emit
         self.network = network.NetworkPolicy.choose(timeout, self.environ)
         self._last: Clients | None = None  # the clients of the latest call, named in network errors
         self.service_endpoint = service_endpoint or self.environ.get(ENDPOINT_VARIABLE) or None
@@ -254,6 +257,10 @@ class OCIProvider(Provider):
                     copy_folder(archive, store)  # a fresh folder per run: nothing to compare with
                     continue
                 result = stage(upload.local, store)
+                state = "unchanged" if result.unchanged else (
+                    f"{len(result.uploaded)} uploaded ({result.bytes_uploaded / 1e6:.1f} MB), {len(result.resumed)} resumed"
+                )  # fmt: skip
+                self.say(f"cloudddp: staged {upload.local}: {result.files} files, {state} -> {result.uri}")
                 if upload.variable:
                     env[upload.variable] = env[upload.variable].replace(request.VERSION_AT_SUBMIT, result.version)
         return create_job

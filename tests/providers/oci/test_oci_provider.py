@@ -177,10 +177,14 @@ def test_the_archive_and_the_inputs_are_staged_where_the_job_mounts_them(
 def test_a_second_launch_publishes_a_new_version_beside_the_old_and_deletes_nothing(
     server: FakeOCI, config: Path, data: Path
 ) -> None:
-    provider = make_provider(server, config)
+    said: list[str] = []
+    provider = make_provider(server, config, say=said.append)
     spec = make_spec(data)
     provider.submit(provider.render(spec))
     first = staged_version(server, INPUTS)
+    assert said == [
+        f"cloudddp: staged {data}: 4 files, 4 uploaded (0.0 MB), 0 resumed -> oci://bkt@ns/{INPUTS}/{first}/"
+    ]
     first_objects = {n: server.objects[("ns", "bkt", n)].data for n in server.object_names() if f"/{first}/" in n}
     (data / "train/a/2.png").write_bytes(b"changed")
     (data / "val/a/1.png").unlink()
@@ -203,6 +207,7 @@ def test_a_second_launch_publishes_a_new_version_beside_the_old_and_deletes_noth
     calls_before = len(server.calls())
     time.sleep(1.1)
     provider.submit(provider.render(spec))  # unchanged data: only the new run's archive is written
+    assert said[-1] == f"cloudddp: staged {data}: 3 files, unchanged -> oci://bkt@ns/{INPUTS}/{second}/"
     third_writes = [c.path for c in server.calls()[calls_before:] if c.is_write and "/n/" in c.path]
     assert len(third_writes) == 1 and third_writes[0].endswith("sourcedir.tar.gz")
 
