@@ -26,7 +26,11 @@ class Request:
 class GateState:
     forwarded: Counter[str] = field(default_factory=Counter)  # method -> requests answered by the server
     targets: list[tuple[str, str]] = field(default_factory=list)  # (method, path) in order
+    # Answered after drop_held() though sent before it (a killed client's request still in the server):
+    # kept apart, so what a new client sends is counted alone.
+    late: list[tuple[str, str]] = field(default_factory=list)
     held: int = 0
+    in_flight: int = 0  # requests read from a client and not yet answered or dropped
     epoch: int = 0  # drop_held() starts a new one: PUTs held from before are never forwarded
     put_budget: int | None = None  # None: no limit
 
@@ -137,40 +141,65 @@ class S3Gate:
     def serve(self, client: socket.socket) -> None:
         upstream = socket.create_connection(("127.0.0.1", self.upstream_port))
         from_client, from_server = Reader(client), Reader(upstream)
+        with self.lock:
+            opened_in = self.state.epoch
         try:
             while True:
                 head = from_client.message(no_body=True)
                 if head is None:
                     return
                 raw, headers = head
-                method, target = raw.split(b" ", 2)[0].decode(), raw.split(b" ", 2)[1].decode()
-                if headers.get("expect", "").lower() == "100-continue":
-                    client.sendall(b"HTTP/1.1 100 Continue\r\n\r\n")
-                    raw = b"\r\n".join(x for x in raw.split(b"\r\n") if not x.lower().startswith(b"expect:"))
-                if headers.get("transfer-encoding", "").lower() == "chunked":
-                    body = from_client.chunked()
-                else:
-                    body = from_client.exactly(int(headers.get("content-length", "0")))
-                if method == "PUT":
-                    self.take_put_ticket()
-                upstream.sendall(raw + body)
-                response = from_server.message(no_body=method == "HEAD")
-                if response is None:
-                    return
-                client.sendall(response[0])
                 with self.lock:
-                    self.state.forwarded[method] += 1
-                    self.state.targets.append((method, target.split("?")[0]))
-                    self.lock.notify_all()
+                    started_in = self.state.epoch
+                if started_in != opened_in:
+                    return  # a connection from before drop_held(): what its client had sent dies with it
+                with self.lock:
+                    self.state.in_flight += 1
+                try:
+                    if not self.forward(client, upstream, from_client, from_server, raw, headers, started_in):
+                        return
+                finally:
+                    with self.lock:
+                        self.state.in_flight -= 1
+                        self.lock.notify_all()
         except (ConnectionError, OSError):
             return
         finally:
             client.close()
             upstream.close()
 
-    def take_put_ticket(self) -> None:
+    def forward(self, client: socket.socket, upstream: socket.socket, from_client: Reader, from_server: Reader,
+                raw: bytes, headers: dict[str, str], started_in: int) -> bool:  # fmt: skip
+        """One request to the server and its answer back to the client; False once the connection is over."""
+        method, target = raw.split(b" ", 2)[0].decode(), raw.split(b" ", 2)[1].decode()
+        if headers.get("expect", "").lower() == "100-continue":
+            client.sendall(b"HTTP/1.1 100 Continue\r\n\r\n")
+            raw = b"\r\n".join(x for x in raw.split(b"\r\n") if not x.lower().startswith(b"expect:"))
+        if headers.get("transfer-encoding", "").lower() == "chunked":
+            body = from_client.chunked()
+        else:
+            body = from_client.exactly(int(headers.get("content-length", "0")))
+        if method == "PUT":
+            self.take_put_ticket(started_in)
+        upstream.sendall(raw + body)
+        response = from_server.message(no_body=method == "HEAD")
+        if response is None:
+            return False
+        client.sendall(response[0])
         with self.lock:
-            epoch = self.state.epoch
+            if started_in != self.state.epoch:  # answered after drop_held(): not what a new client sent
+                self.state.late.append((method, target.split("?")[0]))
+                return True
+            self.state.forwarded[method] += 1
+            self.state.targets.append((method, target.split("?")[0]))
+            self.lock.notify_all()
+        return True
+
+    def take_put_ticket(self, epoch: int) -> None:
+        """Wait for the budget to allow one more PUT; a request from before drop_held() is never forwarded."""
+        with self.lock:
+            if self.state.epoch != epoch:
+                raise ConnectionError("PUT from before drop_held")
             self.state.held += 1
             self.lock.notify_all()
             self.lock.wait_for(lambda: self.state.put_budget is None or self.state.put_budget > 0)
