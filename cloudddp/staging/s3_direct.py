@@ -20,7 +20,7 @@ import os
 import re
 import threading
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlencode, urlsplit
@@ -46,8 +46,8 @@ class Plain:
     region: str
     path_style: bool
     access_key: str
-    secret_key: str
-    token: str | None
+    secret_key: str = field(repr=False)  # never in a repr, a log line or a traceback
+    token: str | None = field(repr=False)
 
 
 def plain_configuration(environ: Mapping[str, str], home: Path) -> Plain | None:

@@ -195,3 +195,10 @@ def test_a_bucket_in_another_region_goes_through_botocore_which_follows_the_redi
     assert s3_direct.open_direct_store(parse_location("s3://moved/x"), env) is None
     assert isinstance(s3_direct.open_direct_store(parse_location("s3://here/x"), env), DirectS3Store)
     assert sent == ["HeadBucket HEAD moved", "HeadBucket HEAD here"]
+
+
+def test_the_secret_key_and_token_never_show_in_the_configurations_repr(tmp_path: Path) -> None:
+    plain = plain_configuration({"AWS_ACCESS_KEY_ID": "AKIDEXAMPLE", "AWS_SECRET_ACCESS_KEY": "s3cr3t-key",
+                                 "AWS_SESSION_TOKEN": "t0ken-value", "AWS_DEFAULT_REGION": "us-east-1"}, tmp_path)  # fmt: skip
+    assert plain is not None and plain.secret_key == "s3cr3t-key"
+    assert "s3cr3t-key" not in repr(plain) and "t0ken-value" not in repr(plain)
