@@ -42,7 +42,7 @@ $(SDK2)/.installed-stamp: pyproject.toml
 
 sdk2-env: $(SDK2)/.installed-stamp
 
-## The SageMaker SDK v3 interop tests (tests/test_sagemaker_sdk.py) with the SDK in its own env, .venv-sdk
+## The SageMaker SDK v3 interop tests (tests/providers/sagemaker/test_sagemaker_sdk.py) with the SDK in its own env, .venv-sdk
 ## (about 1 GB; building it took 5-6 min on a 2-core machine). `make test` runs them too once it exists.
 SDK3 := .venv-sdk
 $(SDK3)/.installed-stamp: pyproject.toml
@@ -51,4 +51,4 @@ $(SDK3)/.installed-stamp: pyproject.toml
 	touch $@
 
 test-sdk: $(STAMP) $(SDK3)/.installed-stamp
-	$(VENV)/bin/pytest tests/test_sagemaker_sdk.py $(PYTEST_ARGS)
+	$(VENV)/bin/pytest tests/providers/sagemaker/test_sagemaker_sdk.py $(PYTEST_ARGS)

@@ -7,7 +7,7 @@ makes it) from the throwaway key the test generated, signed over a Host header t
 this server and a date within 5 minutes; JSON bodies of POST/PUT calls must be signed too
 (x-content-sha256, content-length, content-type), as the services require. Bodies are
 checked for the camelCase shapes of the documented API (only fields cloudddp sends: each
-rule has a test in tests/test_oci_fake.py that makes it fail), and every request is
+rule has a test in tests/providers/oci/test_oci_fake.py that makes it fail), and every request is
 recorded so tests assert on what the SDK sent.
 
 Implemented (paths as in the API reference):
