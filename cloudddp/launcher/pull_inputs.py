@@ -33,13 +33,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from cloudddp import aws_limits
 from cloudddp.errors import CloudDDPError
 
 PROG = "cloudddp pull_inputs"
 DEFAULT_REGION = "us-east-1"
 PARALLEL_DOWNLOADS = 8
-# (variable, default): the same settings as the client side's AWS calls (cloudddp/providers/sagemaker/aws.py).
-TIME_LIMITS = {"CLOUDDDP_AWS_CONNECT_TIMEOUT": 10.0, "CLOUDDDP_AWS_READ_TIMEOUT": 60.0, "CLOUDDDP_AWS_MAX_ATTEMPTS": 3}
 CREDENTIAL_CODES = {"InvalidAccessKeyId", "SignatureDoesNotMatch", "AccessDenied", "InvalidToken", "ExpiredToken",
                     "403", "401"}  # fmt: skip
 CREDENTIALS_HELP = (
@@ -89,19 +88,6 @@ def relative_path(channel: Channel, key: str) -> Path | None:
     return Path(*parts)
 
 
-def limit(name: str) -> float:
-    raw = os.environ.get(name)
-    if raw is None:
-        return float(TIME_LIMITS[name])
-    try:
-        value = float(raw)
-    except ValueError:
-        value = -1.0
-    if value <= 0:
-        raise CloudDDPError(f"{name}={raw!r} must be a positive number (default {TIME_LIMITS[name]:g}).")
-    return value
-
-
 def s3_client() -> Any:
     try:
         import boto3
@@ -113,9 +99,7 @@ def s3_client() -> Any:
         ) from None
     endpoint = os.environ.get("AWS_ENDPOINT_URL") or None
     config = Config(
-        connect_timeout=limit("CLOUDDDP_AWS_CONNECT_TIMEOUT"),
-        read_timeout=limit("CLOUDDDP_AWS_READ_TIMEOUT"),
-        retries={"max_attempts": int(limit("CLOUDDDP_AWS_MAX_ATTEMPTS")), "mode": "standard"},
+        **aws_limits.botocore_config_arguments(),  # the same bounds as the client side's AWS calls
         # Servers like MinIO are reached by host name, without a DNS entry per bucket.
         s3={"addressing_style": "path"} if endpoint else {},
     )
@@ -144,7 +128,7 @@ def explain(exc: Exception, channel: Channel, client: Any) -> CloudDDPError:
     if isinstance(exc, NoCredentialsError):
         return CloudDDPError(f"{where}: no credentials. {CREDENTIALS_HELP}")
     if isinstance(exc, EndpointConnectionError | ConnectTimeoutError | ReadTimeoutError):
-        attempts = int(limit("CLOUDDDP_AWS_MAX_ATTEMPTS"))
+        attempts = aws_limits.attempts()
         return CloudDDPError(
             f"{where}: the S3 endpoint did not answer after {attempts} attempts ({exc}). Check AWS_ENDPOINT_URL "
             f"(kubernetes.s3_endpoint) and that the service is reachable from this pod."

@@ -30,6 +30,7 @@ from botocore.exceptions import (
 )
 from botocore.utils import is_valid_endpoint_url, is_valid_ipv6_endpoint_url
 
+from cloudddp import aws_limits
 from cloudddp.errors import CloudDDPError
 
 CREDENTIALS_HELP = (
@@ -40,40 +41,11 @@ CREDENTIAL_CODES = {
     "InvalidClientTokenId", "UnrecognizedClientException", "SignatureDoesNotMatch", "ExpiredToken",
     "ExpiredTokenException", "InvalidToken", "InvalidAccessKeyId", "RequestExpired",
 }  # fmt: skip
-# (variable, default): seconds to open a connection, seconds to wait for an answer, attempts in all.
-CONNECT_TIMEOUT = ("CLOUDDDP_AWS_CONNECT_TIMEOUT", 10.0)
-READ_TIMEOUT = ("CLOUDDDP_AWS_READ_TIMEOUT", 60.0)
-MAX_ATTEMPTS = ("CLOUDDDP_AWS_MAX_ATTEMPTS", 3)
-
-
-def _number(setting: tuple[str, float | int]) -> float:
-    name, default = setting
-    raw = os.environ.get(name)
-    if raw is None:
-        return float(default)
-    try:
-        value = float(raw)
-    except ValueError:
-        value = -1.0
-    if value <= 0:
-        raise CloudDDPError(f"{name}={raw!r} must be a positive number (default {default}).")
-    return value
 
 
 def client_config() -> Config:
-    """Bounded time for every AWS call: at most about attempts x (connect + read) seconds."""
-    return Config(
-        connect_timeout=_number(CONNECT_TIMEOUT),
-        read_timeout=_number(READ_TIMEOUT),
-        retries={"max_attempts": int(_number(MAX_ATTEMPTS)), "mode": "standard"},
-    )
-
-
-def time_bound() -> str:
-    return (
-        f"{int(_number(MAX_ATTEMPTS))} attempts, {_number(CONNECT_TIMEOUT):g} s to connect and "
-        f"{_number(READ_TIMEOUT):g} s to answer each ({CONNECT_TIMEOUT[0]}, {READ_TIMEOUT[0]}, {MAX_ATTEMPTS[0]})"
-    )
+    """Bounded time for every AWS call (cloudddp/aws_limits.py)."""
+    return Config(**aws_limits.botocore_config_arguments())
 
 
 def profile_error(exc: ProfileNotFound) -> CloudDDPError:
@@ -162,7 +134,7 @@ def translate(exc: Exception, action: str) -> CloudDDPError:
         endpoint = endpoint_of(exc) or "the AWS endpoint"
         kind = "did not answer in time" if isinstance(exc, ReadTimeoutError) else "could not be reached"
         return CloudDDPError(
-            f"{endpoint} {kind} while trying to {action} (gave up after {time_bound()}). Check the network, "
+            f"{endpoint} {kind} while trying to {action} (gave up after {aws_limits.time_bound()}). Check the network, "
             f"the region and AWS_ENDPOINT_URL."
         )
     if isinstance(exc, ClientError):
