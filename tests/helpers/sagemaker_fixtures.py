@@ -13,7 +13,6 @@ import http.server
 import io
 import json
 import os
-import socket
 import tarfile
 import threading
 import urllib.request
@@ -272,19 +271,3 @@ def canned_endpoint(kind: str) -> Iterator[str]:
     finally:
         server.shutdown()
         server.server_close()
-
-
-@contextlib.contextmanager
-def silent_endpoint() -> Iterator[str]:
-    """A port that accepts connections (the kernel's backlog) and never answers a byte."""
-    with socket.socket() as listener:
-        listener.bind(("127.0.0.1", 0))
-        listener.listen(64)
-        yield f"http://127.0.0.1:{listener.getsockname()[1]}"
-
-
-def closed_endpoint() -> str:
-    """A port nothing listens on (connections are refused)."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return f"http://127.0.0.1:{probe.getsockname()[1]}"

@@ -250,16 +250,13 @@ def test_credentials_the_service_refuses_are_named_without_uploading(
 def test_stage_to_an_endpoint_that_refuses_connections_is_one_paragraph(
     key: ThrowawayKey, data: Path, tmp_path: Path
 ) -> None:
-    import socket
-
     from helpers import run_cli
+    from helpers.endpoints import refused_endpoint
 
-    with socket.socket() as sock:  # bound, not listening: connecting is refused, and no one else can take it
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-        env = {"CLOUDDDP_OCI_SERVICE_ENDPOINT": f"http://127.0.0.1:{port}", "CLOUDDDP_OCI_TIMEOUT": "2",
+    with refused_endpoint() as endpoint:
+        env = {"CLOUDDDP_OCI_SERVICE_ENDPOINT": endpoint, "CLOUDDDP_OCI_TIMEOUT": "2",
                "OCI_CONFIG_FILE": str(key.write_config(tmp_path / "cfg")), "CLOUDDDP_CACHE_DIR": str(tmp_path / "c")}  # fmt: skip
         done = run_cli("stage", str(data), "oci://bkt@ns/x", env=env, timeout=120)
     assert done.returncode == 2 and "Traceback" not in done.stderr
-    assert f"cannot reach OCI for stage: http://127.0.0.1:{port}" in done.stderr
+    assert f"cannot reach OCI for stage: {endpoint}" in done.stderr
     assert "connection was refused" in done.stderr

@@ -14,7 +14,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import socket
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,6 +22,7 @@ from typing import Any
 import pytest
 import yaml
 from helpers import PYTHON
+from helpers.endpoints import refused_endpoint
 from helpers.kubernetes_apiserver import crd_validator
 from helpers.seaweedfs import ACCESS_KEY, SECRET_KEY, SeaweedS3, seaweed_for_tests
 
@@ -181,19 +181,19 @@ def test_a_uri_naming_one_object_pulls_that_file(seaweed: SeaweedS3, tmp_path: P
 def test_a_failed_pull_fails_the_pod_with_one_clear_paragraph(
     seaweed: SeaweedS3, tmp_path: Path, case: str, uri: str, message: str
 ) -> None:
-    closed = socket.socket()  # bound, never listening: connections are refused, and no one else gets the port
-    closed.bind(("127.0.0.1", 0))
-    endpoint = f"http://127.0.0.1:{closed.getsockname()[1]}" if case == "unreachable endpoint" else seaweed.url
-    secrets = {SECRET: {**SECRETS[SECRET], "AWS_SECRET_ACCESS_KEY": "wrong-secret"}} if "secret" in case else SECRETS
-    pod = pods_of(manifest(endpoint, {"train": uri}, tmp_path))[0]
-    pulled = run_pull(pod, tmp_path, secrets)
-    assert pulled.returncode == 2, pulled.stdout + pulled.stderr
-    assert message in pulled.stderr and f"channel 'train' ({uri}) at {endpoint}: " in pulled.stderr, pulled.stderr
-    assert pulled.stderr.count("\n") == 1 and "Traceback" not in pulled.stderr
-    assert "wrong-secret" not in pulled.stderr and SECRET_KEY not in pulled.stderr
-    assert pulled.elapsed < 30  # type: ignore[attr-defined]
+    with refused_endpoint() as refused:  # connections refused, and no one else gets the port meanwhile
+        endpoint = refused if case == "unreachable endpoint" else seaweed.url
+        secrets = (
+            {SECRET: {**SECRETS[SECRET], "AWS_SECRET_ACCESS_KEY": "wrong-secret"}} if "secret" in case else SECRETS
+        )
+        pod = pods_of(manifest(endpoint, {"train": uri}, tmp_path))[0]
+        pulled = run_pull(pod, tmp_path, secrets)
+        assert pulled.returncode == 2, pulled.stdout + pulled.stderr
+        assert message in pulled.stderr and f"channel 'train' ({uri}) at {endpoint}: " in pulled.stderr, pulled.stderr
+        assert pulled.stderr.count("\n") == 1 and "Traceback" not in pulled.stderr
+        assert "wrong-secret" not in pulled.stderr and SECRET_KEY not in pulled.stderr
+        assert pulled.elapsed < 30  # type: ignore[attr-defined]
     assert not (tmp_path / "cloudddp-data" / "train").exists()  # nothing half-written for training to read
-    closed.close()
 
 
 def test_the_kubelet_stand_in_refuses_a_missing_secret_key() -> None:

@@ -8,7 +8,6 @@ The bounds asserted are generous ceilings (the policy's own worst case), not rac
 
 from __future__ import annotations
 
-import socket
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,6 +15,7 @@ from typing import Any
 
 import pytest
 from helpers import REPO, run_cli
+from helpers.endpoints import refused_endpoint, silent_endpoint
 from helpers.oci_loopback_server import ThrowawayKey, oci_settings
 
 from cloudddp.errors import CloudDDPError
@@ -37,18 +37,15 @@ def config(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture
 def refused() -> Iterator[str]:
     """A loopback port that is bound but not listening: connecting is refused, and no one else can take it."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        yield f"http://127.0.0.1:{sock.getsockname()[1]}"
+    with refused_endpoint() as url:
+        yield url
 
 
 @pytest.fixture
 def silent() -> Iterator[str]:
     """A server that accepts connections (the kernel's backlog does) and never answers."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        sock.listen(64)
-        yield f"http://127.0.0.1:{sock.getsockname()[1]}"
+    with silent_endpoint() as url:
+        yield url
 
 
 def provider(endpoint: str, config: Path, **options: Any) -> OCIProvider:

@@ -10,16 +10,15 @@ from typing import Any
 import boto3
 import pytest
 from helpers import run_cli
+from helpers.endpoints import refused_endpoint, silent_endpoint
 from helpers.sagemaker_fixtures import (  # noqa: F401  (fixtures)
     BUCKET,
     REGION,
     canned_endpoint,
-    closed_endpoint,
     moto_server,
     project,
     register_stop_training_job,
     set_job_status,
-    silent_endpoint,
 )
 
 pytestmark = pytest.mark.slow
@@ -210,10 +209,10 @@ def test_an_endpoint_that_never_answers_fails_within_the_configured_time(
 
 
 def test_an_unreachable_endpoint_is_one_paragraph(moto_server: dict[str, str], project: Path, tmp_path: Path) -> None:
-    url = closed_endpoint()
-    env = {**moto_server, **FAST, "AWS_ENDPOINT_URL": url}
-    for name, result in run_each(["launch", "status"], env, project, tmp_path).items():
-        assert "could not be reached" in result.stderr and url in result.stderr, (name, result.stderr)
+    with refused_endpoint() as url:
+        env = {**moto_server, **FAST, "AWS_ENDPOINT_URL": url}
+        for name, result in run_each(["launch", "status"], env, project, tmp_path).items():
+            assert "could not be reached" in result.stderr and url in result.stderr, (name, result.stderr)
 
 
 def test_expired_credentials_say_how_to_renew_them(moto_server: dict[str, str], project: Path, tmp_path: Path) -> None:
