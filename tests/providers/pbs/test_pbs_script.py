@@ -82,6 +82,8 @@ def test_directives_ask_for_one_chunk_per_node_with_the_resources() -> None:
     ]  # fmt: skip
 
 
+# Size forms from OpenPBS's parser (openpbs/openpbs src/lib/Libattr/attr_fn_size.c to_size, commit
+# cd7ab5edaf03dcac2f1cb9e2f42d75eb117d468a); placements from its qalter(1B) grammar (doc/man1/qalter.1B, same commit).
 @pytest.mark.parametrize("mem", ["32gb", "32GB", "500mb", "1tb", "4096", "64kw", "8b"])
 def test_every_size_form_pbs_takes_is_accepted(mem: str) -> None:
     assert f":mem={mem}" in directives(script_for(Path("/tmp/x"), mem=mem))[1]

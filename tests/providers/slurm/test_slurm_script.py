@@ -120,6 +120,10 @@ def elastic_script(tmp_path: Path, **top: Any) -> str:
     return str(SlurmProvider().render(build_spec(data)).request.script)
 
 
+# Expected flags from Slurm's own docs and source: sbatch(1)/srun(1) `--nodes=MIN-MAX`, `--no-kill`,
+# `--kill-on-bad-exit`, `--wait` (SchedMD/slurm doc/man/man1/sbatch.1 and srun.1, commit
+# 284c3b95f08a2dc2478499837b03355e1b9c5c75); in 22.05.8 (d525b6872a106d32916b33a8738f12510ec7cf04)
+# src/plugins/launch/slurm/launch_slurm.c `_task_finish` kills the step on a bad exit only with kill-on-bad-exit.
 def test_an_elastic_job_asks_for_a_node_range_that_survives_a_lost_node(tmp_path: Path) -> None:
     script = elastic_script(tmp_path)
     options = sbatch_options(script)
