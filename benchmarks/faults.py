@@ -52,7 +52,7 @@ STEP_AFTER_RESUME = re.compile(r"world_size=2\n(?:.*\n)*?step=(\d+) ", re.M)
 def launch(runs: Path, *args: str) -> Path:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SM_", "SLURM_", "PET_", "CLOUDDDP_"))}
     done = subprocess.run(
-        [sys.executable, "-c", "from cloudddp.cli import main; main()", "launch", "--emulate", "none",
+        [sys.executable, "-c", "from cloudddp.console import main; main()", "launch", "--emulate", "none",
          "--runs-dir", str(runs), "--no-wait", *args],
         cwd=REPO, env=env, capture_output=True, text=True, check=True,
     )  # fmt: skip

@@ -56,7 +56,7 @@ def launch_once(server: FakeOCI, config: Path, data: Path) -> tuple[float, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("CLOUDDDP_", "OCI_"))}
     env.update(CLOUDDDP_OCI_SERVICE_ENDPOINT=server.url, OCI_CONFIG_FILE=str(config))
     command = [
-        sys.executable, "-c", "from cloudddp.cli import main; main()", "launch", "--provider", "oci", "--no-wait",
+        sys.executable, "-c", "from cloudddp.console import main; main()", "launch", "--provider", "oci", "--no-wait",
         "--nodes", "2", "-i", f"train={data}", "--compartment", COMPARTMENT, "--project", PROJECT, "--image", IMAGE,
         "--work-dir", WORK_DIR, "--log-group", LOG_GROUP, "sources/train_ddp.py", "--", "--epochs", "1",
     ]  # fmt: skip

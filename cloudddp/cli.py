@@ -15,10 +15,9 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
-from rich.text import Text
 
 from cloudddp.elastic import parse_nodes
-from cloudddp.errors import CloudDDPError
+from cloudddp.errors import CloudDDPError, print_error
 from cloudddp.providers import registry
 from cloudddp.providers.registry import Option
 
@@ -44,7 +43,7 @@ def shows_providers(argv: list[str]) -> bool:
 
     Reading every provider's declaration (their settings models, pydantic) costs ~0.17 s of imports,
     a large part of a no-op `cloudddp stage`. Only the console script's own command line counts
-    (argv[0] `cloudddp`, or `-c` as in `python -c "from cloudddp.cli import main; main()" stage`):
+    (argv[0] `cloudddp`, or `-c` as in `python -c "from cloudddp.console import main; main()" --help`):
     code importing this module for `app` (tests, notebooks) always gets every provider's options."""
     program = Path(argv[0]).name if argv else ""
     if program not in ("cloudddp", "-c"):
@@ -410,6 +409,5 @@ def main() -> None:
             raise REGISTRY_ERROR
         app()
     except CloudDDPError as exc:
-        # The message may hold brackets (JSON, hostlists): print it as plain text, not markup.
-        err.print(Text.assemble(("error: ", "bold red"), str(exc)))
+        print_error(exc)
         sys.exit(exc.exit_code)

@@ -21,3 +21,12 @@ class CloudDDPError(Exception):
 
     def __str__(self) -> str:
         return self.message
+
+
+def print_error(exc: CloudDDPError) -> None:
+    """The CLIs' one-paragraph report on stderr (rich imported here: the job side never calls this)."""
+    from rich.console import Console
+    from rich.text import Text
+
+    # The message may hold brackets (JSON, hostlists): print it as plain text, not markup.
+    Console(stderr=True, highlight=False, soft_wrap=True).print(Text.assemble(("error: ", "bold red"), str(exc)))

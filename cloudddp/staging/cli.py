@@ -8,12 +8,13 @@ to stderr, and only on a terminal.
 from __future__ import annotations
 
 import contextlib
+import sys
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from cloudddp.errors import CloudDDPError
+from cloudddp.errors import CloudDDPError, print_error
 from cloudddp.staging.engine import StageOptions, StageResult, stage
 from cloudddp.staging.hash_cache import CACHE_VARIABLE, cache_dir
 from cloudddp.staging.location import Location, parse_location
@@ -29,8 +30,8 @@ def open_store(location: Location, transport: str) -> ObjectStore:
     if location.scheme == "s3":
         from cloudddp.staging.s3_direct import open_direct_store
 
-        direct = open_direct_store(location) if transport in ("auto", "crt") else None
-        if direct is not None:  # no botocore: see s3_direct.py
+        direct = open_direct_store(location) if transport == "auto" else None
+        if direct is not None:  # no botocore, no CRT for files up to 64 MiB: see s3_direct.py
             return direct
         try:
             from cloudddp.staging.s3_store import open_s3_store
@@ -64,7 +65,9 @@ def stage_command(
     shard_dir: Annotated[Path | None, typer.Option(help="where shards are built (default: temp folder)")] = None,
     delete: Annotated[bool, typer.Option("--delete", help="remove older versions under the prefix")] = False,
     create_bucket: Annotated[bool, typer.Option("--create-bucket", help="create the bucket if missing")] = False,
-    transport: Annotated[str, typer.Option(help="S3 uploads: auto (awscrt if installed), crt or boto3")] = "auto",
+    transport: Annotated[
+        str, typer.Option(help="S3 uploads: auto (the fastest available), crt (AWS Common Runtime) or boto3")
+    ] = "auto",
     progress: Annotated[bool | None, typer.Option("--progress/--no-progress", help="default: on a terminal")] = None,
     hash_cache: Annotated[
         bool, typer.Option("--hash-cache/--no-hash-cache", help=f"reuse hashes of unchanged files (${CACHE_VARIABLE})")
@@ -95,3 +98,14 @@ def stage_command(
     if result.deleted:
         typer.echo(f"cloudddp: removed {len(result.deleted)} objects of older versions")
     typer.echo(result.uri)
+
+
+def main(args: list[str]) -> None:
+    """`cloudddp stage ARGS` on its own (cloudddp/console.py): the rest of the CLI is never imported."""
+    app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, rich_markup_mode="rich")
+    app.command(context_settings={"help_option_names": ["-h", "--help"]})(stage_command)
+    try:
+        app(args, prog_name="cloudddp stage")
+    except CloudDDPError as exc:
+        print_error(exc)
+        sys.exit(exc.exit_code)

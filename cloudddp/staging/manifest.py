@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 from cloudddp.errors import CloudDDPError
@@ -45,8 +45,8 @@ class Manifest:
 
     def to_json(self) -> bytes:
         body = {"format": FORMAT, "version": self.version, "layout": self.layout,
-                "files": [asdict(f) for f in self.files], "objects": [asdict(o) for o in self.objects]}  # fmt: skip
-        return json.dumps(body, indent=1, sort_keys=True).encode()
+                "files": [vars(f) for f in self.files], "objects": [vars(o) for o in self.objects]}  # fmt: skip
+        return json.dumps(body, sort_keys=True, separators=(",", ":")).encode()  # no indent: C encoder, ~5x faster
 
     @classmethod
     def from_json(cls, data: bytes, where: str) -> Manifest:

@@ -1,33 +1,33 @@
-"""S3 through the AWS Common Runtime alone, for `cloudddp stage` when the configuration is plain.
+"""S3 without botocore, for `cloudddp stage` when the configuration is plain.
 
 Importing botocore and building its S3 client costs ~0.6 s of CPU (its service model is a large
 JSON file): more than a no-op re-stage does otherwise. When credentials, region and endpoint
 come from the environment alone, every request of a typical stage (HEAD bucket, GET manifest,
-LIST, PUT objects, PUT manifest) goes through `awscrt.s3.S3Client`, which signs (SigV4) in
-native code. Rare requests (create a bucket, server-side copies, deletes) still go through
-botocore, imported only then. Anything botocore would read beyond those variables (a config
-file, a profile, FIPS or dual-stack switches, a CA bundle) sends the whole stage through
-botocore (`plain_configuration` returns None), so both paths always reach the same endpoint
-with the same credentials.
+LIST, PUT objects, PUT manifest) is signed and sent by s3_http.py; files above 64 MiB go through
+`awscrt.s3.S3Client` (multipart, native checksums), imported only then. Rare requests (create a
+bucket, server-side copies, deletes) still go through botocore, imported only then. Anything
+botocore would read beyond those variables (a config file, a profile, FIPS or dual-stack
+switches, a CA bundle) sends the whole stage through botocore (`plain_configuration` returns
+None), so both paths always reach the same endpoint with the same credentials.
 """
 
 from __future__ import annotations
 
 import base64
 import hashlib
-import io
 import os
 import re
-import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote, urlencode, urlsplit
+from urllib.parse import urlsplit
 
 from cloudddp.errors import CloudDDPError
-from cloudddp.staging import s3_crt
+from cloudddp.staging import s3_crt, s3_http
 from cloudddp.staging.location import Location
+from cloudddp.staging.s3_http import Response
+from cloudddp.staging.sigv4 import Signer
 from cloudddp.staging.store import Upload
 
 # What botocore reads from the environment for an S3 client that this module reproduces exactly
@@ -77,13 +77,6 @@ def plain_configuration(environ: Mapping[str, str], home: Path) -> Plain | None:
                  environ["AWS_SECRET_ACCESS_KEY"], token)  # fmt: skip
 
 
-@dataclass
-class Response:
-    status: int
-    headers: dict[str, str]
-    body: bytes
-
-
 class Frozen:
     """The one set of static credentials, shaped like botocore's for CrtUploader."""
 
@@ -95,7 +88,7 @@ class Frozen:
 
 
 class DirectS3Store:
-    """An ObjectStore (store.py) for one bucket and prefix, its requests sent by the CRT."""
+    """An ObjectStore (store.py) for one bucket and prefix: requests by s3_http.py, files above 64 MiB by the CRT."""
 
     md5_part_size = None
     can_copy = True
@@ -103,40 +96,29 @@ class DirectS3Store:
 
     def __init__(self, location: Location, plain: Plain) -> None:
         self.location, self.plain, self.bucket = location, plain, location.bucket
-        self.crt = s3_crt.CrtUploader(plain.endpoint, plain.region, Frozen(plain), path_style=plain.path_style)
+        signer = Signer(plain.access_key, plain.secret_key, plain.token, plain.region)
+        self.requests = s3_http.Requests(plain.endpoint, signer, plain.path_style)
+        self.single_puts = s3_http.SinglePuts(plain.endpoint, signer, plain.path_style)
+        self._crt: s3_crt.CrtUploader | None = None  # imported only for a file above s3_http.SINGLE_PUT_MAX
         self._fallback: Any = None
+
+    @property
+    def crt(self) -> s3_crt.CrtUploader:
+        if self._crt is None:
+            self._crt = s3_crt.CrtUploader(self.plain.endpoint, self.plain.region, Frozen(self.plain),
+                                           path_style=self.plain.path_style)  # fmt: skip
+        return self._crt
 
     # -- one request ----------------------------------------------------------------------
     def call(self, operation: str, method: str, key: str = "", query: dict[str, str] | None = None,
              body: bytes | None = None, headers: list[tuple[str, str]] | None = None) -> Response:  # fmt: skip
-        from awscrt import s3
-
-        request = self.crt.request(self.bucket, key, len(body) if body is not None else None, headers or [], method)
-        if query:
-            request.path += "?" + urlencode(query, quote_via=quote)
-        if body is not None:
-            request.body_stream = io.BytesIO(body)
-        got: dict[str, Any] = {"headers": {}, "body": []}
-        finished = threading.Event()
-
-        def on_headers(status_code: int, headers: list[tuple[str, str]], **_: Any) -> None:
-            got["headers"] = {k.lower(): v for k, v in headers}
-
-        def on_done(error: Exception | None = None, status_code: int | None = None, error_body: bytes | None = None,
-                    error_headers: list[tuple[str, str]] | None = None, **_: Any) -> None:  # fmt: skip
-            got.update(error=error, status=status_code, error_body=error_body or b"")
-            finished.set()
-
-        kind = s3.S3RequestType.DEFAULT
-        self.crt.client.make_request(type=kind, operation_name=operation, request=request, on_headers=on_headers,
-                                     on_body=lambda chunk, **_: got["body"].append(bytes(chunk)),
-                                     on_done=on_done)  # fmt: skip
-        finished.wait()
-        status = got["status"] or 0
-        if got["error"] is not None and not status:
-            raise CloudDDPError(f"cannot reach S3 at {self.plain.endpoint} for s3://{self.bucket}: {got['error']}.")
-        body_bytes = b"".join(got["body"]) if not got["error_body"] else got["error_body"]
-        return Response(status, got["headers"], body_bytes)
+        """`operation` names the S3 API call for errors; an unreachable endpoint is one paragraph."""
+        try:
+            return self.requests.call(self.bucket, method, key, query, body, {k.lower(): v for k, v in headers or []})
+        except OSError as exc:
+            raise CloudDDPError(
+                f"cannot reach S3 at {self.plain.endpoint} for s3://{self.bucket} ({operation}): {exc}."
+            ) from None
 
     def failed(self, response: Response, action: str, key: str | None = None) -> CloudDDPError:
         where = f"s3://{self.bucket}/{key}" if key else f"the bucket s3://{self.bucket}"
@@ -207,8 +189,11 @@ class DirectS3Store:
             raise self.failed(response, "write", key)
 
     def upload(self, uploads: list[Upload], on_done: Callable[[Upload], None]) -> None:
-        if uploads:
-            self.crt.upload(self.bucket, uploads, on_done, self.upload_failure)
+        small = [u for u in uploads if u.size <= s3_http.SINGLE_PUT_MAX]
+        large = [u for u in uploads if u.size > s3_http.SINGLE_PUT_MAX]
+        self.single_puts.upload(self.bucket, small, on_done, self.upload_failure)
+        if large:
+            self.crt.upload(self.bucket, large, on_done, self.upload_failure)
 
     def upload_failure(self, upload: Upload, status: int | None, body: bytes, error: Exception | None) -> CloudDDPError:
         return s3_crt.upload_failure(self.bucket, upload, status, body, error)

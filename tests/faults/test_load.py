@@ -46,7 +46,7 @@ def test_eight_nodes_rendezvous_and_all_reduce_round_after_round(tmp_path: Path,
 def test_two_local_jobs_launched_together_never_collide(tmp_path: Path) -> None:
     def launch(name: str) -> subprocess.Popen[str]:
         return subprocess.Popen(
-            [sys.executable, "-c", "from cloudddp.cli import main; main()", "launch", "--emulate", "none",
+            [sys.executable, "-c", "from cloudddp.console import main; main()", "launch", "--emulate", "none",
              "--nodes", "3", "--name", name, "--runs-dir", str(tmp_path / "runs"), "--no-logs", CHECK, "--",
              "--out-dir", str(tmp_path / name)],
             cwd=REPO, env=clean_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,

@@ -52,7 +52,7 @@ def run_cli(
     inherit_env: bool = True,
 ) -> subprocess.CompletedProcess[str]:
     """`cloudddp ARGS` in a subprocess, as a user runs it (the one CLI runner of the tests)."""
-    return run_python(["-c", "from cloudddp.cli import main; main()", *args], env, cwd, timeout, inherit_env)
+    return run_python(["-c", "from cloudddp.console import main; main()", *args], env, cwd, timeout, inherit_env)
 
 
 def run_launcher(

@@ -2,7 +2,8 @@
 hold PUTs back, so a test can count what a client sent and stop it at an exact point.
 
 `allow_puts(n)`: the next n PUTs are forwarded; later ones wait (their bytes are read
-but not forwarded) until `allow_puts(None)`, or are dropped by `drop_held()`. Counting happens here, between the client and the
+but not forwarded) until `allow_puts(None)`, or are dropped by `drop_held()`. `refuse(...)`:
+the next requests of a method get an error answer shaped like S3's instead of the server's. Counting happens here, between the client and the
 server, from the bytes on the wire: it does not depend on the client's own bookkeeping.
 """
 
@@ -33,6 +34,26 @@ class GateState:
     in_flight: int = 0  # requests read from a client and not yet answered or dropped
     epoch: int = 0  # drop_held() starts a new one: PUTs held from before are never forwarded
     put_budget: int | None = None  # None: no limit
+    refusals: dict[str, list[Refusal]] = field(default_factory=dict)  # method -> answers to give instead
+    refused: list[tuple[str, str]] = field(default_factory=list)  # (method, path) answered with a refusal
+
+
+@dataclass
+class Refusal:
+    status: int
+    code: str  # S3's error code, e.g. SlowDown
+    close: bool = False  # `Connection: close` after the answer
+    chunked: bool = False  # the error body in chunked transfer encoding
+
+    def answer(self) -> bytes:
+        body = f'<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>{self.code}</Code><Message>refused by the test gate</Message></Error>'
+        head = f"HTTP/1.1 {self.status} {self.code}\r\nContent-Type: application/xml\r\n"
+        head += "Connection: close\r\n" if self.close else ""
+        if self.chunked:
+            half = len(body) // 2
+            chunks = f"{half:x}\r\n{body[:half]}\r\n{len(body) - half:x}\r\n{body[half:]}\r\n0\r\n\r\n"
+            return (head + "Transfer-Encoding: chunked\r\n\r\n" + chunks).encode()
+        return (head + f"Content-Length: {len(body)}\r\n\r\n" + body).encode()
 
 
 class Reader:
@@ -104,6 +125,11 @@ class S3Gate:
         with self.lock:
             self.state.put_budget = count
             self.lock.notify_all()
+
+    def refuse(self, method: str, *refusals: Refusal) -> None:
+        """Answer the next requests of `method` with these refusals, in order, without forwarding them."""
+        with self.lock:
+            self.state.refusals.setdefault(method, []).extend(refusals)
 
     def drop_held(self) -> None:
         """Forget the PUTs being held (their client is gone) and let every later PUT through."""
@@ -179,6 +205,13 @@ class S3Gate:
             body = from_client.chunked()
         else:
             body = from_client.exactly(int(headers.get("content-length", "0")))
+        with self.lock:
+            refusal = self.state.refusals[method].pop(0) if self.state.refusals.get(method) else None
+            if refusal:
+                self.state.refused.append((method, target.split("?")[0]))
+        if refusal:
+            client.sendall(refusal.answer())
+            return not refusal.close
         if method == "PUT":
             self.take_put_ticket(started_in)
         upstream.sendall(raw + body)

@@ -210,7 +210,7 @@ def test_a_terminal_gets_a_progress_bar_with_files_bytes_and_rate(
 
     reader = threading.Thread(target=read_terminal, daemon=True)
     reader.start()
-    argv = [PYTHON, "-c", "from cloudddp.cli import main; main()", "stage", str(data), "oci://bkt@ns/tty"]
+    argv = [PYTHON, "-c", "from cloudddp.console import main; main()", "stage", str(data), "oci://bkt@ns/tty"]
     done = subprocess.run(argv, env=clean_env(env), stdout=subprocess.PIPE, stderr=follower, text=True, timeout=120)
     os.close(follower)
     reader.join(timeout=10)

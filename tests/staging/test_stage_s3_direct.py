@@ -101,13 +101,13 @@ def test_stage_list_read_and_errors_without_botocore(seaweed: SeaweedS3, tmp_pat
 
 def imported_by(args: list[str], env: dict[str, str]) -> set[str]:
     """Modules a `cloudddp ARGS` process imported (python -X importtime), as a user runs it."""
-    argv = [PYTHON, "-X", "importtime", "-c", "from cloudddp.cli import main; main()", *args]
+    argv = [PYTHON, "-X", "importtime", "-c", "from cloudddp.console import main; main()", *args]
     done = subprocess.run(argv, env=clean_env(env), capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
     return {line.rsplit("|", 1)[1].strip() for line in done.stderr.splitlines() if line.startswith("import time:")}
 
 
-def test_stage_and_the_top_level_help_import_no_provider_and_a_plain_stage_no_botocore(
+def test_stage_and_the_top_level_help_import_no_provider_and_a_plain_stage_neither_botocore_nor_the_crt(
     seaweed: SeaweedS3, tmp_path: Path
 ) -> None:
     providers = {"cloudddp.providers.kubernetes.settings", "cloudddp.providers.pbs.settings", "cloudddp.spec"}
@@ -117,15 +117,17 @@ def test_stage_and_the_top_level_help_import_no_provider_and_a_plain_stage_no_bo
     (data / "a.txt").write_text("a")
     env = {**seaweed.env(), "HOME": str(tmp_path), "CLOUDDDP_CACHE_DIR": str(tmp_path / "cache")}
     modules = imported_by(["stage", str(data), "s3://direct/startup"], env)
-    assert not modules & providers
-    assert "awscrt.s3" in modules and not {m for m in modules if m.startswith(("botocore", "boto3"))}
+    assert not modules & providers and "cloudddp.cli" not in modules  # console.py: stage imports staging alone
+    assert "cloudddp.staging.s3_http" in modules  # the upload went through it...
+    assert not {m for m in modules if m.startswith(("botocore", "boto3", "awscrt"))}  # ...and nothing else
+    assert "awscrt.s3" in imported_by(["stage", str(data), "s3://direct/startup-crt", "--transport", "crt"], env)
     assert {"cloudddp.providers.kubernetes.settings", "botocore"} <= imported_by(
         ["stage", str(data), "s3://direct/startup", "--transport", "boto3"], env
     ) | imported_by(["launch", "--help"], {})
 
 
 @pytest.mark.slow
-def test_cloudddp_stage_through_the_crt_against_motos_s3_server(tmp_path: Path) -> None:
+def test_cloudddp_stage_without_botocore_against_motos_s3_server(tmp_path: Path) -> None:
     """A second S3 implementation (moto's server) for the botocore-free path, request by request."""
     from moto.server import ThreadedMotoServer
 
@@ -143,7 +145,10 @@ def test_cloudddp_stage_through_the_crt_against_motos_s3_server(tmp_path: Path) 
         for i in range(4):
             (data / f"c{i % 2}").mkdir(parents=True, exist_ok=True)
             (data / f"c{i % 2}" / f"{i}.bin").write_bytes(os.urandom(3000 + i))
-        assert "awscrt.s3" in imported_by(["stage", str(data), "s3://moto-bucket/ds"], env)
+        modules = imported_by(["stage", str(data), "s3://moto-bucket/ds"], env)
+        assert "cloudddp.staging.s3_http" in modules and not {
+            m for m in modules if m.startswith(("botocore", "awscrt"))
+        }
         uri = run_cli("stage", str(data), "s3://moto-bucket/ds", env=env, inherit_env=False).stdout.splitlines()[-1]
         assert "unchanged" in run_cli("stage", str(data), "s3://moto-bucket/ds", env=env, inherit_env=False).stdout
         s3 = boto3.client("s3", endpoint_url=endpoint, aws_access_key_id="testing", aws_secret_access_key="testing",

@@ -124,7 +124,7 @@ def test_wrong_credentials_and_missing_buckets_are_named_without_secrets(
 def test_kill_9_at_half_way_then_rerun_sends_only_the_rest(seaweed: SeaweedS3, gate: S3Gate, tmp_path: Path) -> None:
     data = make_data(tmp_path / "data", 40)
     gate.allow_puts(20)
-    argv = [sys.executable, "-c", "from cloudddp.cli import main; main()", "stage", str(data), "s3://data/killed"]
+    argv = [sys.executable, "-c", "from cloudddp.console import main; main()", "stage", str(data), "s3://data/killed"]
     process = subprocess.Popen(argv, env=clean_env(env_for(seaweed, gate)), stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE)  # fmt: skip
     try:
@@ -157,7 +157,7 @@ def test_connections_lost_mid_upload_are_retried_and_the_stage_completes(
 ) -> None:
     data = make_data(tmp_path / "data", 30)
     gate.allow_puts(10)
-    argv = [sys.executable, "-c", "from cloudddp.cli import main; main()", "stage", str(data), "s3://data/lost"]
+    argv = [sys.executable, "-c", "from cloudddp.console import main; main()", "stage", str(data), "s3://data/lost"]
     process = subprocess.Popen(argv, env=clean_env(env_for(seaweed, gate)), stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE, text=True)  # fmt: skip
     try:

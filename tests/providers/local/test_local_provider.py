@@ -233,7 +233,7 @@ def test_every_emulated_platform_runs_a_two_node_all_reduce(tmp_path: Path, emul
 def test_ctrl_c_stops_every_node_and_the_exit_code_says_so(tmp_path: Path) -> None:
     out = tmp_path / "out"
     proc = subprocess.Popen(
-        [PYTHON, "-c", "from cloudddp.cli import main; main()", "launch", "--nodes", "2", "--runs-dir", str(tmp_path / "runs"),
+        [PYTHON, "-c", "from cloudddp.console import main; main()", "launch", "--nodes", "2", "--runs-dir", str(tmp_path / "runs"),
          CHECK, "--", "--out-dir", str(out), "--sleep", "120"],
         cwd=REPO, env=clean_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )  # fmt: skip

@@ -1,0 +1,282 @@
+"""S3 over plain HTTP/1.1, signed in Python (sigv4.py): single-PUT uploads and one-off requests.
+
+`SinglePuts` sends every file up to 64 MiB as one PUT, over a pool of keep-alive connections on
+one asyncio loop (small bodies in one write, larger ones with sendfile); `Requests` sends one
+request at a time (HEAD bucket, LIST, GET/PUT manifest) with http.client.
+
+Why not the CRT for these: for 2000 files of 20 KiB, `awscrt.s3.S3Client` spent ~0.5 ms of
+CPU per PUT in this process (its meta-request machinery is built for large objects), and on
+a machine whose cores the S3 server shares that CPU is the bottleneck. Here a PUT is one
+signature (sigv4.py: the scan's SHA-256 is the payload hash) and one write: ~0.15 ms. For
+64 MiB files sendfile needs half the CRT's CPU too (benchmarks/RESULTS-staging.md, run 6).
+Files above 64 MiB go through the CRT (s3_crt.py), which splits them into parts.
+
+Each PUT carries the scan's SHA-256 twice: as the signed payload hash and as
+`x-amz-checksum-sha256`, so S3 refuses bytes that differ from what was scanned. Retries follow
+botocore's standard mode: connection errors, 500/502/503/504 and S3's throttling and timeout
+codes are retried (the PUT is idempotent: same key, same bytes) with jittered exponential
+back-off; anything else is final and goes to the caller's `failure`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import hashlib
+import http.client
+import random
+import ssl
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from urllib.parse import quote, urlsplit
+
+from cloudddp.staging.s3_crt import PART_SIZE, changed_while_uploading
+from cloudddp.staging.sigv4 import Signer
+from cloudddp.staging.store import Upload
+
+CONNECTIONS = 64  # measured on 2 cores: 32 -> 1.44 s, 64 -> 1.29 s, 128 -> 1.20-1.43 s for 2000 x 20 KiB
+SINGLE_PUT_MAX = PART_SIZE  # up to this size a file is one PUT from this client; above, CRT multipart
+INLINE = 256 * 1024  # bodies up to this size are read into memory; larger ones are sent with sendfile
+MAX_ATTEMPTS = 5  # botocore's legacy mode (standard mode: 3); S3 asks clients to retry SlowDown
+CONNECT_TIMEOUT, READ_TIMEOUT = 60.0, 60.0  # botocore's defaults
+RETRY_STATUS = {500, 502, 503, 504}
+RETRY_CODES = (b"<Code>SlowDown<", b"<Code>RequestTimeout<", b"<Code>InternalError<", b"<Code>ServiceUnavailable<")
+
+Failure = Callable[[Upload, "int | None", bytes, "Exception | None"], Exception]
+
+
+class Connection:
+    """One keep-alive connection; `exchange` sends a request and returns (status, body)."""
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.reader, self.writer = reader, writer
+        self.usable = True
+
+    @classmethod
+    async def open(cls, host: str, port: int, tls: ssl.SSLContext | None) -> Connection:
+        opened = asyncio.open_connection(host, port, ssl=tls, server_hostname=host if tls else None)
+        reader, writer = await asyncio.wait_for(opened, CONNECT_TIMEOUT)
+        return cls(reader, writer)
+
+    async def exchange(self, head: bytes, upload: Upload) -> tuple[int, bytes]:
+        if upload.size <= INLINE:
+            with open(upload.path, "rb") as source:
+                body = source.read(upload.size + 1)
+            if len(body) != upload.size:
+                raise FileChangedError(upload)
+            self.writer.write(head + body)
+        else:
+            self.writer.write(head)
+            with open(upload.path, "rb") as source:
+                sent = await asyncio.get_running_loop().sendfile(self.writer.transport, source, 0, upload.size)
+            if sent != upload.size:
+                self.usable = False  # the server still waits for the rest of the body
+                raise FileChangedError(upload)
+        return await asyncio.wait_for(self.response(), READ_TIMEOUT)
+
+    async def response(self) -> tuple[int, bytes]:
+        head = await self.reader.readuntil(b"\r\n\r\n")
+        lines = head.decode("latin-1").split("\r\n")
+        status = int(lines[0].split(" ", 2)[1])
+        headers = {k.strip().lower(): v.strip() for k, _, v in (line.partition(":") for line in lines[1:] if line)}
+        if headers.get("transfer-encoding", "").lower() == "chunked":
+            body = await self.chunked()
+        else:
+            body = await self.reader.readexactly(int(headers.get("content-length", "0")))
+        if headers.get("connection", "").lower() == "close":
+            self.usable = False
+        return status, body
+
+    async def chunked(self) -> bytes:
+        parts = []
+        while size := int((await self.reader.readuntil(b"\r\n")).split(b";")[0], 16):
+            parts.append((await self.reader.readexactly(size + 2))[:-2])
+        while await self.reader.readuntil(b"\r\n") != b"\r\n":  # trailers, then the blank line
+            pass
+        return b"".join(parts)
+
+    def close(self) -> None:
+        self.writer.close()
+
+
+class FileChangedError(Exception):
+    """The file is shorter or longer than the scan saw: it is being written to."""
+
+    def __init__(self, upload: Upload) -> None:
+        super().__init__(str(upload.path))
+        self.upload = upload
+
+
+class SinglePuts:
+    """PUT many files, each in one request, into one bucket; see the module docstring."""
+
+    def __init__(self, endpoint: str, signer: Signer, path_style: bool, connections: int = CONNECTIONS) -> None:
+        parts = urlsplit(endpoint)
+        self.tls = ssl.create_default_context() if parts.scheme == "https" else None
+        self.netloc, self.hostname = parts.netloc, parts.hostname or ""
+        self.port = parts.port or (443 if self.tls else 80)
+        self.signer, self.path_style, self.connections = signer, path_style, connections
+
+    def upload(self, bucket: str, uploads: list[Upload], on_done: Callable[[Upload], None], failure: Failure) -> None:
+        """Upload every file; the first final failure is raised as `failure(...)` returns it."""
+        if not uploads:
+            return
+        work = self.upload_all(bucket, list(reversed(uploads)), on_done, failure)
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            asyncio.run(work)
+            return
+        # Called from inside a running loop (a notebook cell): asyncio.run needs a thread of its own.
+        with ThreadPoolExecutor(max_workers=1) as thread:
+            thread.submit(asyncio.run, work).result()
+
+    async def upload_all(
+        self, bucket: str, pending: list[Upload], on_done: Callable[[Upload], None], failure: Failure
+    ) -> None:
+        host = self.netloc if self.path_style else f"{bucket}.{self.netloc}"
+        workers = [
+            self.worker(bucket, host, pending, on_done, failure) for _ in range(min(self.connections, len(pending)))
+        ]
+        await asyncio.gather(*workers)  # the first failure ends asyncio.run, which cancels the other workers
+
+    async def worker(
+        self, bucket: str, host: str, pending: list[Upload], on_done: Callable[[Upload], None], failure: Failure
+    ) -> None:
+        connection: Connection | None = None
+        try:
+            while pending:
+                upload = pending.pop()
+                connection = await self.put(bucket, host, upload, connection, failure)
+                on_done(upload)
+        finally:
+            if connection is not None:
+                connection.close()
+
+    async def put(
+        self, bucket: str, host: str, upload: Upload, connection: Connection | None, failure: Failure
+    ) -> Connection | None:
+        """PUT one file, retrying what is transient; returns the connection to reuse (None: open a new one)."""
+        head = self.request_head(bucket, host, upload)
+        for attempt in range(MAX_ATTEMPTS):
+            status, body, error = None, b"", None
+            try:
+                if connection is None:
+                    connection = await Connection.open(self.hostname if self.path_style else host.split(":")[0],
+                                                       self.port, self.tls)  # fmt: skip
+                status, body = await connection.exchange(head, upload)
+            except FileChangedError:
+                if connection is not None:
+                    connection.close()
+                raise changed_while_uploading(upload) from None
+            except (OSError, EOFError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, asyncio.TimeoutError,
+                    ValueError) as exc:  # fmt: skip
+                error = exc
+            if error is not None or not connection or not connection.usable:
+                if connection is not None:
+                    connection.close()
+                connection = None
+            if error is None and status == 200:
+                return connection
+            retryable = error is not None or status in RETRY_STATUS or any(code in body for code in RETRY_CODES)
+            if not retryable or attempt == MAX_ATTEMPTS - 1:
+                if connection is not None:
+                    connection.close()
+                raise failure(upload, status, body, error)
+            await asyncio.sleep(backoff(attempt))
+        raise AssertionError("unreachable")
+
+    def request_head(self, bucket: str, host: str, upload: Upload) -> bytes:
+        path = (
+            f"/{bucket}/{quote(upload.key, safe='/-_.~')}" if self.path_style else f"/{quote(upload.key, safe='/-_.~')}"
+        )
+        checksum = base64.b64encode(bytes.fromhex(upload.sha256)).decode()
+        headers = {"host": host, "content-length": str(upload.size), "x-amz-checksum-sha256": checksum}
+        signed = self.signer.sign("PUT", path, "", headers, upload.sha256)
+        return (f"PUT {path} HTTP/1.1\r\n" + "".join(f"{k}: {v}\r\n" for k, v in signed.items()) + "\r\n").encode()
+
+
+def backoff(attempt: int) -> float:
+    """Seconds to wait before retry `attempt + 1`: jittered, exponential, at most 20 s (botocore's cap)."""
+    return random.random() * min(20.0, 0.1 * 2**attempt)
+
+
+def canonical_query(query: dict[str, str]) -> str:
+    """URI-encoded, sorted by the encoded names (SigV4); also what the request line carries."""
+    return "&".join(
+        f"{k}={v}" for k, v in sorted((quote(k, safe="-_.~"), quote(v, safe="-_.~")) for k, v in query.items())
+    )
+
+
+@dataclass
+class Response:
+    status: int
+    headers: dict[str, str]  # lower-case names
+    body: bytes
+
+
+class Requests:
+    """One request at a time over one keep-alive connection (http.client), retried like SinglePuts."""
+
+    def __init__(self, endpoint: str, signer: Signer, path_style: bool) -> None:
+        parts = urlsplit(endpoint)
+        self.https, self.netloc = parts.scheme == "https", parts.netloc
+        self.signer, self.path_style = signer, path_style
+        self.connection: http.client.HTTPConnection | None = None
+
+    def connect(self, host: str) -> http.client.HTTPConnection:
+        if self.connection is None:
+            if self.https:
+                self.connection = http.client.HTTPSConnection(host, timeout=READ_TIMEOUT,
+                                                              context=ssl.create_default_context())  # fmt: skip
+            else:
+                self.connection = http.client.HTTPConnection(host, timeout=READ_TIMEOUT)
+        return self.connection
+
+    def call(
+        self, bucket: str, method: str, key: str = "", query: dict[str, str] | None = None,
+        body: bytes | None = None, headers: dict[str, str] | None = None,
+    ) -> Response:  # fmt: skip
+        """Send the request; an answer of any status is returned, an unreachable endpoint raises OSError."""
+        host = self.netloc if self.path_style else f"{bucket}.{self.netloc}"
+        path = f"/{bucket}/{quote(key, safe='/-_.~')}" if self.path_style else f"/{quote(key, safe='/-_.~')}"
+        if self.path_style and not key:
+            path = f"/{bucket}"
+        target = path + ("?" + canonical_query(query) if query else "")
+        for attempt in range(MAX_ATTEMPTS):
+            fields = {"host": host, **(headers or {})}
+            if body is not None:
+                fields["content-length"] = str(len(body))
+            signed = self.signer.sign(method, path, canonical_query(query or {}), fields,
+                                      hashlib.sha256(body or b"").hexdigest())  # fmt: skip
+            try:
+                response = self.exchange(host, method, target, signed, body)
+            except (OSError, http.client.HTTPException) as exc:
+                self.close()
+                if attempt == MAX_ATTEMPTS - 1:
+                    raise OSError(str(exc) or type(exc).__name__) from None
+            else:
+                retry = response.status in RETRY_STATUS or any(code in response.body for code in RETRY_CODES)
+                if not retry or attempt == MAX_ATTEMPTS - 1:
+                    return response
+            time.sleep(backoff(attempt))
+        raise AssertionError("unreachable")
+
+    def exchange(self, host: str, method: str, target: str, headers: dict[str, str], body: bytes | None) -> Response:
+        connection = self.connect(host)
+        connection.putrequest(method, target, skip_host=True, skip_accept_encoding=True)
+        for name, value in headers.items():
+            connection.putheader(name, value)
+        connection.endheaders(body)
+        answer = connection.getresponse()
+        data = answer.read()
+        if answer.will_close:
+            self.close()
+        return Response(answer.status, {k.lower(): v for k, v in answer.getheaders()}, data)
+
+    def close(self) -> None:
+        if self.connection is not None:
+            self.connection.close()
+            self.connection = None

@@ -1,0 +1,46 @@
+"""Shard member headers (staging/shards.py `member_header`) are byte for byte what Python's tarfile
+writes for the same member, so shards stay identical (same SHA-256, same version) whichever path
+wrote them, and every tar reader reads them."""
+
+from __future__ import annotations
+
+import io
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from cloudddp.staging.local_files import Hashed, LocalFile
+from cloudddp.staging.shards import member_header, member_info
+
+
+def item(relative: str, size: int) -> Hashed:
+    return Hashed(LocalFile(relative, Path("/unused"), size, 0), "00" * 32, None)
+
+
+@pytest.mark.parametrize(
+    ("relative", "size"),
+    [
+        ("d0/e1/f0001.jpg", 20480),
+        ("a b/c+d=e~f.txt", 0),
+        ("x" * 100, 7),  # the longest name ustar holds
+        ("x" * 101, 7),  # tarfile writes a pax header: so does member_header
+        ("chats/été/ça.png", 123),  # not ASCII: pax header too
+        ("huge.bin", 8**11 - 1),  # the largest size 11 octal digits hold
+        ("huger.bin", 8**11),  # pax header for the size
+    ],
+)
+def test_each_header_equals_tarfiles(relative: str, size: int) -> None:
+    expected = member_info(item(relative, size)).tobuf(tarfile.PAX_FORMAT, "utf-8", "surrogateescape")
+    assert member_header(item(relative, size)) == expected
+
+
+def test_a_tar_of_these_headers_reads_back_with_tarfile() -> None:
+    members = {"d0/a.bin": b"alpha", "d1/b c.bin": b"b" * 700, "x" * 120: b"long name"}
+    raw = io.BytesIO()
+    for name, data in members.items():
+        raw.write(member_header(item(name, len(data))) + data + b"\0" * (-len(data) % 512))
+    raw.write(b"\0" * 1024)
+    raw.seek(0)
+    with tarfile.open(fileobj=raw) as tar:
+        assert {m.name: tar.extractfile(m).read() for m in tar.getmembers()} == members  # type: ignore[union-attr]
