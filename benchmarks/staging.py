@@ -5,7 +5,9 @@ two datasets of issue #11 (2000 files x 20 KiB in nested folders; 4 files x 64 M
 runs each client as a user would (a fresh process, a fresh prefix, wall time including
 start-up), alternating clients within each round so drift hits all alike. Reports medians,
 the min-max spread and the ratio to s5cmd; also the re-stage of unchanged data (cloudddp
-vs `aws s3 sync`'s no-op). Each upload is deleted (untimed) before the next.
+vs `aws s3 sync`'s no-op), and s5cmd sending one ready-made tar of each dataset: the bytes
+`--shards` must send, without building anything (its floor). Each upload is deleted
+(untimed) before the next.
 
     .venv/bin/python benchmarks/staging.py --runs 3
 
@@ -25,6 +27,7 @@ import signal
 import statistics
 import subprocess
 import sys
+import tarfile
 import tempfile
 import time
 from collections.abc import Callable
@@ -57,6 +60,9 @@ def make_datasets(root: Path) -> dict[str, Path]:
         with open(big / f"shard{i}.bin", "wb") as handle:
             for _ in range(64):
                 handle.write(os.urandom(1024 * 1024))
+    for folder in (small, big):  # what `--shards` uploads, built once: its upload alone is the shard mode's floor
+        with tarfile.open(f"{folder}.tar", "w") as tar:
+            tar.add(folder, arcname=".")
     return {"small": small, "big": big}
 
 
@@ -86,6 +92,15 @@ def clients(aws: str | None, endpoint: str) -> dict[str, Callable[[Path, str], l
             SEQUENTIAL_BOTO3,
             str(src),
             *dest.removeprefix("s3://").split("/", 1),
+        ],
+        # The floor for `--shards`: s5cmd sending one tar of the same files, already built.
+        "s5cmd cp one tar": lambda src, dest: [
+            str(BIN / "s5cmd"),
+            "--endpoint-url",
+            endpoint,
+            "cp",
+            f"{src}.tar",
+            f"{dest}/all.tar",
         ],
         "cloudddp plain": lambda src, dest: [*cloudddp, str(src), dest],
         "cloudddp --shards": lambda src, dest: [*cloudddp, str(src), dest, "--shards"],
@@ -122,18 +137,22 @@ def empty_bucket(env: dict[str, str]) -> None:
 
 
 def summarize(samples: dict[tuple[str, str], list[tuple[float, float]]], reference: str = "s5cmd cp") -> str:
-    rows = ["| client | dataset | median wall s | min-max wall s | ratio to s5cmd | median CPU s | CPU ratio |",
-            "|---|---|---|---|---|---|---|"]  # fmt: skip
+    rows = ["| client | dataset | median wall s | min-max wall s | ratio to s5cmd | ratio per round min-max | "
+            "median CPU s | CPU ratio |", "|---|---|---|---|---|---|---|---|"]  # fmt: skip
     for (client, dataset), pairs in samples.items():
         walls, cpus = [w for w, _ in pairs], [c for _, c in pairs]
         wall, cpu = statistics.median(walls), statistics.median(cpus)
         base = samples.get((reference, dataset))
-        ratio = cpu_ratio = ""
+        ratio = cpu_ratio = per_round = ""
         if base and not dataset.endswith("re-stage"):
             ratio = f"{wall / statistics.median(w for w, _ in base):.2f}"
             cpu_ratio = f"{cpu / statistics.median(c for _, c in base):.2f}"
-        rows.append(f"| {client} | {dataset} | {wall:.2f} | {min(walls):.2f}-{max(walls):.2f} | {ratio} | {cpu:.2f} | "
-                    f"{cpu_ratio} |")  # fmt: skip
+            paired = [w / b for (w, _), (b, _) in zip(pairs, base, strict=True)]  # same round: run side by side
+            per_round = f"{min(paired):.2f}-{max(paired):.2f}"
+        spread = f"{min(walls):.2f}-{max(walls):.2f}"
+        rows.append(
+            f"| {client} | {dataset} | {wall:.2f} | {spread} | {ratio} | {per_round} | {cpu:.2f} | {cpu_ratio} |"
+        )
     return "\n".join(rows)
 
 
