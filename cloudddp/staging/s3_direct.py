@@ -97,8 +97,11 @@ class DirectS3Store:
     def __init__(self, location: Location, plain: Plain) -> None:
         self.location, self.plain, self.bucket = location, plain, location.bucket
         signer = Signer(plain.access_key, plain.secret_key, plain.token, plain.region)
-        self.requests = s3_http.Requests(plain.endpoint, signer, plain.path_style)
-        self.single_puts = s3_http.SinglePuts(plain.endpoint, signer, plain.path_style)
+        # A bucket name with dots can't be a TLS host name under *.s3.<region>.amazonaws.com: S3's endpoint
+        # rules (botocore's endpoint ruleset, isVirtualHostableS3Bucket) address it path style.
+        self.path_style = plain.path_style or "." in self.bucket
+        self.requests = s3_http.Requests(plain.endpoint, signer, self.path_style)
+        self.single_puts = s3_http.SinglePuts(plain.endpoint, signer, self.path_style)
         self._crt: s3_crt.CrtUploader | None = None  # imported only for a file above s3_http.SINGLE_PUT_MAX
         self._fallback: Any = None
 
@@ -106,7 +109,7 @@ class DirectS3Store:
     def crt(self) -> s3_crt.CrtUploader:
         if self._crt is None:
             self._crt = s3_crt.CrtUploader(self.plain.endpoint, self.plain.region, Frozen(self.plain),
-                                           path_style=self.plain.path_style)  # fmt: skip
+                                           path_style=self.path_style)  # fmt: skip
         return self._crt
 
     # -- one request ----------------------------------------------------------------------

@@ -57,6 +57,32 @@ def test_the_endpoint_region_and_addressing_are_botocores(tmp_path: Path) -> Non
         "http://127.0.0.1:9001", "us-east-1", True)  # fmt: skip
 
 
+class Captured(Exception):
+    pass
+
+
+@pytest.mark.parametrize("bucket", ["plain-bucket", "dotted.bucket.name"])
+def test_a_bucket_is_addressed_as_botocore_addresses_it(bucket: str, tmp_path: Path) -> None:
+    """Virtual-hosted style, except a name with dots (not a valid TLS host name): path style."""
+    import botocore.session
+
+    client = botocore.session.get_session().create_client("s3", region_name="eu-west-1", aws_access_key_id="k",
+                                                          aws_secret_access_key="s")  # fmt: skip
+    urls: list[str] = []
+
+    def capture(request: Any, **_: Any) -> None:
+        urls.append(request.url)
+        raise Captured  # nothing leaves this machine
+
+    client.meta.events.register("before-send.s3", capture)
+    with pytest.raises(Captured):
+        client.head_bucket(Bucket=bucket)
+    plain = plain_configuration({**KEYS, "AWS_DEFAULT_REGION": "eu-west-1"}, tmp_path)
+    assert plain is not None
+    store = DirectS3Store(parse_location(f"s3://{bucket}/data"), plain)
+    assert store.path_style == urls[0].startswith(f"https://s3.eu-west-1.amazonaws.com/{bucket}"), urls
+
+
 @pytest.fixture(scope="module")
 def seaweed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SeaweedS3]:
     with seaweed_for_tests(tmp_path_factory.mktemp("seaweedfs")) as server:
