@@ -136,3 +136,18 @@ def test_an_unreachable_endpoint_is_one_paragraph_naming_it(tmp_path: Path) -> N
         store = DirectS3Store(parse_location("s3://http/x"), plain)
         with pytest.raises(CloudDDPError, match=rf"cannot reach S3 at {url} for s3://http \(HeadBucket\)"):
             store.check_bucket(False)
+
+
+def test_uploads_work_from_inside_a_running_event_loop_as_in_a_notebook_cell(
+    seaweed: SeaweedS3, gate: S3Gate, tmp_path: Path
+) -> None:
+    import asyncio
+
+    data = make_files(tmp_path / "data", [500, 600])
+    store = store_for(seaweed, gate, "s3://http/notebook", tmp_path)
+
+    async def cell() -> str:  # a Jupyter cell runs inside the kernel's loop: asyncio.run is refused there
+        return stage(data, store).uri
+
+    uri = asyncio.run(cell())
+    assert held_by_server(seaweed, uri) == local(data)
