@@ -5,11 +5,10 @@ instead of forwarding it: what is retried, what is not, and that every object la
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from helpers.seaweedfs import SeaweedS3, seaweed_for_tests
+from helpers.seaweedfs import SeaweedS3
 from s3_gate import Refusal, S3Gate
 
 from cloudddp.errors import CloudDDPError
@@ -20,20 +19,6 @@ from cloudddp.staging.location import parse_location
 from cloudddp.staging.manifest import MANIFEST_NAME
 from cloudddp.staging.s3_direct import DirectS3Store, plain_configuration
 from cloudddp.staging.store import Upload
-
-
-@pytest.fixture(scope="module")
-def seaweed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SeaweedS3]:
-    with seaweed_for_tests(tmp_path_factory.mktemp("seaweedfs")) as server:
-        server.client().create_bucket(Bucket="http")
-        yield server
-
-
-@pytest.fixture
-def gate(seaweed: SeaweedS3) -> Iterator[S3Gate]:
-    proxy = S3Gate(seaweed.port)
-    yield proxy
-    proxy.close()
 
 
 @pytest.fixture(autouse=True)

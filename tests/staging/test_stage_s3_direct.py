@@ -5,14 +5,13 @@ from __future__ import annotations
 
 import os
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import boto3
 import pytest
 from helpers import PYTHON, clean_env, run_cli
-from helpers.seaweedfs import ACCESS_KEY, SECRET_KEY, SeaweedS3, seaweed_for_tests
+from helpers.seaweedfs import ACCESS_KEY, SECRET_KEY, SeaweedS3
 
 from cloudddp.errors import CloudDDPError
 from cloudddp.staging.engine import stage
@@ -81,13 +80,6 @@ def test_a_bucket_is_addressed_as_botocore_addresses_it(bucket: str, tmp_path: P
     assert plain is not None
     store = DirectS3Store(parse_location(f"s3://{bucket}/data"), plain)
     assert store.path_style == urls[0].startswith(f"https://s3.eu-west-1.amazonaws.com/{bucket}"), urls
-
-
-@pytest.fixture(scope="module")
-def seaweed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SeaweedS3]:
-    with seaweed_for_tests(tmp_path_factory.mktemp("seaweedfs")) as server:
-        s3(server).create_bucket(Bucket="direct")
-        yield server
 
 
 def s3(server: SeaweedS3) -> Any:

@@ -8,14 +8,13 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import boto3
 import pytest
 from helpers import clean_env, run_cli
-from helpers.seaweedfs import ACCESS_KEY, SECRET_KEY, SeaweedS3, seaweed_for_tests
+from helpers.seaweedfs import ACCESS_KEY, SECRET_KEY, SeaweedS3
 from s3_gate import S3Gate
 
 from cloudddp.errors import CloudDDPError
@@ -23,20 +22,6 @@ from cloudddp.staging.location import parse_location
 from cloudddp.staging.manifest import MANIFEST_NAME
 from cloudddp.staging.s3_store import open_s3_store
 from cloudddp.staging.store import Upload
-
-
-@pytest.fixture(scope="module")
-def seaweed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SeaweedS3]:
-    with seaweed_for_tests(tmp_path_factory.mktemp("seaweedfs")) as server:
-        server.client().create_bucket(Bucket="data")
-        yield server
-
-
-@pytest.fixture
-def gate(seaweed: SeaweedS3) -> Iterator[S3Gate]:
-    proxy = S3Gate(seaweed.port)
-    yield proxy
-    proxy.close()
 
 
 def client(server: SeaweedS3) -> Any:
