@@ -78,7 +78,7 @@ def plain_configuration(environ: Mapping[str, str], home: Path) -> Plain | None:
 
 
 class Frozen:
-    """The one set of static credentials, shaped like botocore's for CrtUploader."""
+    """The one set of static credentials, shaped like botocore's (for the signer and CrtUploader)."""
 
     def __init__(self, plain: Plain) -> None:
         self.access_key, self.secret_key, self.token = plain.access_key, plain.secret_key, plain.token
@@ -96,7 +96,7 @@ class DirectS3Store:
 
     def __init__(self, location: Location, plain: Plain) -> None:
         self.location, self.plain, self.bucket = location, plain, location.bucket
-        signer = Signer(plain.access_key, plain.secret_key, plain.token, plain.region)
+        signer = Signer(Frozen(plain), plain.region)
         # A bucket name with dots can't be a TLS host name under *.s3.<region>.amazonaws.com: S3's endpoint
         # rules (botocore's endpoint ruleset, isVirtualHostableS3Bucket) address it path style.
         self.path_style = plain.path_style or "." in self.bucket

@@ -43,6 +43,7 @@ INLINE = 256 * 1024  # bodies up to this size are read into memory; larger ones 
 MAX_ATTEMPTS = 5  # botocore's legacy mode (standard mode: 3); S3 asks clients to retry SlowDown
 CONNECT_TIMEOUT, READ_TIMEOUT = 60.0, 60.0  # botocore's defaults
 RETRY_STATUS = {500, 502, 503, 504}
+USER_AGENT = "cloudddp-stage"  # not signed (as botocore leaves it out): what S3's access logs show
 RETRY_CODES = (b"<Code>SlowDown<", b"<Code>RequestTimeout<", b"<Code>InternalError<", b"<Code>ServiceUnavailable<")
 
 Failure = Callable[[Upload, "int | None", bytes, "Exception | None"], Exception]
@@ -113,12 +114,15 @@ class FileChangedError(Exception):
 class SinglePuts:
     """PUT many files, each in one request, into one bucket; see the module docstring."""
 
-    def __init__(self, endpoint: str, signer: Signer, path_style: bool, connections: int = CONNECTIONS) -> None:
+    def __init__(self, endpoint: str, signer: Signer, path_style: bool, headers: dict[str, str] | None = None,
+                 connections: int = CONNECTIONS) -> None:  # fmt: skip
+        """`headers`: sent (and signed) with every PUT, e.g. SSE-KMS's; lower-case names."""
         parts = urlsplit(endpoint)
         self.tls = ssl.create_default_context() if parts.scheme == "https" else None
         self.netloc, self.hostname = parts.netloc, parts.hostname or ""
         self.port = parts.port or (443 if self.tls else 80)
         self.signer, self.path_style, self.connections = signer, path_style, connections
+        self.headers = headers or {}
 
     def upload(self, bucket: str, uploads: list[Upload], on_done: Callable[[Upload], None], failure: Failure) -> None:
         """Upload every file; the first final failure is raised as `failure(...)` returns it."""
@@ -194,8 +198,8 @@ class SinglePuts:
             f"/{bucket}/{quote(upload.key, safe='/-_.~')}" if self.path_style else f"/{quote(upload.key, safe='/-_.~')}"
         )
         checksum = base64.b64encode(bytes.fromhex(upload.sha256)).decode()
-        headers = {"host": host, "content-length": str(upload.size), "x-amz-checksum-sha256": checksum}
-        signed = self.signer.sign("PUT", path, "", headers, upload.sha256)
+        headers = {**self.headers, "host": host, "content-length": str(upload.size), "x-amz-checksum-sha256": checksum}
+        signed = {**self.signer.sign("PUT", path, "", headers, upload.sha256), "user-agent": USER_AGENT}
         return (f"PUT {path} HTTP/1.1\r\n" + "".join(f"{k}: {v}\r\n" for k, v in signed.items()) + "\r\n").encode()
 
 
@@ -252,6 +256,7 @@ class Requests:
                 fields["content-length"] = str(len(body))
             signed = self.signer.sign(method, path, canonical_query(query or {}), fields,
                                       hashlib.sha256(body or b"").hexdigest())  # fmt: skip
+            signed["user-agent"] = USER_AGENT
             try:
                 response = self.exchange(host, method, target, signed, body)
             except (OSError, http.client.HTTPException) as exc:

@@ -1,9 +1,9 @@
 """S3 adapter for the staging algorithm (`cloudddp.staging.engine`).
 
-Listing, small objects, copies and deletes go through boto3. File uploads go through the
-AWS Common Runtime's S3 client (`awscrt`, the native client boto3's s3transfer can use)
-when it is installed: it signs, sends and checksums in C, which is what makes thousands
-of small files fast on a small machine; otherwise through boto3 from a thread pool.
+Listing, small objects, copies and deletes go through boto3. Files up to 64 MiB go through
+cloudddp's own PUT client (s3_http.py), aimed where botocore sends (`aimed_puts`) and signed
+with botocore's credentials; larger ones through the AWS Common Runtime's S3 client
+(`awscrt`) when it is installed, else boto3 from a thread pool (`--transport` picks one).
 Either way every PUT carries the SHA-256 the scan computed (`x-amz-checksum-sha256`), so
 S3 stores the object only if the bytes it received are the bytes that were hashed; large
 files go up in parts, each part with its own checksum.
@@ -16,12 +16,14 @@ import hashlib
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
+from urllib.parse import urlsplit
 
 from botocore.exceptions import BotoCoreError, ClientError
 
 from cloudddp.errors import CloudDDPError
-from cloudddp.staging import s3_crt
+from cloudddp.staging import s3_crt, s3_http
 from cloudddp.staging.location import Location
+from cloudddp.staging.sigv4 import Signer
 from cloudddp.staging.store import Upload, upload_in_parallel
 
 MULTIPART_THRESHOLD = 16 * 1024 * 1024
@@ -47,12 +49,16 @@ class S3Store:
 
     def __init__(
         self, client: Any, location: Location, region: str = "us-east-1", crt: Any | None = None,
-        kms_key: str | None = None,
+        kms_key: str | None = None, credentials: Any | None = None,
     ) -> None:  # fmt: skip
+        """`crt`: a CrtUploader for files; `credentials` (botocore's): PUT files up to 64 MiB with s3_http.py,
+        aimed where this client would send them; neither: boto3 from a thread pool."""
         self.client, self.location, self.region, self.crt = client, location, region, crt
         self.bucket = location.bucket
         # SSE-KMS on every object written (the SageMaker provider's one key for volume, output and uploads).
         self.sse: dict[str, str] = {"ServerSideEncryption": "aws:kms", "SSEKMSKeyId": kms_key} if kms_key else {}
+        sse = {name.lower(): value for name, value in s3_crt.sse_headers(self.sse)}
+        self.puts = aimed_puts(client, self.bucket, region, credentials, sse) if credentials is not None else None
 
     # -- errors -------------------------------------------------------------------------
     def error(self, exc: Exception, action: str, key: str | None = None) -> CloudDDPError:
@@ -126,6 +132,10 @@ class S3Store:
             raise self.error(exc, "write", key) from None
 
     def upload(self, uploads: list[Upload], on_done: Callable[[Upload], None]) -> None:
+        if self.puts is not None:
+            self.puts.upload(self.bucket, [u for u in uploads if u.size <= s3_http.SINGLE_PUT_MAX], on_done,
+                             self.crt_failure)  # fmt: skip
+            uploads = [u for u in uploads if u.size > s3_http.SINGLE_PUT_MAX]
         if not uploads:
             return
         if self.crt is not None:
@@ -194,6 +204,58 @@ class S3Store:
                 )
 
 
+AIM_HEADER = "x-cloudddp-aim"  # marks the probe's made-up answer
+
+
+class EmptyBody:
+    def stream(self, **_: Any) -> Any:
+        return iter([b""])
+
+
+def aimed_puts(
+    client: Any, bucket: str, region: str, credentials: Any, headers: dict[str, str]
+) -> s3_http.SinglePuts | None:
+    """cloudddp's PUT client (s3_http.py), sending to exactly where this botocore client sends a PutObject.
+
+    Botocore resolves the URL (endpoint variables and profiles, FIPS, dual-stack, addressing style) when it
+    builds a request: a HeadObject for a probe key is built, signed and answered at `before-send` by a
+    handler that runs last, which reads its URL and answers with a made-up 418, so nothing is sent.
+    botocore uses the first answer: if something else answers its sends (moto's in-process mock,
+    instrumentation), the 418 is not what comes back, and files go through botocore as before (None).
+    So does an access point, or any URL that is not the bucket on an endpoint."""
+    from botocore.awsrequest import AWSResponse
+
+    urls: list[str] = []
+
+    def answer(request: Any, **_: Any) -> Any:
+        if request.method != "HEAD" or "/cloudddp-aim" not in request.url:
+            return None  # another thread's request on this client
+        urls.append(request.url)
+        return AWSResponse(request.url, 418, {AIM_HEADER: "1"}, EmptyBody())
+
+    # On the plain event, registered last: botocore calls handlers of more specific events (and of the
+    # same event registered earlier) first, and moto's mock listens on plain `before-send`.
+    client.meta.events.register_last("before-send", answer, unique_id="cloudddp-aim")
+    try:
+        client.head_object(Bucket=bucket, Key="cloudddp-aim")
+        return None  # an object answered: not the probe's 418
+    except ClientError as exc:
+        if AIM_HEADER not in exc.response.get("ResponseMetadata", {}).get("HTTPHeaders", {}) or not urls:
+            return None
+    except BotoCoreError:
+        return None
+    finally:
+        client.meta.events.unregister("before-send", unique_id="cloudddp-aim")
+    parts = urlsplit(urls[0])
+    if parts.path.startswith(f"/{bucket}/"):
+        path_style, netloc = True, parts.netloc
+    elif parts.netloc.startswith(f"{bucket}."):
+        path_style, netloc = False, parts.netloc[len(bucket) + 1 :]
+    else:
+        return None
+    return s3_http.SinglePuts(f"{parts.scheme}://{netloc}", Signer(credentials, region), path_style, headers)
+
+
 def open_s3_store(location: Location, transport: str = "auto", session: Any | None = None) -> S3Store:
     """An S3Store from the SDK's usual configuration (profiles, AWS_ENDPOINT_URL, AWS_REGION, ...).
 
@@ -219,4 +281,4 @@ def open_s3_store(location: Location, transport: str = "auto", session: Any | No
         raise CloudDDPError("--transport crt needs the awscrt package: pip install awscrt.")
     if transport != "boto3" and s3_crt.available():
         crt = s3_crt.CrtUploader(client.meta.endpoint_url, region, credentials)
-    return S3Store(client, location, region, crt)
+    return S3Store(client, location, region, crt, credentials=credentials if transport == "auto" else None)

@@ -13,26 +13,31 @@ import hashlib
 import hmac
 import time
 from dataclasses import dataclass, field
+from typing import Any, Protocol
 
 ALGORITHM = "AWS4-HMAC-SHA256"
 
 
+class Credentials(Protocol):
+    """botocore's credentials (refreshed when temporary) or anything shaped like them."""
+
+    def get_frozen_credentials(self) -> Any: ...  # .access_key, .secret_key, .token
+
+
 @dataclass
 class Signer:
-    access_key: str
-    secret_key: str = field(repr=False)
-    token: str | None = field(repr=False)
+    credentials: Credentials = field(repr=False)  # asked at every signature: temporary ones get refreshed
     region: str
     service: str = "s3"
-    _keys: dict[str, bytes] = field(default_factory=dict, repr=False)  # date -> signing key
+    _keys: dict[tuple[str, str], bytes] = field(default_factory=dict, repr=False)  # (day, secret) -> signing key
 
-    def signing_key(self, day: str) -> bytes:
-        key = self._keys.get(day)
+    def signing_key(self, day: str, secret_key: str) -> bytes:
+        key = self._keys.get((day, secret_key))
         if key is None:
-            key = hmac.new(f"AWS4{self.secret_key}".encode(), day.encode(), hashlib.sha256).digest()
+            key = hmac.new(f"AWS4{secret_key}".encode(), day.encode(), hashlib.sha256).digest()
             for part in (self.region, self.service, "aws4_request"):
                 key = hmac.new(key, part.encode(), hashlib.sha256).digest()
-            self._keys = {day: key}
+            self._keys = {(day, secret_key): key}
         return key
 
     def sign(
@@ -41,10 +46,11 @@ class Signer:
         """`headers` (lower-case names, Host and Content-Length included) plus the signature's own headers.
 
         `path` is already URI-encoded; `query` is the canonical query string ("" for none)."""
+        frozen = self.credentials.get_frozen_credentials()
         amz_date = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(now))
         signed_headers = {**headers, "x-amz-content-sha256": payload_sha256, "x-amz-date": amz_date}
-        if self.token:
-            signed_headers["x-amz-security-token"] = self.token
+        if frozen.token:
+            signed_headers["x-amz-security-token"] = frozen.token
         names = sorted(signed_headers)
         canonical = "\n".join(
             [method, path, query, *(f"{n}:{' '.join(signed_headers[n].split())}" for n in names), "",
@@ -52,8 +58,9 @@ class Signer:
         )  # fmt: skip
         scope = f"{amz_date[:8]}/{self.region}/{self.service}/aws4_request"
         to_sign = f"{ALGORITHM}\n{amz_date}\n{scope}\n{hashlib.sha256(canonical.encode()).hexdigest()}"
-        signature = hmac.new(self.signing_key(amz_date[:8]), to_sign.encode(), hashlib.sha256).hexdigest()
+        signature = hmac.new(self.signing_key(amz_date[:8], frozen.secret_key), to_sign.encode(), hashlib.sha256)
         signed_headers["authorization"] = (
-            f"{ALGORITHM} Credential={self.access_key}/{scope}, SignedHeaders={';'.join(names)}, Signature={signature}"
+            f"{ALGORITHM} Credential={frozen.access_key}/{scope}, SignedHeaders={';'.join(names)}, "
+            f"Signature={signature.hexdigest()}"
         )
         return signed_headers

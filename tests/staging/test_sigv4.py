@@ -51,7 +51,7 @@ def test_every_signature_equals_botocores(
     if extra:  # what a PUT of cloudddp's carries
         headers["content-length"] = str(len(body))
         headers["x-amz-checksum-sha256"] = base64.b64encode(hashlib.sha256(body).digest()).decode()
-    ours = Signer(KEY, SECRET, token, "eu-west-3").sign(method, encoded, canonical_query(query), headers, payload,
+    ours = Signer(Credentials(KEY, SECRET, token), "eu-west-3").sign(method, encoded, canonical_query(query), headers, payload,
                                                          now=NOW.timestamp())  # fmt: skip
     url = f"http://{host}{encoded}" + (f"?{canonical_query(query)}" if query else "")
     theirs = botocore_authorization(method, url, {k: v for k, v in headers.items() if k != "host"}, body, token)
@@ -60,7 +60,30 @@ def test_every_signature_equals_botocores(
     assert ("x-amz-security-token" in ours) == bool(token)
 
 
+def test_refreshed_credentials_are_used_from_the_next_signature_on() -> None:
+    """botocore refreshes temporary credentials behind get_frozen_credentials(): the signer asks each time."""
+
+    class Rotating:
+        def __init__(self) -> None:
+            self.current = Credentials("AKIDFIRST", "first-secret", "first-token")
+
+        def get_frozen_credentials(self) -> Credentials:
+            return self.current
+
+    rotating = Rotating()
+    signer = Signer(rotating, "us-east-1")
+    first = signer.sign("GET", "/bkt", "", {"host": "h"}, hashlib.sha256(b"").hexdigest(), now=NOW.timestamp())
+    rotating.current = Credentials("AKIDSECOND", "second-secret", "second-token")
+    second = signer.sign("GET", "/bkt", "", {"host": "h"}, hashlib.sha256(b"").hexdigest(), now=NOW.timestamp())
+    assert "AKIDFIRST/" in first["authorization"] and first["x-amz-security-token"] == "first-token"
+    assert "AKIDSECOND/" in second["authorization"] and second["x-amz-security-token"] == "second-token"
+    reference = Signer(Credentials("AKIDSECOND", "second-secret", "second-token"), "us-east-1")
+    assert (
+        reference.sign("GET", "/bkt", "", {"host": "h"}, hashlib.sha256(b"").hexdigest(), now=NOW.timestamp()) == second
+    )
+
+
 def test_the_secret_never_shows_in_the_signers_repr() -> None:
-    signer = Signer(KEY, SECRET, "session-token-value", "us-east-1")
-    signer.signing_key("20261122")
-    assert SECRET not in repr(signer) and "session-token-value" not in repr(signer) and KEY in repr(signer)
+    signer = Signer(Credentials(KEY, SECRET, "session-token-value"), "us-east-1")
+    signer.sign("GET", "/bkt", "", {"host": "h"}, hashlib.sha256(b"").hexdigest())
+    assert SECRET not in repr(signer) and "session-token-value" not in repr(signer)

@@ -1,0 +1,106 @@
+"""Staging through botocore's configuration (staging/s3_store.py, as the SageMaker provider does): files
+go through cloudddp's own PUT client, aimed by `aimed_puts` at exactly where botocore would send them,
+and never around something that intercepts botocore's sends (moto's in-process mock)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pytest
+from botocore.config import Config
+from botocore.credentials import Credentials
+from helpers.seaweedfs import SeaweedS3
+from moto import mock_aws
+from s3_gate import S3Gate
+
+from cloudddp.staging.engine import stage
+from cloudddp.staging.location import parse_location
+from cloudddp.staging.s3_store import S3Store, aimed_puts, open_s3_store
+from cloudddp.staging.store import Upload
+
+KEY = "datasets/cats/v-1/a b+c/é.jpg"
+
+
+class Sent(Exception):
+    pass
+
+
+def botocores_put_url(client: Any, bucket: str) -> str:
+    urls: list[str] = []
+
+    def stop(request: Any, **_: Any) -> None:
+        urls.append(request.url)
+        raise Sent
+
+    client.meta.events.register_first("before-send.s3.PutObject", stop)
+    with pytest.raises(Sent):
+        client.put_object(Bucket=bucket, Key=KEY, Body=b"x")
+    return urls[0]
+
+
+@pytest.mark.parametrize(
+    ("bucket", "settings"),
+    [
+        ("plain-bucket", {}),
+        ("dotted.bucket", {}),
+        ("plain-bucket", {"config": Config(s3={"addressing_style": "path"})}),
+        ("plain-bucket", {"config": Config(use_fips_endpoint=True)}),
+        ("plain-bucket", {"config": Config(use_dualstack_endpoint=True)}),
+        ("plain-bucket", {"endpoint_url": "http://127.0.0.1:9000"}),
+    ],
+)
+def test_each_put_goes_where_botocores_put_object_goes(bucket: str, settings: dict[str, Any]) -> None:
+    client = boto3.client("s3", region_name="eu-west-3", aws_access_key_id="k", aws_secret_access_key="s", **settings)
+    puts = aimed_puts(client, bucket, "eu-west-3", Credentials("k", "s"), {})
+    assert puts is not None
+    host = puts.netloc if puts.path_style else f"{bucket}.{puts.netloc}"
+    head = puts.request_head(bucket, host, Upload(KEY, Path("/unused"), 1, "00" * 32)).decode()
+    method, target, _ = head.split("\r\n", 1)[0].split(" ")
+    scheme = "https" if puts.tls else "http"
+    assert (method, f"{scheme}://{host}{target}") == ("PUT", botocores_put_url(client, bucket))
+
+
+def test_nothing_goes_around_motos_in_process_mock() -> None:
+    with mock_aws():
+        client = boto3.client("s3", region_name="us-east-1")
+        client.create_bucket(Bucket="mocked")
+        assert aimed_puts(client, "mocked", "us-east-1", Credentials("k", "s"), {}) is None
+        assert "Contents" not in client.list_objects_v2(Bucket="mocked")  # the probe wrote nothing
+
+
+def test_sse_kms_headers_are_sent_and_signed_with_every_put() -> None:
+    client = boto3.client("s3", region_name="eu-west-3", aws_access_key_id="k", aws_secret_access_key="s")
+    store = S3Store(client, parse_location("s3://plain-bucket/x"), "eu-west-3", kms_key="arn:aws:kms:key/1",
+                    credentials=Credentials("k", "s"))  # fmt: skip
+    assert store.puts is not None
+    head = store.puts.request_head("plain-bucket", "plain-bucket.s3.eu-west-3.amazonaws.com",
+                                   Upload("x/f", Path("/unused"), 1, "00" * 32)).decode()  # fmt: skip
+    assert "x-amz-server-side-encryption: aws:kms\r\n" in head
+    assert "x-amz-server-side-encryption-aws-kms-key-id: arn:aws:kms:key/1\r\n" in head
+    signed = head.split("SignedHeaders=")[1].split(",")[0].split(";")
+    assert {"x-amz-server-side-encryption", "x-amz-server-side-encryption-aws-kms-key-id"} <= set(signed)
+
+
+def test_a_stage_through_botocores_configuration_puts_files_with_cloudddps_client(
+    seaweed: SeaweedS3, gate: S3Gate, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name, value in {**seaweed.env(), "AWS_ENDPOINT_URL": gate.url, "HOME": str(tmp_path)}.items():
+        monkeypatch.setenv(name, value)
+    data = tmp_path / "data"
+    for i in range(6):
+        (data / f"d{i % 2}").mkdir(parents=True, exist_ok=True)
+        (data / f"d{i % 2}" / f"{i}.bin").write_bytes(os.urandom(3000 + i * 100_000))  # inline and sendfile
+    store = open_s3_store(parse_location("s3://data/aimed"), "auto")
+    assert store.puts is not None
+    result = stage(data, store)
+    puts = [(path, agent) for (method, path), agent in zip(gate.state.targets, gate.state.agents, strict=True)
+            if method == "PUT"]  # fmt: skip
+    assert len(puts) == 7 and puts[-1][0].endswith("_cloudddp_manifest.json") and "Boto3" in puts[-1][1]
+    assert {agent for _, agent in puts[:-1]} == {"cloudddp-stage"}  # s3_http.py's, not botocore's or the CRT's
+    client = seaweed.client()
+    for path in data.rglob("*.bin"):
+        key = f"aimed/{result.version}/{path.relative_to(data).as_posix()}"
+        assert client.get_object(Bucket="data", Key=key)["Body"].read() == path.read_bytes()
