@@ -82,8 +82,12 @@ def find_aws(given: str | None, scratch: Path) -> str | None:
     return str(venv / "bin" / "aws")
 
 
-def clients(aws: str | None, endpoint: str) -> dict[str, Callable[[Path, str], list[str]]]:
+def clients(aws: str | None, endpoint: str, scratch: Path) -> dict[str, Callable[[Path, str], list[str]]]:
     cloudddp = [str(BIN / "cloudddp"), "stage"]
+    # With an AWS config file (as with a profile) the stage goes through botocore's configuration, the
+    # path the SageMaker provider's uploads take: botocore imported, PUTs aimed where it sends them.
+    config_file = scratch / "aws-config"
+    config_file.write_text("[default]\n")
     chosen: dict[str, Callable[[Path, str], list[str]]] = {
         "s5cmd cp": lambda src, dest: [str(BIN / "s5cmd"), "--endpoint-url", endpoint, "cp", f"{src}/*", f"{dest}/"],
         "boto3 sequential": lambda src, dest: [
@@ -104,6 +108,13 @@ def clients(aws: str | None, endpoint: str) -> dict[str, Callable[[Path, str], l
         ],
         "cloudddp plain": lambda src, dest: [*cloudddp, str(src), dest],
         "cloudddp --shards": lambda src, dest: [*cloudddp, str(src), dest, "--shards"],
+        "cloudddp plain, botocore config": lambda src, dest: [
+            "env",
+            f"AWS_CONFIG_FILE={config_file}",
+            *cloudddp,
+            str(src),
+            dest,
+        ],
     }
     if aws:
         chosen["aws s3 sync"] = lambda src, dest: [aws, "s3", "sync", str(src), dest, "--only-show-errors"]
@@ -170,7 +181,7 @@ def main() -> None:
                "HOME": str(Path(scratch) / "home")}  # fmt: skip
         datasets = make_datasets(Path(scratch) / "data")
         subprocess.run([str(BIN / "s5cmd"), "--endpoint-url", server.url, "mb", "s3://bench"], env=env, check=True)
-        chosen = clients(find_aws(args.aws, Path(scratch)), server.url)
+        chosen = clients(find_aws(args.aws, Path(scratch)), server.url, Path(scratch))
         if args.only:
             chosen = {k: v for k, v in chosen.items() if any(word in k for word in args.only)}
         samples: dict[tuple[str, str], list[tuple[float, float]]] = {}
