@@ -3,10 +3,16 @@ never import from `conftest`, since a folder's own conftest.py would shadow this
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 from _guards import nothing_written_to_opt_ml_or_home  # noqa: F401  (session guard: no test writes /opt/ml or $HOME)
+
+# Every server the tests talk to is on 127.0.0.1: a proxy configured for this machine must not carry
+# those requests (botocore and cloudddp's staging both honour NO_PROXY), nor subprocesses' (inherited).
+for _name in ("NO_PROXY", "no_proxy"):
+    os.environ[_name] = ",".join(filter(None, ["127.0.0.1,localhost", os.environ.get(_name)]))
 
 
 @pytest.fixture(scope="session")

@@ -72,6 +72,8 @@ def plain_configuration(environ: Mapping[str, str], home: Path) -> Plain | None:
             return None  # other partitions have other domains
         endpoint = f"https://s3.{region}.amazonaws.com"
         path_style = False
+    if s3_http.behind_proxy(endpoint, environ):
+        return None  # botocore sends through HTTP(S)_PROXY; this path connects directly
     token = environ.get("AWS_SESSION_TOKEN") or None
     return Plain(endpoint.rstrip("/"), region, path_style, environ["AWS_ACCESS_KEY_ID"],
                  environ["AWS_SECRET_ACCESS_KEY"], token)  # fmt: skip

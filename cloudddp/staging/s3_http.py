@@ -24,10 +24,11 @@ import asyncio
 import base64
 import hashlib
 import http.client
+import os
 import random
 import ssl
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from urllib.parse import quote, urlsplit
@@ -201,6 +202,21 @@ class SinglePuts:
         headers = {**self.headers, "host": host, "content-length": str(upload.size), "x-amz-checksum-sha256": checksum}
         signed = {**self.signer.sign("PUT", path, "", headers, upload.sha256), "user-agent": USER_AGENT}
         return (f"PUT {path} HTTP/1.1\r\n" + "".join(f"{k}: {v}\r\n" for k, v in signed.items()) + "\r\n").encode()
+
+
+def behind_proxy(url: str, environ: Mapping[str, str] | None = None) -> bool:
+    """Whether HTTP(S)_PROXY (and NO_PROXY) send requests to `url` through a proxy, as botocore honours.
+
+    This client connects directly, so such endpoints are left to botocore (or the CRT). The variables
+    are read as urllib reads them (either case; NO_PROXY lists hosts and domains to reach directly)."""
+    from urllib.request import proxy_bypass_environment
+
+    environ = os.environ if environ is None else environ
+    named = [(name, value) for name, value in environ.items() if value and name.lower().endswith("_proxy")]
+    # Lower-case names win over upper-case ones, as in urllib's getproxies_environment.
+    proxies = {name.lower()[:-6]: value for name, value in sorted(named, key=lambda item: item[0].islower())}
+    parts = urlsplit(url)
+    return parts.scheme in proxies and not proxy_bypass_environment(parts.netloc, proxies)
 
 
 def backoff(attempt: int) -> float:

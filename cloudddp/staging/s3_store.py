@@ -247,6 +247,8 @@ def aimed_puts(
     finally:
         client.meta.events.unregister("before-send", unique_id="cloudddp-aim")
     parts = urlsplit(urls[0])
+    if s3_http.behind_proxy(urls[0]):
+        return None  # botocore sends through HTTP(S)_PROXY; s3_http.py connects directly
     if parts.path.startswith(f"/{bucket}/"):
         path_style, netloc = True, parts.netloc
     elif parts.netloc.startswith(f"{bucket}."):

@@ -104,3 +104,11 @@ def test_a_stage_through_botocores_configuration_puts_files_with_cloudddps_clien
     for path in data.rglob("*.bin"):
         key = f"aimed/{result.version}/{path.relative_to(data).as_posix()}"
         assert client.get_object(Bucket="data", Key=key)["Body"].read() == path.read_bytes()
+
+
+def test_an_endpoint_behind_a_proxy_is_left_to_botocore(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HTTPS_PROXY", "http://proxy.example:3128")
+    client = boto3.client("s3", region_name="eu-west-3", aws_access_key_id="k", aws_secret_access_key="s")
+    assert aimed_puts(client, "plain-bucket", "eu-west-3", Credentials("k", "s"), {}) is None
+    monkeypatch.setenv("no_proxy", "s3.eu-west-3.amazonaws.com")  # lower case wins, as in urllib
+    assert aimed_puts(client, "plain-bucket", "eu-west-3", Credentials("k", "s"), {}) is not None

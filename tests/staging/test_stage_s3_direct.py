@@ -56,6 +56,19 @@ def test_the_endpoint_region_and_addressing_are_botocores(tmp_path: Path) -> Non
         "http://127.0.0.1:9001", "us-east-1", True)  # fmt: skip
 
 
+@pytest.mark.parametrize(
+    ("proxy", "direct"),
+    [({"HTTPS_PROXY": "http://proxy:3128"}, False), ({"https_proxy": "http://proxy:3128"}, False),
+     ({"HTTPS_PROXY": "http://proxy:3128", "NO_PROXY": ".amazonaws.com"}, True),
+     ({"HTTP_PROXY": "http://proxy:3128"}, True),  # only for http:// URLs
+     ({"HTTPS_PROXY": "http://proxy:3128", "NO_PROXY": "x", "no_proxy": ".amazonaws.com"}, True)],  # lower wins
+)  # fmt: skip
+def test_an_endpoint_behind_a_proxy_is_left_to_botocore(proxy: dict[str, str], direct: bool, tmp_path: Path) -> None:
+    """botocore sends through HTTP(S)_PROXY; cloudddp's own client connects directly, so it steps aside."""
+    plain = plain_configuration({**KEYS, "AWS_DEFAULT_REGION": "eu-west-1", **proxy}, tmp_path)
+    assert (plain is not None) == direct
+
+
 class Captured(Exception):
     pass
 
