@@ -334,7 +334,8 @@ def main() -> None:
             time.sleep(args.epoch_sleep)  # before the stop check: a signal during the pause stops at this epoch's end
         if stopped or agree(stop.requested, world, device):
             if rank == 0:
-                print(f"stop requested: checkpoint after epoch {epoch} is saved; exiting", flush=True)
+                print(f"stop requested ({stop.name or 'another rank'}): checkpoint after epoch {epoch} is saved; "
+                      f"exiting", flush=True)  # fmt: skip
             stopped = True
             break
     if not stopped:
