@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from urllib.parse import quote
 
 from cloudddp.errors import CloudDDPError
 
@@ -32,6 +33,16 @@ class Location:
     def uri(self, *parts: str, folder: bool = False) -> str:
         key = self.key(*parts)
         return f"{self.bucket_uri}/{key}" + ("/" if folder and key else "")
+
+
+def s3_address(netloc: str, bucket: str, key: str, path_style: bool) -> tuple[str, str]:
+    """(Host header, URI-encoded path) of `key` in `bucket` on an S3 endpoint (the bucket itself for key "").
+
+    Path style puts the bucket in the path; virtual-hosted style in the host name. S3 encodes the path once."""
+    encoded = quote(key, safe="/-_.~")
+    if path_style:
+        return netloc, f"/{bucket}/{encoded}" if key else f"/{bucket}"
+    return f"{bucket}.{netloc}", f"/{encoded}"
 
 
 def parse_location(uri: str) -> Location:

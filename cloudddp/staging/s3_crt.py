@@ -18,9 +18,10 @@ import queue
 import re
 from collections.abc import Callable
 from typing import Any
-from urllib.parse import quote, urlsplit
+from urllib.parse import urlsplit
 
 from cloudddp.errors import CloudDDPError
+from cloudddp.staging.location import s3_address
 from cloudddp.staging.store import Upload
 
 
@@ -74,10 +75,7 @@ class CrtUploader:
         """The HTTP request for `key` in `bucket` (the bucket itself for key ""); `size`: the body's length."""
         from awscrt import http
 
-        if self.path_style:
-            host, path = self.host, f"/{bucket}/{quote(key, safe='/-_.~')}"
-        else:
-            host, path = f"{bucket}.{self.host}", f"/{quote(key, safe='/-_.~')}"
+        host, path = s3_address(self.host, bucket, key, self.path_style)
         length = [("Content-Length", str(size))] if size is not None else []
         return http.HttpRequest(method, path, http.HttpHeaders([("Host", host), *length, *headers]))
 

@@ -194,8 +194,7 @@ class DirectS3Store:
             raise self.failed(response, "write", key)
 
     def upload(self, uploads: list[Upload], on_done: Callable[[Upload], None]) -> None:
-        small = [u for u in uploads if u.size <= s3_http.SINGLE_PUT_MAX]
-        large = [u for u in uploads if u.size > s3_http.SINGLE_PUT_MAX]
+        small, large = s3_http.split_for_single_puts(uploads)
         self.single_puts.upload(self.bucket, small, on_done, self.upload_failure)
         if large:
             self.crt.upload(self.bucket, large, on_done, self.upload_failure)

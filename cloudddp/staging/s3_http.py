@@ -33,6 +33,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from urllib.parse import quote, urlsplit
 
+from cloudddp.staging.location import s3_address
 from cloudddp.staging.s3_crt import PART_SIZE, changed_while_uploading
 from cloudddp.staging.sigv4 import Signer
 from cloudddp.staging.store import Upload
@@ -43,6 +44,8 @@ SINGLE_PUT_MAX = PART_SIZE  # up to this size a file is one PUT from this client
 INLINE = 256 * 1024  # bodies up to this size are read into memory; larger ones are sent with sendfile
 MAX_ATTEMPTS = 5  # botocore's legacy mode (standard mode: 3); S3 asks clients to retry SlowDown
 CONNECT_TIMEOUT, READ_TIMEOUT = 60.0, 60.0  # botocore's defaults
+# botocore's standard retry mode (botocore/retries/standard.py, botocore 1.44.5): TRANSIENT_STATUS_CODES, and of
+# its transient and throttling codes those S3 answers (InternalError and ServiceUnavailable come with 500/503).
 RETRY_STATUS = {500, 502, 503, 504}
 USER_AGENT = "cloudddp-stage"  # not signed (as botocore leaves it out): what S3's access logs show
 RETRY_CODES = (b"<Code>SlowDown<", b"<Code>RequestTimeout<", b"<Code>InternalError<", b"<Code>ServiceUnavailable<")
@@ -142,36 +145,35 @@ class SinglePuts:
     async def upload_all(
         self, bucket: str, pending: list[Upload], on_done: Callable[[Upload], None], failure: Failure
     ) -> None:
-        host = self.netloc if self.path_style else f"{bucket}.{self.netloc}"
+        server = self.hostname if self.path_style else f"{bucket}.{self.hostname}"  # what to connect to (TLS: SNI)
         workers = [
-            self.worker(bucket, host, pending, on_done, failure) for _ in range(min(self.connections, len(pending)))
+            self.worker(bucket, server, pending, on_done, failure) for _ in range(min(self.connections, len(pending)))
         ]
         await asyncio.gather(*workers)  # the first failure ends asyncio.run, which cancels the other workers
 
     async def worker(
-        self, bucket: str, host: str, pending: list[Upload], on_done: Callable[[Upload], None], failure: Failure
+        self, bucket: str, server: str, pending: list[Upload], on_done: Callable[[Upload], None], failure: Failure
     ) -> None:
         connection: Connection | None = None
         try:
             while pending:
                 upload = pending.pop()
-                connection = await self.put(bucket, host, upload, connection, failure)
+                connection = await self.put(bucket, server, upload, connection, failure)
                 on_done(upload)
         finally:
             if connection is not None:
                 connection.close()
 
     async def put(
-        self, bucket: str, host: str, upload: Upload, connection: Connection | None, failure: Failure
+        self, bucket: str, server: str, upload: Upload, connection: Connection | None, failure: Failure
     ) -> Connection | None:
         """PUT one file, retrying what is transient; returns the connection to reuse (None: open a new one)."""
-        head = self.request_head(bucket, host, upload)
+        head = self.request_head(bucket, upload)
         for attempt in range(MAX_ATTEMPTS):
             status, body, error = None, b"", None
             try:
                 if connection is None:
-                    connection = await Connection.open(self.hostname if self.path_style else host.split(":")[0],
-                                                       self.port, self.tls)  # fmt: skip
+                    connection = await Connection.open(server, self.port, self.tls)
                 status, body = await connection.exchange(head, upload)
             except FileChangedError:
                 if connection is not None:
@@ -186,18 +188,15 @@ class SinglePuts:
                 connection = None
             if error is None and status == 200:
                 return connection
-            retryable = error is not None or status in RETRY_STATUS or any(code in body for code in RETRY_CODES)
-            if not retryable or attempt == MAX_ATTEMPTS - 1:
+            if not (error is not None or transient(status, body)) or attempt == MAX_ATTEMPTS - 1:
                 if connection is not None:
                     connection.close()
                 raise failure(upload, status, body, error)
             await asyncio.sleep(backoff(attempt))
         raise AssertionError("unreachable")
 
-    def request_head(self, bucket: str, host: str, upload: Upload) -> bytes:
-        path = (
-            f"/{bucket}/{quote(upload.key, safe='/-_.~')}" if self.path_style else f"/{quote(upload.key, safe='/-_.~')}"
-        )
+    def request_head(self, bucket: str, upload: Upload) -> bytes:
+        host, path = s3_address(self.netloc, bucket, upload.key, self.path_style)
         checksum = base64.b64encode(bytes.fromhex(upload.sha256)).decode()
         headers = {**self.headers, "host": host, "content-length": str(upload.size), "x-amz-checksum-sha256": checksum}
         signed = {**self.signer.sign("PUT", path, "", headers, upload.sha256), "user-agent": USER_AGENT}
@@ -217,6 +216,16 @@ def behind_proxy(url: str, environ: Mapping[str, str] | None = None) -> bool:
     proxies = {name.lower()[:-6]: value for name, value in sorted(named, key=lambda item: item[0].islower())}
     parts = urlsplit(url)
     return parts.scheme in proxies and not proxy_bypass_environment(parts.netloc, proxies)
+
+
+def transient(status: int | None, body: bytes) -> bool:
+    """An answer worth retrying: a 5xx botocore retries, or S3's throttling and timeout codes."""
+    return status in RETRY_STATUS or any(code in body for code in RETRY_CODES)
+
+
+def split_for_single_puts(uploads: list[Upload]) -> tuple[list[Upload], list[Upload]]:
+    """(files SinglePuts sends whole, files above SINGLE_PUT_MAX that go up in parts)."""
+    return [u for u in uploads if u.size <= SINGLE_PUT_MAX], [u for u in uploads if u.size > SINGLE_PUT_MAX]
 
 
 def backoff(attempt: int) -> float:
@@ -261,10 +270,7 @@ class Requests:
         body: bytes | None = None, headers: dict[str, str] | None = None,
     ) -> Response:  # fmt: skip
         """Send the request; an answer of any status is returned, an unreachable endpoint raises OSError."""
-        host = self.netloc if self.path_style else f"{bucket}.{self.netloc}"
-        path = f"/{bucket}/{quote(key, safe='/-_.~')}" if self.path_style else f"/{quote(key, safe='/-_.~')}"
-        if self.path_style and not key:
-            path = f"/{bucket}"
+        host, path = s3_address(self.netloc, bucket, key, self.path_style)
         target = path + ("?" + canonical_query(query) if query else "")
         for attempt in range(MAX_ATTEMPTS):
             fields = {"host": host, **(headers or {})}
@@ -280,8 +286,7 @@ class Requests:
                 if attempt == MAX_ATTEMPTS - 1:
                     raise OSError(str(exc) or type(exc).__name__) from None
             else:
-                retry = response.status in RETRY_STATUS or any(code in response.body for code in RETRY_CODES)
-                if not retry or attempt == MAX_ATTEMPTS - 1:
+                if not transient(response.status, response.body) or attempt == MAX_ATTEMPTS - 1:
                     return response
             time.sleep(backoff(attempt))
         raise AssertionError("unreachable")

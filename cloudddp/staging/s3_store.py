@@ -15,6 +15,7 @@ import base64
 import hashlib
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from functools import cached_property
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -57,8 +58,15 @@ class S3Store:
         self.bucket = location.bucket
         # SSE-KMS on every object written (the SageMaker provider's one key for volume, output and uploads).
         self.sse: dict[str, str] = {"ServerSideEncryption": "aws:kms", "SSEKMSKeyId": kms_key} if kms_key else {}
+        self.credentials = credentials
+
+    @cached_property
+    def puts(self) -> s3_http.SinglePuts | None:
+        """The PUT client for files up to 64 MiB, aimed at the first upload (the probe builds a botocore request)."""
+        if self.credentials is None:
+            return None
         sse = {name.lower(): value for name, value in s3_crt.sse_headers(self.sse)}
-        self.puts = aimed_puts(client, self.bucket, region, credentials, sse) if credentials is not None else None
+        return aimed_puts(self.client, self.bucket, self.region, self.credentials, sse)
 
     # -- errors -------------------------------------------------------------------------
     def error(self, exc: Exception, action: str, key: str | None = None) -> CloudDDPError:
@@ -133,13 +141,12 @@ class S3Store:
 
     def upload(self, uploads: list[Upload], on_done: Callable[[Upload], None]) -> None:
         if self.puts is not None:
-            self.puts.upload(self.bucket, [u for u in uploads if u.size <= s3_http.SINGLE_PUT_MAX], on_done,
-                             self.crt_failure)  # fmt: skip
-            uploads = [u for u in uploads if u.size > s3_http.SINGLE_PUT_MAX]
+            whole, uploads = s3_http.split_for_single_puts(uploads)
+            self.puts.upload(self.bucket, whole, on_done, self.upload_failure)
         if not uploads:
             return
         if self.crt is not None:
-            self.crt.upload(self.bucket, uploads, on_done, self.crt_failure, s3_crt.sse_headers(self.sse))
+            self.crt.upload(self.bucket, uploads, on_done, self.upload_failure, s3_crt.sse_headers(self.sse))
             return
         upload_in_parallel(uploads, self.upload_one, on_done, THREADS)
 
@@ -173,7 +180,7 @@ class S3Store:
     def mismatch(self, upload: Upload) -> CloudDDPError:
         return s3_crt.mismatch(self.bucket, upload)
 
-    def crt_failure(self, upload: Upload, status: int | None, body: bytes, error: Exception | None) -> CloudDDPError:
+    def upload_failure(self, upload: Upload, status: int | None, body: bytes, error: Exception | None) -> CloudDDPError:
         return s3_crt.upload_failure(self.bucket, upload, status, body, error)
 
     def copy(self, pairs: list[tuple[str, str]]) -> None:

@@ -1,8 +1,8 @@
 """cloudddp's SigV4 signer (staging/sigv4.py) against botocore's own S3SigV4Auth: the same request,
 at the same instant, must carry the same Authorization header, byte for byte.
 
-The reference is botocore's signer (boto/botocore, botocore/auth.py, S3SigV4Auth; the version pinned
-in the dev environment), as used for every S3 request boto3 sends."""
+The reference is botocore's signer (boto/botocore, botocore/auth.py, S3SigV4Auth), run live from the dev
+environment's botocore (1.44.5 when written), as used for every S3 request boto3 sends."""
 
 from __future__ import annotations
 
