@@ -397,9 +397,15 @@ def demo_data(
     out.print(f"wrote {counts['train']} training and {counts['val']} validation images to {directory}")
 
 
-from cloudddp.staging.cli import stage_command  # noqa: E402  (`cloudddp stage`; its options live there)
+@app.command(
+    "stage", add_help_option=False,
+    context_settings={"allow_extra_args": True, "ignore_unknown_options": True, "help_option_names": []},
+)  # fmt: skip
+def stage(ctx: typer.Context) -> None:
+    """Upload a dataset incrementally and verified; print the URI a job should read (see: cloudddp stage -h)."""
+    from cloudddp.staging.cli import main as stage_main  # its own parser: console.py sends `cloudddp stage` there
 
-app.command("stage", context_settings={"help_option_names": ["-h", "--help"]})(stage_command)
+    stage_main(ctx.args)
 
 
 def main() -> None:

@@ -132,8 +132,7 @@ def plan_objects(
     if options.layout == PLAIN:
         manifest = Manifest(version, PLAIN, [FileEntry(h.file.relative, h.file.size, h.sha256) for h in hashed],
                             [ObjectEntry(h.file.relative, h.file.size, h.sha256) for h in hashed])  # fmt: skip
-        uploads = [Upload(key(version, h.file.relative), h.file.path, h.file.size, h.sha256, h.md5, h.file)
-                   for h in hashed]  # fmt: skip
+        uploads = [upload_of(h, key(version, h.file.relative)) for h in hashed]
         return manifest, uploads
     assert work is not None
     progress.phase("building shards")
@@ -143,17 +142,20 @@ def plan_objects(
     membership = {m.path: s.name for s in built for m in s.members}
     files = [FileEntry(h.file.relative, h.file.size, h.sha256, membership[h.file.relative]) for h in hashed]
     index = local_files.hash_file(local_files.describe(index_path, shards.INDEX_NAME), store.md5_part_size)
-    built_objects = [(s.name, s.path, s.size, s.sha256) for s in built]  # SHA-256 taken while writing
-    built_objects.append((shards.INDEX_NAME, index_path, index.file.size, index.sha256))
-    md5s = {shards.INDEX_NAME: index.md5}
+    uploads = [Upload(key(version, s.name), s.path, s.size, s.sha256, crc32=s.crc32) for s in built]  # fmt: skip
     if store.md5_part_size:  # OCI checks MD5s: one more read of each shard
-        md5s.update({s.name: local_files.hash_file(local_files.describe(s.path, s.name), store.md5_part_size).md5
-                     for s in built})  # fmt: skip
-    objects = [ObjectEntry(name, size, sha256) for name, _, size, sha256 in built_objects]
-    uploads = [
-        Upload(key(version, name), path, size, sha256, md5s.get(name)) for name, path, size, sha256 in built_objects
-    ]
+        uploads = [upload_of(local_files.hash_file(local_files.describe(u.path, s.name), store.md5_part_size), u.key,
+                             source=False) for u, s in zip(uploads, built, strict=True)]  # fmt: skip
+    uploads.append(upload_of(index, key(version, shards.INDEX_NAME), source=False))
+    names = [*(s.name for s in built), shards.INDEX_NAME]
+    objects = [ObjectEntry(name, u.size, u.sha256) for name, u in zip(names, uploads, strict=True)]
     return Manifest(version, SHARDS, files, objects), uploads
+
+
+def upload_of(hashed: local_files.Hashed, key: str, source: bool = True) -> Upload:
+    """The upload of a scanned file to `key`; `source`: the user's own file, checked for changes after it lands."""
+    h = hashed
+    return Upload(key, h.file.path, h.file.size, h.sha256, h.md5, h.file if source else None, h.crc32)
 
 
 def transfer(
@@ -233,8 +235,7 @@ def copy_folder(local: str | Path, store: ObjectStore, progress: Progress | None
     progress = progress or Progress()
     files = local_files.list_files(Path(local))
     hashed = local_files.hash_files(files, md5_part_size=store.md5_part_size)
-    uploads = [Upload(store.location.key(h.file.relative), h.file.path, h.file.size, h.sha256, h.md5, h.file)
-               for h in hashed]  # fmt: skip
+    uploads = [upload_of(h, store.location.key(h.file.relative)) for h in hashed]
     result = StageResult(uri=store.location.uri(folder=True), version="", layout=PLAIN, files=len(files))
     progress.start(len(uploads), sum(u.size for u in uploads))
 

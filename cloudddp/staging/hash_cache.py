@@ -18,7 +18,7 @@ from pathlib import Path
 
 from cloudddp.staging.local_files import Hashed, LocalFile
 
-FORMAT = 1
+FORMAT = 2  # 2: with the CRC-32; a cache of format 1 is ignored (its files are hashed once more)
 RACY_NS = 2_000_000_000  # coarse file-system timestamps (2 s on FAT) included
 CACHE_VARIABLE = "CLOUDDDP_CACHE_DIR"
 
@@ -53,13 +53,13 @@ class HashCache:
         entry = self.entries.get(file.relative)
         if not entry or entry[0] != identity(file) or entry[3] != md5_part_size:
             return None
-        return Hashed(file, entry[1], entry[2])
+        return Hashed(file, entry[1], entry[2], entry[4])
 
     def save(self, hashed: list[Hashed], md5_part_size: int | None) -> None:
         """Remember these hashes (and only these: files gone from the folder are forgotten)."""
         now = time.time_ns()
         entries = {
-            h.file.relative: [identity(h.file), h.sha256, h.md5, md5_part_size]
+            h.file.relative: [identity(h.file), h.sha256, h.md5, md5_part_size, h.crc32]
             for h in hashed
             if now - max(h.file.mtime_ns, h.file.ctime_ns) > RACY_NS
         }

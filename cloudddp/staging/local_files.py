@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import os
+import zlib
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -41,6 +42,10 @@ class Hashed:
     # The MD5 as OCI Object Storage reports it: base64 of the bytes' MD5, or for a file uploaded in parts
     # "<base64 MD5 of the parts' MD5s>-<part count>". None when the store does not check MD5s.
     md5: str | None
+    # zlib's CRC-32 of the bytes (S3's `x-amz-checksum-crc32`): what each PUT and each shard member is checked
+    # against. S3 verifies it at ~10x the speed of a SHA-256 (measured: SeaweedFS spent ~1.2 s more CPU on
+    # 256 MiB with `x-amz-checksum-sha256`). None where it was not computed (older hash caches).
+    crc32: int | None = None
 
 
 def list_files(root: Path) -> list[LocalFile]:
@@ -93,8 +98,8 @@ def describe(path: Path, relative: str) -> LocalFile:
 
 
 def hash_file(file: LocalFile, md5_part_size: int | None = None) -> Hashed:
-    """SHA-256 of the content and, with `md5_part_size`, its MD5 (per part above that size), in one read."""
-    sha = hashlib.sha256()
+    """SHA-256 and CRC-32 of the content and, with `md5_part_size`, its MD5 (per part above that size), in one read."""
+    sha, crc = hashlib.sha256(), 0
     md5 = hashlib.md5(usedforsecurity=False) if md5_part_size else None
     parts: list[bytes] = []
     in_part = 0
@@ -102,6 +107,7 @@ def hash_file(file: LocalFile, md5_part_size: int | None = None) -> Hashed:
         with open(file.path, "rb") as handle:
             while block := handle.read(READ_BLOCK):
                 sha.update(block)
+                crc = zlib.crc32(block, crc)
                 while md5_part_size and md5 and block:
                     take = block[: md5_part_size - in_part]
                     md5.update(take)
@@ -112,7 +118,7 @@ def hash_file(file: LocalFile, md5_part_size: int | None = None) -> Hashed:
                         md5, in_part = hashlib.md5(usedforsecurity=False), 0
     except OSError as exc:
         raise CloudDDPError(f"cannot read {str(file.path)!r}: {exc.strerror}.") from None
-    return Hashed(file, sha.hexdigest(), oci_md5(md5, parts, in_part) if md5 else None)
+    return Hashed(file, sha.hexdigest(), oci_md5(md5, parts, in_part) if md5 else None, crc)
 
 
 def oci_md5(last: Any, parts: list[bytes], in_last: int) -> str:

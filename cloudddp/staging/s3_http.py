@@ -11,8 +11,10 @@ signature (sigv4.py: the scan's SHA-256 is the payload hash) and one write: ~0.1
 64 MiB files sendfile needs half the CRT's CPU too (benchmarks/RESULTS-staging.md, run 6).
 Files above 64 MiB go through the CRT (s3_crt.py), which splits them into parts.
 
-Each PUT carries the scan's SHA-256 twice: as the signed payload hash and as
-`x-amz-checksum-sha256`, so S3 refuses bytes that differ from what was scanned. Retries follow
+Each PUT carries the scan's SHA-256 as its signed payload hash (S3 answers
+XAmzContentSHA256Mismatch to other bytes) and the scan's CRC-32 as `x-amz-checksum-crc32`
+(BadDigest; S3-compatible servers such as SeaweedFS check this one and not the payload hash), so
+S3 refuses bytes that differ from what was scanned. Retries follow
 botocore's standard mode: connection errors, 500/502/503/504 and S3's throttling and timeout
 codes are retried (the PUT is idempotent: same key, same bytes) with jittered exponential
 back-off; anything else is final and goes to the caller's `failure`.
@@ -21,7 +23,6 @@ back-off; anything else is final and goes to the caller's `failure`.
 from __future__ import annotations
 
 import asyncio
-import base64
 import hashlib
 import http.client
 import os
@@ -34,7 +35,7 @@ from dataclasses import dataclass
 from urllib.parse import quote, urlsplit
 
 from cloudddp.staging.location import s3_address
-from cloudddp.staging.s3_crt import PART_SIZE, changed_while_uploading
+from cloudddp.staging.s3_crt import PART_SIZE, changed_while_uploading, checksum_header
 from cloudddp.staging.sigv4 import Signer
 from cloudddp.staging.store import Upload
 
@@ -145,7 +146,7 @@ class SinglePuts:
     async def upload_all(
         self, bucket: str, pending: list[Upload], on_done: Callable[[Upload], None], failure: Failure
     ) -> None:
-        server = self.hostname if self.path_style else f"{bucket}.{self.hostname}"  # what to connect to (TLS: SNI)
+        server = self.server(bucket)
         workers = [
             self.worker(bucket, server, pending, on_done, failure) for _ in range(min(self.connections, len(pending)))
         ]
@@ -195,10 +196,13 @@ class SinglePuts:
             await asyncio.sleep(backoff(attempt))
         raise AssertionError("unreachable")
 
+    def server(self, bucket: str) -> str:
+        """The host name to connect to (and, with TLS, to name in SNI)."""
+        return self.hostname if self.path_style else f"{bucket}.{self.hostname}"
+
     def request_head(self, bucket: str, upload: Upload) -> bytes:
         host, path = s3_address(self.netloc, bucket, upload.key, self.path_style)
-        checksum = base64.b64encode(bytes.fromhex(upload.sha256)).decode()
-        headers = {**self.headers, "host": host, "content-length": str(upload.size), "x-amz-checksum-sha256": checksum}
+        headers = {**self.headers, "host": host, "content-length": str(upload.size), **dict([checksum_header(upload)])}
         signed = {**self.signer.sign("PUT", path, "", headers, upload.sha256), "user-agent": USER_AGENT}
         return (f"PUT {path} HTTP/1.1\r\n" + "".join(f"{k}: {v}\r\n" for k, v in signed.items()) + "\r\n").encode()
 

@@ -4,7 +4,8 @@ Listing, small objects, copies and deletes go through boto3. Files up to 64 MiB 
 cloudddp's own PUT client (s3_http.py), aimed where botocore sends (`aimed_puts`) and signed
 with botocore's credentials; larger ones through the AWS Common Runtime's S3 client
 (`awscrt`) when it is installed, else boto3 from a thread pool (`--transport` picks one).
-Either way every PUT carries the SHA-256 the scan computed (`x-amz-checksum-sha256`), so
+Either way every PUT carries a checksum the scan computed (`x-amz-checksum-crc32` from
+cloudddp's client and the CRT, `x-amz-checksum-sha256` from boto3), so
 S3 stores the object only if the bytes it received are the bytes that were hashed; large
 files go up in parts, each part with its own checksum.
 """

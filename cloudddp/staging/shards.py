@@ -16,7 +16,7 @@ import json
 import queue
 import tarfile
 import threading
-from collections.abc import Callable
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
@@ -42,18 +42,22 @@ class Shard:
     path: Path
     size: int = 0
     sha256: str = ""
+    crc32: int = 0
     members: list[Member] = field(default_factory=list)
 
 
 class HashingWriter:
-    """A write-only file that hashes and counts what goes through it.
+    """A write-only file that hashes and counts what goes through it: CRC-32 inline, SHA-256 on a thread.
 
-    The shard's SHA-256 is computed on a second thread: the builder's own thread is busy checking
-    each member's SHA-256, and hashlib releases the GIL, so the two digests use two cores (SHA-256
-    is most of a shard build's time: ~0.7 s of 0.8 s for 2000 files of 20 KiB, measured)."""
+    The shard's SHA-256 (the manifest's record of it, and the signed payload hash of its PUT) is most
+    of a build's CPU: ~0.11 s for 40 MiB on this machine, where reading, checking each member's CRC-32
+    and writing take ~0.1 s together. hashlib releases the GIL, so a second thread overlaps the two.
+    Writes are gathered into ~1 MiB blocks: per-member writes and hand-overs cost more than the copy."""
 
     def __init__(self, raw: IO[bytes]) -> None:
-        self.raw, self.digest, self.written = raw, hashlib.sha256(), 0
+        self.raw, self.digest, self.crc32, self.written = raw, hashlib.sha256(), 0, 0
+        self.pending: list[bytes] = []
+        self.pending_size = 0
         self.blocks: queue.SimpleQueue[bytes | None] = queue.SimpleQueue()
         self.hasher = threading.Thread(target=self.hash_blocks, daemon=True)
         self.hasher.start()
@@ -63,10 +67,19 @@ class HashingWriter:
             self.digest.update(block)
 
     def write(self, data: bytes) -> int:
-        self.raw.write(data)
-        self.blocks.put(data)
+        self.pending.append(data)
+        self.pending_size += len(data)
         self.written += len(data)
+        if self.pending_size >= READ_BLOCK:
+            self.flush()
         return len(data)
+
+    def flush(self) -> None:
+        block = b"".join(self.pending)
+        self.pending, self.pending_size = [], 0
+        self.raw.write(block)
+        self.blocks.put(block)
+        self.crc32 = zlib.crc32(block, self.crc32)
 
     def hexdigest(self) -> str:
         """The digest of everything written; call once, after the last write (also ends the thread)."""
@@ -75,6 +88,7 @@ class HashingWriter:
 
     def close(self) -> None:
         if self.hasher.is_alive():
+            self.flush()
             self.blocks.put(None)
             self.hasher.join()
 
@@ -121,7 +135,7 @@ def write_shard(shard: Shard, items: list[Hashed]) -> None:
         out = HashingWriter(raw)
         try:
             for item in items:
-                # Headers written by hand (not TarFile.addfile) so the data can be copied and hashed in one pass.
+                # Headers written by hand (not TarFile.addfile) so the data can be copied and checked in one pass.
                 out.write(member_header(item))
                 shard.members.append(Member(item.file.relative, out.written, item.file.size))
                 copy_checked(item, out)
@@ -130,26 +144,30 @@ def write_shard(shard: Shard, items: list[Hashed]) -> None:
             out.write(b"\0" * ((-out.written) % tarfile.RECORDSIZE))
         finally:
             out.close()
-        shard.size, shard.sha256 = out.written, out.hexdigest()
+        shard.size, shard.sha256, shard.crc32 = out.written, out.hexdigest(), out.crc32
 
 
 def copy_checked(item: Hashed, out: HashingWriter) -> None:
-    digest, copied = hashlib.sha256(), 0
+    """Copy the file into the shard, checked against its scan: the CRC-32 where the scan took one (an
+    accidental change escapes it with odds of 2^-32, at ~8x less CPU than a SHA-256), else the SHA-256."""
+    digest, crc, copied = hashlib.sha256() if item.crc32 is None else None, 0, 0
     with open(item.file.path, "rb") as source:
         while copied < item.file.size and (block := source.read(min(READ_BLOCK, item.file.size - copied))):
-            digest.update(block)
+            if digest:
+                digest.update(block)
+            else:
+                crc = zlib.crc32(block, crc)
             out.write(block)
             copied += len(block)
-    if copied != item.file.size or digest.hexdigest() != item.sha256:
+    same = digest.hexdigest() == item.sha256 if digest else crc == item.crc32
+    if copied != item.file.size or not same:
         raise CloudDDPError(
             f"{str(item.file.path)!r} changed while it was being staged (its size or content differs from when it was "
             f"scanned). Stage again once nothing writes to it."
         )
 
 
-def build_shards(
-    files: list[Hashed], folder: Path, shard_size: int, on_shard: Callable[[Shard], None] | None = None
-) -> list[Shard]:
+def build_shards(files: list[Hashed], folder: Path, shard_size: int) -> list[Shard]:
     """Pack `files` into tar shards under `folder`; disk-full is an error naming the folder."""
     shards: list[Shard] = []
     for number, items in enumerate(plan_shards(files, shard_size)):
@@ -166,8 +184,6 @@ def build_shards(
                 ) from None
             raise CloudDDPError(f"cannot write the shard {str(shard.path)!r}: {exc.strerror}.") from None
         shards.append(shard)
-        if on_shard:
-            on_shard(shard)
     return shards
 
 

@@ -25,6 +25,7 @@ class Upload:
     sha256: str  # hex, of the bytes scanned
     md5: str | None = None  # where the store verifies with MD5: as it reports it (see local_files.Hashed)
     source: LocalFile | None = None  # the user's file (not a shard): checked for changes after the upload
+    crc32: int | None = None  # of the bytes scanned (zlib.crc32); S3 stores check it where given, else the SHA-256
 
 
 class ObjectStore(Protocol):

@@ -6,7 +6,9 @@ Runs the real engine against moto's in-process S3; file reads are counted by wra
 
 from __future__ import annotations
 
+import json
 import os
+import zlib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -115,3 +117,24 @@ def test_the_cache_lives_where_the_variable_says(monkeypatch: pytest.MonkeyPatch
     monkeypatch.delenv("CLOUDDDP_CACHE_DIR")
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "x"))
     assert hash_cache.cache_dir() == tmp_path / "x" / "cloudddp"
+
+
+def test_a_cache_of_the_previous_format_is_hashed_again_and_its_crc32_is_remembered(
+    s3: Any, data: Path, tmp_path: Path, reads: list[str], not_racy: None
+) -> None:
+    """Format 1 had no CRC-32 (what uploads and shard members are now checked against): trusting it
+    would leave every file unchecked by CRC, so it is read once more and rewritten in format 2."""
+    options = StageOptions(hash_cache=tmp_path / "cache")
+    first = stage(data, store(s3), options)
+    (cache_file,) = (tmp_path / "cache").iterdir()
+    body = json.loads(cache_file.read_text())
+    assert body["format"] == hash_cache.FORMAT == 2
+    crcs = {name: entry[4] for name, entry in body["files"].items()}
+    assert crcs == {f.relative: zlib.crc32(f.path.read_bytes()) for f in local_files.list_files(data)}
+    body["format"] = 1
+    body["files"] = {name: entry[:4] for name, entry in body["files"].items()}  # as format 1 wrote them
+    cache_file.write_text(json.dumps(body))
+    reads.clear()
+    again = stage(data, store(s3), options)
+    assert len(reads) == 6 and again.unchanged and again.uri == first.uri
+    assert json.loads(cache_file.read_text())["format"] == 2

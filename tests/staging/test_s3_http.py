@@ -4,7 +4,9 @@ instead of forwarding it: what is retried, what is not, and that every object la
 
 from __future__ import annotations
 
+import base64
 import os
+import zlib
 from pathlib import Path
 
 import pytest
@@ -13,10 +15,10 @@ from s3_gate import Refusal, S3Gate
 
 from cloudddp.errors import CloudDDPError
 from cloudddp.staging import s3_http
-from cloudddp.staging.engine import stage
+from cloudddp.staging.engine import StageOptions, stage
 from cloudddp.staging.local_files import describe, hash_file
 from cloudddp.staging.location import parse_location
-from cloudddp.staging.manifest import MANIFEST_NAME
+from cloudddp.staging.manifest import MANIFEST_NAME, PLAIN, SHARDS
 from cloudddp.staging.s3_direct import DirectS3Store, plain_configuration
 from cloudddp.staging.store import Upload
 
@@ -89,20 +91,23 @@ def test_a_server_error_that_persists_ends_after_the_last_attempt_naming_the_fil
 
 
 @pytest.mark.parametrize(
-    ("size", "change"),
-    [(1000, "grown"), (400_000, "cut short"), (1000, "same size, other bytes"), (400_000, "same size, other bytes")],
-)
+    ("size", "change", "checksum"),
+    [(1000, "grown", "crc32"), (400_000, "cut short", "crc32"), (1000, "same size, other bytes", "crc32"),
+     (400_000, "same size, other bytes", "crc32"), (400_000, "same size, other bytes", "sha256")],
+)  # fmt: skip
 def test_a_file_that_changes_after_the_scan_is_named_and_not_published(
-    seaweed: SeaweedS3, gate: S3Gate, tmp_path: Path, size: int, change: str
+    seaweed: SeaweedS3, gate: S3Gate, tmp_path: Path, size: int, change: str, checksum: str
 ) -> None:
     """Inline bodies (one write) and sendfile bodies. A changed size is caught before or while sending;
-    other bytes of the same size only by S3, which checks them against the scan's SHA-256."""
+    other bytes of the same size only by S3, which checks them against the scan's CRC-32 (its SHA-256
+    where an upload has no CRC-32)."""
     path = tmp_path / "f.bin"
     path.write_bytes(os.urandom(size))
     scanned = hash_file(describe(path, "f.bin"))
     path.write_bytes({"grown": path.read_bytes() + b"more", "cut short": path.read_bytes()[: size // 2],
                       "same size, other bytes": os.urandom(size)}[change])  # fmt: skip
-    upload = Upload("changed/f.bin", path, size, scanned.sha256, None, scanned.file)
+    crc32 = scanned.crc32 if checksum == "crc32" else None
+    upload = Upload("changed/f.bin", path, size, scanned.sha256, None, scanned.file, crc32)
     store = store_for(seaweed, gate, "s3://http/changed", tmp_path)
     with pytest.raises(CloudDDPError, match=r"f\.bin' changed while it was being uploaded"):
         store.upload([upload], lambda _: None)
@@ -136,3 +141,22 @@ def test_uploads_work_from_inside_a_running_event_loop_as_in_a_notebook_cell(
 
     uri = asyncio.run(cell())
     assert held_by_server(seaweed, uri) == local(data)
+
+
+@pytest.mark.parametrize("layout", [PLAIN, SHARDS])
+def test_each_object_is_stored_with_the_crc32_of_the_local_bytes(
+    seaweed: SeaweedS3, gate: S3Gate, tmp_path: Path, layout: str
+) -> None:
+    """The server checked each PUT against the CRC-32 sent and keeps it: HeadObject with ChecksumMode
+    returns it (botocore's s3 service model, ChecksumCRC32 <- x-amz-checksum-crc32), equal to the CRC-32
+    of the bytes the test reads back, which equal the local files."""
+    data = make_files(tmp_path / "data", [100, 300_000, 5000])
+    uri = stage(data, store_for(seaweed, gate, f"s3://http/crc-{layout}", tmp_path), StageOptions(layout=layout)).uri
+    held = held_by_server(seaweed, uri)
+    if layout == PLAIN:
+        assert held == local(data)
+    bucket, _, prefix = uri.removeprefix("s3://").partition("/")
+    client = seaweed.client()
+    for name, body in held.items():
+        head = client.head_object(Bucket=bucket, Key=prefix + name, ChecksumMode="ENABLED")
+        assert head["ChecksumCRC32"] == base64.b64encode(zlib.crc32(body).to_bytes(4, "big")).decode(), name

@@ -6,11 +6,14 @@ code made, not what a fake says it received.
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
 import io
 import itertools
 import json
 import os
 import tarfile
+import zlib
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -269,3 +272,45 @@ def test_bad_destinations_and_options_exit_2_naming_the_value(data: Path) -> Non
         )
         assert done.returncode == 2 and named in done.stderr, (args, done.stderr)
         assert "Traceback" not in done.stderr and done.stdout == ""
+
+
+@pytest.mark.parametrize("checked_by", ["crc32", "sha256"])
+def test_a_file_changed_between_scan_and_shard_build_is_named(data: Path, tmp_path: Path, checked_by: str) -> None:
+    """Same size, other bytes: only the member check can tell. The scan's CRC-32 is what it compares
+    (a SHA-256 where the scan has no CRC-32, as from a hash cache of the previous format)."""
+    hashed = hash_files(list_files(data))
+    if checked_by == "sha256":
+        hashed = [dataclasses.replace(h, crc32=None) for h in hashed]
+    changed = data / "train/class1/img01.png"
+    changed.write_bytes(os.urandom(changed.stat().st_size))
+    with pytest.raises(CloudDDPError, match=r"img01\.png' changed while it was being staged"):
+        build_shards(hashed, tmp_path, 1 << 20)
+
+
+def test_a_shard_holds_exactly_the_scanned_bytes_and_its_recorded_checksums(data: Path, tmp_path: Path) -> None:
+    hashed = hash_files(list_files(data))
+    (shard,) = build_shards(hashed, tmp_path, 1 << 20)
+    raw = shard.path.read_bytes()
+    assert (shard.size, shard.sha256, shard.crc32) == (len(raw), hashlib.sha256(raw).hexdigest(), zlib.crc32(raw))
+    with tarfile.open(shard.path) as tar:
+        assert {m.name: tar.extractfile(m).read() for m in tar.getmembers()} == {  # type: ignore[union-attr]
+            h.file.relative: h.file.path.read_bytes() for h in hashed
+        }
+
+
+def test_stage_help_lists_its_options_and_the_main_cli_hands_stage_to_the_same_parser(data: Path) -> None:
+    from helpers import run_cli
+    from typer.testing import CliRunner
+
+    from cloudddp.cli import app
+
+    shown = run_cli("stage", "--help", timeout=60)
+    assert shown.returncode == 0 and "usage: cloudddp stage" in shown.stdout
+    for option in ("--shards", "--plain", "--shard-size", "--shard-dir", "--delete", "--create-bucket", "--transport",
+                   "--no-progress", "--no-hash-cache"):  # fmt: skip
+        assert option in shown.stdout, option
+    assert "stage" in run_cli("--help", timeout=60).stdout
+    forwarded = CliRunner().invoke(app, ["stage", str(data), "s3://bkt/x", "--shard-size", "0"])
+    assert forwarded.exit_code == 2 and "--shard-size 0" in forwarded.output
+    unknown = run_cli("stage", str(data), "s3://bkt/x", "--shard", timeout=60)
+    assert unknown.returncode == 2 and "--shard" in unknown.stderr and "Traceback" not in unknown.stderr

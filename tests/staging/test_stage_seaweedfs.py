@@ -85,7 +85,7 @@ def test_the_server_rejects_bytes_that_do_not_match_the_scanned_checksum(
     for transport in ("crt", "boto3"):
         store = open_s3_store(parse_location("s3://data/integrity"), transport)
         assert (store.crt is not None) == (transport == "crt")
-        with pytest.raises(CloudDDPError, match=r"f\.bin.*do not match their SHA-256"):
+        with pytest.raises(CloudDDPError, match=r"f\.bin.*do not match their checksum"):
             store.upload([Upload("integrity/f.bin", path, path.stat().st_size, wrong)], lambda _: None)
     assert "Contents" not in client(seaweed).list_objects_v2(Bucket="data", Prefix="integrity/")
 
