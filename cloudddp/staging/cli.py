@@ -22,6 +22,11 @@ from cloudddp.staging.shards import DEFAULT_SHARD_SIZE
 from cloudddp.staging.store import ObjectStore
 
 MIB = 1024 * 1024
+INTERRUPTED_EXIT_CODE = 130  # 128 + SIGINT, as a shell reports Ctrl-C
+INTERRUPTED = (
+    "cloudddp: interrupted. Run the same command again to finish: objects that were uploaded completely are kept "
+    "and not sent again, and a version is published only once every object is there."
+)
 
 
 def open_store(location: Location, transport: str) -> ObjectStore:
@@ -111,3 +116,6 @@ def main(args: list[str]) -> None:
     except CloudDDPError as exc:
         print_error(exc)
         sys.exit(exc.exit_code)
+    except KeyboardInterrupt:  # true at any moment: the engine publishes only a complete version
+        print(INTERRUPTED, file=sys.stderr, flush=True)
+        sys.exit(INTERRUPTED_EXIT_CODE)

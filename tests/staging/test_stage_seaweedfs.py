@@ -158,3 +158,34 @@ def test_connections_lost_mid_upload_are_retried_and_the_stage_completes(
     sent = [t for m, t in gate.state.targets if m == "PUT"]
     in_flight_when_dropped = {t for m, t in gate.state.late if m == "PUT"}
     assert len(set(sent) | in_flight_when_dropped) == 31 and sent[-1].endswith(MANIFEST_NAME)  # the manifest last
+
+
+@pytest.mark.slow
+def test_ctrl_c_mid_upload_says_how_to_finish_and_the_rerun_sends_only_the_rest(
+    seaweed: SeaweedS3, gate: S3Gate, tmp_path: Path
+) -> None:
+    data = make_data(tmp_path / "data", 30)
+    gate.allow_puts(10)
+    argv = [sys.executable, "-c", "from cloudddp.console import main; main()", "stage", str(data), "s3://data/ctrlc"]
+    process = subprocess.Popen(argv, env=clean_env(env_for(seaweed, gate)), stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        reached = gate.wait_for(lambda s: s.forwarded["PUT"] == 10 and s.held > 0, timeout=120)
+        assert reached, "no PUT held"
+        process.send_signal(signal.SIGINT)
+        out, err = process.communicate(timeout=120)
+    finally:
+        process.kill()
+    assert process.returncode == 130, err
+    assert "cloudddp: interrupted. Run the same command again to finish" in err and "Traceback" not in err
+    assert out == ""  # no URI: nothing was published
+    gate.drop_held()
+    assert gate.wait_for(lambda s: s.in_flight == 0, timeout=60)
+    landed = {f"/data/ctrlc/{k}" for k in downloaded(seaweed, "s3://data/ctrlc/")}
+    assert not [t for t in landed if t.endswith(MANIFEST_NAME)] and len(landed) >= 10
+    gate.reset()
+    rerun = run_cli("stage", str(data), "s3://data/ctrlc", env=env_for(seaweed, gate), timeout=300)
+    assert rerun.returncode == 0, rerun.stderr
+    assert f"{len(landed)} already there from an interrupted run" in rerun.stdout
+    assert len({t for m, t in gate.state.targets if m == "PUT"}) == 30 - len(landed) + 1  # the rest, the manifest
+    assert downloaded(seaweed, rerun.stdout.strip().splitlines()[-1]) == local(data)
