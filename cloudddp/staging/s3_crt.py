@@ -126,9 +126,11 @@ class CrtUploader:
 def checksum_header(upload: Upload) -> tuple[str, str]:
     """The checksum S3 verifies a single PUT against: the scan's CRC-32 where it took one, else its SHA-256.
 
-    Why CRC-32: SeaweedFS spent ~1.2 s more CPU on 4 x 64 MiB with `x-amz-checksum-sha256` than with
-    `x-amz-checksum-crc32` (measured from /proc, medians), on a machine whose cores client and server share.
-    The SHA-256 still goes as the signed payload hash, which S3 itself verifies."""
+    CRC-32 is botocore's own default for PutObject (botocore 1.44.5, httpchecksum.py:
+    DEFAULT_CHECKSUM_ALGORITHM = "CRC32"; over plain HTTP it goes as this header, beside a signed payload).
+    Why not SHA-256 here: SeaweedFS spent ~1.2 s more CPU on 4 x 64 MiB with `x-amz-checksum-sha256`
+    (measured from /proc, benchmarks/RESULTS-staging.md run 8), on a machine whose cores client and server
+    share. The SHA-256 still goes as the signed payload hash, which S3 itself verifies."""
     if upload.crc32 is not None:
         return "x-amz-checksum-crc32", base64.b64encode(upload.crc32.to_bytes(4, "big")).decode()
     return "x-amz-checksum-sha256", b64(upload.sha256)
