@@ -19,6 +19,12 @@ PYTHON = sys.executable
 PLATFORM_PREFIXES = ("SM_", "SLURM_", "PBS_", "PET_", "OCI__", "AWS_BATCH_", "SKYPILOT_", "TORCHELASTIC_", "CLOUDDDP_")
 PLATFORM_NAMES = {"MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "RANK", "NODE_RANK", "INITIAL_CLUSTER_SIZE",
                   "CLUSTER_NODES_METADATA_FILE", "LOCAL_RANK", "OMP_NUM_THREADS"}  # fmt: skip
+# `cloudddp` for a test that presses Ctrl-C (sends SIGINT): Python's own SIGINT handler installed first, as Python
+# installs it in a terminal's foreground job. A background job of a non-interactive shell (`.ci/run ... &`) starts
+# with SIGINT ignored (POSIX), children inherit that, and Python then never raises KeyboardInterrupt: the CLI
+# would sleep through the test's SIGINT (reproduced: the test timed out exactly so).
+CLI_FOR_CTRL_C = ["-c", "import signal; signal.signal(signal.SIGINT, signal.default_int_handler); "
+                  "from cloudddp.console import main; main()"]  # fmt: skip
 
 
 def clean_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:

@@ -13,7 +13,7 @@ from typing import Any
 
 import boto3
 import pytest
-from helpers import clean_env, run_cli
+from helpers import CLI_FOR_CTRL_C, clean_env, run_cli
 from helpers.seaweedfs import ACCESS_KEY, SECRET_KEY, SeaweedS3
 from s3_gate import S3Gate
 
@@ -166,7 +166,7 @@ def test_ctrl_c_mid_upload_says_how_to_finish_and_the_rerun_sends_only_the_rest(
 ) -> None:
     data = make_data(tmp_path / "data", 30)
     gate.allow_puts(10)
-    argv = [sys.executable, "-c", "from cloudddp.console import main; main()", "stage", str(data), "s3://data/ctrlc"]
+    argv = [sys.executable, *CLI_FOR_CTRL_C, "stage", str(data), "s3://data/ctrlc"]
     process = subprocess.Popen(argv, env=clean_env(env_for(seaweed, gate)), stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE, text=True)  # fmt: skip
     try:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from helpers import PYTHON, REPO, SOURCES, clean_env, run_cli
+from helpers import CLI_FOR_CTRL_C, PYTHON, REPO, SOURCES, clean_env, run_cli
 
 from cloudddp.launcher.supervisor import is_running
 
@@ -233,7 +233,7 @@ def test_every_emulated_platform_runs_a_two_node_all_reduce(tmp_path: Path, emul
 def test_ctrl_c_stops_every_node_and_the_exit_code_says_so(tmp_path: Path) -> None:
     out = tmp_path / "out"
     proc = subprocess.Popen(
-        [PYTHON, "-c", "from cloudddp.console import main; main()", "launch", "--nodes", "2", "--runs-dir", str(tmp_path / "runs"),
+        [PYTHON, *CLI_FOR_CTRL_C, "launch", "--nodes", "2", "--runs-dir", str(tmp_path / "runs"),
          CHECK, "--", "--out-dir", str(out), "--sleep", "120"],
         cwd=REPO, env=clean_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )  # fmt: skip
@@ -242,7 +242,11 @@ def test_ctrl_c_stops_every_node_and_the_exit_code_says_so(tmp_path: Path) -> No
         assert time.monotonic() < deadline and proc.poll() is None
         time.sleep(0.2)
     proc.send_signal(signal.SIGINT)
-    output, _ = proc.communicate(timeout=120)
+    try:
+        output, _ = proc.communicate(timeout=120)
+    except subprocess.TimeoutExpired:  # show what the CLI printed: a bare timeout says nothing about where it stuck
+        proc.kill()
+        pytest.fail(f"cloudddp launch had not exited 120 s after SIGINT; it printed:\n{proc.communicate()[0][-4000:]}")
     assert proc.returncode == 130, output
     assert "job STOPPED" in output
     pids = [int(p.read_text()) for p in out.glob("pid-rank*.txt")]
