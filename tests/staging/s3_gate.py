@@ -27,6 +27,7 @@ class Request:
 class GateState:
     forwarded: Counter[str] = field(default_factory=Counter)  # method -> requests answered by the server
     targets: list[tuple[str, str]] = field(default_factory=list)  # (method, path) in order
+    statuses: list[int] = field(default_factory=list)  # the server's answer to each, in the same order
     agents: list[str] = field(default_factory=list)  # each forwarded request's User-Agent, in the same order
     # Answered after drop_held() though sent before it (a killed client's request still in the server):
     # kept apart, so what a new client sends is counted alone.
@@ -143,6 +144,7 @@ class S3Gate:
         with self.lock:
             self.state.forwarded.clear()
             self.state.targets.clear()
+            self.state.statuses.clear()
             self.state.agents.clear()
 
     def count(self, method: str) -> int:
@@ -227,6 +229,7 @@ class S3Gate:
                 return True
             self.state.forwarded[method] += 1
             self.state.targets.append((method, target.split("?")[0]))
+            self.state.statuses.append(int(response[0].split(b" ", 2)[1]))
             self.state.agents.append(headers.get("user-agent", ""))
             self.lock.notify_all()
         return True
