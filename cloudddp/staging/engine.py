@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 import shutil
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from cloudddp.errors import CloudDDPError
@@ -144,8 +144,8 @@ def plan_objects(
     index = local_files.hash_file(local_files.describe(index_path, shards.INDEX_NAME), store.md5_part_size)
     uploads = [Upload(key(version, s.name), s.path, s.size, s.sha256, crc32=s.crc32) for s in built]  # fmt: skip
     if store.md5_part_size:  # OCI checks MD5s: one more read of each shard
-        uploads = [upload_of(local_files.hash_file(local_files.describe(u.path, s.name), store.md5_part_size), u.key,
-                             source=False) for u, s in zip(uploads, built, strict=True)]  # fmt: skip
+        uploads = [replace(u, md5=local_files.hash_file(local_files.describe(u.path, s.name), store.md5_part_size).md5)
+                   for u, s in zip(uploads, built, strict=True)]  # fmt: skip
     uploads.append(upload_of(index, key(version, shards.INDEX_NAME), source=False))
     names = [*(s.name for s in built), shards.INDEX_NAME]
     objects = [ObjectEntry(name, u.size, u.sha256) for name, u in zip(names, uploads, strict=True)]

@@ -202,7 +202,8 @@ class SinglePuts:
 
     def request_head(self, bucket: str, upload: Upload) -> bytes:
         host, path = s3_address(self.netloc, bucket, upload.key, self.path_style)
-        headers = {**self.headers, "host": host, "content-length": str(upload.size), **dict([checksum_header(upload)])}
+        checksum_name, checksum = checksum_header(upload)
+        headers = {**self.headers, "host": host, "content-length": str(upload.size), checksum_name: checksum}
         signed = {**self.signer.sign("PUT", path, "", headers, upload.sha256), "user-agent": USER_AGENT}
         return (f"PUT {path} HTTP/1.1\r\n" + "".join(f"{k}: {v}\r\n" for k, v in signed.items()) + "\r\n").encode()
 
