@@ -4,8 +4,10 @@ and never around something that intercepts botocore's sends (moto's in-process m
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
+import zlib
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +15,7 @@ import boto3
 import pytest
 from botocore.config import Config
 from botocore.credentials import Credentials
-from botocore_urls import url_botocore_sends
+from botocore_urls import request_botocore_sends, url_botocore_sends
 from helpers.seaweedfs import SeaweedS3
 from moto import mock_aws
 from s3_gate import S3Gate
@@ -47,6 +49,24 @@ def test_each_put_goes_where_botocores_put_object_goes(bucket: str, settings: di
     scheme = "https" if puts.tls else "http"
     sent_by_botocore = url_botocore_sends(client, "put_object", Bucket=bucket, Key=KEY, Body=b"x")
     assert (method, f"{scheme}://{host}{target}") == ("PUT", sent_by_botocore)
+
+
+def test_the_checksum_header_and_payload_hash_are_what_botocores_put_object_sends_over_plain_http() -> None:
+    """botocore's default request checksum for PutObject is CRC32 (boto/botocore, botocore/httpchecksum.py,
+    DEFAULT_CHECKSUM_ALGORITHM, commit 50465e9ce106984cda6e8d0beec8af27378aa969; the installed 1.44.5 the same):
+    over plain HTTP it goes as the `x-amz-checksum-crc32` header beside a signed payload. cloudddp's PUT
+    sends the same header, the same value and the same payload hash for the same bytes."""
+    body = os.urandom(3000)
+    client = boto3.client("s3", region_name="us-east-1", aws_access_key_id="k", aws_secret_access_key="s",
+                          endpoint_url="http://127.0.0.1:9000")  # fmt: skip
+    headers = request_botocore_sends(client, "put_object", Bucket="plain-bucket", Key="f", Body=body).headers
+    sent = {name.lower(): value.decode() if isinstance(value, bytes) else value for name, value in headers.items()}
+    upload = Upload("f", Path("/unused"), len(body), hashlib.sha256(body).hexdigest(), crc32=zlib.crc32(body))
+    puts = aimed_puts(client, "plain-bucket", "us-east-1", Credentials("k", "s"), {})
+    assert puts is not None
+    head = puts.request_head("plain-bucket", upload).decode()
+    assert f"x-amz-checksum-crc32: {sent['x-amz-checksum-crc32']}\r\n" in head
+    assert f"x-amz-content-sha256: {sent['x-amz-content-sha256']}\r\n" in head
 
 
 def test_nothing_goes_around_motos_in_process_mock() -> None:
