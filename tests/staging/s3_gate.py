@@ -222,16 +222,19 @@ class S3Gate:
         response = from_server.message(no_body=method == "HEAD")
         if response is None:
             return False
-        client.sendall(response[0])
+        # Recorded before the client hears the answer: a test reading the state once its call has
+        # returned must see this request (recording after sendall lost the last PUT once under load).
         with self.lock:
-            if started_in != self.state.epoch:  # answered after drop_held(): not what a new client sent
+            late = started_in != self.state.epoch  # answered after drop_held(): not what a new client sent
+            if late:
                 self.state.late.append((method, target.split("?")[0]))
-                return True
-            self.state.forwarded[method] += 1
-            self.state.targets.append((method, target.split("?")[0]))
-            self.state.statuses.append(int(response[0].split(b" ", 2)[1]))
-            self.state.agents.append(headers.get("user-agent", ""))
-            self.lock.notify_all()
+            else:
+                self.state.forwarded[method] += 1
+                self.state.targets.append((method, target.split("?")[0]))
+                self.state.statuses.append(int(response[0].split(b" ", 2)[1]))
+                self.state.agents.append(headers.get("user-agent", ""))
+                self.lock.notify_all()
+        client.sendall(response[0])
         return True
 
     def take_put_ticket(self, epoch: int) -> None:
