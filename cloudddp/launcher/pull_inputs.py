@@ -9,9 +9,10 @@ prefix; a URI that names one object (and no folder) gives that one file, as Sage
 (`sagemaker.utils.download_folder`) does it.
 
 Credentials and endpoint come the usual boto3 ways: AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY (on
-Kubernetes: the Secret `kubernetes.s3_secret`, by reference), AWS_ENDPOINT_URL (MinIO, SeaweedFS,
-...; path-style addressing then, which every S3-compatible server takes), AWS_REGION (default
-us-east-1). Every call is bounded like the client side's: CLOUDDDP_AWS_CONNECT_TIMEOUT (10 s),
+Kubernetes: the Secret `kubernetes.s3_secret`, by reference), else the pod's own identity (EKS IRSA's
+AWS_ROLE_ARN + AWS_WEB_IDENTITY_TOKEN_FILE, Pod Identity, the node's role); AWS_ENDPOINT_URL
+(MinIO, SeaweedFS, ...; path-style addressing then, which every S3-compatible server takes), else
+AWS S3; AWS_REGION (default us-east-1). Every call is bounded like the client side's: CLOUDDDP_AWS_CONNECT_TIMEOUT (10 s),
 CLOUDDDP_AWS_READ_TIMEOUT (60 s), CLOUDDDP_AWS_MAX_ATTEMPTS (3).
 
 boto3 must be in the image (the AWS Deep Learning Containers have it; else `pip install boto3`). It
@@ -43,7 +44,8 @@ CREDENTIAL_CODES = {"InvalidAccessKeyId", "SignatureDoesNotMatch", "AccessDenied
                     "403", "401"}  # fmt: skip
 CREDENTIALS_HELP = (
     "Check AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (on Kubernetes: the keys of the Secret named by "
-    "kubernetes.s3_secret) and that they may read this bucket."
+    "kubernetes.s3_secret; on EKS without it, the IAM role of kubernetes.service_account) and that they may "
+    "read this bucket."
 )
 
 

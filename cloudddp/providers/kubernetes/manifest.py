@@ -93,24 +93,27 @@ def s3_puller(channels: list[str], settings: KubernetesSettings) -> dict[str, An
     It runs the job's own image (`python -m cloudddp.launcher.pull_inputs`, which needs boto3 there), so
     nothing else is pulled or trusted; the keys come from the Secret by reference and reach this container
     only, never the training processes. A failed pull fails the pod before training starts.
+
+    Both settings are optional, because boto3 in the pod finds the rest itself: without s3_endpoint it
+    reads AWS S3; without s3_secret it takes the pod's own identity (on EKS: IRSA or Pod Identity for
+    kubernetes.service_account, whose variables EKS injects into init containers too: aws/amazon-eks-pod-
+    identity-webhook pkg/handler/handler.go getPodSpecPatch at 3bf80a34; else the node's role).
     """
-    if not settings.s3_endpoint or not settings.s3_secret:
-        raise CloudDDPError(
-            f"{', '.join('inputs.{}={!r}'.format(*item.split('=', 1)) for item in channels)}: s3:// inputs need kubernetes.s3_endpoint (the MinIO/S3 URL) and "
-            f"kubernetes.s3_secret (a Secret holding AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY)."
-        )
-    env: list[dict[str, Any]] = [{"name": "AWS_ENDPOINT_URL", "value": settings.s3_endpoint}]
+    env: list[dict[str, Any]] = []
+    if settings.s3_endpoint:
+        env.append({"name": "AWS_ENDPOINT_URL", "value": settings.s3_endpoint})
     if settings.s3_region:
         env.append({"name": "AWS_REGION", "value": settings.s3_region})
-    env += [
-        {"name": key, "valueFrom": {"secretKeyRef": {"name": settings.s3_secret, "key": key}}}
-        for key in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")
-    ]
+    if settings.s3_secret:
+        env += [
+            {"name": key, "valueFrom": {"secretKeyRef": {"name": settings.s3_secret, "key": key}}}
+            for key in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")
+        ]
     return {
         "name": PULL_CONTAINER,
         "image": require_image(settings),
         "command": [settings.python, "-m", "cloudddp.launcher.pull_inputs", "--into", DATA_ROOT, *channels],
-        "env": env,
+        **({"env": env} if env else {}),
         "volumeMounts": [{"name": SCRATCH_VOLUME, "mountPath": DATA_ROOT}],
     }
 

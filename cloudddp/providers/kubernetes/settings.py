@@ -76,8 +76,9 @@ class KubernetesSettings(Section):
     backoff_limit: int = Field(default=0, ge=0)
     ttl_seconds_after_finished: int | None = Field(default=None, ge=0)
     elastic: ElasticSettings | None = None
-    s3_endpoint: str | None = Field(default=None, description="MinIO/S3 URL for s3:// inputs")
-    s3_secret: str | None = Field(default=None, description="Secret with AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY")
+    s3_endpoint: str | None = Field(default=None, description="MinIO/S3 URL for s3:// inputs (default: AWS S3)")
+    s3_secret: str | None = Field(default=None, description="Secret with AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY "
+                                  "(default: the pod's own AWS identity, e.g. IRSA)")  # fmt: skip
     s3_region: str | None = Field(default=None, description="the bucket's region (AWS S3); default us-east-1")
     python: str = Field(default="python", description="the image's Python that imports cloudddp (runs the s3 pull)")
     secret_env: dict[str, str] = Field(default_factory=dict, description="VAR -> SECRET/KEY (never inlined)")

@@ -96,6 +96,22 @@ def test_s3_inputs_are_pulled_by_the_jobs_image_with_keys_from_the_secret() -> N
 
 
 @pytest.mark.parametrize(
+    ("s3", "env"),
+    [({}, None),  # EKS: AWS S3, with the pod's own role (IRSA / Pod Identity of the service account)
+     ({"s3_secret": "aws-keys"}, [{"name": key, "valueFrom": {"secretKeyRef": {"name": "aws-keys", "key": key}}}
+                                  for key in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")])],
+)  # fmt: skip
+def test_s3_inputs_on_aws_need_no_endpoint_and_keys_only_if_given(s3: dict[str, str], env: Any) -> None:
+    manifest = render(inputs={"train": "s3://datasets/demo/train"}, service_account="s3-reader", **s3)
+    crd_validator("pytorchjobs").validate(manifest)
+    for replica in manifest["spec"]["pytorchReplicaSpecs"].values():
+        pod = replica["template"]["spec"]
+        (pull,) = pod["initContainers"]
+        assert pull.get("env") == env and pod["serviceAccountName"] == "s3-reader"
+        assert pull["command"][-1] == "train=s3://datasets/demo/train"
+
+
+@pytest.mark.parametrize(
     "kubernetes",
     [{}, {"node_selector": {"pool": "gpu"}, "gpus": 1, "tolerations": [{"key": "gpu", "operator": "Exists"}]}],
 )
@@ -124,7 +140,6 @@ def test_a_broken_manifest_is_caught_by_the_schema() -> None:
         ({"kubernetes": {"secret_env": {"TOKEN": "bad name/key"}}}, "is not a valid Kubernetes name"),
         ({"kubernetes": {"memory": "lots"}}, "kubernetes.memory: Value error, 'lots' is not a Kubernetes quantity"),
         ({"inputs": {"train": "./demo-data"}}, "inputs.train='./demo-data': pods cannot read a folder on this machine"),
-        ({"inputs": {"train": "s3://bucket/p"}}, "inputs.train='s3://bucket/p': s3:// inputs need kubernetes.s3_endpoint"),
         ({"inputs": {"train": "s3://Bad_Bucket/p"}}, "inputs.train='s3://Bad_Bucket/p': 'Bad_Bucket' is not an S3 bucket name"),
         ({"inputs": {"train": "s3:///p"}}, "inputs.train='s3:///p': '' is not an S3 bucket name"),
         ({"kubernetes": {"s3_endpoint": "minio.minio:9000"}}, "kubernetes.s3_endpoint: Value error, 'minio.minio:9000' is not an http:// or https:// URL"),
@@ -175,7 +190,6 @@ def test_dry_run_with_an_inline_secret_fails_without_printing_it(tmp_path: Any) 
     ("flags", "message"),
     [(["--s3-secret", "Minio_Creds"], "kubernetes.s3_secret: Value error, Secret name 'Minio_Creds'"),
      (["--image-pull-secret", "reg cred"], "image pull Secret name 'reg cred' is not a valid Kubernetes name"),
-     (["-i", "train=s3://datasets/demo"], "inputs.train='s3://datasets/demo': s3:// inputs need kubernetes.s3_endpoint"),
      (["--nodes", "0"], "nodes: ")],
 )  # fmt: skip
 def test_bad_input_from_the_cli_is_one_paragraph_and_exit_2(tmp_path: Any, flags: list[str], message: str) -> None:

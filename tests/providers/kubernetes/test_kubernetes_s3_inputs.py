@@ -15,10 +15,12 @@ import hashlib
 import json
 import os
 import subprocess
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import boto3
 import pytest
 import yaml
 from helpers import PYTHON
@@ -58,12 +60,13 @@ def seaweed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SeaweedS3]:
         yield server
 
 
-def manifest(endpoint: str, inputs: dict[str, str], out_dir: Path) -> dict[str, Any]:
+def manifest(endpoint: str | None, inputs: dict[str, str], out_dir: Path, **kubernetes: Any) -> dict[str, Any]:
+    """The PyTorchJob for these inputs: keys from the Secret SECRET unless `kubernetes` says otherwise."""
+    s3 = {"s3_endpoint": endpoint, "s3_secret": SECRET} if endpoint else {}
     spec = build_spec({
         "name": "resnet", "entry_point": "channel_digest.py", "source_dir": str(POD_SCRIPTS), "nodes": 2,
         "nproc_per_node": 1, "args": ["--out-dir", str(out_dir)], "inputs": inputs,
-        "kubernetes": {"image": "registry.example.com/train:1", "namespace": "team-a", "s3_endpoint": endpoint,
-                       "s3_secret": SECRET},
+        "kubernetes": {"image": "registry.example.com/train:1", "namespace": "team-a", **s3, **kubernetes},
     })  # fmt: skip
     return KubernetesProvider().render(spec).request.body  # type: ignore[no-any-return]
 
@@ -103,9 +106,11 @@ def image_env(pod_dir: Path) -> dict[str, str]:
     return {"PATH": f"{Path(PYTHON).parent}:/usr/bin:/bin", "HOME": str(pod_dir / "home"), "PYTHONUNBUFFERED": "1"}
 
 
-def run_pull(pod: dict[str, Any], pod_dir: Path, secrets: dict[str, dict[str, str]] = SECRETS) -> Any:
+def run_pull(pod: dict[str, Any], pod_dir: Path, secrets: dict[str, dict[str, str]] = SECRETS,
+             injected: dict[str, str] | None = None) -> Any:  # fmt: skip
+    """Run the pod's init container; `injected`: variables a mutating webhook adds (EKS's identity)."""
     (init,) = pod["initContainers"]
-    env = {**image_env(pod_dir), **kubelet_env(init, secrets)}
+    env = {**image_env(pod_dir), **kubelet_env(init, secrets), **(injected or {})}
     for key, value in list(env.items()):
         env[key] = in_pod(init, pod, pod_dir, [value])[0]
     started = os.times().elapsed
@@ -194,6 +199,44 @@ def test_a_failed_pull_fails_the_pod_with_one_clear_paragraph(
         assert "wrong-secret" not in pulled.stderr and SECRET_KEY not in pulled.stderr
         assert pulled.elapsed < 30  # type: ignore[attr-defined]
     assert not (tmp_path / "cloudddp-data" / "train").exists()  # nothing half-written for training to read
+
+
+@pytest.mark.slow
+def test_on_eks_the_pull_reads_s3_with_the_pods_own_role(tmp_path: Path) -> None:
+    """No s3_endpoint, no s3_secret: boto3 in the pod takes the IRSA role EKS's webhook gives every container,
+    init containers included (aws/amazon-eks-pod-identity-webhook pkg/handler/handler.go getPodSpecPatch and
+    addEnvToContainer at 3bf80a348116483b2162190e43232e4d243f76c4: AWS_ROLE_ARN, AWS_WEB_IDENTITY_TOKEN_FILE,
+    AWS_REGION). A moto server on 127.0.0.1 stands in for AWS's STS and S3; the manifest names neither."""
+    from moto.server import ThreadedMotoServer
+    from moto.sts.models import sts_backends
+
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    try:
+        aws = "http://{}:{}".format(*server.get_host_and_port())
+        urllib.request.urlopen(urllib.request.Request(f"{aws}/moto-api/reset", method="POST")).close()
+        s3 = boto3.client("s3", endpoint_url=aws, region_name="us-east-1", aws_access_key_id="admin",
+                          aws_secret_access_key="admin")  # fmt: skip
+        s3.create_bucket(Bucket="datasets")
+        for name, body in DATA.items():
+            s3.put_object(Bucket="datasets", Key=f"demo/train/{name}", Body=body)
+        body = manifest(None, {"train": "s3://datasets/demo/train"}, tmp_path / "out", service_account="s3-reader")
+        crd_validator("pytorchjobs").validate(body)
+        pod = pods_of(body)[0]
+        assert pod["serviceAccountName"] == "s3-reader" and "env" not in pod["initContainers"][0]
+        token = tmp_path / "token"
+        token.write_text("eyJhbGciOiJSUzI1NiJ9.e30.c2lnbmF0dXJl")  # the projected service account token
+        role = "arn:aws:iam::123456789012:role/s3-reader"
+        eks = {"AWS_ROLE_ARN": role, "AWS_WEB_IDENTITY_TOKEN_FILE": str(token), "AWS_REGION": "us-east-1",
+               "AWS_DEFAULT_REGION": "us-east-1", "AWS_STS_REGIONAL_ENDPOINTS": "regional",
+               "AWS_ENDPOINT_URL": aws}  # the last one only because AWS itself is out of reach here  # fmt: skip
+        pulled = run_pull(pod, tmp_path, secrets={}, injected=eks)
+        assert pulled.returncode == 0, pulled.stderr
+        assert files_under(tmp_path / "cloudddp-data" / "train") == DATA
+        assumed = sts_backends["123456789012"]["aws"].assumed_roles
+        assert [r.role_arn for r in assumed] == [role]  # the pull's credentials came from the web identity
+    finally:
+        server.stop()
 
 
 def test_the_kubelet_stand_in_refuses_a_missing_secret_key() -> None:
