@@ -42,7 +42,11 @@ def available() -> bool:
 
 
 class CrtUploader:
-    def __init__(self, endpoint_url: str, region: str, credentials: Any, path_style: bool | None = None) -> None:
+    def __init__(self, endpoint_url: str, region: str, credentials: Any, path_style: bool | None = None,
+                 verify: str | bool = True) -> None:  # fmt: skip
+        """`verify`: botocore's (s3_store.botocore_verify): True, the CRT's default trust store; a CA bundle's
+        path; False, no certificate check. As s3transfer maps it for its CRT client (boto/s3transfer
+        s3transfer/crt.py create_s3_crt_client at bf4262882ba285aea84daee2adbbd1359c23eec6)."""
         from awscrt import auth, io, s3
 
         self.s3 = s3
@@ -59,10 +63,19 @@ class CrtUploader:
         provider = auth.AwsCredentialsProvider.new_delegate(current)
         loop = io.EventLoopGroup(max(2, os.cpu_count() or 2))
         bootstrap = io.ClientBootstrap(loop, io.DefaultHostResolver(loop))
+        tls_options = None
+        if self.tls and verify is not True:
+            context = io.TlsContextOptions()
+            if verify:
+                context.override_default_trust_store_from_path(ca_filepath=verify)
+            else:
+                context.verify_peer = False
+            tls_options = io.ClientTlsContext(context).new_connection_options()
         self.client = s3.S3Client(
             bootstrap=bootstrap,
             region=region,
             tls_mode=s3.S3RequestTlsMode.ENABLED if self.tls else s3.S3RequestTlsMode.DISABLED,
+            tls_connection_options=tls_options,
             signing_config=s3.create_default_s3_signing_config(region=region, credential_provider=provider),
             part_size=PART_SIZE,
             multipart_upload_threshold=PART_SIZE,

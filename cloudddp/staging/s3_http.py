@@ -116,14 +116,27 @@ class FileChangedError(Exception):
         self.upload = upload
 
 
+def tls_context(verify: str | bool = True) -> ssl.SSLContext:
+    """TLS checked as botocore's `verify` says: True, the default trust store; a path, that CA bundle only
+    (AWS_CA_BUNDLE, a profile's ca_bundle, REQUESTS_CA_BUNDLE); False, no certificate check."""
+    if verify is True:
+        return ssl.create_default_context()
+    if verify is False:
+        context = ssl.create_default_context()
+        context.check_hostname, context.verify_mode = False, ssl.CERT_NONE
+        return context
+    return ssl.create_default_context(cafile=verify)
+
+
 class SinglePuts:
     """PUT many files, each in one request, into one bucket; see the module docstring."""
 
     def __init__(self, endpoint: str, signer: Signer, path_style: bool, headers: dict[str, str] | None = None,
-                 connections: int = CONNECTIONS) -> None:  # fmt: skip
-        """`headers`: sent (and signed) with every PUT, e.g. SSE-KMS's; lower-case names."""
+                 connections: int = CONNECTIONS, verify: str | bool = True) -> None:  # fmt: skip
+        """`headers`: sent (and signed) with every PUT, e.g. SSE-KMS's; lower-case names. `verify`: as
+        botocore's (tls_context)."""
         parts = urlsplit(endpoint)
-        self.tls = ssl.create_default_context() if parts.scheme == "https" else None
+        self.tls = tls_context(verify) if parts.scheme == "https" else None
         self.netloc, self.hostname = parts.netloc, parts.hostname or ""
         self.port = parts.port or (443 if self.tls else 80)
         self.signer, self.path_style, self.connections = signer, path_style, connections

@@ -263,7 +263,23 @@ def aimed_puts(
         path_style, netloc = False, parts.netloc[len(bucket) + 1 :]
     else:
         return None
-    return s3_http.SinglePuts(f"{parts.scheme}://{netloc}", Signer(credentials, region), path_style, headers)
+    from botocore.httpsession import get_cert_path
+
+    # The same trust as botocore's: its CA bundle (certifi's when none is configured) or no check.
+    verify = get_cert_path(botocore_verify(client))
+    return s3_http.SinglePuts(f"{parts.scheme}://{netloc}", Signer(credentials, region), path_style, headers,
+                              verify=verify)  # fmt: skip
+
+
+def botocore_verify(client: Any) -> str | bool:
+    """How this botocore client checks TLS certificates: a CA bundle's path, True (its default) or False.
+
+    Read from the client's HTTP session, where botocore keeps the value it resolved (the `verify` argument,
+    else the `ca_bundle` setting: AWS_CA_BUNDLE or the profile's, else REQUESTS_CA_BUNDLE: boto/botocore
+    botocore/session.py create_client and endpoint.py EndpointCreator._get_verify_value at 0e6e2404b85d).
+    Private attributes, so anything unexpected there reads as botocore's default."""
+    verify = getattr(getattr(getattr(client, "_endpoint", None), "http_session", None), "_verify", True)
+    return verify if isinstance(verify, str | bool) else True
 
 
 def open_s3_store(location: Location, transport: str = "auto", session: Any | None = None) -> S3Store:
@@ -290,5 +306,5 @@ def open_s3_store(location: Location, transport: str = "auto", session: Any | No
     if transport == "crt" and not s3_crt.available():
         raise CloudDDPError("--transport crt needs the awscrt package: pip install awscrt.")
     if transport != "boto3" and s3_crt.available():
-        crt = s3_crt.CrtUploader(client.meta.endpoint_url, region, credentials)
+        crt = s3_crt.CrtUploader(client.meta.endpoint_url, region, credentials, verify=botocore_verify(client))
     return S3Store(client, location, region, crt, credentials=credentials if transport == "auto" else None)

