@@ -7,7 +7,8 @@ start-up), alternating clients within each round so drift hits all alike. Report
 the min-max spread and the ratio to s5cmd; also the re-stage of unchanged data (cloudddp
 vs `aws s3 sync`'s no-op), and s5cmd sending one ready-made tar of each dataset: the bytes
 `--shards` must send, without building anything (its floor). Each upload is deleted
-(untimed) before the next.
+(untimed) before the next. cloudddp's hash cache starts empty for every upload, as for a
+first stage of the data (every file hashed); only the re-stage row reuses what its upload cached.
 
     .venv/bin/python benchmarks/staging.py --runs 3
 
@@ -175,10 +176,8 @@ def main() -> None:
     args = parser.parse_args()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # still stop SeaweedFS and delete the data when killed
     with tempfile.TemporaryDirectory(prefix="cloudddp-bench-") as scratch, SeaweedS3(Path(scratch) / "weed") as server:
-        # cloudddp's hash cache in the scratch folder, not the user's (the re-stage row uses it).
         # HOME in the scratch folder: no client reads a personal ~/.aws (every one uses the server's variables).
-        env = {**os.environ, **server.env(), "CLOUDDDP_CACHE_DIR": str(Path(scratch) / "hash-cache"),
-               "HOME": str(Path(scratch) / "home")}  # fmt: skip
+        env = {**os.environ, **server.env(), "HOME": str(Path(scratch) / "home")}
         datasets = make_datasets(Path(scratch) / "data")
         subprocess.run([str(BIN / "s5cmd"), "--endpoint-url", server.url, "mb", "s3://bench"], env=env, check=True)
         chosen = clients(find_aws(args.aws, Path(scratch)), server.url, Path(scratch))
@@ -188,10 +187,14 @@ def main() -> None:
         for run in range(args.runs):
             for dataset, folder in datasets.items():
                 for name, argv in chosen.items():
-                    dest = f"s3://bench/{name.replace(' ', '-').strip('-')}-{dataset}-{run}"
-                    samples.setdefault((name, dataset), []).append(timed(argv(folder, dest), env))
+                    label = f"{name.replace(' ', '-').strip('-')}-{dataset}-{run}"
+                    dest = f"s3://bench/{label}"
+                    # Every upload starts with an empty hash cache, as a first stage of the data does (it
+                    # hashes every file); the no-op re-stage right after it uses what that upload cached.
+                    cold = {**env, "CLOUDDDP_CACHE_DIR": str(Path(scratch) / "hash-cache" / label)}
+                    samples.setdefault((name, dataset), []).append(timed(argv(folder, dest), cold))
                     if dataset == "small" and name in ("cloudddp plain", "aws s3 sync"):  # the no-op re-stage
-                        samples.setdefault((name, "small re-stage"), []).append(timed(argv(folder, dest), env))
+                        samples.setdefault((name, "small re-stage"), []).append(timed(argv(folder, dest), cold))
                     empty_bucket(env)
                     print(f"run {run + 1}/{args.runs} {dataset:5s} {name:18s} {samples[(name, dataset)][-1][0]:6.2f} s",
                           file=sys.stderr, flush=True)  # fmt: skip
