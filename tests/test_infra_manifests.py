@@ -17,7 +17,7 @@ import jsonschema
 import pytest
 import yaml
 from helpers import REPO, SOURCES, run_cli, run_launcher
-from helpers.kubernetes_apiserver import crd_validator
+from helpers.kubernetes_apiserver import crd_validator, trainjob_webhook_errors
 
 INFRA = REPO / "infra"
 # Paths of this checkout are printed as this folder, so the examples read the same on every machine.
@@ -52,7 +52,9 @@ def test_example_is_what_the_renderer_prints(example: str, tmp_path: Path) -> No
     [("pytorchjob.yaml", "pytorchjobs"), ("pytorchjob-s3.yaml", "pytorchjobs"), ("trainjob.yaml", "trainjobs")],
 )
 def test_manifest_is_valid_against_the_crd_schema(manifest: str, plural: str) -> None:
-    crd_validator(plural).validate(yaml.safe_load((INFRA / "kubernetes" / manifest).read_text()))
+    document = yaml.safe_load((INFRA / "kubernetes" / manifest).read_text())
+    crd_validator(plural).validate(document)
+    assert plural != "trainjobs" or trainjob_webhook_errors(document) == []
 
 
 def test_a_broken_manifest_is_caught_by_the_schema() -> None:
@@ -86,7 +88,7 @@ def test_pytorchjob_pods_get_their_ranks_from_the_operators_variables() -> None:
 def test_trainjob_pods_get_their_ranks_from_the_runtimes_variables() -> None:
     trainer = yaml.safe_load((INFRA / "kubernetes" / "trainjob.yaml").read_text())["spec"]["trainer"]
     # torch.go (kubeflow/trainer): PET_NNODES, PET_NPROC_PER_NODE, PET_NODE_RANK, PET_MASTER_ADDR/PORT.
-    env = {"PET_NNODES": str(trainer["numNodes"]), "PET_NODE_RANK": "1", "PET_MASTER_ADDR": "resnet-ddp-trainer-node-0-0.resnet-ddp",
+    env = {"PET_NNODES": str(trainer["numNodes"]), "PET_NODE_RANK": "1", "PET_MASTER_ADDR": "resnet-ddp-node-0-0.resnet-ddp",
            "PET_MASTER_PORT": "29500", "PET_NPROC_PER_NODE": str(trainer["numProcPerNode"])}  # fmt: skip
     plan = pod_plan(trainer["command"], trainer["args"], env)
     assert (plan["node_rank"], plan["nnodes"], plan["nproc_per_node"], plan["master_port"]) == (1, 2, 1, 29500)

@@ -7,7 +7,9 @@ API server checks for these calls:
 - creates: the body's apiVersion/kind match the path, its namespace matches the path's, the name
   is a DNS-1123 subdomain, the object validates against the CRD's OpenAPI v3 schema (422 Invalid
   with the causes), and fields the schema does not know are pruned with a `Warning` header, as the
-  server does with its default fieldValidation=Warn; a second object of one name is 409 AlreadyExists;
+  server does with its default fieldValidation=Warn; a TrainJob must also pass Trainer's validating
+  webhook against the installed runtime (403, `trainjob_webhook_errors`); a second object of one name
+  is 409 AlreadyExists;
 - reads, deletes and pod logs of missing objects are 404 NotFound; a log of a container that has
   not started is 400, as is a container name the pod does not have.
 Errors are `Status` objects shaped as kubernetes/apimachinery pkg/api/errors/errors.go builds them.
@@ -35,7 +37,7 @@ SCHEMAS = Path(__file__).resolve().parents[1] / "data" / "schemas"
 # plural -> (group, version, kind, CRD file)
 RESOURCES = {
     "pytorchjobs": ("kubeflow.org", "v1", "PyTorchJob", "kubeflow.org_pytorchjobs.v1.9.0.yaml"),
-    "trainjobs": ("trainer.kubeflow.org", "v1alpha1", "TrainJob", "trainer.kubeflow.org_trainjobs.yaml"),
+    "trainjobs": ("trainer.kubeflow.org", "v1alpha1", "TrainJob", "trainer.kubeflow.org_trainjobs.v2.3.0.yaml"),
 }
 CUSTOM = re.compile(
     r"^/apis/(?P<group>[^/]+)/(?P<version>[^/]+)/namespaces/(?P<ns>[^/]+)/(?P<plural>[^/]+)(/(?P<name>[^/]+))?$"
@@ -56,6 +58,58 @@ def crd_schema(plural: str) -> dict[str, Any]:
 def crd_validator(plural: str) -> jsonschema.Draft7Validator:
     """A validator for the CRD's schema (built once; `jsonschema.validate` would re-check the schema itself)."""
     return jsonschema.Draft7Validator(crd_schema(plural))
+
+
+# The ClusterTrainingRuntimes installed on the cluster, by name (Trainer's default torch runtime).
+RUNTIMES = {"torch-distributed": SCHEMAS / "runtime_torch_distributed.v2.3.0.yaml"}
+TORCHRUN_RESERVED = {"PET_NNODES", "PET_NPROC_PER_NODE", "PET_NODE_RANK", "PET_MASTER_ADDR", "PET_MASTER_PORT"}
+DOMAIN_PREFIXED_PATH = re.compile(r"^(?P<domain>[^/]+)/[A-Za-z0-9/\-._~%!$&'()*+,;=:]+$")
+
+
+def trainjob_webhook_errors(obj: dict[str, Any]) -> list[str]:
+    """What Trainer's validating admission webhook refuses in a TrainJob (kubeflow/trainer tag v2.3.0, commit
+    658725bdae5c7e3a0854d93ac6ff492e109a22ab: pkg/webhooks/trainjob_webhook.go, the runtime's plugins'
+    Validate in pkg/runtime/framework/plugins/jobset/jobset.go and torch/torch.go, the reserved names in
+    pkg/constants/constants.go, the manager check k8s.io/apimachinery validation.IsDomainPrefixedPath)."""
+    spec = obj.get("spec", {})
+    runtime_name = spec.get("runtimeRef", {}).get("name")
+    if runtime_name not in RUNTIMES:
+        return [f"spec.runtimeRef: Invalid value: {runtime_name!r}: ClusterTrainingRuntime not found"]
+    runtime = yaml.safe_load(RUNTIMES[runtime_name].read_text())
+    jobs = {job["name"]: {c["name"] for part in ("initContainers", "containers")
+                          for c in job["template"]["spec"]["template"]["spec"].get(part, [])}
+            for job in runtime["spec"]["template"]["spec"]["replicatedJobs"]}  # fmt: skip
+    errors = []
+    reserved = sorted(TORCHRUN_RESERVED & {e["name"] for e in spec.get("trainer", {}).get("env", [])})
+    if reserved:
+        errors.append(
+            f"spec.trainer.env: Invalid value: must not have reserved envs, invalid envs configured: {reserved}"
+        )
+    for patch in spec.get("runtimePatches", []):
+        match = DOMAIN_PREFIXED_PATH.match(patch.get("manager", ""))
+        if not match or not DNS_SUBDOMAIN.match(match["domain"]):
+            errors.append(f"spec.runtimePatches.manager: Invalid value: {patch.get('manager')!r}: must be a "
+                          f'domain-prefixed path (such as "acme.io/foo")')  # fmt: skip
+        template = patch.get("trainingRuntimeSpec", {}).get("template", {}).get("spec", {})
+        for job in template.get("replicatedJobs", []):
+            if job["name"] not in jobs:
+                errors.append("spec.runtimePatches: Invalid value: must not have replicated job that doesn't exist "
+                              "in the runtime job template")  # fmt: skip
+                continue
+            pod = job.get("template", {}).get("spec", {}).get("template", {}).get("spec", {})
+            for part, word in (("initContainers", "initContainer"), ("containers", "container")):
+                for container in pod.get(part, []):
+                    if container["name"] not in jobs[job["name"]]:
+                        errors.append(f"spec.runtimePatches: Invalid value: must not have {word} that doesn't exist "
+                                      f"in the runtime job {job['name']}")  # fmt: skip
+                    elif (
+                        part == "containers"
+                        and container.get("env")
+                        and container["name"] in ("dataset-initializer", "model-initializer", "node")
+                    ):
+                        errors.append("spec.runtimePatches: Invalid value: must not have envs for the "
+                                      "dataset-initializer, model-initializer, node containers")  # fmt: skip
+    return errors
 
 
 def status_error(code: int, reason: str, message: str, details: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -227,6 +281,10 @@ class FakeAPIServer:
             return 422, status_error(
                 422, "Invalid", message, {"name": name, "group": group, "kind": kind, "causes": causes}
             )
+        denied = trainjob_webhook_errors(obj) if plural == "trainjobs" else []
+        if denied:  # controller-runtime answers a validator's field errors with Denied: 403
+            return 403, status_error(403, "Forbidden", 'admission webhook "validator.trainjob.trainer.kubeflow.org" '
+                                     "denied the request: " + "; ".join(denied))  # fmt: skip
         if (plural, namespace, name) in self.objects:
             return 409, status_error(409, "AlreadyExists", f"{qualified} {json.dumps(name)} already exists",
                                      {"name": name, "group": group, "kind": plural})  # fmt: skip

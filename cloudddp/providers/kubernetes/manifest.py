@@ -4,8 +4,8 @@
   an `elasticPolicy`; the container must be named `pytorch` (kubeflow/training-operator
   pkg/apis/kubeflow.org/v1/pytorch_types.go, tag v1.9.0, commit 6f74c7f6b2ed6c27aabd82d0a316b23f0646059c).
 - `trainer.kubeflow.org/v1alpha1` TrainJob against a ClusterTrainingRuntime (`torch-distributed`),
-  whose trainer container is named `trainer` and whose replicated job is `trainer-node`
-  (kubeflow/trainer sdk/kubeflow/trainer/constants/constants.py, commit a55f03a8ccb7798a741ff3c4af502d367ed0f6d2).
+  whose replicated job and trainer container are both named `node` (kubeflow/trainer
+  pkg/constants/constants.go, tag v2.3.0, commit 658725bdae5c7e3a0854d93ac6ff492e109a22ab): trainjob.py.
 
 Every node runs `cloudddp-launch` (the operator's MASTER_ADDR/RANK/PET_* tell it its place). Data
 comes from a PersistentVolumeClaim (`pvc://claim/path`) or S3-compatible storage (`s3://bucket/prefix`,

@@ -119,7 +119,7 @@ def test_elastic_pytorchjob_pods_all_reduce_through_an_etcd_rendezvous(tmp_path:
 
 def test_trainjob_pods_all_reduce_under_the_torch_runtimes_environment(tmp_path: Path) -> None:
     trainer = manifest(tmp_path, kubeflow_api="trainer-v2")["spec"]["trainer"]
-    master = "resnet-trainer-node-0-0.resnet"  # torch.go: <job>-trainer-node-0-0.<job>
+    master = "resnet-node-0-0.resnet"  # torch.go at v2.3.0: <job>-node-0-0.<job> (constants.Node)
     port = str(free_port())  # torch.go: ContainerTrainerPort 29500, moved here
     pods = []
     for index in range(2):

@@ -11,7 +11,7 @@ import jsonschema
 import pytest
 import yaml
 from helpers import PYTHON, SOURCES, run_cli
-from helpers.kubernetes_apiserver import crd_validator
+from helpers.kubernetes_apiserver import crd_validator, trainjob_webhook_errors
 
 from cloudddp.errors import CloudDDPError
 from cloudddp.providers.kubernetes.provider import KubernetesProvider
@@ -118,11 +118,55 @@ def test_s3_inputs_on_aws_need_no_endpoint_and_keys_only_if_given(s3: dict[str, 
 def test_trainjob_validates_against_the_crd(kubernetes: dict[str, Any]) -> None:
     manifest = render(kubeflow_api="trainer-v2", **kubernetes)
     crd_validator("trainjobs").validate(manifest)
+    assert trainjob_webhook_errors(manifest) == []
     trainer = manifest["spec"]["trainer"]
     assert manifest["spec"]["runtimeRef"]["name"] == "torch-distributed" and trainer["numNodes"] == 2
     assert trainer["command"][-2:] == ["cloudddp-launch", "/workspace/train_ddp.py"]
-    override = manifest["spec"]["podSpecOverrides"][0]
-    assert override["targetJobs"] == [{"name": "trainer-node"}] and override["containers"][0]["name"] == "trainer"
+    (patch,) = manifest["spec"]["runtimePatches"]
+    (job,) = patch["trainingRuntimeSpec"]["template"]["spec"]["replicatedJobs"]
+    pod = job["template"]["spec"]["template"]["spec"]
+    assert (patch["manager"], job["name"], pod["containers"][0]["name"]) == ("cloudddp.io/launch", "node", "node")
+    assert pod["volumes"][0]["persistentVolumeClaim"] == {"claimName": "datasets"}
+    assert pod.get("nodeSelector") == kubernetes.get("node_selector")
+
+
+def test_trainjob_carries_pull_secrets_and_secret_env_by_reference() -> None:
+    """Trainer v2.3.0 copies valueFrom from trainer.env (pkg/apply/apply.go EnvVar) and patches
+    imagePullSecrets (trainjob_types.go PodSpecPatch); before v2.2 neither reached the pod."""
+    manifest = render(kubeflow_api="trainer-v2", image_pull_secrets=["regcred"], secret_env={"HF_TOKEN": "hf/token"})
+    crd_validator("trainjobs").validate(manifest)
+    assert trainjob_webhook_errors(manifest) == []
+    env = manifest["spec"]["trainer"]["env"]
+    assert {"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": "hf", "key": "token"}}} in env
+    pod = manifest["spec"]["runtimePatches"][0]["trainingRuntimeSpec"]["template"]["spec"]["replicatedJobs"][0]
+    assert pod["template"]["spec"]["template"]["spec"]["imagePullSecrets"] == [{"name": "regcred"}]
+
+
+@pytest.mark.parametrize(
+    ("change", "refusal"),
+    [(lambda m: m["spec"]["runtimeRef"].update(name="torch-distributed-gpu"), "ClusterTrainingRuntime not found"),
+     (lambda m: m["spec"]["trainer"]["env"].append({"name": "PET_NNODES", "value": "3"}), "must not have reserved envs"),
+     (lambda m: m["spec"]["runtimePatches"][0].update(manager="cloudddp"), "must be a domain-prefixed path"),
+     (lambda m: job_of(m).update(name="trainer-node"), "replicated job that doesn't exist"),
+     (lambda m: pod_of(m)["containers"][0].update(name="trainer"), "container that doesn't exist in the runtime job node"),
+     (lambda m: pod_of(m).update(initContainers=[{"name": "pull-inputs"}]), "initContainer that doesn't exist"),
+     (lambda m: pod_of(m)["containers"][0].update(env=[{"name": "A", "value": "1"}]), "must not have envs for the")],
+)  # fmt: skip
+def test_each_of_trainers_webhook_checks_refuses(change: Any, refusal: str) -> None:
+    """The fake API server's Trainer webhook (kubernetes_apiserver.trainjob_webhook_errors), each check failing."""
+    manifest = render(kubeflow_api="trainer-v2")
+    change(manifest)
+    crd_validator("trainjobs").validate(manifest)  # the schema alone lets each of these through
+    errors = trainjob_webhook_errors(manifest)
+    assert len(errors) == 1 and refusal in errors[0], errors
+
+
+def job_of(manifest: dict[str, Any]) -> dict[str, Any]:
+    return manifest["spec"]["runtimePatches"][0]["trainingRuntimeSpec"]["template"]["spec"]["replicatedJobs"][0]  # type: ignore[no-any-return]
+
+
+def pod_of(manifest: dict[str, Any]) -> dict[str, Any]:
+    return job_of(manifest)["template"]["spec"]["template"]["spec"]  # type: ignore[no-any-return]
 
 
 def test_a_broken_manifest_is_caught_by_the_schema() -> None:
@@ -149,8 +193,6 @@ def test_a_broken_manifest_is_caught_by_the_schema() -> None:
         ({"kubernetes": {"elastic": {"min_nodes": 3, "max_nodes": 4}}}, "nodes=2 is outside kubernetes.elastic's range 3..4"),
         ({"kubernetes": {"elastic": {"min_nodes": 4, "max_nodes": 2}}}, "min_nodes=4 is above max_nodes=2"),
         ({"kubernetes": {"elastic": {"min_nodes": 1, "max_nodes": 2, "rdzv_backend": "etcd"}}}, "needs kubernetes.elastic.rdzv_host"),
-        ({"kubernetes": {"kubeflow_api": "trainer-v2", "image_pull_secrets": ["regcred"]}}, "'trainer-v2' cannot carry: image_pull_secrets"),
-        ({"kubernetes": {"kubeflow_api": "trainer-v2", "secret_env": {"HF_TOKEN": "hf/token"}}}, "cannot carry: secret_env"),
         ({"nodes": 0}, "nodes: Input should be greater than or equal to 1"),
         ({"output": "/mnt/out"}, "output='/mnt/out': on Kubernetes write it to a PersistentVolumeClaim"),
     ],

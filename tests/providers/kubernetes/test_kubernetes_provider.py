@@ -134,11 +134,24 @@ def test_logs_come_from_the_jobs_pods_prefixed_with_the_pod(api: tuple[FakeAPISe
 def test_logs_of_a_trainjob_use_jobsets_label_and_the_trainer_container(api: tuple[FakeAPIServer, Path]) -> None:
     fake, kubeconfig = api
     provider, job_id, _ = submit(kubeconfig, kubeflow_api="trainer-v2")
-    fake.add_pod(FakePod("training", "resnet-trainer-node-0-0-abcde", {"jobset.sigs.k8s.io/jobset-name": "resnet"},
-                         "trainer", log="hello from node 0\n"))  # fmt: skip
-    fake.add_pod(FakePod("training", "resnet-trainer-node-0-1-fghij", {"jobset.sigs.k8s.io/jobset-name": "resnet"},
-                         "trainer", phase="Pending"))  # fmt: skip
-    assert list(provider.logs(job_id)) == ["[resnet-trainer-node-0-0-abcde] hello from node 0"]
+    # JobSet names pods <jobset>-<replicated job>-<job index>-<pod index>-<suffix>; the runtime's job and
+    # container are both `node` (kubeflow/trainer v2.3.0 manifests/base/runtimes/torch_distributed.yaml).
+    fake.add_pod(FakePod("training", "resnet-node-0-0-abcde", {"jobset.sigs.k8s.io/jobset-name": "resnet"},
+                         "node", log="hello from node 0\n"))  # fmt: skip
+    fake.add_pod(FakePod("training", "resnet-node-0-1-fghij", {"jobset.sigs.k8s.io/jobset-name": "resnet"},
+                         "node", phase="Pending"))  # fmt: skip
+    assert list(provider.logs(job_id)) == ["[resnet-node-0-0-abcde] hello from node 0"]
+
+
+def test_a_trainjob_trainers_webhook_refuses_is_one_paragraph_and_nothing_is_created(
+    api: tuple[FakeAPIServer, Path],
+) -> None:
+    fake, kubeconfig = api
+    with pytest.raises(CloudDDPError) as refused:
+        submit(kubeconfig, kubeflow_api="trainer-v2", runtime="deepspeed-distributed")  # not installed here
+    message = str(refused.value)
+    assert "answered 403" in message and 'admission webhook "validator.trainjob.trainer.kubeflow.org"' in message
+    assert "'deepspeed-distributed': ClusterTrainingRuntime not found" in message and not fake.objects
 
 
 def test_cancel_deletes_the_job_in_the_foreground(api: tuple[FakeAPIServer, Path]) -> None:
