@@ -25,7 +25,7 @@ from moto import mock_aws
 
 from cloudddp.errors import CloudDDPError
 from cloudddp.staging.engine import StageOptions, stage
-from cloudddp.staging.local_files import hash_files, list_files
+from cloudddp.staging.local_files import HASH_BATCH_BYTES, hash_batches, hash_files, list_files
 from cloudddp.staging.location import parse_location
 from cloudddp.staging.manifest import MANIFEST_NAME, SHARDS
 from cloudddp.staging.s3_store import S3Store
@@ -314,3 +314,18 @@ def test_stage_help_lists_its_options_and_the_main_cli_hands_stage_to_the_same_p
     assert forwarded.exit_code == 2 and "--shard-size 0" in forwarded.output
     unknown = run_cli("stage", str(data), "s3://bkt/x", "--shard", timeout=60)
     assert unknown.returncode == 2 and "--shard" in unknown.stderr and "Traceback" not in unknown.stderr
+
+
+def test_files_are_hashed_in_batches_and_each_hash_is_its_own_files(tmp_path: Path) -> None:
+    """Batched hashing (local_files.hash_batches) keeps the order: every hash is that of its own bytes."""
+    sizes = [0, 20_000, HASH_BATCH_BYTES + 1, *([30_000] * 300), 5, 2 * HASH_BATCH_BYTES]
+    for index, size in enumerate(sizes):
+        (tmp_path / f"{index:04d}.bin").write_bytes(os.urandom(size))
+    files = list_files(tmp_path)
+    batches = hash_batches(files)
+    assert [f for batch in batches for f in batch] == files and all(batches)
+    assert [len(b) for b in batches if any(f.size > HASH_BATCH_BYTES for f in b)] == [1, 1]  # a large file alone
+    assert max(len(b) for b in batches) <= 256 and len(batches) > 3
+    for hashed in hash_files(files):
+        data = hashed.file.path.read_bytes()
+        assert (hashed.sha256, hashed.crc32) == (hashlib.sha256(data).hexdigest(), zlib.crc32(data))
