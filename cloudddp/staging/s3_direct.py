@@ -60,10 +60,9 @@ def plain_configuration(environ: Mapping[str, str], home: Path) -> Plain | None:
         return None  # it may set a region, an endpoint_url or an S3 addressing style
     region = environ.get("AWS_DEFAULT_REGION") or "us-east-1"
     endpoint = environ.get("AWS_ENDPOINT_URL_S3") or environ.get("AWS_ENDPOINT_URL")
-    if (environ.get("AWS_CA_BUNDLE") or environ.get("REQUESTS_CA_BUNDLE")) and not (endpoint or "").startswith(
-        "http://"
-    ):
-        return None  # botocore verifies TLS with that bundle (endpoint.py); plain http has no TLS to verify
+    ca_bundle = environ.get("AWS_CA_BUNDLE") or environ.get("REQUESTS_CA_BUNDLE")  # botocore's, endpoint.py
+    if ca_bundle and not (endpoint or "").startswith("http://"):
+        return None  # botocore verifies TLS with that bundle; plain http has no TLS to verify
     if endpoint:
         host = urlsplit(endpoint).hostname or ""
         if not (s3_crt.is_ip(host) or host == "localhost"):

@@ -64,13 +64,13 @@ class SeaweedS3:
         config = self.folder / "s3.json"
         config.write_text(json.dumps({"identities": [{"name": "admin", "credentials": [
             {"accessKey": ACCESS_KEY, "secretKey": SECRET_KEY}], "actions": ["Admin", "Read", "List", "Tagging", "Write"]}]}))  # fmt: skip
-        ports = free_ports(12)
-        self.port, self.https_port = ports[0], ports[11]
         names = ["s3.port", "s3.port.grpc", "master.port", "master.port.grpc", "filer.port", "filer.port.grpc",
                  "volume.port", "volume.port.grpc", "admin.port", "admin.port.grpc", "debug.port"]  # fmt: skip
+        *ports, self.https_port = free_ports(len(names) + 1)
+        self.port = ports[0]
         argv = [binary, "mini", f"-dir={self.folder / 'data'}", "-ip=127.0.0.1", "-ip.bind=127.0.0.1",
                 f"-s3.config={config}", "-webdav=false", "-admin.ui=false", "-s3.port.iceberg=0", "-s3.port.lance=0",
-                *(f"-{name}={port}" for name, port in zip(names, ports[:11], strict=True))]  # fmt: skip
+                *(f"-{name}={port}" for name, port in zip(names, ports, strict=True))]  # fmt: skip
         if self.tls:  # `weed mini -h`: -s3.cert.file, -s3.key.file, -s3.port.https (plain HTTP stays on s3.port)
             argv += [f"-s3.cert.file={self.tls[0]}", f"-s3.key.file={self.tls[1]}", f"-s3.port.https={self.https_port}"]
         (self.folder / "data").mkdir(exist_ok=True)

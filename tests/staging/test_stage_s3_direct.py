@@ -30,6 +30,7 @@ KEYS = {"AWS_ACCESS_KEY_ID": "AKIDEXAMPLE", "AWS_SECRET_ACCESS_KEY": "secret"}
         ({"AWS_USE_FIPS_ENDPOINT": "true"}, "FIPS endpoints"),
         ({"AWS_ENDPOINT_URL": "https://minio.example.com"}, "a named endpoint: botocore's addressing rules"),
         ({"AWS_CA_BUNDLE": "/x/ca.pem"}, "TLS verified with a bundle"),
+        ({"REQUESTS_CA_BUNDLE": "/x/ca.pem"}, "the bundle botocore falls back to (endpoint.py _get_verify_value)"),
         ({"AWS_DEFAULT_REGION": "cn-north-1"}, "another partition's domain"),
     ],
 )

@@ -3,6 +3,10 @@
 Every path that sends bytes is checked against the trust it should use: botocore's (its CA bundle:
 AWS_CA_BUNDLE, a profile's ca_bundle, REQUESTS_CA_BUNDLE) for a stage configured through botocore,
 whose files go through cloudddp's PUT client and the CRT; the default trust store for the direct path.
+Where botocore's value comes from: boto/botocore botocore/session.py create_client (`ca_bundle`) and
+botocore/endpoint.py EndpointCreator._get_verify_value (REQUESTS_CA_BUNDLE) at
+0e6e2404b85dc336dd2889814e089bde7d1a4c55; its CRT mapping: boto/s3transfer s3transfer/crt.py
+create_s3_crt_client at bf4262882ba285aea84daee2adbbd1359c23eec6.
 """
 
 from __future__ import annotations
