@@ -3,8 +3,10 @@ hold PUTs back, so a test can count what a client sent and stop it at an exact p
 
 `allow_puts(n)`: the next n PUTs are forwarded; later ones wait (their bytes are read
 but not forwarded) until `allow_puts(None)`, or are dropped by `drop_held()`. `refuse(...)`:
-the next requests of a method get an error answer shaped like S3's instead of the server's. Counting happens here, between the client and the
-server, from the bytes on the wire: it does not depend on the client's own bookkeeping.
+the next requests of a method get an error answer shaped like S3's instead of the server's.
+A request whose client has already closed its end (killed, exited) is never forwarded.
+Counting happens here, between the client and the server, from the bytes on the wire: it
+does not depend on the client's own bookkeeping.
 """
 
 from __future__ import annotations
@@ -32,6 +34,8 @@ class GateState:
     # Answered after drop_held() though sent before it (a killed client's request still in the server):
     # kept apart, so what a new client sends is counted alone.
     late: list[tuple[str, str]] = field(default_factory=list)
+    # Read whole from a client that had already closed its end (killed, or exited): never forwarded.
+    abandoned: list[tuple[str, str]] = field(default_factory=list)
     held: int = 0
     in_flight: int = 0  # requests read from a client and not yet answered or dropped
     epoch: int = 0  # drop_held() starts a new one: PUTs held from before are never forwarded
@@ -107,6 +111,17 @@ class Reader:
         if headers.get("transfer-encoding", "").lower() == "chunked":
             return head + self.chunked(), headers
         return head + self.exactly(int(headers.get("content-length", "0"))), headers
+
+
+def peer_gone(sock: socket.socket) -> bool:
+    """Whether the other end has closed: the kernel holds its FIN (or RST) after everything it sent. A live
+    HTTP client never closes its sending side while it waits for an answer."""
+    try:
+        return sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) == b""
+    except BlockingIOError:  # nothing queued: still there
+        return False
+    except OSError:  # reset
+        return True
 
 
 class S3Gate:
@@ -218,6 +233,13 @@ class S3Gate:
             return not refusal.close
         if method == "PUT":
             self.take_put_ticket(started_in)
+        if peer_gone(client):
+            # A request its client wrote just before it died, on a connection this gate accepted only later
+            # (the epoch check cannot see it). Forwarded, it would land after the test had looked.
+            with self.lock:
+                self.state.abandoned.append((method, target.split("?")[0]))
+                self.lock.notify_all()
+            return False
         upstream.sendall(raw + body)
         response = from_server.message(no_body=method == "HEAD")
         if response is None:
