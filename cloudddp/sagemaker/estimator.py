@@ -170,6 +170,9 @@ class PyTorch:
                 "distribution": distribution, **kwargs,
             }
         )  # fmt: skip
+        # v2 keeps these as passed (estimator.py, v2.257.6 fc582aaa: `self.instance_count = instance_count`):
+        # beside instance_groups, instance_count and instance_type read None, not the groups' total.
+        self._as_passed = {name: kwargs.get(name) for name in ("instance_count", "instance_type", "instance_groups")}
         # Created here as the SDK v2 does: a missing region fails at construction, not at fit().
         self.sagemaker_session = self.sagemaker_session or Session()
         self.latest_training_job: TrainingJob | None = None
@@ -183,6 +186,9 @@ class PyTorch:
                 f"PyTorch.{name} is not supported by cloudddp's drop-in (training only): use the SageMaker SDK with "
                 f"the model at estimator.model_data for it."
             )
+        as_passed = self.__dict__.get("_as_passed", {})
+        if name in as_passed and self.args.instance_groups:
+            return as_passed[name]
         if name in Arguments.__dataclass_fields__:
             return getattr(self.args, name)
         raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")

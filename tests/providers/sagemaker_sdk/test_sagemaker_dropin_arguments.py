@@ -240,6 +240,15 @@ def test_instance_groups_are_checked_as_the_sdk_v2_checks_them(
     assert error.value.exit_code == 2
 
 
+def test_attributes_beside_instance_groups_read_as_passed_like_v2(source: Path) -> None:
+    """SDK v2 (src/sagemaker/estimator.py at v2.257.6, fc582aaa) stores instance_count, instance_type and
+    instance_groups as passed: beside groups the first two read None, not the groups' total of instances."""
+    grouped = estimator(source, **NO_COUNT, instance_groups=GROUPS)
+    assert (grouped.instance_count, grouped.instance_type, grouped.instance_groups) == (None, None, GROUPS)
+    plain = estimator(source, instance_count=3, instance_type="ml.g5.12xlarge")
+    assert (plain.instance_count, plain.instance_type, plain.instance_groups) == (3, "ml.g5.12xlarge", [])
+
+
 @pytest.mark.parametrize(
     ("group", "message"),
     [  # botocore's service model: InstanceGroupName 1-64, InstanceType the TrainingInstanceType enum, count >= 0
