@@ -10,7 +10,7 @@
 Every node runs `cloudddp-launch` (the operator's MASTER_ADDR/RANK/PET_* tell it its place). Data
 comes from a PersistentVolumeClaim (`pvc://claim/path`) or S3-compatible storage (`s3://bucket/prefix`,
 e.g. MinIO), pulled into an emptyDir by an init container running the job's image
-(`cloudddp.launcher.pull_inputs`) with credentials from a Secret referenced by name; the
+(`cloudddp.launcher.pull_inputs`; a TrainJob's `node` container runs it first) with credentials from a Secret referenced by name; the
 folders reach the script as CLOUDDDP_CHANNEL_<NAME>, CLOUDDDP_MODEL_DIR and CLOUDDDP_CHECKPOINT_DIR.
 Secrets are never written into a manifest: secret-looking variables must come from `secret_env`.
 """
@@ -92,7 +92,8 @@ def s3_puller(channels: list[str], settings: KubernetesSettings) -> dict[str, An
 
     It runs the job's own image (`python -m cloudddp.launcher.pull_inputs`, which needs boto3 there), so
     nothing else is pulled or trusted; the keys come from the Secret by reference and reach this container
-    only, never the training processes. A failed pull fails the pod before training starts.
+    only, never the training processes (a TrainJob runs this command and env at the start of its `node`
+    container instead: trainjob.node_command). A failed pull fails the pod before training starts.
 
     Both settings are optional, because boto3 in the pod finds the rest itself: without s3_endpoint it
     reads AWS S3; without s3_secret it takes the pod's own identity (on EKS: IRSA or Pod Identity for

@@ -10,12 +10,15 @@ env (secretKeyRefs kept: pkg/apply/apply.go EnvVar), node count and resources; v
 tolerations, service account and image pull secrets go in one `runtimePatches` entry, which may only
 amend containers the runtime already has (the validating webhook,
 pkg/runtime/framework/plugins/jobset/jobset.go, also wants the manager as a domain-prefixed path and
-no env patched into the `node` container). Pre-release Trainer (before v2.0.0) named these
+no env patched into the `node` container). So s3:// inputs, which a PyTorchJob pulls in an init
+container, are pulled by the `node` container itself before it execs the launcher (`node_command`).
+Pre-release Trainer (before v2.0.0) named these
 `trainer-node`/`trainer` and took `podSpecOverrides`; v2.0-v2.1 took `podSpecOverrides` too.
 """
 
 from __future__ import annotations
 
+import shlex
 from typing import TYPE_CHECKING, Any
 
 from cloudddp.errors import CloudDDPError
@@ -36,14 +39,14 @@ if TYPE_CHECKING:
 TRAINER_JOB = "node"
 TRAINER_CONTAINER = "node"
 PATCH_MANAGER = "cloudddp.io/launch"  # runtimePatches[].manager: a domain-prefixed path (jobset.go)
+# The pull's own variables (S3 endpoint, region, keys) sit in the node container under this prefix and are
+# handed to the pull alone: the launcher and the training processes never see them.
+PULL_PREFIX = "CLOUDDDP_PULL_"
 
 
-def unsupported(spec: JobSpec, settings: KubernetesSettings, storage: Storage) -> None:
+def unsupported(spec: JobSpec, settings: KubernetesSettings) -> None:
     """What a TrainJob cannot carry at v2.3.0: say so instead of dropping it."""
     problems = []
-    if storage.init_containers:
-        problems.append("s3:// inputs (they need an init container, and a runtime patch may only amend the "
-                        "runtime's own containers; use pvc:// inputs or the v1 API)")  # fmt: skip
     if settings.elastic or spec.min_nodes is not None:
         problems.append("elastic (use the v1 PyTorchJob API for an elasticPolicy)")
     if problems:
@@ -70,16 +73,37 @@ def runtime_patches(settings: KubernetesSettings, storage: Storage) -> list[dict
     return [{"manager": PATCH_MANAGER, "trainingRuntimeSpec": {"template": {"spec": {"replicatedJobs": [job]}}}}]
 
 
+def node_command(settings: KubernetesSettings, storage: Storage, argv: list[str]) -> tuple[list[str], list[Any]]:
+    """The `node` container's command, and the pull's variables to add to its env.
+
+    The runtime's container has its own working directory, so the command starts the launcher from ours.
+    With s3:// inputs it first runs the pull a PyTorchJob runs as its init container (same argv; jobset.go
+    refuses an init container the runtime lacks): the pull's variables come in as PULL_PREFIX + NAME and are
+    given their own names for the pull alone, then unset before `exec`. A failed pull ends the container
+    with the pull's exit code before the launcher starts; a container restarted in place pulls again.
+    """
+    if not storage.init_containers:
+        return ["sh", "-c", 'cd "$0" && exec "$@"', settings.working_dir, *argv], []
+    (pull,) = storage.init_containers  # storage_for makes at most one: the s3:// puller
+    names = [item["name"] for item in pull.get("env", [])]
+    handed = " ".join(f'{name}="${PULL_PREFIX}{name}"' for name in names)
+    pull_step = f"{handed} {shlex.join(pull['command'])}".strip()
+    unset = f"unset {' '.join(PULL_PREFIX + name for name in names)} && " if names else ""
+    script = f'cd "$0" && {pull_step} && {unset}exec "$@"'
+    pull_env = [{**item, "name": PULL_PREFIX + item["name"]} for item in pull.get("env", [])]
+    return ["sh", "-c", script, settings.working_dir, *argv], pull_env
+
+
 def trainjob(spec: JobSpec, settings: KubernetesSettings, storage: Storage, namespace: str) -> dict[str, Any]:
-    unsupported(spec, settings, storage)
+    unsupported(spec, settings)
     group, version, _, kind = TRAINJOB
     argv, args = command(spec, settings)
+    node, pull_env = node_command(settings, storage, argv)
     trainer: dict[str, Any] = {
         "image": require_image(settings),
-        # The runtime's container has its own working directory: start the launcher from ours.
-        "command": ["sh", "-c", 'cd "$0" && exec "$@"', settings.working_dir, *argv],
+        "command": node,
         "args": args,
-        "env": environment(spec, settings, storage),
+        "env": environment(spec, settings, storage) + pull_env,
         "numNodes": spec.nodes,
     }
     if spec.nproc_per_node is not None:

@@ -142,6 +142,28 @@ def test_trainjob_carries_pull_secrets_and_secret_env_by_reference() -> None:
     assert pod["template"]["spec"]["template"]["spec"]["imagePullSecrets"] == [{"name": "regcred"}]
 
 
+def test_trainjob_pulls_s3_inputs_in_the_node_container_with_the_keys_by_reference() -> None:
+    """No init container (the runtime has none to amend): the `node` container pulls, then execs the launcher
+    without the pull's variables, which it holds under CLOUDDDP_PULL_* only."""
+    manifest = render(inputs={"train": "s3://datasets/demo"}, kubeflow_api="trainer-v2", s3_endpoint="http://m:9000",
+                      s3_secret="minio-creds")  # fmt: skip
+    crd_validator("trainjobs").validate(manifest)
+    assert trainjob_webhook_errors(manifest) == []
+    trainer = manifest["spec"]["trainer"]
+    pulled = {item["name"]: item.get("value", item.get("valueFrom")) for item in trainer["env"]}
+    assert pulled["CLOUDDDP_PULL_AWS_ENDPOINT_URL"] == "http://m:9000"
+    assert pulled["CLOUDDDP_PULL_AWS_SECRET_ACCESS_KEY"] == {
+        "secretKeyRef": {"name": "minio-creds", "key": "AWS_SECRET_ACCESS_KEY"}
+    }
+    assert not [name for name in pulled if name.startswith("AWS_")]  # the launcher's env names no key
+    script = trainer["command"][2]
+    assert "cloudddp.launcher.pull_inputs --into /cloudddp/data train=s3://datasets/demo" in script
+    assert "unset CLOUDDDP_PULL_AWS_ENDPOINT_URL CLOUDDDP_PULL_AWS_ACCESS_KEY_ID" in script
+    mounts = pod_of(manifest)["containers"][0]["volumeMounts"]
+    assert {"name": "cloudddp-data", "mountPath": "/cloudddp/data"} in mounts
+    assert {"name": "cloudddp-data", "emptyDir": {}} in pod_of(manifest)["volumes"]
+
+
 @pytest.mark.parametrize(
     ("change", "refusal"),
     [(lambda m: m["spec"]["runtimeRef"].update(name="torch-distributed-gpu"), "ClusterTrainingRuntime not found"),
@@ -188,7 +210,6 @@ def test_a_broken_manifest_is_caught_by_the_schema() -> None:
         ({"inputs": {"train": "s3:///p"}}, "inputs.train='s3:///p': '' is not an S3 bucket name"),
         ({"kubernetes": {"s3_endpoint": "minio.minio:9000"}}, "kubernetes.s3_endpoint: Value error, 'minio.minio:9000' is not an http:// or https:// URL"),
         ({"kubernetes": {"s3_image": "minio/mc"}}, "kubernetes.s3_image: unknown field"),
-        ({"kubernetes": {"kubeflow_api": "trainer-v2", "s3_endpoint": "http://m:9000", "s3_secret": "s"}, "inputs": {"train": "s3://bucket/p"}}, "'trainer-v2' cannot carry: s3:// inputs"),
         ({"environment": {"HF_TOKEN": "hf_abc"}}, "environment.HF_TOKEN: a secret would be readable"),
         ({"kubernetes": {"elastic": {"min_nodes": 3, "max_nodes": 4}}}, "nodes=2 is outside kubernetes.elastic's range 3..4"),
         ({"kubernetes": {"elastic": {"min_nodes": 4, "max_nodes": 2}}}, "min_nodes=4 is above max_nodes=2"),

@@ -1,5 +1,8 @@
 """s3:// inputs on Kubernetes, pulled for real.
 
+A Trainer v2 TrainJob's `node` container pulls in its own command instead (the runtime has no init
+container to amend); it is run here the same way, under the torch runtime's PET_* variables.
+
 A rendered PyTorchJob's init container (`pull-inputs`, the job's image running
 `python -m cloudddp.launcher.pull_inputs`) is run here exactly as the manifest says: its command, and
 its env as kubelet builds it (values as written, `secretKeyRef`s looked up in a Secret), against a real
@@ -25,7 +28,7 @@ import pytest
 import yaml
 from helpers import PYTHON
 from helpers.endpoints import refused_endpoint
-from helpers.kubernetes_apiserver import crd_validator
+from helpers.kubernetes_apiserver import crd_validator, trainjob_webhook_errors
 from helpers.seaweedfs import ACCESS_KEY, SECRET_KEY, SeaweedS3, seaweed_for_tests
 
 from cloudddp.cluster.environment import EmulatedCluster
@@ -155,6 +158,10 @@ def test_every_pod_pulls_the_inputs_then_both_train_on_them(seaweed: SeaweedS3, 
         output = process.communicate(timeout=240)[0]
         assert process.returncode == 0, output[-3000:]
 
+    assert_each_node_trained_on_its_own_copy(tmp_path)
+
+
+def assert_each_node_trained_on_its_own_copy(tmp_path: Path) -> None:
     expected = hashlib.sha256()
     for name in sorted(DATA):
         expected.update(name.encode() + b"\0" + DATA[name])
@@ -163,6 +170,63 @@ def test_every_pod_pulls_the_inputs_then_both_train_on_them(seaweed: SeaweedS3, 
     for index, rank in enumerate(ranks):
         assert rank["channel"] == str(tmp_path / f"pod-{index}" / "cloudddp-data" / "train")  # its own copy
         assert (rank["world_size"], rank["sha256"], rank["all_reduced_bytes"]) == (2, expected.hexdigest(), 2 * size)
+        assert rank["pull_variables"] == []  # no S3 endpoint or key reached training
+
+
+def node_of(body: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A TrainJob's `node` container as the runtime patch leaves it (trainer + the patch's mounts), and its pod."""
+    (patch,) = body["spec"]["runtimePatches"]
+    (job,) = patch["trainingRuntimeSpec"]["template"]["spec"]["replicatedJobs"]
+    pod = job["template"]["spec"]["template"]["spec"]
+    (patched,) = pod["containers"]
+    return {**body["spec"]["trainer"], "volumeMounts": patched["volumeMounts"]}, pod
+
+
+def start_node(body: dict[str, Any], index: int, port: str, pod_dir: Path,
+               secrets: dict[str, dict[str, str]] = SECRETS) -> subprocess.Popen[str]:  # fmt: skip
+    """Node `index` of the TrainJob, its command run as written under the variables Trainer v2.3.0's torch
+    plugin sets (pkg/runtime/framework/plugins/torch/torch.go at 658725bd: PET_*, the master
+    <job>-node-0-0.<job>) and the ones kubelet builds from trainer.env."""
+    container, pod = node_of(body)
+    master = "resnet-node-0-0.resnet"
+    pod_dir.mkdir()
+    env = {**image_env(pod_dir), **kubelet_env(container, secrets), "PET_NNODES": str(container["numNodes"]),
+           "PET_NPROC_PER_NODE": str(container["numProcPerNode"]), "PET_NODE_RANK": str(index),
+           "PET_MASTER_ADDR": master, "PET_MASTER_PORT": port, "CLOUDDDP_HOST_MAP": f"{master}=127.0.0.1"}  # fmt: skip
+    env = {key: in_pod(container, pod, pod_dir, [value])[0] for key, value in env.items()}
+    return subprocess.Popen(in_pod(container, pod, pod_dir, container["command"] + container["args"]), cwd=pod_dir,
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+
+
+@pytest.mark.slow
+def test_trainjob_nodes_pull_then_train_without_the_pulls_variables(seaweed: SeaweedS3, tmp_path: Path) -> None:
+    body = manifest(seaweed.url, {"train": "s3://datasets/demo/train"}, tmp_path / "out", kubeflow_api="trainer-v2")
+    crd_validator("trainjobs").validate(body)
+    assert trainjob_webhook_errors(body) == []
+    assert SECRET_KEY not in yaml.safe_dump(body)
+    port = str(free_port())
+    nodes = [start_node(body, index, port, tmp_path / f"pod-{index}") for index in range(2)]
+    for node in nodes:
+        out, err = node.communicate(timeout=240)
+        assert node.returncode == 0, (out + err)[-3000:]
+        assert SECRET_KEY not in out + err
+    for index in range(2):
+        assert files_under(tmp_path / f"pod-{index}" / "cloudddp-data" / "train") == DATA
+    assert_each_node_trained_on_its_own_copy(tmp_path)
+
+
+@pytest.mark.slow
+def test_a_trainjob_node_whose_pull_fails_ends_with_its_paragraph_before_training(
+    seaweed: SeaweedS3, tmp_path: Path
+) -> None:
+    body = manifest(seaweed.url, {"train": "s3://datasets/demo/train"}, tmp_path / "out", kubeflow_api="trainer-v2")
+    wrong = {SECRET: {**SECRETS[SECRET], "AWS_SECRET_ACCESS_KEY": "wrong-secret"}}
+    node = start_node(body, 0, str(free_port()), tmp_path / "pod-0", wrong)
+    out, err = node.communicate(timeout=120)
+    assert node.returncode == 2, out + err
+    assert "the server refused the credentials (SignatureDoesNotMatch" in err and "Traceback" not in err
+    assert "wrong-secret" not in out + err
+    assert not (tmp_path / "out").exists() and not (tmp_path / "pod-0" / "cloudddp-data" / "train").exists()
 
 
 @pytest.mark.slow

@@ -1,6 +1,7 @@
 """A training stand-in for the s3:// pull test: every process reads the whole `train` channel
 (CLOUDDDP_CHANNEL_TRAIN, as the pod's container env names it), hashes it, and all-reduces the byte
-count over gloo, so a node that read different or partial data shows in its rank's JSON."""
+count over gloo, so a node that read different or partial data shows in its rank's JSON, with the
+names of any S3 variables the pull used that reached training."""
 
 from __future__ import annotations
 
@@ -30,7 +31,8 @@ def main() -> None:
     rank = dist.get_rank()
     out.mkdir(parents=True, exist_ok=True)
     record = {"rank": rank, "world_size": dist.get_world_size(), "channel": str(channel),
-              "sha256": digest.hexdigest(), "bytes": size, "all_reduced_bytes": total.item()}  # fmt: skip
+              "sha256": digest.hexdigest(), "bytes": size, "all_reduced_bytes": total.item(),
+              "pull_variables": sorted(k for k in os.environ if k.startswith(("AWS_", "CLOUDDDP_PULL_")))}  # fmt: skip
     (out / f"rank{rank}.json").write_text(json.dumps(record))
     dist.destroy_process_group()
 
