@@ -10,8 +10,9 @@
 Every node runs `cloudddp-launch` (the operator's MASTER_ADDR/RANK/PET_* tell it its place). Data
 comes from a PersistentVolumeClaim (`pvc://claim/path`) or S3-compatible storage (`s3://bucket/prefix`,
 e.g. MinIO), pulled into an emptyDir by an init container running the job's image
-(`cloudddp.launcher.pull_inputs`; a TrainJob's `node` container runs it first) with credentials from a Secret referenced by name; the
-folders reach the script as CLOUDDDP_CHANNEL_<NAME>, CLOUDDDP_MODEL_DIR and CLOUDDDP_CHECKPOINT_DIR.
+(`cloudddp.launcher.pull_inputs`; a TrainJob's `node` container runs it first) with credentials
+from a Secret referenced by name; the folders reach the script as CLOUDDDP_CHANNEL_<NAME>,
+CLOUDDDP_MODEL_DIR and CLOUDDDP_CHECKPOINT_DIR.
 Secrets are never written into a manifest: secret-looking variables must come from `secret_env`.
 """
 

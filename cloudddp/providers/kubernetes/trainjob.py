@@ -12,8 +12,8 @@ amend containers the runtime already has (the validating webhook,
 pkg/runtime/framework/plugins/jobset/jobset.go, also wants the manager as a domain-prefixed path and
 no env patched into the `node` container). So s3:// inputs, which a PyTorchJob pulls in an init
 container, are pulled by the `node` container itself before it execs the launcher (`node_command`).
-Pre-release Trainer (before v2.0.0) named these
-`trainer-node`/`trainer` and took `podSpecOverrides`; v2.0-v2.1 took `podSpecOverrides` too.
+Pre-release Trainer (before v2.0.0) named these `trainer-node`/`trainer` and took
+`podSpecOverrides`; v2.0-v2.1 took `podSpecOverrides` too.
 """
 
 from __future__ import annotations
