@@ -1,8 +1,5 @@
 """s3:// inputs on Kubernetes, pulled for real.
 
-A Trainer v2 TrainJob's `node` container pulls in its own command instead (the runtime has no init
-container to amend); it is run here the same way, under the torch runtime's PET_* variables.
-
 A rendered PyTorchJob's init container (`pull-inputs`, the job's image running
 `python -m cloudddp.launcher.pull_inputs`) is run here exactly as the manifest says: its command, and
 its env as kubelet builds it (values as written, `secretKeyRef`s looked up in a Secret), against a real
@@ -10,6 +7,9 @@ S3 server (SeaweedFS on 127.0.0.1, checking signatures: tests/helpers/seaweedfs.
 pod mounts at /cloudddp/data is a folder per pod here. Then both pods' training containers run under
 the operator's variables (the local provider's Kubeflow emulation) and all-reduce over gloo what each
 read from its own copy.
+
+A Trainer v2 TrainJob's `node` container runs the same pull in its own command instead (the runtime
+has no init container to amend); it is run here the same way, under the torch runtime's PET_* variables.
 """
 
 from __future__ import annotations
