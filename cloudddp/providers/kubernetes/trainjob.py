@@ -13,7 +13,8 @@ pkg/runtime/framework/plugins/jobset/jobset.go, also wants the manager as a doma
 no env patched into the `node` container). So s3:// inputs, which a PyTorchJob pulls in an init
 container, are pulled by the `node` container itself before it execs the launcher (`node_command`).
 Pre-release Trainer (before v2.0.0) named these `trainer-node`/`trainer` and took
-`podSpecOverrides`; v2.0-v2.1 took `podSpecOverrides` too.
+`podSpecOverrides`; v2.0.0 took `podSpecOverrides` and v2.1.0 `podTemplateOverrides` (trainjob_types.go at
+each tag); `runtimePatches` came with v2.2.0, whose TrainJob type v2.3.0 only extends.
 """
 
 from __future__ import annotations
