@@ -217,6 +217,7 @@ class S3Gate:
                 raw: bytes, headers: dict[str, str], started_in: int) -> bool:  # fmt: skip
         """One request to the server and its answer back to the client; False once the connection is over."""
         method, target = raw.split(b" ", 2)[0].decode(), raw.split(b" ", 2)[1].decode()
+        path = target.split("?")[0]  # what the state records: the object, without the query
         if headers.get("expect", "").lower() == "100-continue":
             client.sendall(b"HTTP/1.1 100 Continue\r\n\r\n")
             raw = b"\r\n".join(x for x in raw.split(b"\r\n") if not x.lower().startswith(b"expect:"))
@@ -227,7 +228,7 @@ class S3Gate:
         with self.lock:
             refusal = self.state.refusals[method].pop(0) if self.state.refusals.get(method) else None
             if refusal:
-                self.state.refused.append((method, target.split("?")[0]))
+                self.state.refused.append((method, path))
         if refusal:
             client.sendall(refusal.answer())
             return not refusal.close
@@ -237,7 +238,7 @@ class S3Gate:
             # A request its client wrote just before it died, on a connection this gate accepted only later
             # (the epoch check cannot see it). Forwarded, it would land after the test had looked.
             with self.lock:
-                self.state.abandoned.append((method, target.split("?")[0]))
+                self.state.abandoned.append((method, path))
                 self.lock.notify_all()
             return False
         upstream.sendall(raw + body)
@@ -249,10 +250,10 @@ class S3Gate:
         with self.lock:
             late = started_in != self.state.epoch  # answered after drop_held(): not what a new client sent
             if late:
-                self.state.late.append((method, target.split("?")[0]))
+                self.state.late.append((method, path))
             else:
                 self.state.forwarded[method] += 1
-                self.state.targets.append((method, target.split("?")[0]))
+                self.state.targets.append((method, path))
                 self.state.statuses.append(int(response[0].split(b" ", 2)[1]))
                 self.state.agents.append(headers.get("user-agent", ""))
                 self.lock.notify_all()

@@ -86,13 +86,15 @@ def node_command(settings: KubernetesSettings, storage: Storage, argv: list[str]
     if not storage.init_containers:
         return ["sh", "-c", 'cd "$0" && exec "$@"', settings.working_dir, *argv], []
     (pull,) = storage.init_containers  # storage_for makes at most one: the s3:// puller
-    names = [item["name"] for item in pull.get("env", [])]
+    env = pull.get("env", [])
+    names = [item["name"] for item in env]
     handed = " ".join(f'{name}="${PULL_PREFIX}{name}"' for name in names)
     pull_step = f"{handed} {shlex.join(pull['command'])}".strip()
     unset = f"unset {' '.join(PULL_PREFIX + name for name in names)} && " if names else ""
     script = f'cd "$0" && {pull_step} && {unset}exec "$@"'
-    pull_env = [{**item, "name": PULL_PREFIX + item["name"]} for item in pull.get("env", [])]
-    return ["sh", "-c", script, settings.working_dir, *argv], pull_env
+    return ["sh", "-c", script, settings.working_dir, *argv], [
+        {**item, "name": PULL_PREFIX + item["name"]} for item in env
+    ]
 
 
 def trainjob(spec: JobSpec, settings: KubernetesSettings, storage: Storage, namespace: str) -> dict[str, Any]:
