@@ -1,6 +1,7 @@
 """The one staging algorithm, for every object store: list -> compare -> upload -> verify -> publish.
 
-1. Scan the local folder and hash every file (content, not mtime).
+1. Scan the local folder and hash every file (content, not mtime). In the shard layout a file not
+   hashed before is hashed from the bytes packed into its shard: one read of it for both.
 2. The version name follows from the hashes. If `<prefix>/_cloudddp_manifest.json` already
    names it, nothing is written (a no-op re-stage costs one GET).
 3. Otherwise list `<prefix>/<version>/`: objects an interrupted run already finished are
@@ -73,19 +74,40 @@ def stage(
     options, progress = options or StageOptions(), progress or Progress()
     if options.layout not in (PLAIN, SHARDS):
         raise CloudDDPError(f"the staging layout {options.layout!r} is not one of {PLAIN!r}, {SHARDS!r}.")
-    location = store.location
     progress.phase("scanning")
     files = local_files.list_files(Path(local))
     if not files:
         raise CloudDDPError(f"the local folder {str(local)!r} to stage holds no files.")
     store.check_bucket(options.create_bucket)
-    progress.phase("hashing")
     cache = HashCache(options.hash_cache, Path(local)) if options.hash_cache else None
-    hashed = local_files.hash_files(files, md5_part_size=store.md5_part_size, cache=cache)
+    work = shard_folder(options.shard_dir) if options.layout == SHARDS else None
+    try:
+        return stage_files(files, store, options, progress, cache, work)
+    finally:
+        if work:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+def stage_files(
+    files: list[local_files.LocalFile], store: ObjectStore, options: StageOptions, progress: Progress,
+    cache: HashCache | None, work: Path | None,
+) -> StageResult:  # fmt: skip
+    """Steps 1 to 6 for the scanned `files`; shards are built in `work` (None: the plain layout)."""
+    known = local_files.recall(files, store.md5_part_size, cache)
+    built: list[shards.Shard] | None = None
+    if work and any(isinstance(f, local_files.LocalFile) for f in known):
+        # Files to hash and shards to build: both from one read of each file (shards.copy_member). Should the
+        # version turn out published already, the build was wasted; with every hash remembered it is skipped.
+        progress.phase("hashing and building shards")
+        built, hashed = shards.build_shards(known, work, options.shard_size, store.md5_part_size)
+        if cache:
+            cache.save(hashed, store.md5_part_size)
+    else:
+        progress.phase("hashing")
+        hashed = local_files.hash_files(files, md5_part_size=store.md5_part_size, cache=cache)
     entries = [FileEntry(h.file.relative, h.file.size, h.sha256) for h in hashed]
-    shard_size = options.shard_size if options.layout == SHARDS else None
-    version = version_of(options.layout, entries, shard_size)
-    result = StageResult(uri=location.uri(version, folder=True), version=version, layout=options.layout,
+    version = version_of(options.layout, entries, options.shard_size if work else None)
+    result = StageResult(uri=store.location.uri(version, folder=True), version=version, layout=options.layout,
                          files=len(files))  # fmt: skip
     published = read_manifest(store)
     if published and published.version == version:
@@ -93,15 +115,13 @@ def stage(
         if options.delete:
             result.deleted = delete_others(store, version)
         return result
-    work = shard_folder(options.shard_dir) if shard_size else None
-    try:
-        manifest, uploads = plan_objects(hashed, options, version, store, work, progress)
-        transfer(store, manifest, uploads, published, result, progress)
-    finally:
-        if work:
-            shutil.rmtree(work, ignore_errors=True)
+    if work and built is None:
+        progress.phase("building shards")
+        built, hashed = shards.build_shards(hashed, work, options.shard_size, store.md5_part_size)
+    manifest, uploads = plan_objects(hashed, built, version, store, work)
+    transfer(store, manifest, uploads, published, result, progress)
     check_accounted(store, manifest, result)
-    store.write(location.key(MANIFEST_NAME), manifest.to_json())  # the publication
+    store.write(store.location.key(MANIFEST_NAME), manifest.to_json())  # the publication
     if options.delete:
         result.deleted = delete_others(store, version)
     return result
@@ -124,19 +144,16 @@ def read_manifest(store: ObjectStore) -> Manifest | None:
 
 
 def plan_objects(
-    hashed: list[local_files.Hashed], options: StageOptions, version: str, store: ObjectStore,
-    work: Path | None, progress: Progress,
+    hashed: list[local_files.Hashed], built: list[shards.Shard] | None, version: str, store: ObjectStore,
+    work: Path | None,
 ) -> tuple[Manifest, list[Upload]]:  # fmt: skip
     """The objects of the new version, and an Upload for each (from the user's file or a built shard)."""
     key = store.location.key
-    if options.layout == PLAIN:
+    if built is None or work is None:
         manifest = Manifest(version, PLAIN, [FileEntry(h.file.relative, h.file.size, h.sha256) for h in hashed],
                             [ObjectEntry(h.file.relative, h.file.size, h.sha256) for h in hashed])  # fmt: skip
         uploads = [upload_of(h, key(version, h.file.relative)) for h in hashed]
         return manifest, uploads
-    assert work is not None
-    progress.phase("building shards")
-    built = shards.build_shards(hashed, work, options.shard_size)
     index_path = work / shards.INDEX_NAME
     index_path.write_bytes(shards.index_json(built))
     membership = {m.path: s.name for s in built for m in s.members}

@@ -69,7 +69,8 @@ class HashCache:
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             with tempfile.NamedTemporaryFile("w", dir=self.path.parent, delete=False, suffix=".tmp") as out:
-                json.dump({"format": FORMAT, "files": self.entries}, out, separators=(",", ":"))
+                # dumps, not dump: json.dump encodes in pure Python (~3x slower for a few thousand entries)
+                out.write(json.dumps({"format": FORMAT, "files": self.entries}, separators=(",", ":")))
             os.replace(out.name, self.path)
         except OSError:
             pass  # a cache that cannot be written only costs the next run a re-read

@@ -103,29 +103,43 @@ def describe(path: Path, relative: str) -> LocalFile:
     return LocalFile(relative, path, stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns, stat.st_dev, stat.st_ino)
 
 
+class ContentDigest:
+    """SHA-256 and CRC-32 of bytes fed in order and, with `md5_part_size`, their MD5 as OCI reports it."""
+
+    def __init__(self, md5_part_size: int | None = None) -> None:
+        self.sha, self.crc, self.md5_part_size = hashlib.sha256(), 0, md5_part_size
+        self.md5 = hashlib.md5(usedforsecurity=False) if md5_part_size else None
+        self.parts: list[bytes] = []  # the MD5 of each finished part
+        self.in_part = 0
+
+    def update(self, block: bytes) -> None:
+        self.sha.update(block)
+        self.crc = zlib.crc32(block, self.crc)
+        while self.md5_part_size and self.md5 and block:
+            take = block[: self.md5_part_size - self.in_part]
+            self.md5.update(take)
+            self.in_part += len(take)
+            block = block[len(take) :]
+            if self.in_part == self.md5_part_size:
+                self.parts.append(self.md5.digest())
+                self.md5, self.in_part = hashlib.md5(usedforsecurity=False), 0
+
+    def hashed(self, file: LocalFile) -> Hashed:
+        md5 = oci_md5(self.md5, self.parts, self.in_part) if self.md5 else None
+        return Hashed(file, self.sha.hexdigest(), md5, self.crc)
+
+
 def hash_file(file: LocalFile, md5_part_size: int | None = None) -> Hashed:
     """SHA-256 and CRC-32 of the content and, with `md5_part_size`, its MD5 (per part above that size), in one read."""
-    sha, crc = hashlib.sha256(), 0
-    md5 = hashlib.md5(usedforsecurity=False) if md5_part_size else None
-    parts: list[bytes] = []
-    in_part = 0
+    digest = ContentDigest(md5_part_size)
     block_size = min(READ_BLOCK, max(file.size, 1))  # a small file in one read, without a 1 MiB buffer
     try:
         with open(file.path, "rb", buffering=0) as handle:
             while block := handle.read(block_size):
-                sha.update(block)
-                crc = zlib.crc32(block, crc)
-                while md5_part_size and md5 and block:
-                    take = block[: md5_part_size - in_part]
-                    md5.update(take)
-                    in_part += len(take)
-                    block = block[len(take) :]
-                    if in_part == md5_part_size:
-                        parts.append(md5.digest())
-                        md5, in_part = hashlib.md5(usedforsecurity=False), 0
+                digest.update(block)
     except OSError as exc:
         raise CloudDDPError(f"cannot read {str(file.path)!r}: {exc.strerror}.") from None
-    return Hashed(file, sha.hexdigest(), oci_md5(md5, parts, in_part) if md5 else None, crc)
+    return digest.hashed(file)
 
 
 def oci_md5(last: Any, parts: list[bytes], in_last: int) -> str:
@@ -137,19 +151,24 @@ def oci_md5(last: Any, parts: list[bytes], in_last: int) -> str:
     return f"{base64.b64encode(combined).decode()}-{len(parts)}"
 
 
+def recall(files: list[LocalFile], md5_part_size: int | None, cache: Any | None) -> list[Hashed | LocalFile]:
+    """Each file's remembered hashes from `cache` (a hash_cache.HashCache), or the file itself where none holds."""
+    if cache is None:
+        return list(files)
+    return [cache.lookup(f, md5_part_size) or f for f in files]
+
+
 def hash_files(files: Iterable[LocalFile], md5_part_size: int | None = None, cache: Any | None = None) -> list[Hashed]:
     """Content hashes of many files, a few at a time, in the input order; `cache` (a hash_cache.HashCache)
-    answers for files whose stat has not changed since it hashed them."""
-
-    files = list(files)
-    known = [cache.lookup(f, md5_part_size) if cache else None for f in files]
-    missing = [f for f, h in zip(files, known, strict=True) if h is None]
+    answers for files whose stat has not changed since it hashed them, and remembers the rest."""
+    known = recall(list(files), md5_part_size, cache)
+    missing = [f for f in known if isinstance(f, LocalFile)]
     if missing:  # threads only for files to read: handing thousands of cache hits to a pool costs more
         with ThreadPoolExecutor(max_workers=HASH_THREADS) as pool:
             done = pool.map(lambda batch: [hash_file(f, md5_part_size) for f in batch], hash_batches(missing))
             fresh = iter([hashed for batch in done for hashed in batch])
-        known = [h if h is not None else next(fresh) for h in known]
-    hashed: list[Hashed] = known  # type: ignore[assignment]  # every None was filled above
+        known = [next(fresh) if isinstance(h, LocalFile) else h for h in known]
+    hashed: list[Hashed] = known  # type: ignore[assignment]  # every LocalFile was replaced above
     if cache:
         cache.save(hashed, md5_part_size)
     return hashed

@@ -17,16 +17,18 @@ import queue
 import tarfile
 import threading
 import zlib
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
 from cloudddp.errors import CloudDDPError
-from cloudddp.staging.local_files import READ_BLOCK, Hashed
+from cloudddp.staging.local_files import READ_BLOCK, ContentDigest, Hashed, LocalFile
 
 INDEX_NAME = "_cloudddp_index.json"
 INDEX_FORMAT = "cloudddp-shards/1"
 DEFAULT_SHARD_SIZE = 256 * 1024 * 1024
+Packable = Hashed | LocalFile  # a file hashed before (checked while packed) or not yet (hashed while packed)
 
 
 @dataclass
@@ -93,23 +95,27 @@ class HashingWriter:
             self.hasher.join()
 
 
-def plan_shards(files: list[Hashed], shard_size: int) -> list[list[Hashed]]:
+def plan_shards(files: Sequence[Packable], shard_size: int) -> list[list[Packable]]:
     """Greedy, in path order: a shard closes once it holds `shard_size` bytes."""
-    groups: list[list[Hashed]] = [[]]
+    groups: list[list[Packable]] = [[]]
     filled = 0
     for item in files:
         if groups[-1] and filled >= shard_size:
             groups.append([])
             filled = 0
         groups[-1].append(item)
-        filled += item.file.size + 512
+        filled += file_of(item).size + 512
     return [g for g in groups if g]
 
 
-def member_info(item: Hashed) -> tarfile.TarInfo:
-    info = tarfile.TarInfo(item.file.relative)
+def file_of(item: Packable) -> LocalFile:
+    return item.file if isinstance(item, Hashed) else item
+
+
+def member_info(file: LocalFile) -> tarfile.TarInfo:
+    info = tarfile.TarInfo(file.relative)
     info.size, info.mtime, info.mode, info.uid, info.gid, info.uname, info.gname = (
-        item.file.size, 0, 0o644, 0, 0, "", "",
+        file.size, 0, 0o644, 0, 0, "", "",
     )  # fmt: skip
     return info
 
@@ -121,70 +127,105 @@ USTAR_TAIL = b"0" + b"\0" * 100 + b"ustar\x0000" + b"\0" * 247  # type, link nam
 USTAR_TAIL_SUM = 8 * ord(" ") + sum(USTAR_TAIL)  # the checksum counts its own field as eight spaces
 
 
-def member_header(item: Hashed) -> bytes:
-    name, size = item.file.relative, item.file.size
+def member_header(file: LocalFile) -> bytes:
+    name, size = file.relative, file.size
     if len(name) > 100 or not name.isascii() or size >= 8**11:  # tarfile adds a pax header for these
-        return member_info(item).tobuf(tarfile.PAX_FORMAT, "utf-8", "surrogateescape")
+        return member_info(file).tobuf(tarfile.PAX_FORMAT, "utf-8", "surrogateescape")
     head = name.encode().ljust(100, b"\0") + USTAR_FIXED + b"%011o\0" % size + b"00000000000\0"  # mtime 0
     return head + b"%06o\0 " % (USTAR_TAIL_SUM + sum(head)) + USTAR_TAIL
 
 
-def write_shard(shard: Shard, items: list[Hashed]) -> None:
-    """Write one shard; a file whose bytes no longer match its scanned hash is an error naming it."""
+def write_shard(shard: Shard, items: list[Packable], md5_part_size: int | None) -> list[Hashed]:
+    """Write one shard; return each member's hashes (see copy_member)."""
+    hashed: list[Hashed] = []
     with open(shard.path, "wb") as raw:
         out = HashingWriter(raw)
         try:
             for item in items:
-                # Headers written by hand (not TarFile.addfile) so the data can be copied and checked in one pass.
-                out.write(member_header(item))
-                shard.members.append(Member(item.file.relative, out.written, item.file.size))
-                copy_checked(item, out)
-                out.write(b"\0" * ((-item.file.size) % tarfile.BLOCKSIZE))
+                # Headers written by hand (not TarFile.addfile) so the data can be copied and hashed in one pass.
+                file = file_of(item)
+                out.write(member_header(file))
+                shard.members.append(Member(file.relative, out.written, file.size))
+                hashed.append(copy_member(item, out, md5_part_size))
+                out.write(b"\0" * ((-file.size) % tarfile.BLOCKSIZE))
             out.write(b"\0" * (2 * tarfile.BLOCKSIZE))  # end of archive, then pad to a whole record as tar does
             out.write(b"\0" * ((-out.written) % tarfile.RECORDSIZE))
         finally:
             out.close()
         shard.size, shard.sha256, shard.crc32 = out.written, out.hexdigest(), out.crc32
+    return hashed
 
 
-def copy_checked(item: Hashed, out: HashingWriter) -> None:
-    """Copy the file into the shard, checked against its scan: the CRC-32 where the scan took one (an
-    accidental change escapes it with odds of 2^-32, at ~8x less CPU than a SHA-256), else the SHA-256."""
-    digest, crc, copied = hashlib.sha256() if item.crc32 is None else None, 0, 0
-    with open(item.file.path, "rb") as source:
-        while copied < item.file.size and (block := source.read(min(READ_BLOCK, item.file.size - copied))):
-            if digest:
-                digest.update(block)
-            else:
-                crc = zlib.crc32(block, crc)
-            out.write(block)
-            copied += len(block)
-    same = digest.hexdigest() == item.sha256 if digest else crc == item.crc32
-    if copied != item.file.size or not same:
-        raise CloudDDPError(
-            f"{str(item.file.path)!r} changed while it was being staged (its size or content differs from when it was "
-            f"scanned). Stage again once nothing writes to it."
-        )
+def copy_member(item: Packable, out: HashingWriter, md5_part_size: int | None) -> Hashed:
+    """Copy a file into the shard and return its hashes.
+
+    A file not hashed yet (a LocalFile) is hashed from the very bytes copied: one read of it for both, and
+    its SHA-256 runs beside the shard's on the writer's thread (a first stage: ~0.15 s less for 2000 x 20 KiB
+    than hashing every file before the build). A file hashed before (a Hashed, from the hash cache) is
+    checked against those hashes: by its CRC-32 where it has one (an accidental change escapes it with odds
+    of 2^-32, at ~8x less CPU than a SHA-256), else by its SHA-256. Either way the shard holds the bytes its
+    member's hashes describe, or the file is named as changed."""
+    file = file_of(item)
+    scanned = item if isinstance(item, Hashed) else None
+    by_crc = scanned is not None and scanned.crc32 is not None
+    digest = ContentDigest(None if scanned else md5_part_size)  # fed only when not checked by CRC-32
+    crc, copied = 0, 0
+    for block in read_blocks(file):
+        if by_crc:
+            crc = zlib.crc32(block, crc)
+        else:
+            digest.update(block)
+        out.write(block)
+        copied += len(block)
+    if copied == file.size and scanned is None:
+        return digest.hashed(file)
+    if (
+        copied == file.size
+        and scanned
+        and (crc == scanned.crc32 if by_crc else digest.hashed(file).sha256 == scanned.sha256)
+    ):
+        return scanned
+    raise CloudDDPError(
+        f"{str(file.path)!r} changed while it was being staged (its size or content differs from when it was "
+        f"scanned). Stage again once nothing writes to it."
+    )
 
 
-def build_shards(files: list[Hashed], folder: Path, shard_size: int) -> list[Shard]:
-    """Pack `files` into tar shards under `folder`; disk-full is an error naming the folder."""
+def read_blocks(file: LocalFile) -> Iterator[bytes]:
+    """The file's first `file.size` bytes, in blocks; a read error names the file (a write error into the
+    shard, raised in the caller, is not caught here: it names the shard folder)."""
+    copied = 0
+    try:
+        with open(file.path, "rb", buffering=0) as source:
+            while copied < file.size and (block := source.read(min(READ_BLOCK, file.size - copied))):
+                copied += len(block)
+                yield block
+    except OSError as exc:
+        raise CloudDDPError(f"cannot read {str(file.path)!r}: {exc.strerror}.") from None
+
+
+def build_shards(
+    files: Sequence[Packable], folder: Path, shard_size: int, md5_part_size: int | None = None
+) -> tuple[list[Shard], list[Hashed]]:
+    """Pack `files` into tar shards under `folder`, hashing those not hashed yet; return the shards and every
+    file's hashes, in order. Disk-full is an error naming the folder."""
     shards: list[Shard] = []
+    hashed: list[Hashed] = []
     for number, items in enumerate(plan_shards(files, shard_size)):
         shard = Shard(f"shard-{number:06d}.tar", folder / f"shard-{number:06d}.tar")
         try:
-            write_shard(shard, items)
+            hashed += write_shard(shard, items, md5_part_size)
         except OSError as exc:
             shard.path.unlink(missing_ok=True)
             if exc.errno in (errno.ENOSPC, errno.EDQUOT):
                 raise CloudDDPError(
                     f"the shard folder {str(folder)!r} ran out of disk space while writing {shard.name} "
-                    f"({sum(i.file.size for i in files) / 1e6:.0f} MB of shards in all). Pass --shard-dir with a "
-                    f"folder on a bigger disk."
+                    f"({sum(file_of(i).size for i in files) / 1e6:.0f} MB of shards in all). Pass --shard-dir with "
+                    f"a folder on a bigger disk."
                 ) from None
             raise CloudDDPError(f"cannot write the shard {str(shard.path)!r}: {exc.strerror}.") from None
         shards.append(shard)
-    return shards
+    return shards, hashed
 
 
 def index_json(shards: list[Shard]) -> bytes:

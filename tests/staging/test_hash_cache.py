@@ -1,13 +1,17 @@
 """The hash cache: an unchanged folder is re-staged without reading its files, a changed one never.
 
 Runs the real engine against moto's in-process S3; file reads are counted by wrapping the real
-`local_files.hash_file`, writes through botocore's events (test_stage_engine.Calls).
+`local_files.hash_file` (and `shards.read_blocks`, where a shard stage reads files to pack them), writes
+through botocore's events (test_stage_engine.Calls).
 """
 
 from __future__ import annotations
 
+import hashlib
+import io
 import json
 import os
+import tarfile
 import zlib
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,8 +22,9 @@ import pytest
 from moto import mock_aws
 from test_stage_engine import Calls, objects, store
 
-from cloudddp.staging import hash_cache, local_files
+from cloudddp.staging import hash_cache, local_files, shards
 from cloudddp.staging.engine import StageOptions, stage
+from cloudddp.staging.manifest import SHARDS
 
 
 @pytest.fixture
@@ -138,3 +143,56 @@ def test_a_cache_of_the_previous_format_is_hashed_again_and_its_crc32_is_remembe
     again = stage(data, store(s3), options)
     assert len(reads) == 6 and again.unchanged and again.uri == first.uri
     assert json.loads(cache_file.read_text())["format"] == 2
+
+
+@pytest.fixture
+def packed(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Relative paths of the files the engine read to pack them into a shard."""
+    seen: list[str] = []
+    real = shards.read_blocks
+
+    def counting(file: local_files.LocalFile) -> Iterator[bytes]:
+        seen.append(file.relative)
+        return real(file)
+
+    monkeypatch.setattr(shards, "read_blocks", counting)
+    return seen
+
+
+def test_a_first_shard_stage_reads_each_file_once_and_a_warm_re_stage_reads_and_builds_nothing(
+    s3: Any, data: Path, tmp_path: Path, reads: list[str], packed: list[str], not_racy: None
+) -> None:
+    options = StageOptions(layout=SHARDS, hash_cache=tmp_path / "cache")
+    first = stage(data, store(s3), options)
+    names = sorted(f.relative for f in local_files.list_files(data))
+    assert sorted(packed) == names and [r for r in reads if r in names] == []  # hashed while packed, not before
+    (cache_file,) = (tmp_path / "cache").iterdir()
+    remembered = {name: (entry[1], entry[4]) for name, entry in json.loads(cache_file.read_text())["files"].items()}
+    assert remembered == {
+        f.relative: (hashlib.sha256(f.path.read_bytes()).hexdigest(), zlib.crc32(f.path.read_bytes()))
+        for f in local_files.list_files(data)
+    }
+    reads.clear()
+    packed.clear()
+    calls = Calls(s3)
+    again = stage(data, store(s3), options)
+    assert (reads, packed) == ([], []) and again.unchanged and again.uri == first.uri
+    assert calls.writes() == {}
+
+
+def test_a_shard_stage_with_every_hash_remembered_builds_once_the_version_is_new(
+    s3: Any, data: Path, tmp_path: Path, reads: list[str], packed: list[str], not_racy: None
+) -> None:
+    """Hashes from the cache, a prefix where nothing is published: each file is read once, to be packed
+    and checked against its remembered CRC-32, and the shard holds the files."""
+    options = StageOptions(layout=SHARDS, hash_cache=tmp_path / "cache")
+    stage(data, store(s3), options)
+    reads.clear()
+    packed.clear()
+    other = stage(data, store(s3, "s3://bkt/elsewhere"), options)
+    names = sorted(f.relative for f in local_files.list_files(data))
+    assert sorted(packed) == names and [r for r in reads if r in names] == [] and not other.unchanged
+    with tarfile.open(fileobj=io.BytesIO(objects(s3, "elsewhere/")[f"{other.version}/shard-000000.tar"])) as tar:
+        assert {m.name: tar.extractfile(m).read() for m in tar.getmembers()} == {  # type: ignore[union-attr]
+            name: (data / name).read_bytes() for name in names
+        }

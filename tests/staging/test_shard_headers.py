@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from cloudddp.staging.local_files import Hashed, LocalFile
+from cloudddp.staging.local_files import LocalFile
 from cloudddp.staging.shards import member_header, member_info
 
 
-def item(relative: str, size: int) -> Hashed:
-    return Hashed(LocalFile(relative, Path("/unused"), size, 0), "00" * 32, None)
+def item(relative: str, size: int) -> LocalFile:
+    return LocalFile(relative, Path("/unused"), size, 0)
 
 
 @pytest.mark.parametrize(

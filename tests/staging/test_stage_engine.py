@@ -289,7 +289,7 @@ def test_a_file_changed_between_scan_and_shard_build_is_named(data: Path, tmp_pa
 
 def test_a_shard_holds_exactly_the_scanned_bytes_and_its_recorded_checksums(data: Path, tmp_path: Path) -> None:
     hashed = hash_files(list_files(data))
-    (shard,) = build_shards(hashed, tmp_path, 1 << 20)
+    (shard,), _ = build_shards(hashed, tmp_path, 1 << 20)
     raw = shard.path.read_bytes()
     assert (shard.size, shard.sha256, shard.crc32) == (len(raw), hashlib.sha256(raw).hexdigest(), zlib.crc32(raw))
     with tarfile.open(shard.path) as tar:
@@ -329,3 +329,34 @@ def test_files_are_hashed_in_batches_and_each_hash_is_its_own_files(tmp_path: Pa
     for hashed in hash_files(files):
         data = hashed.file.path.read_bytes()
         assert (hashed.sha256, hashed.crc32) == (hashlib.sha256(data).hexdigest(), zlib.crc32(data))
+
+
+def test_files_not_hashed_yet_are_hashed_from_the_bytes_packed_into_the_shard(data: Path, tmp_path: Path) -> None:
+    """A first shard stage reads each file once (shards.copy_member): the hashes it returns are those a
+    separate read computes (OCI's per-part MD5 included), and files hashed before come back as they were."""
+    files = list_files(data)
+    remembered = hash_files(files[::2], md5_part_size=512)  # as from the hash cache
+    packable = [remembered[i // 2] if i % 2 == 0 else f for i, f in enumerate(files)]
+    (shard,), hashed = build_shards(packable, tmp_path, 1 << 20, md5_part_size=512)
+    assert hashed == hash_files(files, md5_part_size=512)
+    assert hashed[::2] == remembered and any("-" in (h.md5 or "") for h in hashed)  # some in 2 parts
+    with tarfile.open(shard.path) as tar:
+        assert {m.name: tar.extractfile(m).read() for m in tar.getmembers()} == {  # type: ignore[union-attr]
+            f.relative: f.path.read_bytes() for f in files
+        }
+
+
+def test_a_file_gone_or_shortened_before_its_first_read_is_named(data: Path, tmp_path: Path) -> None:
+    """Files not hashed yet are read once, while packed: a read error names the file (not the shard
+    folder), and a file shorter than scanned is named as changed."""
+    gone = data / "labels.json"
+    files = list_files(data)
+    gone.unlink()
+    with pytest.raises(CloudDDPError, match=r"cannot read '.*/labels\.json': No such file"):
+        build_shards(files, tmp_path, 1 << 20)
+    gone.write_text('{"a": 1}')
+    files = list_files(data)
+    shortened = data / "train/class1/img01.png"
+    shortened.write_bytes(shortened.read_bytes()[:-1])
+    with pytest.raises(CloudDDPError, match=r"img01\.png' changed while it was being staged"):
+        build_shards(files, tmp_path, 1 << 20)
