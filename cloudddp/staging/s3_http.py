@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import http.client
+import importlib.util
 import os
 import random
 import ssl
@@ -32,6 +33,7 @@ import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from pathlib import Path
 from urllib.parse import quote, urlsplit
 
 from cloudddp.staging.location import s3_address
@@ -117,15 +119,30 @@ class FileChangedError(Exception):
 
 
 def tls_context(verify: str | bool = True) -> ssl.SSLContext:
-    """TLS checked as botocore's `verify` says: True, the default trust store; a path, that CA bundle only
-    (AWS_CA_BUNDLE, a profile's ca_bundle, REQUESTS_CA_BUNDLE); False, no certificate check."""
+    """TLS checked as botocore's `verify` says: True, botocore's default CA bundle (default_ca_bundle); a path,
+    that CA bundle only (AWS_CA_BUNDLE, a profile's ca_bundle, REQUESTS_CA_BUNDLE); False, no certificate check."""
     if verify is True:
-        return ssl.create_default_context()
+        return ssl.create_default_context(cafile=default_ca_bundle())
     if verify is False:
         context = ssl.create_default_context()
         context.check_hostname, context.verify_mode = False, ssl.CERT_NONE
         return context
     return ssl.create_default_context(cafile=verify)
+
+
+def default_ca_bundle() -> str | None:
+    """The CA bundle botocore trusts when nothing configures one: certifi's where installed, else the cacert.pem
+    botocore ships, and only that bundle (urllib3 loads no system certificates beside a bundle): botocore
+    1.44.5's httpsession.py `where` and get_cert_path (boto/botocore at 0e6e2404b85dc336dd2889814e089bde7d1a4c55).
+    None (the system's trust store) where neither certifi nor botocore is installed."""
+    try:
+        import certifi
+
+        return str(certifi.where())
+    except ImportError:
+        spec = importlib.util.find_spec("botocore")  # found, not imported: importing botocore costs ~0.3 s
+        shipped = Path(spec.origin).parent / "cacert.pem" if spec and spec.origin else None
+        return str(shipped) if shipped and shipped.is_file() else None
 
 
 class SinglePuts:
@@ -277,8 +294,7 @@ class Requests:
     def connect(self, host: str) -> http.client.HTTPConnection:
         if self.connection is None:
             if self.https:
-                self.connection = http.client.HTTPSConnection(host, timeout=READ_TIMEOUT,
-                                                              context=ssl.create_default_context())  # fmt: skip
+                self.connection = http.client.HTTPSConnection(host, timeout=READ_TIMEOUT, context=tls_context())
             else:
                 self.connection = http.client.HTTPConnection(host, timeout=READ_TIMEOUT)
         return self.connection

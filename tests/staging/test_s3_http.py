@@ -160,3 +160,14 @@ def test_each_object_is_stored_with_the_crc32_of_the_local_bytes(
     for name, body in held.items():
         head = client.head_object(Bucket=bucket, Key=prefix + name, ChecksumMode="ENABLED")
         assert head["ChecksumCRC32"] == base64.b64encode(zlib.crc32(body).to_bytes(4, "big")).decode(), name
+
+
+def test_the_default_ca_bundle_is_botocores(monkeypatch: pytest.MonkeyPatch) -> None:
+    """botocore's own answers (botocore/httpsession.py, imported here): certifi's bundle, else its cacert.pem."""
+    import sys
+
+    from botocore.httpsession import DEFAULT_CA_BUNDLE, get_cert_path
+
+    assert s3_http.default_ca_bundle() == get_cert_path(True)
+    monkeypatch.setitem(sys.modules, "certifi", None)  # `import certifi` now raises ImportError
+    assert s3_http.default_ca_bundle() == DEFAULT_CA_BUNDLE and Path(DEFAULT_CA_BUNDLE).is_file()

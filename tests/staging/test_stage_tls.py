@@ -2,9 +2,11 @@
 
 Every path that sends bytes is checked against the trust it should use: botocore's (its CA bundle:
 AWS_CA_BUNDLE, a profile's ca_bundle, REQUESTS_CA_BUNDLE) for a stage configured through botocore,
-whose files go through cloudddp's PUT client and the CRT; the default trust store for the direct path.
-Where botocore's value comes from: boto/botocore botocore/session.py create_client (`ca_bundle`) and
-botocore/endpoint.py EndpointCreator._get_verify_value (REQUESTS_CA_BUNDLE) at
+whose files go through cloudddp's PUT client and the CRT; for the direct path, botocore's default
+bundle (certifi's), side by side with a boto3 client given the same trust.
+Where botocore's value comes from: boto/botocore botocore/session.py create_client (`ca_bundle`),
+botocore/endpoint.py EndpointCreator._get_verify_value (REQUESTS_CA_BUNDLE) and, with neither,
+botocore/httpsession.py get_cert_path (certifi's `where`, else its own cacert.pem) at
 0e6e2404b85dc336dd2889814e089bde7d1a4c55; its CRT mapping: boto/s3transfer s3transfer/crt.py
 create_s3_crt_client at bf4262882ba285aea84daee2adbbd1359c23eec6.
 """
@@ -100,18 +102,56 @@ def test_a_stage_through_botocore_trusts_its_ca_bundle_for_every_file(
     assert held(tls, result.uri) == local(data)
 
 
-def test_the_direct_path_stages_over_https_with_the_default_trust_store(
+def certifi_bundle_is(monkeypatch: pytest.MonkeyPatch, bundle: Path) -> None:
+    """Make certifi's bundle `bundle`, for cloudddp and for botocore (which bound certifi's `where` when
+    botocore/httpsession.py was imported)."""
+    import botocore.httpsession
+    import certifi
+
+    monkeypatch.setattr(certifi, "where", lambda: str(bundle))
+    monkeypatch.setattr(botocore.httpsession, "where", lambda: str(bundle))
+
+
+def botocore_reaches(tls: TlsServer) -> bool:
+    """Whether a boto3 client with botocore's default trust (no `verify`, no CA bundle variable) gets an answer."""
+    from botocore.exceptions import SSLError
+
+    client = boto3.client("s3", endpoint_url=tls.server.https_url, region_name="us-east-1",
+                          aws_access_key_id=ACCESS_KEY, aws_secret_access_key=SECRET_KEY)  # fmt: skip
+    try:
+        client.head_bucket(Bucket="tls")
+    except SSLError:
+        return False
+    return True
+
+
+def test_the_direct_path_stages_over_https_trusting_what_botocore_trusts_by_default(
     tls: TlsServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """No botocore: cloudddp's own client (TLS over asyncio, http.client's HTTPSConnection), as for AWS S3
-    itself. The test CA is the default trust store here (SSL_CERT_FILE, read by OpenSSL)."""
-    environment(monkeypatch, tls, tmp_path, SSL_CERT_FILE=str(tls.ca))
+    itself. It trusts certifi's bundle, as botocore does by default, not the system's store: here certifi
+    vouches for the server and the system store (SSL_CERT_FILE, read by OpenSSL) holds another CA."""
+    environment(monkeypatch, tls, tmp_path, SSL_CERT_FILE=str(tls.other_ca))
+    certifi_bundle_is(monkeypatch, tls.ca)
+    assert botocore_reaches(tls)
     data = dataset(tmp_path / "data", big=False)
     store = open_direct_store(parse_location("s3://tls/direct"))
     assert isinstance(store, DirectS3Store) and store.single_puts.tls is not None
     result = stage(data, store)
     assert held(tls, result.uri) == local(data)
     assert result.uri == stage(data, store).uri  # the re-stage (GET manifest, LIST) over TLS too
+
+
+def test_the_direct_path_refuses_a_server_only_the_system_store_vouches_for_as_botocore_does(
+    tls: TlsServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    environment(monkeypatch, tls, tmp_path, SSL_CERT_FILE=str(tls.ca))
+    certifi_bundle_is(monkeypatch, tls.other_ca)
+    assert not botocore_reaches(tls)
+    data = dataset(tmp_path / "data", big=False)
+    with pytest.raises(CloudDDPError, match="CERTIFICATE_VERIFY_FAILED"):
+        stage(data, open_direct_store(parse_location("s3://tls/refused-direct")))
+    assert held(tls, "s3://tls/refused-direct/") == {}
 
 
 @pytest.mark.parametrize("client", ["cloudddp's PUT client", "the CRT"])
