@@ -160,8 +160,8 @@ def copy_member(item: Packable, out: HashingWriter, md5_part_size: int | None) -
     """Copy a file into the shard and return its hashes.
 
     A file not hashed yet (a LocalFile) is hashed from the very bytes copied: one read of it for both, and
-    its SHA-256 runs beside the shard's on the writer's thread (a first stage: ~0.15 s less for 2000 x 20 KiB
-    than hashing every file before the build). A file hashed before (a Hashed, from the hash cache) is
+    its SHA-256 runs beside the shard's on the writer's thread (2000 x 20 KiB: ~0.15 s less CPU and ~0.06 s
+    less wall time than hashing every file before the build; benchmarks/RESULTS-staging.md, run 11). A file hashed before (a Hashed, from the hash cache) is
     checked against those hashes: by its CRC-32 where it has one (an accidental change escapes it with odds
     of 2^-32, at ~8x less CPU than a SHA-256), else by its SHA-256. Either way the shard holds the bytes its
     member's hashes describe, or the file is named as changed."""
