@@ -7,7 +7,8 @@
 3. Otherwise list `<prefix>/<version>/`: objects an interrupted run already finished are
    kept (an object only appears once its upload completed with a verified checksum).
 4. Objects whose content the previously published version holds are copied server-side
-   where the store can; the rest are uploaded in parallel, each verified by the store.
+   where the store can; the rest are uploaded in parallel, each verified by the store. Shards are
+   built one at a time while the ones before them are sent, and deleted once sent.
 5. Once every object is accounted for, the manifest is written: from this moment
    jobs see the new version, never a partial one.
 6. `delete=True` then removes every other object under the prefix (older versions,
@@ -19,6 +20,7 @@ from __future__ import annotations
 import re
 import shutil
 import tempfile
+from contextlib import nullcontext
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -94,10 +96,12 @@ def stage_files(
 ) -> StageResult:  # fmt: skip
     """Steps 1 to 6 for the scanned `files`; shards are built in `work` (None: the plain layout)."""
     known = local_files.recall(files, store.md5_part_size, cache)
+    groups = shards.plan_shards(known, options.shard_size) if work else []
     built: list[shards.Shard] | None = None
-    if work and any(isinstance(f, local_files.LocalFile) for f in known):
-        # Files to hash and shards to build: both from one read of each file (shards.copy_member). Should the
-        # version turn out published already, the build was wasted; with every hash remembered it is skipped.
+    if work and len(groups) == 1 and any(isinstance(f, local_files.LocalFile) for f in known):
+        # One shard and files to hash: both from one read of each file (shards.copy_member). Should the version
+        # turn out published already, the build was wasted. Several shards are built while sent (send_shards),
+        # which needs the version first, so their files are hashed before.
         progress.phase("hashing and building shards")
         built, hashed = shards.build_shards(known, work, options.shard_size, store.md5_part_size)
         if cache:
@@ -115,11 +119,12 @@ def stage_files(
         if options.delete:
             result.deleted = delete_others(store, version)
         return result
-    if work and built is None:
-        progress.phase("building shards")
-        built, hashed = shards.build_shards(hashed, work, options.shard_size, store.md5_part_size)
-    manifest, uploads = plan_objects(hashed, built, version, store, work)
-    transfer(store, manifest, uploads, published, result, progress)
+    sender = Sender(store, version, published, result, progress)
+    if work:
+        manifest = send_shards(sender, hashed, built, options.shard_size, work)
+    else:
+        manifest = Manifest(version, PLAIN, entries, [ObjectEntry(e.path, e.size, e.sha256) for e in entries])
+        sender.send_all([upload_of(h, store.location.key(version, h.file.relative)) for h in hashed])
     check_accounted(store, manifest, result)
     store.write(store.location.key(MANIFEST_NAME), manifest.to_json())  # the publication
     if options.delete:
@@ -143,30 +148,53 @@ def read_manifest(store: ObjectStore) -> Manifest | None:
     return Manifest.from_json(data, store.location.uri(MANIFEST_NAME)) if data is not None else None
 
 
-def plan_objects(
-    hashed: list[local_files.Hashed], built: list[shards.Shard] | None, version: str, store: ObjectStore,
-    work: Path | None,
-) -> tuple[Manifest, list[Upload]]:  # fmt: skip
-    """The objects of the new version, and an Upload for each (from the user's file or a built shard)."""
+def send_shards(
+    sender: Sender, hashed: list[local_files.Hashed], built: list[shards.Shard] | None, shard_size: int, work: Path
+) -> Manifest:
+    """Send the shards (`built`, else each built while the one before is sent), then their index; the manifest.
+
+    A sent shard is deleted at once: with the background builder the shard folder never holds more than
+    three, so staging 50 GB does not need 50 GB of temporary disk, and building overlaps sending."""
+    store, version, progress = sender.store, sender.version, sender.progress
     key = store.location.key
-    if built is None or work is None:
-        manifest = Manifest(version, PLAIN, [FileEntry(h.file.relative, h.file.size, h.sha256) for h in hashed],
-                            [ObjectEntry(h.file.relative, h.file.size, h.sha256) for h in hashed])  # fmt: skip
-        uploads = [upload_of(h, key(version, h.file.relative)) for h in hashed]
-        return manifest, uploads
-    index_path = work / shards.INDEX_NAME
-    index_path.write_bytes(shards.index_json(built))
-    membership = {m.path: s.name for s in built for m in s.members}
+    groups = shards.plan_shards(hashed, shard_size)
+    waiting = [
+        g
+        for n, g in enumerate(groups)
+        if sender.already.get(key(version, shards.shard_name(n))) != shards.planned_size(g)
+    ]
+    progress.phase("uploading")
+    progress.start(len(waiting) + 1, sum(shards.planned_size(g) for g in waiting))  # + 1: the index
+    sent: list[shards.Shard] = []
+    objects: list[ObjectEntry] = []
+    builder = shards.BackgroundBuilder(groups, work, store.md5_part_size, shard_size) if built is None else None
+    try:
+        with builder or nullcontext(built) as ready:
+            for shard in ready:
+                sender.send([shard_upload(shard, key(version, shard.name), store.md5_part_size)])
+                if shard.name in sender.result.copied:  # copied server-side: done as much as an uploaded one
+                    progress.advance(shard.size)
+                shard.path.unlink(missing_ok=True)
+                sent.append(shard)
+                objects.append(ObjectEntry(shard.name, shard.size, shard.sha256))
+        index_path = work / shards.INDEX_NAME
+        index_path.write_bytes(shards.index_json(sent))
+        index = local_files.hash_file(local_files.describe(index_path, shards.INDEX_NAME), store.md5_part_size)
+        sender.send([upload_of(index, key(version, shards.INDEX_NAME), source=False)])
+        objects.append(ObjectEntry(shards.INDEX_NAME, index.file.size, index.sha256))
+    finally:
+        progress.finish()
+    membership = {m.path: s.name for s in sent for m in s.members}
     files = [FileEntry(h.file.relative, h.file.size, h.sha256, membership[h.file.relative]) for h in hashed]
-    index = local_files.hash_file(local_files.describe(index_path, shards.INDEX_NAME), store.md5_part_size)
-    uploads = [Upload(key(version, s.name), s.path, s.size, s.sha256, crc32=s.crc32) for s in built]  # fmt: skip
-    if store.md5_part_size:  # OCI checks MD5s: one more read of each shard
-        uploads = [replace(u, md5=local_files.hash_file(local_files.describe(u.path, s.name), store.md5_part_size).md5)
-                   for u, s in zip(uploads, built, strict=True)]  # fmt: skip
-    uploads.append(upload_of(index, key(version, shards.INDEX_NAME), source=False))
-    names = [*(s.name for s in built), shards.INDEX_NAME]
-    objects = [ObjectEntry(name, u.size, u.sha256) for name, u in zip(names, uploads, strict=True)]
-    return Manifest(version, SHARDS, files, objects), uploads
+    return Manifest(version, SHARDS, files, objects)
+
+
+def shard_upload(shard: shards.Shard, key: str, md5_part_size: int | None) -> Upload:
+    upload = Upload(key, shard.path, shard.size, shard.sha256, crc32=shard.crc32)
+    if md5_part_size:  # OCI checks MD5s: one more read of the shard
+        md5 = local_files.hash_file(local_files.describe(shard.path, shard.name), md5_part_size).md5
+        upload = replace(upload, md5=md5)
+    return upload
 
 
 def upload_of(hashed: local_files.Hashed, key: str, source: bool = True) -> Upload:
@@ -175,46 +203,63 @@ def upload_of(hashed: local_files.Hashed, key: str, source: bool = True) -> Uplo
     return Upload(key, h.file.path, h.file.size, h.sha256, h.md5, h.file if source else None, h.crc32)
 
 
-def transfer(
-    store: ObjectStore, manifest: Manifest, uploads: list[Upload], published: Manifest | None,
-    result: StageResult, progress: Progress,
-) -> None:  # fmt: skip
-    """Resume, copy or upload each object of the new version."""
-    key = store.location.key
-    version_prefix = key(manifest.version) + "/"
-    already = store.list_sizes(version_prefix)
-    reusable = published.objects_by_hash() if published and store.can_copy else {}
-    to_copy: list[tuple[str, str]] = []
-    to_send: list[Upload] = []
-    for upload in uploads:
-        name = upload.key[len(version_prefix) :]
-        if already.get(upload.key) == upload.size:
-            result.resumed.append(name)
-        elif upload.sha256 in reusable and published is not None:
-            to_copy.append((key(published.version, reusable[upload.sha256].name), upload.key))
-            result.copied.append(name)
-        else:
-            to_send.append(upload)
-    if to_copy:
-        progress.phase("copying unchanged objects")
-        store.copy(to_copy)
-    progress.phase("uploading")
-    progress.start(len(to_send), sum(u.size for u in to_send))
+class Sender:
+    """Step 4 for one version: each object is resumed (listed with its size), copied server-side from the
+    published version (same content) or uploaded, in as many batches as the caller has."""
 
-    def landed(upload: Upload) -> None:
+    def __init__(self, store: ObjectStore, version: str, published: Manifest | None, result: StageResult,
+                 progress: Progress) -> None:  # fmt: skip
+        self.store, self.version, self.published, self.result, self.progress = (
+            store, version, published, result, progress,
+        )  # fmt: skip
+        self.prefix = store.location.key(version) + "/"
+        self.already = store.list_sizes(self.prefix)
+        self.reusable = published.objects_by_hash() if published and store.can_copy else {}
+
+    def sort(self, uploads: list[Upload]) -> tuple[list[tuple[str, str]], list[Upload]]:
+        """What to copy (source key, key) and what to upload; resumed objects are recorded and dropped."""
+        to_copy: list[tuple[str, str]] = []
+        to_send: list[Upload] = []
+        for upload in uploads:
+            name = upload.key[len(self.prefix) :]
+            if self.already.get(upload.key) == upload.size:
+                self.result.resumed.append(name)
+            elif upload.sha256 in self.reusable and self.published is not None:
+                source = self.store.location.key(self.published.version, self.reusable[upload.sha256].name)
+                to_copy.append((source, upload.key))
+                self.result.copied.append(name)
+            else:
+                to_send.append(upload)
+        return to_copy, to_send
+
+    def send(self, uploads: list[Upload]) -> None:
+        to_copy, to_send = self.sort(uploads)
+        if to_copy:
+            self.store.copy(to_copy)
+        self.store.upload(to_send, self.landed)
+
+    def send_all(self, uploads: list[Upload]) -> None:
+        """Every object of the version at once, with its own progress phases and totals."""
+        to_copy, to_send = self.sort(uploads)
+        if to_copy:
+            self.progress.phase("copying unchanged objects")
+            self.store.copy(to_copy)
+        self.progress.phase("uploading")
+        self.progress.start(len(to_send), sum(u.size for u in to_send))
+        try:
+            self.store.upload(to_send, self.landed)
+        finally:
+            self.progress.finish()
+
+    def landed(self, upload: Upload) -> None:
         if upload.source and not local_files.unchanged_since_scan(upload.source):
             raise CloudDDPError(
                 f"{str(upload.path)!r} changed while it was being uploaded (size or modification time differs from "
                 f"the scan). Nothing was published; stage again once nothing writes to it."
             )
-        result.uploaded.append(upload.key[len(version_prefix) :])
-        result.bytes_uploaded += upload.size
-        progress.advance(upload.size)
-
-    try:
-        store.upload(to_send, landed)
-    finally:
-        progress.finish()
+        self.result.uploaded.append(upload.key[len(self.prefix) :])
+        self.result.bytes_uploaded += upload.size
+        self.progress.advance(upload.size)
 
 
 def check_accounted(store: ObjectStore, manifest: Manifest, result: StageResult) -> None:

@@ -10,6 +10,7 @@ shard, offset and size, so a reader can also seek straight to one file.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import hashlib
 import json
@@ -56,8 +57,8 @@ class HashingWriter:
     and writing take ~0.1 s together. hashlib releases the GIL, so a second thread overlaps the two.
     Writes are gathered into ~1 MiB blocks: per-member writes and hand-overs cost more than the copy."""
 
-    def __init__(self, raw: IO[bytes]) -> None:
-        self.raw, self.digest, self.crc32, self.written = raw, hashlib.sha256(), 0, 0
+    def __init__(self, raw: IO[bytes], stop: threading.Event | None = None) -> None:
+        self.raw, self.digest, self.crc32, self.written, self.stop = raw, hashlib.sha256(), 0, 0, stop
         self.pending: list[bytes] = []
         self.pending_size = 0
         self.blocks: queue.SimpleQueue[bytes | None] = queue.SimpleQueue()
@@ -73,6 +74,8 @@ class HashingWriter:
         self.pending_size += len(data)
         self.written += len(data)
         if self.pending_size >= READ_BLOCK:
+            if self.stop is not None and self.stop.is_set():
+                raise Stopped  # checked here, not in flush: close() must still end the hashing thread
             self.flush()
         return len(data)
 
@@ -135,11 +138,13 @@ def member_header(file: LocalFile) -> bytes:
     return head + b"%06o\0 " % (USTAR_TAIL_SUM + sum(head)) + USTAR_TAIL
 
 
-def write_shard(shard: Shard, items: list[Packable], md5_part_size: int | None) -> list[Hashed]:
+def write_shard(
+    shard: Shard, items: Sequence[Packable], md5_part_size: int | None, stop: threading.Event | None = None
+) -> list[Hashed]:
     """Write one shard; return each member's hashes (see copy_member)."""
     hashed: list[Hashed] = []
     with open(shard.path, "wb") as raw:
-        out = HashingWriter(raw)
+        out = HashingWriter(raw, stop)
         try:
             for item in items:
                 # Headers written by hand (not TarFile.addfile) so the data can be copied and hashed in one pass.
@@ -211,21 +216,100 @@ def build_shards(
     file's hashes, in order. Disk-full is an error naming the folder."""
     shards: list[Shard] = []
     hashed: list[Hashed] = []
+    room = f"{sum(file_of(i).size for i in files) / 1e6:.0f} MB of shards in all"
     for number, items in enumerate(plan_shards(files, shard_size)):
-        shard = Shard(f"shard-{number:06d}.tar", folder / f"shard-{number:06d}.tar")
-        try:
-            hashed += write_shard(shard, items, md5_part_size)
-        except OSError as exc:
-            shard.path.unlink(missing_ok=True)
-            if exc.errno in (errno.ENOSPC, errno.EDQUOT):
-                raise CloudDDPError(
-                    f"the shard folder {str(folder)!r} ran out of disk space while writing {shard.name} "
-                    f"({sum(file_of(i).size for i in files) / 1e6:.0f} MB of shards in all). Pass --shard-dir with "
-                    f"a folder on a bigger disk."
-                ) from None
-            raise CloudDDPError(f"cannot write the shard {str(shard.path)!r}: {exc.strerror}.") from None
+        shard, members = build_shard(number, items, folder, md5_part_size, room)
         shards.append(shard)
+        hashed += members
     return shards, hashed
+
+
+def build_shard(
+    number: int, items: Sequence[Packable], folder: Path, md5_part_size: int | None, room: str,
+    stop: threading.Event | None = None,
+) -> tuple[Shard, list[Hashed]]:  # fmt: skip
+    """Shard number `number` of `items`, and their hashes; `room` says in the disk-full error how much space
+    the shards need."""
+    shard = Shard(shard_name(number), folder / shard_name(number))
+    try:
+        return shard, write_shard(shard, items, md5_part_size, stop)
+    except OSError as exc:
+        shard.path.unlink(missing_ok=True)
+        if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+            raise CloudDDPError(
+                f"the shard folder {str(folder)!r} ran out of disk space while writing {shard.name} ({room}). "
+                f"Pass --shard-dir with a folder on a bigger disk, or a smaller --shard-size."
+            ) from None
+        raise CloudDDPError(f"cannot write the shard {str(shard.path)!r}: {exc.strerror}.") from None
+    except BaseException:
+        shard.path.unlink(missing_ok=True)
+        raise
+
+
+def shard_name(number: int) -> str:
+    return f"shard-{number:06d}.tar"
+
+
+class Stopped(Exception):
+    """The background builder was told to stop: the stage failed or was interrupted while sending."""
+
+
+class BackgroundBuilder:
+    """Builds the shards of `groups` one after another on a thread while the caller sends those already
+    built: `with BackgroundBuilder(...) as built: for shard in built: ...`. At most one finished shard
+    waits, so the folder holds at most three (one being sent, one waiting, one being built) whatever the
+    dataset's size, and the caller deletes each once sent. A build error is raised in the caller's loop;
+    leaving the `with` early stops the build within ~1 MiB of writing."""
+
+    def __init__(self, groups: list[list[Hashed]], folder: Path, md5_part_size: int | None, shard_size: int) -> None:
+        self.groups, self.folder, self.md5_part_size = groups, folder, md5_part_size
+        self.room = f"room for about 3 shards of {shard_size / 1e6:.0f} MB (--shard-size)"
+        self.ready: queue.Queue[Shard | BaseException | None] = queue.Queue(maxsize=1)
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self.build_all, name="cloudddp-shard-builder", daemon=True)
+
+    def __enter__(self) -> BackgroundBuilder:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.stop.set()
+        self.thread.join()
+
+    def __iter__(self) -> Iterator[Shard]:
+        while (item := self.ready.get()) is not None:
+            if isinstance(item, BaseException):
+                raise item
+            yield item
+
+    def build_all(self) -> None:
+        try:
+            for number, items in enumerate(self.groups):
+                shard, _ = build_shard(number, items, self.folder, self.md5_part_size, self.room, self.stop)
+                self.hand_over(shard)
+            self.hand_over(None)
+        except Stopped:
+            pass
+        except BaseException as exc:  # raised again in the caller's thread
+            with contextlib.suppress(Stopped):
+                self.hand_over(exc)
+
+    def hand_over(self, item: Shard | BaseException | None) -> None:
+        """Queue `item` for the caller; Stopped once the caller has left (it takes nothing more)."""
+        while not self.stop.is_set():
+            try:
+                self.ready.put(item, timeout=0.1)
+                return
+            except queue.Full:
+                continue
+        raise Stopped
+
+
+def planned_size(items: Sequence[Packable]) -> int:
+    """The size write_shard will give the shard of `items` (for progress totals before it is built)."""
+    size = sum(len(member_header(file_of(i))) + file_of(i).size + (-file_of(i).size) % tarfile.BLOCKSIZE for i in items)
+    size += 2 * tarfile.BLOCKSIZE
+    return size + (-size) % tarfile.RECORDSIZE
 
 
 def index_json(shards: list[Shard]) -> bytes:

@@ -44,3 +44,20 @@ def test_a_tar_of_these_headers_reads_back_with_tarfile() -> None:
     raw.seek(0)
     with tarfile.open(fileobj=raw) as tar:
         assert {m.name: tar.extractfile(m).read() for m in tar.getmembers()} == members  # type: ignore[union-attr]
+
+
+def test_planned_size_is_the_size_of_the_shard_written(tmp_path: Path) -> None:
+    """What the progress bar is told before a shard is built (shards.planned_size) is what write_shard writes."""
+    import os
+
+    from cloudddp.staging.local_files import list_files
+    from cloudddp.staging.shards import build_shards, planned_size
+
+    for name, size in (("a.bin", 0), ("b/c.bin", 511), ("x" * 120 + ".bin", 513), ("été.png", 10_240), ("z", 20_000)):
+        (tmp_path / "data" / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / "data" / name).write_bytes(os.urandom(size))
+    files = list_files(tmp_path / "data")
+    (tmp_path / "out").mkdir()
+    for chosen in (files, files[:1], files[2:4]):
+        (shard,), _ = build_shards(chosen, tmp_path / "out", 1 << 30)
+        assert planned_size(chosen) == shard.size == shard.path.stat().st_size

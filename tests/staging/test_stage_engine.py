@@ -24,6 +24,7 @@ import pytest
 from moto import mock_aws
 
 from cloudddp.errors import CloudDDPError
+from cloudddp.staging import shards as shards_module
 from cloudddp.staging.engine import StageOptions, stage
 from cloudddp.staging.local_files import HASH_BATCH_BYTES, hash_batches, hash_files, list_files
 from cloudddp.staging.location import parse_location
@@ -360,3 +361,96 @@ def test_a_file_gone_or_shortened_before_its_first_read_is_named(data: Path, tmp
     shortened.write_bytes(shortened.read_bytes()[:-1])
     with pytest.raises(CloudDDPError, match=r"img01\.png' changed while it was being staged"):
         build_shards(files, tmp_path, 1 << 20)
+
+
+@pytest.fixture
+def many_shards(tmp_path: Path) -> Path:
+    """20 files of 3000 bytes: with --shard-size 3000, one shard each."""
+    root = tmp_path / "many"
+    for i in range(20):
+        (root / f"part{i // 10}").mkdir(parents=True, exist_ok=True)
+        (root / f"part{i // 10}" / f"{i:02d}.bin").write_bytes(os.urandom(3000))
+    return root
+
+
+def shards_on_disk(folder: Path) -> int:
+    return sum(1 for _ in folder.rglob("shard-*.tar"))
+
+
+def test_shards_are_sent_as_they_are_built_and_at_most_three_are_on_disk(
+    s3: Any, many_shards: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Staging 50 GB as shards must not need 50 GB of temporary disk: each shard is deleted once sent, and the
+    builder runs at most two ahead (one waiting, one being built)."""
+    work = tmp_path / "shard-dir"
+    work.mkdir()
+    target = store(s3)
+    on_disk: list[int] = []
+    real_upload = target.upload
+
+    def counting(uploads: list[Any], on_done: Any) -> None:
+        on_disk.append(shards_on_disk(work))
+        real_upload(uploads, on_done)
+
+    monkeypatch.setattr(target, "upload", counting)
+    result = stage(many_shards, target, StageOptions(layout=SHARDS, shard_size=3000, shard_dir=work))
+    staged = objects(s3, f"datasets/cats/{result.version}/")
+    assert sum(name.endswith(".tar") for name in staged) == 20 and len(on_disk) == 21  # 20 shards, then the index
+    assert 1 <= max(on_disk) <= 3 and list(work.iterdir()) == []
+    unpacked = {}
+    for name in (n for n in staged if n.endswith(".tar")):
+        with tarfile.open(fileobj=io.BytesIO(staged[name])) as tar:
+            unpacked |= {m.name: tar.extractfile(m).read() for m in tar.getmembers()}  # type: ignore[union-attr]
+    assert unpacked == local(many_shards)
+
+
+def builder_threads() -> list[str]:
+    import threading
+
+    return [t.name for t in threading.enumerate() if t.name == "cloudddp-shard-builder"]
+
+
+def test_a_file_changed_before_its_shard_is_built_fails_the_stage_in_the_sending_thread(
+    s3: Any, many_shards: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    target = store(s3)
+    real_upload = target.upload
+    last = many_shards / "part1" / "19.bin"
+
+    def change_the_last_file_first(uploads: list[Any], on_done: Any) -> None:
+        last.write_bytes(os.urandom(3000))  # same size, other bytes: its shard is at least 17 builds away
+        real_upload(uploads, on_done)
+
+    monkeypatch.setattr(target, "upload", change_the_last_file_first)
+    with pytest.raises(CloudDDPError, match=r"19\.bin' changed while it was being staged"):
+        stage(many_shards, target, StageOptions(layout=SHARDS, shard_size=3000, shard_dir=tmp_path))
+    assert "Contents" not in s3.list_objects_v2(Bucket="bkt", Prefix=f"datasets/cats/{MANIFEST_NAME}")
+    assert builder_threads() == [] and shards_on_disk(tmp_path) == 0
+
+
+def test_a_failed_upload_stops_the_builder(
+    s3: Any, many_shards: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    target = store(s3)
+    real_upload = target.upload
+    calls: list[int] = []
+    builds: list[str] = []
+    real_write = shards_module.write_shard
+
+    def fail_the_second(uploads: list[Any], on_done: Any) -> None:
+        calls.append(len(uploads))
+        if len(calls) == 2:
+            raise CloudDDPError("the store refused shard-000001.tar")
+        real_upload(uploads, on_done)
+
+    def counted(shard: Any, *args: Any) -> Any:
+        builds.append(shard.name)
+        return real_write(shard, *args)
+
+    monkeypatch.setattr(target, "upload", fail_the_second)
+    monkeypatch.setattr(shards_module, "write_shard", counted)
+    with pytest.raises(CloudDDPError, match="refused shard-000001"):
+        stage(many_shards, target, StageOptions(layout=SHARDS, shard_size=3000, shard_dir=tmp_path))
+    assert builder_threads() == [] and shards_on_disk(tmp_path) == 0
+    assert 2 <= len(builds) <= 4  # the one refused, at most two ahead of it: then the builder stopped
+    assert "Contents" not in s3.list_objects_v2(Bucket="bkt", Prefix=f"datasets/cats/{MANIFEST_NAME}")
