@@ -108,7 +108,7 @@ def stage_files(
             cache.save(hashed, store.md5_part_size)
     else:
         progress.phase("hashing")
-        hashed = local_files.hash_files(files, md5_part_size=store.md5_part_size, cache=cache)
+        hashed = local_files.hash_known(known, store.md5_part_size, cache)
     entries = [FileEntry(h.file.relative, h.file.size, h.sha256) for h in hashed]
     version = version_of(options.layout, entries, options.shard_size if work else None)
     result = StageResult(uri=store.location.uri(version, folder=True), version=version, layout=options.layout,
@@ -158,13 +158,10 @@ def send_shards(
     store, version, progress = sender.store, sender.version, sender.progress
     key = store.location.key
     groups = shards.plan_shards(hashed, shard_size)
-    waiting = [
-        g
-        for n, g in enumerate(groups)
-        if sender.already.get(key(version, shards.shard_name(n))) != shards.planned_size(g)
-    ]
+    sizes = [shards.planned_size(g) for g in groups]
+    waiting = [size for n, size in enumerate(sizes) if sender.already.get(key(version, shards.shard_name(n))) != size]
     progress.phase("uploading")
-    progress.start(len(waiting) + 1, sum(shards.planned_size(g) for g in waiting))  # + 1: the index
+    progress.start(len(waiting) + 1, sum(waiting))  # + 1: the index
     sent: list[shards.Shard] = []
     objects: list[ObjectEntry] = []
     builder = shards.BackgroundBuilder(groups, work, store.md5_part_size, shard_size) if built is None else None

@@ -161,7 +161,11 @@ def recall(files: list[LocalFile], md5_part_size: int | None, cache: Any | None)
 def hash_files(files: Iterable[LocalFile], md5_part_size: int | None = None, cache: Any | None = None) -> list[Hashed]:
     """Content hashes of many files, a few at a time, in the input order; `cache` (a hash_cache.HashCache)
     answers for files whose stat has not changed since it hashed them, and remembers the rest."""
-    known = recall(list(files), md5_part_size, cache)
+    return hash_known(recall(list(files), md5_part_size, cache), md5_part_size, cache)
+
+
+def hash_known(known: list[Hashed | LocalFile], md5_part_size: int | None, cache: Any | None) -> list[Hashed]:
+    """hash_files for what `recall` answered: each LocalFile is hashed, the Hashed are kept."""
     missing = [f for f in known if isinstance(f, LocalFile)]
     if missing:  # threads only for files to read: handing thousands of cache hits to a pool costs more
         with ThreadPoolExecutor(max_workers=HASH_THREADS) as pool:

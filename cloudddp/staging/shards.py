@@ -166,8 +166,8 @@ def copy_member(item: Packable, out: HashingWriter, md5_part_size: int | None) -
 
     A file not hashed yet (a LocalFile) is hashed from the very bytes copied: one read of it for both, and
     its SHA-256 runs beside the shard's on the writer's thread (2000 x 20 KiB: ~0.15 s less CPU and ~0.06 s
-    less wall time than hashing every file before the build; benchmarks/RESULTS-staging.md, run 11). A file hashed before (a Hashed, from the hash cache) is
-    checked against those hashes: by its CRC-32 where it has one (an accidental change escapes it with odds
+    less wall time than hashing every file before the build; benchmarks/RESULTS-staging.md, run 11). A file
+    hashed before (a Hashed, from the hash cache) is checked against those hashes: by its CRC-32 where it has one (an accidental change escapes it with odds
     of 2^-32, at ~8x less CPU than a SHA-256), else by its SHA-256. Either way the shard holds the bytes its
     member's hashes describe, or the file is named as changed."""
     file = file_of(item)
@@ -182,18 +182,13 @@ def copy_member(item: Packable, out: HashingWriter, md5_part_size: int | None) -
             digest.update(block)
         out.write(block)
         copied += len(block)
-    if copied == file.size and scanned is None:
-        return digest.hashed(file)
-    if (
-        copied == file.size
-        and scanned
-        and (crc == scanned.crc32 if by_crc else digest.hashed(file).sha256 == scanned.sha256)
-    ):
-        return scanned
-    raise CloudDDPError(
-        f"{str(file.path)!r} changed while it was being staged (its size or content differs from when it was "
-        f"scanned). Stage again once nothing writes to it."
-    )
+    same = scanned is None or (crc == scanned.crc32 if by_crc else digest.hashed(file).sha256 == scanned.sha256)
+    if copied != file.size or not same:
+        raise CloudDDPError(
+            f"{str(file.path)!r} changed while it was being staged (its size or content differs from when it was "
+            f"scanned). Stage again once nothing writes to it."
+        )
+    return scanned or digest.hashed(file)
 
 
 def read_blocks(file: LocalFile) -> Iterator[bytes]:
@@ -307,8 +302,8 @@ class BackgroundBuilder:
 
 def planned_size(items: Sequence[Packable]) -> int:
     """The size write_shard will give the shard of `items` (for progress totals before it is built)."""
-    size = sum(len(member_header(file_of(i))) + file_of(i).size + (-file_of(i).size) % tarfile.BLOCKSIZE for i in items)
-    size += 2 * tarfile.BLOCKSIZE
+    files = [file_of(i) for i in items]
+    size = sum(len(member_header(f)) + f.size + (-f.size) % tarfile.BLOCKSIZE for f in files) + 2 * tarfile.BLOCKSIZE
     return size + (-size) % tarfile.RECORDSIZE
 
 
