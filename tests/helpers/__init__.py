@@ -13,6 +13,8 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[2]
 SOURCES = REPO / "sources"
 PYTHON = sys.executable
@@ -66,3 +68,17 @@ def run_launcher(
 ) -> subprocess.CompletedProcess[str]:
     """`cloudddp-launch ARGS` in a subprocess."""
     return run_python(["-m", "cloudddp.launcher", *args], env, cwd, timeout)
+
+
+def private_jupyter(folder: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Notebooks run by nbclient get this venv's Python as their kernel and keep Jupyter's files in `folder`.
+
+    The kernelspec goes in a private prefix (JUPYTER_PATH); the IPython profile a kernel creates on its first
+    start (IPYTHONDIR, else ~/.ipython: reproduced on a machine without one) and the kernels' connection
+    files (JUPYTER_RUNTIME_DIR) stay out of $HOME too."""
+    prefix = folder / "jupyter"
+    monkeypatch.setenv("IPYTHONDIR", str(folder / "ipython"))  # first: `ipykernel install` creates it too
+    monkeypatch.setenv("JUPYTER_RUNTIME_DIR", str(folder / "jupyter-runtime"))
+    monkeypatch.setenv("JUPYTER_PATH", str(prefix / "share" / "jupyter"))
+    subprocess.run([PYTHON, "-m", "ipykernel", "install", "--prefix", str(prefix), "--name", "python3"],
+                   check=True, capture_output=True)  # fmt: skip

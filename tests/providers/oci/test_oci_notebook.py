@@ -12,7 +12,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from helpers import REPO, clean_env
+from helpers import REPO, clean_env, private_jupyter
 from helpers.oci_loopback_server import COMPARTMENT, IMAGE, LOG_GROUP, PROJECT, WORK_DIR, FakeOCI, ThrowawayKey
 from nbclient import NotebookClient
 
@@ -42,6 +42,7 @@ def test_oci_notebook_stages_fits_on_two_nodes_watches_and_fetches_the_model(
             "CLOUDDDP_SOURCES": str(REPO / "sources"),
         }.items():  # fmt: skip
             monkeypatch.setenv(name, value)
+        private_jupyter(tmp_path, monkeypatch)
         notebook = nbformat.read(NOTEBOOK, as_version=4)
         NotebookClient(
             notebook, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}

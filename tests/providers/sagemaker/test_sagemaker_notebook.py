@@ -4,12 +4,11 @@
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import nbformat
 import pytest
+from helpers import private_jupyter
 from helpers.sagemaker_fixtures import REPO, moto_server  # noqa: F401  (fixture)
 
 pytestmark = pytest.mark.slow
@@ -21,16 +20,12 @@ def test_notebook_runs_end_to_end_against_moto(
 ) -> None:
     from nbclient import NotebookClient
 
-    # The kernel must be this venv's Python: install its kernelspec in a private prefix.
-    prefix = tmp_path / "jupyter"
-    subprocess.run([sys.executable, "-m", "ipykernel", "install", "--prefix", str(prefix), "--name", "python3"],
-                   check=True, capture_output=True)  # fmt: skip
+    private_jupyter(tmp_path, monkeypatch)
     for name in list(os.environ):
         if name.startswith(("AWS_", "CLOUDDDP_", "SM_")):
             monkeypatch.delenv(name)
     for name, value in moto_server.items():
         monkeypatch.setenv(name, value)
-    monkeypatch.setenv("JUPYTER_PATH", str(prefix / "share" / "jupyter"))
     monkeypatch.setenv("CLOUDDDP_NOTEBOOK_SEED_ARTIFACT", "1")
     notebook = nbformat.read(NOTEBOOK, as_version=4)
     client = NotebookClient(notebook, kernel_name="python3", timeout=300,

@@ -3,12 +3,11 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import nbformat
 import pytest
+from helpers import private_jupyter
 from sdk2_moto import MotoServer, moto  # noqa: F401  (moto is a fixture)
 
 REPO = Path(__file__).resolve().parents[3]
@@ -21,11 +20,7 @@ def test_notebook_trains_locally_then_creates_the_sagemaker_job(
 ) -> None:
     from nbclient import NotebookClient
 
-    # The kernel must be this venv's Python: install its kernelspec in a private prefix.
-    prefix = tmp_path / "jupyter"
-    subprocess.run([sys.executable, "-m", "ipykernel", "install", "--prefix", str(prefix), "--name", "python3"],
-                   check=True, capture_output=True)  # fmt: skip
-    monkeypatch.setenv("JUPYTER_PATH", str(prefix / "share" / "jupyter"))
+    private_jupyter(tmp_path, monkeypatch)
     monkeypatch.setenv("SAGEMAKER_ROLE", "arn:aws:iam::123456789012:role/SageMakerRole")
     monkeypatch.setenv("TMPDIR", str(tmp_path))  # the notebook's working folder
     notebook = nbformat.read(NOTEBOOK, as_version=4)
