@@ -188,6 +188,31 @@ def test_stage_command_prints_the_version_uri_last(
     assert "Traceback" not in missing.stderr
 
 
+def test_stage_builds_no_client_but_object_storage(
+    server: FakeOCI, key: ThrowawayKey, data: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each SDK client costs ~40 ms to build: `cloudddp stage oci://` builds the one it uses, and still names
+    its endpoint when the network fails."""
+    from cloudddp.staging.oci_object_store import open_oci_store
+
+    def refuse(*_: Any, **__: Any) -> None:
+        raise AssertionError("staging built a client it does not use")
+
+    monkeypatch.setattr(oci.data_science, "DataScienceClient", refuse)
+    monkeypatch.setattr(oci.loggingsearch, "LogSearchClient", refuse)
+    monkeypatch.setenv("OCI_CONFIG_FILE", str(key.write_config(tmp_path / "cfg")))
+    monkeypatch.setenv("CLOUDDDP_OCI_SERVICE_ENDPOINT", server.url)
+    result = stage(data, open_oci_store(parse_location("oci://bkt@ns/lazy")))
+    assert staged(server, f"lazy/{result.version}/") == local(data)
+    monkeypatch.setenv("CLOUDDDP_OCI_TIMEOUT", "1")
+    monkeypatch.delenv("CLOUDDDP_OCI_SERVICE_ENDPOINT")  # the profile's region: a name that cannot resolve here
+    unreachable = open_oci_store(parse_location("oci://bkt@ns/lazy"))
+    assert unreachable.reaching is not None
+    named = pytest.raises(CloudDDPError, match=r"cannot reach OCI for stage: https://objectstorage\.")
+    with named, unreachable.reaching("stage"):
+        raise oci.exceptions.RequestException("connection refused")
+
+
 def test_a_terminal_gets_a_progress_bar_with_files_bytes_and_rate(
     server: FakeOCI, key: ThrowawayKey, data: Path, tmp_path: Path
 ) -> None:
