@@ -20,9 +20,12 @@ from __future__ import annotations
 import re
 import shutil
 import tempfile
+import threading
+from collections.abc import Callable
 from contextlib import nullcontext
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Generic, TypeVar, cast
 
 from cloudddp.errors import CloudDDPError
 from cloudddp.staging import local_files, shards
@@ -30,6 +33,7 @@ from cloudddp.staging.hash_cache import HashCache
 from cloudddp.staging.manifest import MANIFEST_NAME, PLAIN, SHARDS, FileEntry, Manifest, ObjectEntry, version_of
 from cloudddp.staging.store import ObjectStore, Upload
 
+T = TypeVar("T")
 VERSION_FOLDER = re.compile(r"^v-[0-9a-f]{16}/")  # what version_of() names
 
 
@@ -81,10 +85,13 @@ def stage(
     if not files:
         raise CloudDDPError(f"the local folder {str(local)!r} to stage holds no files.")
     store.check_bucket(options.create_bucket)
+    # The published manifest needs nothing local: fetched while the files are hashed (a round trip less to wait
+    # for). The store is not used here again before its result is taken.
+    published = InBackground(lambda: read_manifest(store))
     cache = HashCache(options.hash_cache, Path(local)) if options.hash_cache else None
     work = shard_folder(options.shard_dir) if options.layout == SHARDS else None
     try:
-        return stage_files(files, store, options, progress, cache, work)
+        return stage_files(files, store, options, progress, cache, work, published)
     finally:
         if work:
             shutil.rmtree(work, ignore_errors=True)
@@ -92,9 +99,10 @@ def stage(
 
 def stage_files(
     files: list[local_files.LocalFile], store: ObjectStore, options: StageOptions, progress: Progress,
-    cache: HashCache | None, work: Path | None,
+    cache: HashCache | None, work: Path | None, fetching: InBackground[Manifest | None],
 ) -> StageResult:  # fmt: skip
-    """Steps 1 to 6 for the scanned `files`; shards are built in `work` (None: the plain layout)."""
+    """Steps 1 to 6 for the scanned `files`; shards are built in `work` (None: the plain layout); `fetching` the
+    published manifest."""
     known = local_files.recall(files, store.md5_part_size, cache)
     groups = shards.plan_shards(known, options.shard_size) if work else []
     built: list[shards.Shard] | None = None
@@ -113,7 +121,7 @@ def stage_files(
     version = version_of(options.layout, entries, options.shard_size if work else None)
     result = StageResult(uri=store.location.uri(version, folder=True), version=version, layout=options.layout,
                          files=len(files))  # fmt: skip
-    published = read_manifest(store)
+    published = fetching.result()
     if published and published.version == version:
         result.unchanged = True
         if options.delete:
@@ -142,6 +150,32 @@ def shard_folder(parent: Path | None) -> Path:
         ) from None
 
 
+class InBackground(Generic[T]):
+    """`call()` on a daemon thread, started at once; `result()` waits and returns (or raises) what it did.
+
+    A daemon thread, so an interrupted stage never waits for a round trip still under way."""
+
+    def __init__(self, call: Callable[[], T]) -> None:
+        self.done = threading.Event()
+        self.value: T | None = None
+        self.error: BaseException | None = None
+        threading.Thread(target=self.run, args=(call,), name="cloudddp-in-background", daemon=True).start()
+
+    def run(self, call: Callable[[], T]) -> None:
+        try:
+            self.value = call()
+        except BaseException as exc:  # handed to result(), raised in the caller's thread
+            self.error = exc
+        finally:
+            self.done.set()
+
+    def result(self) -> T:
+        self.done.wait()
+        if self.error is not None:
+            raise self.error
+        return cast(T, self.value)
+
+
 def read_manifest(store: ObjectStore) -> Manifest | None:
     key = store.location.key(MANIFEST_NAME)
     data = store.read(key)
@@ -168,22 +202,28 @@ def send_shards(
     try:
         with builder or nullcontext(built) as ready:
             for shard in ready:
-                sender.send([shard_upload(shard, key(version, shard.name), store.md5_part_size)])
+                sent.append(shard)
+                objects.append(ObjectEntry(shard.name, shard.size, shard.sha256))
+                batch = [shard_upload(shard, key(version, shard.name), store.md5_part_size)]
+                if len(sent) == len(groups):  # the last one: the index is known now and goes beside it, in parallel
+                    index = write_index(work, sent, store.md5_part_size)
+                    batch.append(upload_of(index, key(version, shards.INDEX_NAME), source=False))
+                    objects.append(ObjectEntry(shards.INDEX_NAME, index.file.size, index.sha256))
+                sender.send(batch)
                 if shard.name in sender.result.copied:  # copied server-side: done as much as an uploaded one
                     progress.advance(shard.size)
                 shard.path.unlink(missing_ok=True)
-                sent.append(shard)
-                objects.append(ObjectEntry(shard.name, shard.size, shard.sha256))
-        index_path = work / shards.INDEX_NAME
-        index_path.write_bytes(shards.index_json(sent))
-        index = local_files.hash_file(local_files.describe(index_path, shards.INDEX_NAME), store.md5_part_size)
-        sender.send([upload_of(index, key(version, shards.INDEX_NAME), source=False)])
-        objects.append(ObjectEntry(shards.INDEX_NAME, index.file.size, index.sha256))
     finally:
         progress.finish()
     membership = {m.path: s.name for s in sent for m in s.members}
     files = [FileEntry(h.file.relative, h.file.size, h.sha256, membership[h.file.relative]) for h in hashed]
     return Manifest(version, SHARDS, files, objects)
+
+
+def write_index(work: Path, sent: list[shards.Shard], md5_part_size: int | None) -> local_files.Hashed:
+    index_path = work / shards.INDEX_NAME
+    index_path.write_bytes(shards.index_json(sent))
+    return local_files.hash_file(local_files.describe(index_path, shards.INDEX_NAME), md5_part_size)
 
 
 def shard_upload(shard: shards.Shard, key: str, md5_part_size: int | None) -> Upload:

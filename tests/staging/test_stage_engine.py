@@ -13,6 +13,7 @@ import itertools
 import json
 import os
 import tarfile
+import threading
 import zlib
 from collections import Counter
 from collections.abc import Iterator
@@ -96,6 +97,39 @@ def test_a_stage_publishes_a_versioned_copy_and_then_the_manifest_naming_it(s3: 
     # the manifest is the last write: a job that sees it sees a complete version
     puts = [c for c in calls.seen.elements() if c == "PutObject"]
     assert len(puts) == 14 and calls.writes() == Counter({"PutObject": 14})
+
+
+def test_the_published_manifest_is_fetched_while_the_files_are_hashed(
+    s3: Any, data: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The manifest GET needs nothing local, so no stage waits for it after hashing: from a laptop that is a round
+    trip to S3 off every stage, a no-op re-stage included."""
+    from cloudddp.staging import engine
+
+    target = store(s3)
+    fetching = threading.Event()
+    real_read, real_hash_known = target.read, engine.local_files.hash_known
+
+    def reading(key: str) -> bytes | None:
+        fetching.set()
+        return real_read(key)
+
+    def hashing(*args: Any, **kwargs: Any) -> Any:
+        assert fetching.wait(timeout=20), "the manifest was not asked for until the hashing had ended"
+        return real_hash_known(*args, **kwargs)
+
+    monkeypatch.setattr(target, "read", reading)
+    monkeypatch.setattr(engine.local_files, "hash_known", hashing)
+    result = stage(data, target)
+    assert objects(s3, f"datasets/cats/{result.version}/") == local(data)
+
+
+def test_a_manifest_that_cannot_be_read_fails_the_stage_before_any_upload(s3: Any, data: Path) -> None:
+    s3.put_object(Bucket="bkt", Key=f"datasets/cats/{MANIFEST_NAME}", Body=b"{not json")
+    calls = Calls(s3)
+    with pytest.raises(CloudDDPError, match=rf"s3://bkt/datasets/cats/{MANIFEST_NAME}"):
+        stage(data, store(s3))
+    assert calls.writes() == Counter()
 
 
 def test_restaging_unchanged_data_writes_nothing_even_after_a_touch(s3: Any, data: Path) -> None:
@@ -386,16 +420,19 @@ def test_shards_are_sent_as_they_are_built_and_at_most_three_are_on_disk(
     work.mkdir()
     target = store(s3)
     on_disk: list[int] = []
+    batches: list[list[str]] = []
     real_upload = target.upload
 
     def counting(uploads: list[Any], on_done: Any) -> None:
         on_disk.append(shards_on_disk(work))
+        batches.append([u.key.rsplit("/", 1)[1] for u in uploads])
         real_upload(uploads, on_done)
 
     monkeypatch.setattr(target, "upload", counting)
     result = stage(many_shards, target, StageOptions(layout=SHARDS, shard_size=3000, shard_dir=work))
     staged = objects(s3, f"datasets/cats/{result.version}/")
-    assert sum(name.endswith(".tar") for name in staged) == 20 and len(on_disk) == 21  # 20 shards, then the index
+    assert sum(name.endswith(".tar") for name in staged) == 20 and len(on_disk) == 20  # a shard a call
+    assert batches[-1] == ["shard-000019.tar", "_cloudddp_index.json"]  # the index goes beside the last shard
     assert 1 <= max(on_disk) <= 3 and list(work.iterdir()) == []
     unpacked = {}
     for name in (n for n in staged if n.endswith(".tar")):
