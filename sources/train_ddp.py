@@ -77,6 +77,12 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--no-resume", action="store_true")
     p.add_argument("--epoch-sleep", type=float, default=0.0, help="pause after each epoch (tests use it)")
     p.add_argument("--step-sleep", type=float, default=0.0, help="pause after each step (tests use it)")
+    p.add_argument(
+        "--hold-while",
+        metavar="PATH",
+        help="after each step and its checkpoint, wait while PATH exists or until a stop signal "
+        "(tests use it to keep a job training until they have done what they came to do)",
+    )
     p.add_argument("--checkpoint-every", type=int, default=0, help="also checkpoint every N steps (0: epochs only)")
     p.add_argument("--log-steps", action="store_true", help="rank 0 prints a line per step")
     return p.parse_args()
@@ -298,6 +304,8 @@ def main() -> None:
                     dist.barrier()
             if stopped:
                 break
+            while args.hold_while and Path(args.hold_while).exists() and not stop.requested:
+                time.sleep(0.05)
         if stopped and position.consumed < len(train_set):
             if rank == 0:
                 print(f"stop requested ({stop.name or 'another rank'}): checkpoint at step {position.step} is saved; "

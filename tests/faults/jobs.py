@@ -13,6 +13,7 @@ import os
 import re
 import signal
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -76,12 +77,18 @@ def job_processes(run: Path) -> list[int]:
     return pids
 
 
-def wait_for(predicate: Any, timeout: float, what: str, poll: float = 0.1) -> float:
-    """Wait until `predicate()` is true; returns the time it took (monotonic seconds)."""
+def wait_for(
+    predicate: Any, timeout: float, what: str, poll: float = 0.1, evidence: Callable[[], str] | None = None
+) -> float:
+    """Wait until `predicate()` is true; returns the time it took (monotonic seconds).
+
+    On a timeout the error carries `evidence()` (the jobs' log tails), so a CI failure says why.
+    """
     start = time.monotonic()
     while not predicate():
         if time.monotonic() - start > timeout:
-            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+            seen = f"\n{evidence()}" if evidence else ""
+            raise AssertionError(f"timed out after {timeout} s waiting for {what}{seen}")
         time.sleep(poll)
     return time.monotonic() - start
 

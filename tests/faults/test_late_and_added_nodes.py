@@ -3,7 +3,9 @@
 - A static 3-node job whose node 2 starts 20 s after the others: it joins within the rendezvous
   timeout and the job succeeds (every rank all-reduced over 3 nodes).
 - An elastic 2:3 job training on two nodes: a third node started while it trains joins at the next
-  rendezvous; training continues from the last checkpoint on three nodes.
+  rendezvous; training continues from the last checkpoint on three nodes. The two-node job is held
+  at its first step (--hold-while) until the third node is in: without the hold, a slow start of the
+  third node let the job finish first (CI, stop 19).
 
 Real launchers and torchrun on 127.0.0.1.
 """
@@ -66,7 +68,8 @@ def test_a_node_starting_20_s_late_joins_a_static_job(tmp_path: Path) -> None:
 def test_a_node_added_while_an_elastic_job_trains_joins_at_the_next_rendezvous(
     tmp_path: Path, fault_data: Path
 ) -> None:
-    port = free_port()
+    port, hold = free_port(), tmp_path / "hold"
+    hold.touch()  # the two-node job holds after its first step until the third node has joined
     env = {"CLOUDDDP_CHECKPOINT_DIR": str(tmp_path / "ckpt"), "CLOUDDDP_MODEL_DIR": str(tmp_path / "model"),
            "OMP_NUM_THREADS": "1"}  # fmt: skip
 
@@ -76,20 +79,27 @@ def test_a_node_added_while_an_elastic_job_trains_joins_at_the_next_rendezvous(
                          f"--torchrun-arg=--rdzv-conf=last_call_timeout=2,is_host={'true' if rank == 0 else 'false'}",
                          str(SOURCES / "train_ddp.py"), "--data-dir", str(fault_data), "--arch", "tiny",
                          "--epochs", "3", "--image-size", "16", "--batch-size", "8", "--log-steps",
-                         "--checkpoint-every", "1", "--step-sleep", "0.5"], tmp_path / f"node{rank}.log", env)  # fmt: skip
+                         "--checkpoint-every", "1", "--hold-while", str(hold)], tmp_path / f"node{rank}.log", env)  # fmt: skip
 
     def logs() -> str:
         return "\n".join(p.read_text(errors="replace") for p in sorted(tmp_path.glob("node*.log")))
 
+    def tails() -> str:
+        return "\n".join(
+            f"--- {p.name}\n{p.read_text(errors='replace')[-2000:]}" for p in sorted(tmp_path.glob("node*.log"))
+        )
+
     nodes = [node(0), node(1)]
     try:
-        wait_for(lambda: "world_size=2" in logs() and "step=3 " in logs(), 240, "two nodes training")
+        wait_for(lambda: "world_size=2" in logs() and "step=1 " in logs(), 240, "two nodes training", evidence=tails)
         nodes.append(node(2))
-        wait_for(lambda: re.search(r"resumed from \S+ at step \d+ .*world_size=3", logs()), 240, "the third node")
+        wait_for(lambda: re.search(r"resumed from \S+ at step \d+ .*world_size=3", logs()), 240, "the third node",
+                 evidence=tails)  # fmt: skip
+        hold.unlink()
         codes = [n.wait(timeout=300) for n in nodes]
     finally:
         stop_all(nodes)
-    assert codes == [0, 0, 0], logs()[-3000:]
+    assert codes == [0, 0, 0], tails()
     metrics = json.loads((tmp_path / "model" / "metrics.json").read_text())
     assert metrics["epoch"] == 3 and metrics["world_size"] == 3
     prints = {(tmp_path / "model" / f"fingerprint-rank{r}.txt").read_text() for r in range(3)}

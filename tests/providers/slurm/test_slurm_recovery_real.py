@@ -92,20 +92,23 @@ def test_an_elastic_job_loses_a_node_and_the_survivor_finishes(
     cluster: SlurmCluster, data: Path, tmp_path: Path
 ) -> None:
     provider = SlurmProvider(environ=cluster.env)
+    hold = tmp_path / "hold"
+    hold.touch()  # both nodes hold after step 1 and its checkpoint until n2 is gone: the kill lands mid-epoch
     # 1:2 nodes; the survivor re-forms alone after 2 s of last call instead of torchrun's 30 s.
-    job = spec(tmp_path, data, "elastic", min_nodes=1, max_restarts=2,
+    job = spec(tmp_path, data, "elastic", min_nodes=1, max_restarts=2, args=[*TRAIN_ARGS, "--hold-while", str(hold)],
                slurm={"launcher_args": ["--torchrun-arg=--rdzv-conf=last_call_timeout=2"]})  # fmt: skip
     job_id = provider.submit(provider.render(job)).job_id
     try:
         # Slurm gave both nodes of the range and training runs on both.
         wait_for(lambda: "world_size=2" in output(tmp_path, "elastic", job_id), 240, "training on two nodes")
-        wait_for(lambda: "step=3 " in output(tmp_path, "elastic", job_id), 120, "step 3")
+        wait_for(lambda: "checkpoint at step 1:" in output(tmp_path, "elastic", job_id), 120, "step 1's checkpoint")
         lost = processes_of_task(job_id, 1)
         assert lost, "found no process of task 1"
         for pid in lost:  # every process of node n2 at once: a machine that vanished
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
         killed = time.monotonic()
+        hold.unlink()  # n1 goes on to step 2, whose all-reduce finds n2 gone
         wait_for(lambda: "world_size=1" in output(tmp_path, "elastic", job_id), 180, "n1 to re-form alone")
         print(f"kill -9 of n2 -> the survivor resumed alone: {time.monotonic() - killed:.1f} s")
         wait_for(lambda: done(provider, job_id), 300, "the job to end")
@@ -117,10 +120,8 @@ def test_an_elastic_job_loses_a_node_and_the_survivor_finishes(
     assert "node(s) 1 were lost and the other 1 finished: the elastic job succeeded" in log
     resumed = re.search(r"resumed from \S+ at step (\d+) .*world_size=1", log)
     assert resumed, log[-4000:]
-    # Step 3 was logged before the kill, so step 2's checkpoint was complete (every rank waits for it); step 3's
-    # may have completed too. Training goes on from the step after it, alone.
-    saved = int(resumed.group(1))
-    assert saved in (2, 3) and f"step={saved + 1} epoch=1" in log[resumed.end() :], log[-4000:]
+    # n2 died while both nodes held after step 1's checkpoint: training goes on alone from step 2.
+    assert resumed.group(1) == "1" and "step=2 epoch=1" in log[resumed.end() :], log[-4000:]
     metrics = json.loads((tmp_path / "runs" / f"elastic-{job_id}" / "model" / "metrics.json").read_text())
     assert metrics["epoch"] == 1 and metrics["world_size"] == 1
     assert not processes_of_task(job_id, 0) and not processes_of_task(job_id, 1)
