@@ -18,6 +18,15 @@ CLOUDDDP_AWS_READ_TIMEOUT (60 s), CLOUDDDP_AWS_MAX_ATTEMPTS (3).
 boto3 must be in the image (the AWS Deep Learning Containers have it; else `pip install boto3`). It
 is imported inside `pull()` only: the launcher package stays standard library only at import time.
 
+A channel pulled in full leaves a record beside its folder (`<into>/.cloudddp-pulled-CHANNEL.json`: the
+URI and every file with its size). A container restarted in place in the same pod (a TrainJob's `node`
+container, which runs the pull itself) finds the record, checks that every file is still there at its size,
+and keeps the copy without calling S3: the node trains on what the other nodes of the job hold, even if the
+objects changed since. No record, another URI, or a file missing or resized: the channel is pulled again.
+Init containers re-run too when the pod's sandbox is rebuilt, with the emptyDir as it was (kubernetes.io,
+docs/concepts/workloads/pods/init-containers, "Detailed behavior": code writing to an emptyDir should expect
+its output to exist already).
+
 Any problem (no such bucket, nothing under the prefix, refused credentials, an unreachable endpoint,
 no boto3) is one paragraph naming the URI and the endpoint, exit code 2: the pod fails in its init
 container, before any training process starts.
@@ -26,6 +35,7 @@ container, before any training process starts.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 import time
@@ -169,8 +179,8 @@ def objects_of(client: Any, channel: Channel) -> list[tuple[str, int]]:
     return [(channel.prefix, int(head["ContentLength"]))]
 
 
-def pull_channel(client: Any, channel: Channel, folder: Path) -> tuple[int, int]:
-    """Download one channel into `folder`; (files, bytes)."""
+def pull_channel(client: Any, channel: Channel, folder: Path) -> dict[str, int]:
+    """Download one channel into `folder`; the size of each file, by its path below `folder`."""
     try:
         objects = objects_of(client, channel)
     except Exception as exc:
@@ -204,17 +214,52 @@ def pull_channel(client: Any, channel: Channel, folder: Path) -> tuple[int, int]
     folder.mkdir(parents=True, exist_ok=True)
     with ThreadPoolExecutor(max_workers=PARALLEL_DOWNLOADS) as pool:
         list(pool.map(download, plan))  # list(): the first failure is raised here
-    return len(plan), sum(size for _, size, _ in plan)
+    return {path.as_posix(): size for _, size, path in plan}
+
+
+def record_path(into: Path, channel: Channel) -> Path:
+    return into / f".cloudddp-pulled-{channel.name}.json"  # beside the channel's folder: training never sees it
+
+
+def kept_copy(into: Path, channel: Channel) -> tuple[int, int] | None:
+    """(files, bytes) of a complete earlier pull of this URI into this folder, else None."""
+    try:
+        record = json.loads(record_path(into, channel).read_text())
+        files = {str(path): int(size) for path, size in record["files"].items()}
+        if record["uri"] != channel.uri or not files:
+            return None
+        folder = into / channel.name
+        if any(not (folder / path).is_file() or (folder / path).stat().st_size != size for path, size in files.items()):
+            return None
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None  # no record, or one this code cannot read: pull again
+    return len(files), sum(files.values())
+
+
+def write_record(into: Path, channel: Channel, files: dict[str, int]) -> None:
+    """Written once the whole channel is in, by rename: a pull stopped halfway leaves no record."""
+    path = record_path(into, channel)
+    partial = path.with_name(path.name + ".partial")
+    partial.write_text(json.dumps({"uri": channel.uri, "files": files}))
+    partial.replace(path)
 
 
 def pull(channels: list[Channel], into: Path) -> None:
-    client = s3_client()
+    client = None  # made on the first channel that needs S3: a restart that keeps every channel calls nothing
     for channel in channels:
         started = time.monotonic()
-        files, size = pull_channel(client, channel, into / channel.name)
+        kept = kept_copy(into, channel)
+        if kept:
+            print(f"cloudddp: kept {channel.uri} -> {into / channel.name}: {kept[0]} file(s), {kept[1]} bytes "
+                  f"(pulled in full before this container restarted)", flush=True)  # fmt: skip
+            continue
+        record_path(into, channel).unlink(missing_ok=True)
+        client = client or s3_client()
+        pulled = pull_channel(client, channel, into / channel.name)
+        write_record(into, channel, pulled)
         print(
-            f"cloudddp: pulled {channel.uri} -> {into / channel.name}: {files} file(s), {size} bytes "
-            f"in {time.monotonic() - started:.1f} s",
+            f"cloudddp: pulled {channel.uri} -> {into / channel.name}: {len(pulled)} file(s), "
+            f"{sum(pulled.values())} bytes in {time.monotonic() - started:.1f} s",
             flush=True,
         )
 

@@ -81,7 +81,8 @@ def node_command(settings: KubernetesSettings, storage: Storage, argv: list[str]
     With s3:// inputs it first runs the pull a PyTorchJob runs as its init container (same argv; jobset.go
     refuses an init container the runtime lacks): the pull's variables come in as PULL_PREFIX + NAME and are
     given their own names for the pull alone, then unset before `exec`. A failed pull ends the container
-    with the pull's exit code before the launcher starts; a container restarted in place pulls again.
+    with the pull's exit code before the launcher starts; a container restarted in place keeps what it
+    pulled (pull_inputs' record of a complete pull) and calls no S3.
     """
     if not storage.init_containers:
         return ["sh", "-c", 'cd "$0" && exec "$@"', settings.working_dir, *argv], []

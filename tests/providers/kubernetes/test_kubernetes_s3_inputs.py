@@ -17,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 import subprocess
 import urllib.request
 from collections.abc import Iterator
@@ -189,7 +190,7 @@ def start_node(body: dict[str, Any], index: int, port: str, pod_dir: Path,
     <job>-node-0-0.<job>) and the ones kubelet builds from trainer.env."""
     container, pod = node_of(body)
     master = "resnet-node-0-0.resnet"
-    pod_dir.mkdir()
+    pod_dir.mkdir(exist_ok=True)  # a container restarted in place finds its pod's emptyDir as it left it
     env = {**image_env(pod_dir), **kubelet_env(container, secrets), "PET_NNODES": str(container["numNodes"]),
            "PET_NPROC_PER_NODE": str(container["numProcPerNode"]), "PET_NODE_RANK": str(index),
            "PET_MASTER_ADDR": master, "PET_MASTER_PORT": port, "CLOUDDDP_HOST_MAP": f"{master}=127.0.0.1"}  # fmt: skip
@@ -213,6 +214,46 @@ def test_trainjob_nodes_pull_then_train_without_the_pulls_variables(seaweed: Sea
     for index in range(2):
         assert files_under(tmp_path / f"pod-{index}" / "cloudddp-data" / "train") == DATA
     assert_each_node_trained_on_its_own_copy(tmp_path)
+
+    # Both `node` containers restarted in place (same pods, same emptyDirs). S3 is out of reach now, so a
+    # node that called it would fail after its attempts: each keeps what it pulled and trains again.
+    with refused_endpoint() as refused:
+        again = manifest(refused, {"train": "s3://datasets/demo/train"}, tmp_path / "out", kubeflow_api="trainer-v2")
+        shutil.rmtree(tmp_path / "out")
+        port = str(free_port())
+        nodes = [start_node(again, index, port, tmp_path / f"pod-{index}") for index in range(2)]
+        for node in nodes:
+            out, err = node.communicate(timeout=240)
+            assert node.returncode == 0, (out + err)[-3000:]
+            size = sum(len(body) for body in DATA.values())
+            assert "cloudddp: kept s3://datasets/demo/train -> " in out and f": 3 file(s), {size} bytes" in out, out
+    assert_each_node_trained_on_its_own_copy(tmp_path)
+
+
+@pytest.mark.slow
+def test_a_restarted_pull_keeps_a_complete_copy_and_pulls_again_what_is_not(seaweed: SeaweedS3, tmp_path: Path) -> None:
+    pod = pods_of(manifest(seaweed.url, {"train": "s3://datasets/demo/train"}, tmp_path))[0]
+    first = run_pull(pod, tmp_path)
+    assert first.returncode == 0 and "cloudddp: pulled s3://datasets/demo/train" in first.stdout, first.stderr
+    train = tmp_path / "cloudddp-data" / "train"
+    with refused_endpoint() as refused:
+        offline = pods_of(manifest(refused, {"train": "s3://datasets/demo/train"}, tmp_path))[0]
+        kept = run_pull(offline, tmp_path)  # the init container again, in the same pod: no S3 call
+        assert kept.returncode == 0 and "cloudddp: kept s3://datasets/demo/train" in kept.stdout, kept.stderr
+        assert files_under(train) == DATA
+
+        (train / "images" / "dog" / "0001.png").write_bytes(b"cut short")  # a copy no longer whole
+        refused_pull = run_pull(offline, tmp_path)
+        assert refused_pull.returncode == 2 and "the S3 endpoint did not answer" in refused_pull.stderr  # it tried
+        assert not list(tmp_path.glob("cloudddp-data/.cloudddp-pulled-*"))  # and vouches for nothing meanwhile
+    pulled_again = run_pull(pod, tmp_path)
+    assert pulled_again.returncode == 0 and "cloudddp: pulled s3://" in pulled_again.stdout, pulled_again.stderr
+    assert files_under(train) == DATA
+
+    other = pods_of(manifest(seaweed.url, {"train": "s3://datasets/demo/single.bin"}, tmp_path))[0]
+    changed = run_pull(other, tmp_path)  # the record names another URI: pulled, not kept
+    assert changed.returncode == 0 and "cloudddp: pulled s3://datasets/demo/single.bin" in changed.stdout
+    assert (train / "single.bin").read_bytes() == b"one object"
 
 
 @pytest.mark.slow
