@@ -51,8 +51,7 @@ def open_store(location: Location, transport: str) -> ObjectStore:
 def summary(result: StageResult) -> str:
     if result.unchanged:
         return f"cloudddp: {result.files} files unchanged; {result.version} is already published"
-    sent = " (the shard sent as it was built)" if result.streamed else ""
-    parts = [f"{len(result.uploaded)} objects uploaded ({result.bytes_uploaded / 1e6:.1f} MB){sent}"]
+    parts = [f"{len(result.uploaded)} objects uploaded ({result.bytes_uploaded / 1e6:.1f} MB)"]
     if result.copied:
         parts.append(f"{len(result.copied)} copied from the previous version")
     if result.resumed:

@@ -3,9 +3,7 @@
 1. Scan the local folder and hash every file (content, not mtime). In the shard layout a file not
    hashed before is hashed from the bytes packed into its shard: one read of it for both.
 2. The version name follows from the hashes. If `<prefix>/_cloudddp_manifest.json` already
-   names it, nothing is written (a no-op re-stage costs one GET). A dataset that fits one shard
-   is sent while it is built where the store can stream (stream_shard): its version is then named
-   before the files are read (from remembered hashes, or on a first stage from the scan).
+   names it, nothing is written (a no-op re-stage costs one GET).
 3. Otherwise list `<prefix>/<version>/`: objects an interrupted run already finished are
    kept (an object only appears once its upload completed with a verified checksum).
 4. Objects whose content the previously published version holds are copied server-side
@@ -32,23 +30,11 @@ from typing import Generic, TypeVar, cast
 from cloudddp.errors import CloudDDPError
 from cloudddp.staging import local_files, shards
 from cloudddp.staging.hash_cache import HashCache
-from cloudddp.staging.manifest import (
-    MANIFEST_NAME,
-    PLAIN,
-    SHARDS,
-    FileEntry,
-    Manifest,
-    ObjectEntry,
-    scan_version,
-    version_of,
-)
+from cloudddp.staging.manifest import MANIFEST_NAME, PLAIN, SHARDS, FileEntry, Manifest, ObjectEntry, version_of
 from cloudddp.staging.store import ObjectStore, Upload
 
 T = TypeVar("T")
-VERSION_FOLDER = re.compile(r"^v-[0-9a-f]{16}/")  # what version_of() and scan_version() name
-# A shard up to this size is sent while it is built, where the store can (S3 over s3_http: one PUT); a larger one
-# is built first and goes up in parts.
-STREAMED_SHARD_MAX = 64 * 1024 * 1024
+VERSION_FOLDER = re.compile(r"^v-[0-9a-f]{16}/")  # what version_of() names
 
 
 @dataclass
@@ -63,7 +49,6 @@ class StageResult:
     deleted: list[str] = field(default_factory=list)
     bytes_uploaded: int = 0
     unchanged: bool = False  # the version was already published: nothing written
-    streamed: bool = False  # the one shard was sent while it was built (stream_shard)
 
 
 class Progress:
@@ -120,10 +105,6 @@ def stage_files(
     published manifest."""
     known = local_files.recall(files, store.md5_part_size, cache)
     groups = shards.plan_shards(known, options.shard_size) if work else []
-    if work and len(groups) == 1:
-        streamed = stream_shard(known, store, options, progress, cache, work, fetching)
-        if streamed is not None:
-            return streamed
     built: list[shards.Shard] | None = None
     if work and len(groups) == 1 and any(isinstance(f, local_files.LocalFile) for f in known):
         # One shard and files to hash: both from one read of each file (shards.copy_member). Should the version
@@ -138,105 +119,25 @@ def stage_files(
         hashed = local_files.hash_known(known, store.md5_part_size, cache)
     entries = [FileEntry(h.file.relative, h.file.size, h.sha256) for h in hashed]
     version = version_of(options.layout, entries, options.shard_size if work else None)
-    published = fetching.result()
-    if published and published.holds() == version:  # its folder may have a scan name (stream_shard)
-        return unchanged(store, published, options, len(files))
     result = StageResult(uri=store.location.uri(version, folder=True), version=version, layout=options.layout,
                          files=len(files))  # fmt: skip
+    published = fetching.result()
+    if published and published.version == version:
+        result.unchanged = True
+        if options.delete:
+            result.deleted = delete_others(store, version)
+        return result
     sender = Sender(store, version, published, result, progress)
     if work:
         manifest = send_shards(sender, hashed, built, options.shard_size, work)
     else:
         manifest = Manifest(version, PLAIN, entries, [ObjectEntry(e.path, e.size, e.sha256) for e in entries])
         sender.send_all([upload_of(h, store.location.key(version, h.file.relative)) for h in hashed])
-    return publish(store, manifest, result, options)
-
-
-def unchanged(store: ObjectStore, published: Manifest, options: StageOptions, files: int) -> StageResult:
-    """The result of a stage whose content is published already: nothing written (but --delete's cleanup)."""
-    version = published.version
-    result = StageResult(uri=store.location.uri(version, folder=True), version=version, layout=published.layout,
-                         files=files, unchanged=True)  # fmt: skip
+    check_accounted(store, manifest, result)
+    store.write(store.location.key(MANIFEST_NAME), manifest.to_json())  # the publication
     if options.delete:
         result.deleted = delete_others(store, version)
     return result
-
-
-def publish(store: ObjectStore, manifest: Manifest, result: StageResult, options: StageOptions) -> StageResult:
-    """Step 5 and 6: every object accounted for, the manifest written (the publication), others deleted."""
-    check_accounted(store, manifest, result)
-    store.write(store.location.key(MANIFEST_NAME), manifest.to_json())
-    if options.delete:
-        result.deleted = delete_others(store, manifest.version)
-    return result
-
-
-def stream_shard(
-    known: list[local_files.Hashed | local_files.LocalFile], store: ObjectStore, options: StageOptions,
-    progress: Progress, cache: HashCache | None, work: Path, fetching: InBackground[Manifest | None],
-) -> StageResult | None:  # fmt: skip
-    """A dataset that fits one shard, sent while it is built: each file read once, no pass before, no local shard.
-
-    None when this does not apply (a store that cannot stream, a shard above STREAMED_SHARD_MAX, no version
-    to name yet: see streamed_version; or a PUT the server did not take): the caller stages as usual, building
-    the shard first. A shard an interrupted stream landed is kept, and its version finished."""
-    size = shards.planned_size(known)
-    if not getattr(store, "can_stream", False) or size > STREAMED_SHARD_MAX:
-        return None
-    published = fetching.result()
-    version = streamed_version(known, published, options.shard_size)
-    if version is None:
-        return None
-    result = StageResult(uri=store.location.uri(version, folder=True), version=version, layout=SHARDS,
-                         files=len(known))  # fmt: skip
-    sender = Sender(store, version, published, result, progress)
-    shard = shards.Shard(shards.shard_name(0), work / shards.shard_name(0))
-    key = store.location.key(version, shard.name)
-    if key in sender.already:  # landed before the run that sent it was stopped: rebuilt here, not sent again
-        built, hashed = shards.build_shards(known, work, options.shard_size)
-        manifest = send_shards(sender, hashed, built, options.shard_size, work)
-    else:
-        hashed = []
-
-        def fill(body: shards.Sink) -> int:
-            hashed.extend(shards.pack(shard, known, body, None))
-            return shard.crc32
-
-        progress.phase("hashing and uploading the shard as it is built")
-        progress.start(2, size)  # the shard, then the index
-        try:
-            if not store.stream(key, size, fill):  # type: ignore[attr-defined]
-                return None
-            result.streamed = True
-            sender.landed(Upload(key, shard.path, shard.size, shard.sha256))
-            index = write_index(work, [shard], None)
-            sender.send([upload_of(index, store.location.key(version, shards.INDEX_NAME), source=False)])
-        finally:
-            progress.finish()
-        objects = [ObjectEntry(shard.name, shard.size, shard.sha256),
-                   ObjectEntry(shards.INDEX_NAME, index.file.size, index.sha256)]  # fmt: skip
-        files = [FileEntry(h.file.relative, h.file.size, h.sha256, shard.name) for h in hashed]
-        manifest = Manifest(version, SHARDS, files, objects)
-    if cache:
-        cache.save(hashed, None)
-    manifest.content = version_of(SHARDS, [replace(f, shard=None) for f in manifest.files], options.shard_size)
-    return publish(store, manifest, result, options)
-
-
-def streamed_version(
-    known: list[local_files.Hashed | local_files.LocalFile], published: Manifest | None, shard_size: int
-) -> str | None:
-    """The version a streamed shard goes under, named before any file is read: from the hashes when the hash
-    cache remembers every file (None if that content is published: nothing to send), else from the scan
-    (manifest.scan_version), and then only when nothing is published at the prefix: a scan name cannot tell
-    that the same data is published already, which hashing it first (the usual way) does."""
-    remembered = [f for f in known if isinstance(f, local_files.Hashed)]
-    if len(remembered) == len(known):
-        content = version_of(
-            SHARDS, [FileEntry(h.file.relative, h.file.size, h.sha256) for h in remembered], shard_size
-        )
-        return None if published and published.holds() == content else content
-    return None if published else scan_version(SHARDS, [shards.file_of(f) for f in known], shard_size)
 
 
 def shard_folder(parent: Path | None) -> Path:

@@ -5,11 +5,6 @@ it names is uploaded and verified: it is the publication. A job reads
 `<prefix>/<version>/`, a prefix that never changes once published. The version name is
 a hash of the layout and of every file's path, size and SHA-256, so the same data always
 gets the same version (a re-stage of unchanged data finds it published and writes nothing).
-
-One exception: a first stage whose one shard is sent while it is built (engine.stream_shard)
-must name its version before any file is read, so it hashes what the scan saw (paths, sizes,
-modification times; `scan_version`). Its manifest then records the content name too
-(`content`), and later stages compare against that: unchanged data is still found published.
 """
 
 from __future__ import annotations
@@ -20,7 +15,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from cloudddp.errors import CloudDDPError
-from cloudddp.staging.local_files import LocalFile
 
 MANIFEST_NAME = "_cloudddp_manifest.json"
 FORMAT = "cloudddp-manifest/1"
@@ -48,10 +42,9 @@ class Manifest:
     layout: str
     files: list[FileEntry] = field(default_factory=list)
     objects: list[ObjectEntry] = field(default_factory=list)  # what lives under the version prefix
-    content: str = ""  # version_of() of these files where the version was named otherwise (scan_version)
 
     def to_json(self) -> bytes:
-        body = {"format": FORMAT, "version": self.version, "layout": self.layout, "content": self.holds(),
+        body = {"format": FORMAT, "version": self.version, "layout": self.layout,
                 "files": [vars(f) for f in self.files], "objects": [vars(o) for o in self.objects]}  # fmt: skip
         return json.dumps(body, sort_keys=True, separators=(",", ":")).encode()  # no indent: C encoder, ~5x faster
 
@@ -66,17 +59,12 @@ class Manifest:
                 layout=str(body["layout"]),
                 files=[FileEntry(**f) for f in body["files"]],
                 objects=[ObjectEntry(**o) for o in body["objects"]],
-                content=str(body.get("content") or body["version"]),  # manifests before it: the version
             )
         except (ValueError, KeyError, TypeError) as exc:
             raise CloudDDPError(
                 f"{where} is not a cloudddp staging manifest ({exc}). Stage to another prefix, or remove it if "
                 f"nothing uses that prefix."
             ) from None
-
-    def holds(self) -> str:
-        """The content name (version_of) of what this version holds."""
-        return self.content or self.version
 
     def objects_by_hash(self) -> dict[str, ObjectEntry]:
         return {o.sha256: o for o in self.objects}
@@ -87,14 +75,4 @@ def version_of(layout: str, files: list[FileEntry], shard_size: int | None) -> s
     digest = hashlib.sha256(f"{layout}\n{shard_size or ''}\n".encode())
     for f in sorted(files, key=lambda e: e.path):
         digest.update(f"{f.path}\0{f.size}\0{f.sha256}\n".encode())
-    return "v-" + digest.hexdigest()[:16]
-
-
-def scan_version(layout: str, files: list[LocalFile], shard_size: int | None) -> str:
-    """A name for what the scan saw (path, size, modification time, inode of every file), for a version that must
-    be named before any file is read. The same files untouched give the same name, so an interrupted stage
-    resumes into the same version; a name version_of() would give only by a 64-bit accident."""
-    digest = hashlib.sha256(f"scan\n{layout}\n{shard_size or ''}\n".encode())
-    for f in sorted(files, key=lambda e: e.relative):
-        digest.update(f"{f.relative}\0{f.size}\0{f.mtime_ns}\0{f.ctime_ns}\0{f.inode}\n".encode())
     return "v-" + digest.hexdigest()[:16]

@@ -32,7 +32,6 @@ FILES_AT_ONCE = 8
 
 class OCIObjectStore:
     can_copy = False
-    can_stream = False
     # Turns network failures (unreachable endpoint, timeouts) raised inside into one CloudDDPError naming the
     # call, endpoint and region: the OCI provider's `reaching`. Set by open_oci_store for `cloudddp stage`;
     # the provider wraps its own calls.

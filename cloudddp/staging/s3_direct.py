@@ -3,7 +3,7 @@
 Importing botocore and building its S3 client costs ~0.6 s of CPU (its service model is a large
 JSON file): more than a no-op re-stage does otherwise. When credentials, region and endpoint
 come from the environment alone, every request of a typical stage (HEAD bucket, GET manifest,
-LIST, PUT objects, PUT manifest; a first shard streamed into its PUT as it is built) is signed and sent by s3_http.py; files above 64 MiB go through
+LIST, PUT objects, PUT manifest) is signed and sent by s3_http.py; files above 64 MiB go through
 `awscrt.s3.S3Client` (multipart, native checksums), imported only then. Rare requests (create a
 bucket, server-side copies, deletes) still go through botocore, imported only then. Anything
 botocore would read beyond those variables (a config file, a profile, FIPS or dual-stack
@@ -15,12 +15,10 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import http.client
 import os
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from ipaddress import ip_address
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -201,26 +199,6 @@ class DirectS3Store:
         self.single_puts.upload(self.bucket, small, on_done, self.upload_failure)
         if large:
             self.crt.upload(self.bucket, large, on_done, self.upload_failure)
-
-    @property
-    def can_stream(self) -> bool:
-        """Streamed PUTs leave the payload unsigned (its CRC-32 in the trailer is checked, not signed), so, as
-        botocore sends trailing checksums only over TLS (botocore/httpchecksum.py resolve_request_checksum_algorithm,
-        1.44.5), they go over HTTPS, or plain HTTP to a loopback address (no network to alter bytes on the way).
-        Elsewhere the object is built first and its PUT signs the payload's SHA-256."""
-        host = urlsplit(self.plain.endpoint).hostname or ""
-        return self.requests.https or host == "localhost" or (s3_crt.is_ip(host) and ip_address(host).is_loopback)
-
-    def stream(self, key: str, size: int, fill: Callable[[s3_http.ChunkedBody], int]) -> bool:
-        """PUT one object of `size` bytes that `fill` writes while it is sent (returning their CRC-32, which
-        the server checks); False if it did not land (an unreachable server, an error answer, a server that
-        does not take aws-chunked bodies): the caller builds the object and uploads it the usual way, whose
-        errors name the cause. An error raised by `fill` (a file that changed) is raised, nothing stored."""
-        try:
-            response = self.requests.stream_put(self.bucket, key, size, fill)
-        except (OSError, http.client.HTTPException):
-            return False
-        return response.status == 200
 
     def upload_failure(self, upload: Upload, status: int | None, body: bytes, error: Exception | None) -> CloudDDPError:
         return s3_crt.upload_failure(self.bucket, upload, status, body, error)

@@ -23,7 +23,6 @@ back-off; anything else is final and goes to the caller's `failure`.
 from __future__ import annotations
 
 import asyncio
-import base64
 import hashlib
 import http.client
 import importlib.util
@@ -338,83 +337,7 @@ class Requests:
             self.close()
         return Response(answer.status, {k.lower(): v for k, v in answer.getheaders()}, data)
 
-    def stream_put(self, bucket: str, key: str, size: int, fill: Callable[[ChunkedBody], int]) -> Response:
-        """PUT `size` bytes that `fill` writes into the body while the request is under way; `fill` returns
-        their CRC-32, sent in the trailer (`x-amz-checksum-crc32`), which the server checks against what it
-        received (BadDigest/InvalidDigest otherwise, and no object).
-
-        The body is aws-chunked with an unsigned payload and a trailing checksum
-        (`STREAMING-UNSIGNED-PAYLOAD-TRAILER`, AWS S3 API "Signature Calculations ... Chunked Upload"): what
-        botocore sends for a streamed body with a flexible checksum. Chunks are CHUNK bytes each but the last,
-        so Content-Length is known before the first byte. Not retried (the body exists only as it is made):
-        the caller falls back to building the object first. If `fill` raises, the connection is dropped
-        before the last chunk, so the server stores nothing."""
-        host, path = s3_address(self.netloc, bucket, key, self.path_style)
-        fields = {"host": host, "content-encoding": "aws-chunked", "content-length": str(ChunkedBody.length(size)),
-                  "x-amz-decoded-content-length": str(size), "x-amz-trailer": "x-amz-checksum-crc32"}  # fmt: skip
-        signed = {**self.signer.sign("PUT", path, "", fields, STREAMING_TRAILER), "user-agent": USER_AGENT}
-        try:
-            connection = self.connect(host)
-            connection.putrequest("PUT", path, skip_host=True, skip_accept_encoding=True)
-            for name, value in signed.items():
-                connection.putheader(name, value)
-            connection.endheaders()
-            body = ChunkedBody(connection.send)
-            crc32 = fill(body)
-            if body.written != size:
-                raise ValueError(f"{body.written} bytes made for a body of {size}")
-            body.finish(crc32)
-            answer = connection.getresponse()
-            data = answer.read()
-        except BaseException:
-            self.close()  # mid-body: the server never sees the last chunk and keeps nothing
-            raise
-        if answer.will_close:
-            self.close()
-        return Response(answer.status, {k.lower(): v for k, v in answer.getheaders()}, data)
-
     def close(self) -> None:
         if self.connection is not None:
             self.connection.close()
             self.connection = None
-
-
-STREAMING_TRAILER = "STREAMING-UNSIGNED-PAYLOAD-TRAILER"
-CHUNK = 1024 * 1024
-
-
-class ChunkedBody:
-    """A write-only file that sends what it is given as aws-chunked chunks of exactly CHUNK bytes, then the
-    trailer: `<hex size>\\r\\n<bytes>\\r\\n` per chunk, `0\\r\\n`, `x-amz-checksum-crc32:<base64>\\r\\n\\r\\n`."""
-
-    def __init__(self, send: Callable[[bytes], None]) -> None:
-        self.send, self.written, self.buffer = send, 0, bytearray()
-
-    @staticmethod
-    def length(size: int) -> int:
-        """The encoded length of a `size`-byte body with its trailer (the request's Content-Length)."""
-        whole, last = divmod(size, CHUNK)
-        chunks = whole * (len(b"%x" % CHUNK) + 4 + CHUNK) + (len(b"%x" % last) + 4 + last if last else 0)
-        return chunks + len(b"0\r\nx-amz-checksum-crc32:AAAAAA==\r\n\r\n")  # a CRC-32 is 8 characters in base64
-
-    def write(self, data: bytes) -> int:
-        self.buffer += data
-        self.written += len(data)
-        if len(self.buffer) >= CHUNK:
-            with memoryview(self.buffer) as view:
-                start = 0
-                while len(self.buffer) - start >= CHUNK:
-                    self.send_chunk(bytes(view[start : start + CHUNK]))
-                    start += CHUNK
-            del self.buffer[:start]
-        return len(data)
-
-    def send_chunk(self, chunk: bytes) -> None:
-        self.send(b"%x\r\n" % len(chunk) + chunk + b"\r\n")
-
-    def finish(self, crc32: int) -> None:
-        if self.buffer:
-            self.send_chunk(bytes(self.buffer))
-            self.buffer.clear()
-        checksum = base64.b64encode(crc32.to_bytes(4, "big")).decode()
-        self.send(f"0\r\nx-amz-checksum-crc32:{checksum}\r\n\r\n".encode())

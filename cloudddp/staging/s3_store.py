@@ -48,7 +48,6 @@ class S3Store:
 
     md5_part_size = None  # S3 checks SHA-256 / CRC32C checksums instead
     can_copy = True
-    can_stream = False
 
     def __init__(
         self, client: Any, location: Location, region: str = "us-east-1", crt: Any | None = None,

@@ -21,7 +21,7 @@ import zlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import IO
 
 from cloudddp.errors import CloudDDPError
 from cloudddp.staging.local_files import READ_BLOCK, ContentDigest, Hashed, LocalFile
@@ -49,12 +49,6 @@ class Shard:
     members: list[Member] = field(default_factory=list)
 
 
-class Sink(Protocol):
-    """Where a shard's bytes go: a file, or the body of a PUT under way (s3_http.ChunkedBody)."""
-
-    def write(self, data: bytes, /) -> int: ...
-
-
 class HashingWriter:
     """A write-only file that hashes and counts what goes through it: CRC-32 inline, SHA-256 on a thread.
 
@@ -63,7 +57,7 @@ class HashingWriter:
     and writing take ~0.1 s together. hashlib releases the GIL, so a second thread overlaps the two.
     Writes are gathered into ~1 MiB blocks: per-member writes and hand-overs cost more than the copy."""
 
-    def __init__(self, raw: Sink, stop: threading.Event | None = None) -> None:
+    def __init__(self, raw: IO[bytes], stop: threading.Event | None = None) -> None:
         self.raw, self.digest, self.crc32, self.written, self.stop = raw, hashlib.sha256(), 0, 0, stop
         self.pending: list[bytes] = []
         self.pending_size = 0
@@ -147,32 +141,23 @@ def member_header(file: LocalFile) -> bytes:
 def write_shard(
     shard: Shard, items: Sequence[Packable], md5_part_size: int | None, stop: threading.Event | None = None
 ) -> list[Hashed]:
-    """Write one shard to `shard.path`; return each member's hashes (see copy_member)."""
-    with open(shard.path, "wb") as raw:
-        return pack(shard, items, raw, md5_part_size, stop)
-
-
-def pack(
-    shard: Shard, items: Sequence[Packable], raw: Sink, md5_part_size: int | None,
-    stop: threading.Event | None = None,
-) -> list[Hashed]:  # fmt: skip
-    """Write the shard's bytes into `raw` (a file, or the body of a PUT under way), filling in its size, hashes
-    and members; return each member's hashes (see copy_member)."""
+    """Write one shard; return each member's hashes (see copy_member)."""
     hashed: list[Hashed] = []
-    out = HashingWriter(raw, stop)
-    try:
-        for item in items:
-            # Headers written by hand (not TarFile.addfile) so the data can be copied and hashed in one pass.
-            file = file_of(item)
-            out.write(member_header(file))
-            shard.members.append(Member(file.relative, out.written, file.size))
-            hashed.append(copy_member(item, out, md5_part_size))
-            out.write(b"\0" * ((-file.size) % tarfile.BLOCKSIZE))
-        out.write(b"\0" * (2 * tarfile.BLOCKSIZE))  # end of archive, then pad to a whole record as tar does
-        out.write(b"\0" * ((-out.written) % tarfile.RECORDSIZE))
-    finally:
-        out.close()
-    shard.size, shard.sha256, shard.crc32 = out.written, out.hexdigest(), out.crc32
+    with open(shard.path, "wb") as raw:
+        out = HashingWriter(raw, stop)
+        try:
+            for item in items:
+                # Headers written by hand (not TarFile.addfile) so the data can be copied and hashed in one pass.
+                file = file_of(item)
+                out.write(member_header(file))
+                shard.members.append(Member(file.relative, out.written, file.size))
+                hashed.append(copy_member(item, out, md5_part_size))
+                out.write(b"\0" * ((-file.size) % tarfile.BLOCKSIZE))
+            out.write(b"\0" * (2 * tarfile.BLOCKSIZE))  # end of archive, then pad to a whole record as tar does
+            out.write(b"\0" * ((-out.written) % tarfile.RECORDSIZE))
+        finally:
+            out.close()
+        shard.size, shard.sha256, shard.crc32 = out.written, out.hexdigest(), out.crc32
     return hashed
 
 

@@ -32,8 +32,6 @@ class ObjectStore(Protocol):
     location: Location
     md5_part_size: int | None  # uploads are verified with MD5s of parts this big (OCI); None: no MD5
     can_copy: bool  # server-side copies are cheap; otherwise unchanged objects are uploaded again
-    # `stream(key, size, fill)` sends an object while `fill` makes it (S3 over s3_http: s3_direct.DirectS3Store)
-    can_stream: bool
 
     def check_bucket(self, create: bool) -> bool:
         """Fail naming the bucket if it is missing (unless `create`) or not usable. True if created."""

@@ -13,9 +13,7 @@ create_s3_crt_client at bf4262882ba285aea84daee2adbbd1359c23eec6.
 
 from __future__ import annotations
 
-import io
 import os
-import tarfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -26,9 +24,8 @@ from helpers.seaweedfs import ACCESS_KEY, SECRET_KEY, SeaweedS3, seaweed_for_tes
 
 from cloudddp.errors import CloudDDPError
 from cloudddp.staging import s3_crt, s3_http
-from cloudddp.staging.engine import StageOptions, stage
+from cloudddp.staging.engine import stage
 from cloudddp.staging.location import parse_location
-from cloudddp.staging.manifest import SHARDS
 from cloudddp.staging.s3_direct import DirectS3Store, Frozen, open_direct_store, plain_configuration
 from cloudddp.staging.s3_store import S3Store, open_s3_store
 from cloudddp.staging.sigv4 import Signer
@@ -143,11 +140,6 @@ def test_the_direct_path_stages_over_https_trusting_what_botocore_trusts_by_defa
     result = stage(data, store)
     assert held(tls, result.uri) == local(data)
     assert result.uri == stage(data, store).uri  # the re-stage (GET manifest, LIST) over TLS too
-    # A first stage of one shard, streamed into its PUT over TLS.
-    shards = stage(data, open_direct_store(parse_location("s3://tls/direct-shards")), StageOptions(layout=SHARDS))
-    assert shards.streamed
-    with tarfile.open(fileobj=io.BytesIO(held(tls, shards.uri)["shard-000000.tar"])) as tar:
-        assert {m.name: tar.extractfile(m).read() for m in tar.getmembers()} == local(data)  # type: ignore[union-attr]
 
 
 def test_the_direct_path_refuses_a_server_only_the_system_store_vouches_for_as_botocore_does(
