@@ -37,6 +37,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import stat
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -229,11 +230,20 @@ def kept_copy(into: Path, channel: Channel) -> tuple[int, int] | None:
         if record["uri"] != channel.uri or not files:
             return None
         folder = into / channel.name
-        if any(not (folder / path).is_file() or (folder / path).stat().st_size != size for path, size in files.items()):
+        if not all(regular_file_of_size(folder / path, size) for path, size in files.items()):
             return None
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None  # no record, or one this code cannot read: pull again
     return len(files), sum(files.values())
+
+
+def regular_file_of_size(path: Path, size: int) -> bool:
+    """One stat per file: a channel may hold many thousands."""
+    try:
+        found = path.stat()
+    except OSError:
+        return False
+    return stat.S_ISREG(found.st_mode) and found.st_size == size
 
 
 def write_record(into: Path, channel: Channel, files: dict[str, int]) -> None:

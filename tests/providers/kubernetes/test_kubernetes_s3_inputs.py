@@ -222,10 +222,10 @@ def test_trainjob_nodes_pull_then_train_without_the_pulls_variables(seaweed: Sea
         shutil.rmtree(tmp_path / "out")
         port = str(free_port())
         nodes = [start_node(again, index, port, tmp_path / f"pod-{index}") for index in range(2)]
+        size = sum(len(body) for body in DATA.values())
         for node in nodes:
             out, err = node.communicate(timeout=240)
             assert node.returncode == 0, (out + err)[-3000:]
-            size = sum(len(body) for body in DATA.values())
             assert "cloudddp: kept s3://datasets/demo/train -> " in out and f": 3 file(s), {size} bytes" in out, out
     assert_each_node_trained_on_its_own_copy(tmp_path)
 
