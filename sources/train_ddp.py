@@ -28,6 +28,7 @@ import io
 import json
 import os
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -204,25 +205,165 @@ def fingerprint(model: nn.Module) -> str:
     return digest.hexdigest()
 
 
-def train_step(ddp: nn.Module, batch: tuple[torch.Tensor, torch.Tensor], parts: dict[str, Any]) -> tuple[float, int]:
-    """One optimiser step; returns the summed loss and the number of correct predictions of the batch."""
-    images, labels = (t.to(parts["device"], non_blocking=True) for t in batch)
-    with torch.autocast(parts["device"].type, dtype=parts["amp_dtype"], enabled=parts["use_amp"]):
-        logits = ddp(images)
-        loss = parts["loss_fn"](logits, labels)
-    parts["optimizer"].zero_grad(set_to_none=True)
-    parts["scaler"].scale(loss).backward()
-    parts["scaler"].step(parts["optimizer"])
-    parts["scaler"].update()
-    return float(loss.detach()) * len(labels), int((logits.argmax(1) == labels).sum())
+@dataclass
+class Trainer:
+    """The model and what a step and a checkpoint need. `model` is the plain module (checkpoints, evaluation,
+    fingerprints); `ddp` runs the steps (the DDP wrapper when there are several processes)."""
+
+    model: nn.Module
+    ddp: nn.Module
+    optimizer: torch.optim.Optimizer
+    scaler: torch.amp.GradScaler
+    device: torch.device
+    use_amp: bool  # mixed precision: on the GPU, bf16 where supported, else fp16 with loss scaling
+    amp_dtype: torch.dtype
+    rank: int
+    world: int
+    loss_fn: nn.Module = field(default_factory=nn.CrossEntropyLoss)
+
+    def step(self, batch: tuple[torch.Tensor, torch.Tensor]) -> tuple[float, int]:
+        """One optimiser step; returns the summed loss and the number of correct predictions of the batch."""
+        images, labels = (t.to(self.device, non_blocking=True) for t in batch)
+        with torch.autocast(self.device.type, dtype=self.amp_dtype, enabled=self.use_amp):
+            logits = self.ddp(images)
+            loss = self.loss_fn(logits, labels)
+        self.optimizer.zero_grad(set_to_none=True)
+        self.scaler.scale(loss).backward()
+        self.scaler.step(self.optimizer)
+        self.scaler.update()
+        return float(loss.detach()) * len(labels), int((logits.argmax(1) == labels).sum())
+
+    def state(self, position: Position) -> dict[str, Any]:
+        return {
+            "model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
+            "scaler": self.scaler.state_dict(), "epoch": position.epoch - 1,  # epochs completed
+            "position": vars(position).copy(), "world_size": self.world,
+        }  # fmt: skip
+
+    def restore(self, state: dict[str, Any]) -> None:
+        self.model.load_state_dict(state["model"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.scaler.load_state_dict(state["scaler"])
+
+    def checkpoint(self, folder: Path, position: Position) -> Path:
+        """Rank 0 only: the others hold the same weights (DDP)."""
+        return save_checkpoint(folder, self.state(position), position.step)
 
 
-def checkpoint_state(model: nn.Module, parts: dict[str, Any], position: Position, world: int) -> dict[str, Any]:
-    return {
-        "model": model.state_dict(), "optimizer": parts["optimizer"].state_dict(),
-        "scaler": parts["scaler"].state_dict(), "epoch": position.epoch - 1,  # epochs completed
-        "position": vars(position).copy(), "world_size": world,
-    }  # fmt: skip
+def make_trainer(args: argparse.Namespace, num_classes: int, rank: int, world: int, device: torch.device) -> Trainer:
+    model = build_model(num_classes, args.pretrained, args.arch).to(device)
+    ddp = DistributedDataParallel(model) if world > 1 else model
+    use_amp = device.type == "cuda"
+    amp_dtype = torch.bfloat16 if use_amp and torch.cuda.is_bf16_supported() else torch.float16
+    optimizer = torch.optim.SGD(ddp.parameters(), lr=args.lr, momentum=args.momentum, weight_decay=1e-4)
+    scaler = torch.amp.GradScaler("cuda", enabled=use_amp and amp_dtype == torch.float16)
+    return Trainer(model, ddp, optimizer, scaler, device, use_amp, amp_dtype, rank, world)
+
+
+def resume(trainer: Trainer, args: argparse.Namespace) -> Position:
+    """Where training starts: the newest complete checkpoint's position, else the beginning."""
+    found = None if args.no_resume else load_latest(Path(args.checkpoint_dir), map_location=trainer.device)
+    if not found:
+        return Position()
+    path, state = found
+    trainer.restore(state)
+    position = position_of(state)
+    if trainer.rank == 0 and position.consumed == 0:
+        print(f"resumed from {path} after epoch {position.epoch - 1}; starting at epoch {position.epoch}", flush=True)
+    elif trainer.rank == 0:
+        print(f"resumed from {path} at step {position.step} (epoch {position.epoch}, {position.consumed} "
+              f"samples of it done); world_size={trainer.world}", flush=True)  # fmt: skip
+    return position
+
+
+@dataclass
+class EpochRun:
+    """What one pass over (the rest of) an epoch did on this rank."""
+
+    seen: int = 0
+    loss_sum: float = 0.0
+    correct: int = 0
+    elapsed: float = 0.0
+    stopped: bool = False  # a stop signal reached some rank, and every rank agreed to stop
+
+
+def train_epoch(
+    trainer: Trainer, train_set: torch.utils.data.Dataset, position: Position, stop: StopRequest,
+    args: argparse.Namespace,
+) -> EpochRun:  # fmt: skip
+    """Steps from `position` (advanced in place) to the end of its epoch, or to an agreed stop. A stop, or every
+    `--checkpoint-every` steps, saves a checkpoint mid-epoch; the epoch's end is saved by end_epoch."""
+    run, started, size = EpochRun(), time.perf_counter(), len(train_set)
+    sampler = ResumableSampler(size, trainer.world, trainer.rank, args.seed, position.epoch, start=position.consumed)
+    loader = DataLoader(train_set, batch_size=args.batch_size, sampler=sampler, num_workers=args.workers)
+    for batch in loader:
+        batch_loss, batch_correct = trainer.step(batch)
+        position.step += 1
+        position.consumed = min(size, position.consumed + len(batch[1]) * trainer.world)
+        run.seen += len(batch[1])
+        run.loss_sum += batch_loss
+        run.correct += batch_correct
+        if trainer.rank == 0 and args.log_steps:
+            print(f"step={position.step} epoch={position.epoch} consumed={position.consumed}", flush=True)
+        if args.step_sleep:
+            time.sleep(args.step_sleep)
+        due = bool(args.checkpoint_every) and position.step % args.checkpoint_every == 0
+        run.stopped = agree(stop.requested, trainer.world, trainer.device)
+        if (run.stopped or due) and position.consumed < size:
+            if trainer.rank == 0:
+                saved = trainer.checkpoint(Path(args.checkpoint_dir), position)
+                print(f"checkpoint at step {position.step}: {saved}", flush=True)
+            if trainer.world > 1:
+                dist.barrier()
+        if run.stopped:
+            break
+        while args.hold_while and Path(args.hold_while).exists() and not stop.requested:
+            time.sleep(0.05)
+    run.elapsed = time.perf_counter() - started
+    return run
+
+
+def end_epoch(
+    trainer: Trainer, run: EpochRun, position: Position, val_loader: DataLoader, args: argparse.Namespace
+) -> dict[str, float | int]:
+    """The epoch is done (`position`: the start of the next): sum its figures over the ranks, take rank 0's
+    BatchNorm statistics, checkpoint, evaluate and log on rank 0; return rank 0's metrics ({} elsewhere)."""
+    totals = torch.tensor([run.seen, run.loss_sum, run.correct], dtype=torch.float64, device=trainer.device)
+    if trainer.world > 1:
+        dist.all_reduce(totals)
+        for buffer in trainer.model.buffers():  # BatchNorm statistics: every replica takes rank 0's
+            dist.broadcast(buffer, 0)
+    metrics: dict[str, float | int] = {}
+    if trainer.rank == 0:
+        saved = trainer.checkpoint(Path(args.checkpoint_dir), position)
+        seen = max(float(totals[0]), 1.0)
+        metrics = {
+            "epoch": position.epoch - 1,
+            "loss": round(float(totals[1]) / seen, 4),
+            "train_acc": round(float(totals[2]) / seen, 4),
+            "val_acc": round(evaluate(trainer.model, val_loader, trainer.device), 4),
+            "images_per_sec": round(float(totals[0]) / run.elapsed, 1),
+            "world_size": trainer.world,
+            "step": position.step,
+        }
+        print(
+            f"epoch={metrics['epoch']}/{args.epochs} loss={metrics['loss']:.4f} train_acc={metrics['train_acc']:.4f} "
+            f"val_acc={metrics['val_acc']:.4f} images_per_sec={metrics['images_per_sec']} "
+            f"time={run.elapsed:.1f}s checkpoint={saved}",
+            flush=True,
+        )
+    if trainer.world > 1:
+        dist.barrier()  # nobody runs ahead while rank 0 writes the checkpoint
+    return metrics
+
+
+def save_model(trainer: Trainer, model_dir: Path, metrics: dict[str, float | int]) -> None:
+    model_dir.mkdir(parents=True, exist_ok=True)
+    (model_dir / f"fingerprint-rank{trainer.rank}.txt").write_text(fingerprint(trainer.model) + "\n")
+    if trainer.rank == 0:
+        torch.save(trainer.model.state_dict(), model_dir / "model.pt")
+        (model_dir / "metrics.json").write_text(json.dumps(metrics, indent=2))
+        print(f"saved model to {model_dir / 'model.pt'} (val_acc={metrics.get('val_acc')})", flush=True)
 
 
 def agree(flag: bool, world: int, device: torch.device) -> bool:
@@ -233,127 +374,43 @@ def agree(flag: bool, world: int, device: torch.device) -> bool:
     return bool(value.item() > 0)
 
 
-# main() is long on purpose: the loop (steps, stop agreement, checkpoints, epoch end) reads best in one piece.
 def main() -> None:
     args = parse_args()
     rank, world, _, device = setup()
     # SageMaker stop / spot reclaim (SIGTERM) and Slurm's time-limit warning (SIGUSR1): checkpoint, exit.
     stop = StopRequest().install()
-
     torch.manual_seed(args.seed)
     train_set, val_set, num_classes = datasets(args)
     val_loader = DataLoader(val_set, batch_size=64, num_workers=args.workers)
-
-    model = build_model(num_classes, args.pretrained, args.arch).to(device)
-    ddp = DistributedDataParallel(model) if world > 1 else model
-    use_amp = device.type == "cuda"
-    parts: dict[str, Any] = {
-        "device": device, "use_amp": use_amp, "loss_fn": nn.CrossEntropyLoss(),
-        "amp_dtype": torch.bfloat16 if use_amp and torch.cuda.is_bf16_supported() else torch.float16,
-        "optimizer": torch.optim.SGD(ddp.parameters(), lr=args.lr, momentum=args.momentum, weight_decay=1e-4),
-    }  # fmt: skip
-    parts["scaler"] = torch.amp.GradScaler("cuda", enabled=use_amp and parts["amp_dtype"] == torch.float16)
-
-    ckpt_dir = Path(args.checkpoint_dir)
-    position = Position()
-    found = None if args.no_resume else load_latest(ckpt_dir, map_location=device)
-    if found:
-        path, state = found
-        model.load_state_dict(state["model"])
-        parts["optimizer"].load_state_dict(state["optimizer"])
-        parts["scaler"].load_state_dict(state["scaler"])
-        position = position_of(state)
-        if rank == 0 and position.consumed == 0:
-            print(f"resumed from {path} after epoch {position.epoch - 1}; starting at epoch {position.epoch}",
-                  flush=True)  # fmt: skip
-        elif rank == 0:
-            print(f"resumed from {path} at step {position.step} (epoch {position.epoch}, {position.consumed} "
-                  f"samples of it done); world_size={world}", flush=True)  # fmt: skip
+    trainer = make_trainer(args, num_classes, rank, world, device)
+    position = resume(trainer, args)
     if rank == 0:
         print(
             f"training {args.arch} on {len(train_set)} images ({num_classes} classes), world_size={world}, "
             f"batch={args.batch_size}/process, device={device.type}, epochs={args.epochs}",
             flush=True,
         )
-
     metrics: dict[str, float | int] = {}
-    stopped = False
     for epoch in range(position.epoch, args.epochs + 1):
-        start = position.consumed if epoch == position.epoch else 0
-        position = Position(epoch=epoch, consumed=start, step=position.step)
-        sampler = ResumableSampler(len(train_set), world, rank, args.seed, epoch, start=start)
-        train_loader = DataLoader(train_set, batch_size=args.batch_size, sampler=sampler, num_workers=args.workers)
-        started, seen, loss_sum, correct = time.perf_counter(), 0, 0.0, 0
-        for batch in train_loader:
-            batch_loss, batch_correct = train_step(ddp, batch, parts)
-            position.step += 1
-            position.consumed = min(len(train_set), position.consumed + len(batch[1]) * world)
-            seen, loss_sum, correct = seen + len(batch[1]), loss_sum + batch_loss, correct + batch_correct
-            if rank == 0 and args.log_steps:
-                print(f"step={position.step} epoch={epoch} consumed={position.consumed}", flush=True)
-            if args.step_sleep:
-                time.sleep(args.step_sleep)
-            due = bool(args.checkpoint_every) and position.step % args.checkpoint_every == 0
-            if agree(stop.requested, world, device):
-                stopped = True
-            if (stopped or due) and position.consumed < len(train_set):  # the epoch's end saves below
-                if rank == 0:
-                    saved = save_checkpoint(ckpt_dir, checkpoint_state(model, parts, position, world), position.step)
-                    print(f"checkpoint at step {position.step}: {saved}", flush=True)
-                if world > 1:
-                    dist.barrier()
-            if stopped:
-                break
-            while args.hold_while and Path(args.hold_while).exists() and not stop.requested:
-                time.sleep(0.05)
-        if stopped and position.consumed < len(train_set):
+        position = Position(epoch=epoch, consumed=position.consumed if epoch == position.epoch else 0,
+                            step=position.step)  # fmt: skip
+        run = train_epoch(trainer, train_set, position, stop, args)
+        if run.stopped and position.consumed < len(train_set):
             if rank == 0:
                 print(f"stop requested ({stop.name or 'another rank'}): checkpoint at step {position.step} is saved; "
                       f"exiting", flush=True)  # fmt: skip
             break
-        totals = torch.tensor([seen, loss_sum, correct], dtype=torch.float64, device=device)
-        if world > 1:
-            dist.all_reduce(totals)
-            for buffer in model.buffers():  # BatchNorm statistics: every replica takes rank 0's
-                dist.broadcast(buffer, 0)
-        elapsed = time.perf_counter() - started
         position = Position(epoch=epoch + 1, consumed=0, step=position.step)
-        if rank == 0:
-            saved = save_checkpoint(ckpt_dir, checkpoint_state(model, parts, position, world), position.step)
-            val_acc = evaluate(model, val_loader, device)
-            metrics = {
-                "epoch": epoch,
-                "loss": round(float(totals[1] / max(float(totals[0]), 1.0)), 4),
-                "train_acc": round(float(totals[2] / max(float(totals[0]), 1.0)), 4),
-                "val_acc": round(val_acc, 4),
-                "images_per_sec": round(float(totals[0]) / elapsed, 1),
-                "world_size": world,
-                "step": position.step,
-            }
-            print(
-                f"epoch={epoch}/{args.epochs} loss={metrics['loss']:.4f} train_acc={metrics['train_acc']:.4f} "
-                f"val_acc={metrics['val_acc']:.4f} images_per_sec={metrics['images_per_sec']} "
-                f"time={elapsed:.1f}s checkpoint={saved}",
-                flush=True,
-            )
-        if world > 1:
-            dist.barrier()  # nobody runs ahead while rank 0 writes the checkpoint
+        metrics = end_epoch(trainer, run, position, val_loader, args)
         if args.epoch_sleep:
             time.sleep(args.epoch_sleep)  # before the stop check: a signal during the pause stops at this epoch's end
-        if stopped or agree(stop.requested, world, device):
+        if run.stopped or agree(stop.requested, world, device):
             if rank == 0:
                 print(f"stop requested ({stop.name or 'another rank'}): checkpoint after epoch {epoch} is saved; "
                       f"exiting", flush=True)  # fmt: skip
-            stopped = True
             break
-    if not stopped:
-        model_dir = Path(args.model_dir)
-        model_dir.mkdir(parents=True, exist_ok=True)
-        (model_dir / f"fingerprint-rank{rank}.txt").write_text(fingerprint(model) + "\n")
-        if rank == 0:
-            torch.save(model.state_dict(), model_dir / "model.pt")
-            (model_dir / "metrics.json").write_text(json.dumps(metrics, indent=2))
-            print(f"saved model to {model_dir / 'model.pt'} (val_acc={metrics.get('val_acc')})", flush=True)
+    else:  # no break: no stop, the last epoch ended
+        save_model(trainer, Path(args.model_dir), metrics)
     if world > 1:
         dist.destroy_process_group()
 
