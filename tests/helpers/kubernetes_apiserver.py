@@ -7,7 +7,8 @@ API server checks for these calls:
 - creates: the body's apiVersion/kind match the path, its namespace matches the path's, the name
   is a DNS-1123 subdomain, the object validates against the CRD's OpenAPI v3 schema (422 Invalid
   with the causes), and fields the schema does not know are pruned with a `Warning` header, as the
-  server does with its default fieldValidation=Warn; a TrainJob must also pass Trainer's validating
+  server does with its default fieldValidation=Warn, or refused with 400 BadRequest under
+  fieldValidation=Strict (Ignore is not told apart from Warn); a TrainJob must also pass Trainer's validating
   webhook against the installed runtime (403, `trainjob_webhook_errors`); a second object of one name
   is 409 AlreadyExists;
 - reads, deletes and pod logs of missing objects are 404 NotFound; a log of a container that has
@@ -47,17 +48,26 @@ PVC = re.compile(r"^/api/v1/namespaces/(?P<ns>[^/]+)/persistentvolumeclaims/(?P<
 DNS_SUBDOMAIN = re.compile(r"^(?=.{1,253}$)[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 
 
+def crd_schema(plural: str, crd_file: str | None = None) -> dict[str, Any]:
+    """The openAPIV3Schema of the CRD `crd_file` in SCHEMAS (default: the one RESOURCES names for `plural`)."""
+    return schema_in(crd_file or RESOURCES[plural][3])
+
+
 @functools.cache
-def crd_schema(plural: str) -> dict[str, Any]:
-    """The CRD's openAPIV3Schema (read once: the PyTorchJob CRD is 600 kB of YAML)."""
-    crd = yaml.load((SCHEMAS / RESOURCES[plural][3]).read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+def schema_in(crd_file: str) -> dict[str, Any]:
+    """Read once: the PyTorchJob CRD is 600 kB of YAML."""
+    crd = yaml.load((SCHEMAS / crd_file).read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
     return crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]  # type: ignore[no-any-return]
 
 
-@functools.cache
-def crd_validator(plural: str) -> jsonschema.Draft7Validator:
+def crd_validator(plural: str, crd_file: str | None = None) -> jsonschema.Draft7Validator:
     """A validator for the CRD's schema (built once; `jsonschema.validate` would re-check the schema itself)."""
-    return jsonschema.Draft7Validator(crd_schema(plural))
+    return validator_of(crd_file or RESOURCES[plural][3])
+
+
+@functools.cache
+def validator_of(crd_file: str) -> jsonschema.Draft7Validator:
+    return jsonschema.Draft7Validator(schema_in(crd_file))
 
 
 # The ClusterTrainingRuntimes installed on the cluster, by name (Trainer's default torch runtime).
@@ -70,7 +80,10 @@ def trainjob_webhook_errors(obj: dict[str, Any]) -> list[str]:
     """What Trainer's validating admission webhook refuses in a TrainJob (kubeflow/trainer tag v2.3.0, commit
     658725bdae5c7e3a0854d93ac6ff492e109a22ab: pkg/webhooks/trainjob_webhook.go, the runtime's plugins'
     Validate in pkg/runtime/framework/plugins/jobset/jobset.go and torch/torch.go, the reserved names in
-    pkg/constants/constants.go, the manager check k8s.io/apimachinery validation.IsDomainPrefixedPath)."""
+    pkg/constants/constants.go, the manager check k8s.io/apimachinery validation.IsDomainPrefixedPath).
+    The pod overrides of older releases get their own release's checks (jobset.go's Validate at v2.1.0,
+    commit 73c9bece, and v2.0.1, commit 332ad393): the same target job and container rules, and at v2.0.1
+    no job targeted twice. The runtime's job and container are `node` at all three tags."""
     spec = obj.get("spec", {})
     runtime_name = spec.get("runtimeRef", {}).get("name")
     if runtime_name not in RUNTIMES:
@@ -90,26 +103,43 @@ def trainjob_webhook_errors(obj: dict[str, Any]) -> list[str]:
         if not match or not DNS_SUBDOMAIN.match(match["domain"]):
             errors.append(f"spec.runtimePatches.manager: Invalid value: {patch.get('manager')!r}: must be a "
                           f'domain-prefixed path (such as "acme.io/foo")')  # fmt: skip
-        template = patch.get("trainingRuntimeSpec", {}).get("template", {}).get("spec", {})
-        for job in template.get("replicatedJobs", []):
-            if job["name"] not in jobs:
-                errors.append("spec.runtimePatches: Invalid value: must not have replicated job that doesn't exist "
-                              "in the runtime job template")  # fmt: skip
-                continue
-            pod = job.get("template", {}).get("spec", {}).get("template", {}).get("spec", {})
-            for part, word in (("initContainers", "initContainer"), ("containers", "container")):
-                for container in pod.get(part, []):
-                    if container["name"] not in jobs[job["name"]]:
-                        errors.append(f"spec.runtimePatches: Invalid value: must not have {word} that doesn't exist "
-                                      f"in the runtime job {job['name']}")  # fmt: skip
-                    elif (
-                        part == "containers"
-                        and container.get("env")
-                        and container["name"] in ("dataset-initializer", "model-initializer", "node")
-                    ):
-                        errors.append("spec.runtimePatches: Invalid value: must not have envs for the "
-                                      "dataset-initializer, model-initializer, node containers")  # fmt: skip
+    targeted = [t["name"] for o in spec.get("podSpecOverrides", []) for t in o.get("targetJobs", [])]
+    errors += [f"spec.podSpecOverrides: Duplicate value: {name!r}" for name in sorted(
+        {n for n in targeted if targeted.count(n) > 1})]  # fmt: skip
+    for where, job, pod in overridden_pods(spec):
+        if job not in jobs:
+            what = "replicated job" if where == "runtimePatches" else "targetJob"
+            errors.append(f"spec.{where}: Invalid value: must not have {what} that doesn't exist in the runtime job "
+                          "template")  # fmt: skip
+            continue
+        for part, word in (("initContainers", "initContainer"), ("containers", "container")):
+            for container in pod.get(part, []):
+                if container["name"] not in jobs[job]:
+                    errors.append(f"spec.{where}: Invalid value: must not have {word} that doesn't exist in the "
+                                  f"runtime job {job}")  # fmt: skip
+                elif (
+                    part == "containers"
+                    and container.get("env")
+                    and container["name"] in ("dataset-initializer", "model-initializer", "node")
+                ):
+                    errors.append(f"spec.{where}: Invalid value: must not have envs for the dataset-initializer, "
+                                  "model-initializer, node containers")  # fmt: skip
     return errors
+
+
+def overridden_pods(spec: dict[str, Any]) -> list[tuple[str, str, dict[str, Any]]]:
+    """(field, runtime job, pod fields) for each job a TrainJob amends: runtimePatches (v2.2 on),
+    podTemplateOverrides (v2.1) or podSpecOverrides (v2.0)."""
+    found = []
+    for patch in spec.get("runtimePatches", []):
+        for job in patch.get("trainingRuntimeSpec", {}).get("template", {}).get("spec", {}).get("replicatedJobs", []):
+            found.append(("runtimePatches", job["name"], job.get("template", {}).get("spec", {}).get("template", {})
+                          .get("spec", {})))  # fmt: skip
+    for override in spec.get("podTemplateOverrides", []):
+        found += [("podTemplateOverrides", t["name"], override.get("spec") or {}) for t in override["targetJobs"]]
+    for override in spec.get("podSpecOverrides", []):
+        found += [("podSpecOverrides", t["name"], override) for t in override["targetJobs"]]
+    return found
 
 
 def status_error(code: int, reason: str, message: str, details: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -158,6 +188,8 @@ class FakeAPIServer:
     requests: list[tuple[str, str]] = field(default_factory=list)  # (verb, path) as received
     warnings: list[str] = field(default_factory=list)
     deletions: list[dict[str, Any]] = field(default_factory=list)  # DeleteOptions bodies
+    # The CRD file installed for a plural, where it is not the one RESOURCES names (an older operator's).
+    crd_files: dict[str, str] = field(default_factory=dict)
 
     # -- what the operator would do -----------------------------------------------------
     def set_conditions(self, plural: str, namespace: str, name: str, conditions: list[dict[str, Any]]) -> None:
@@ -229,7 +261,9 @@ class FakeAPIServer:
             if plural not in RESOURCES or RESOURCES[plural][:2] != (match["group"], match["version"]):
                 return not_found
             if match["name"] is None:
-                return self.create(plural, match["ns"], raw, headers) if verb == "POST" else self.not_allowed(verb)
+                if verb != "POST":
+                    return self.not_allowed(verb)
+                return self.create(plural, match["ns"], raw, headers, query.get("fieldValidation", ""))
             if verb == "GET":
                 return self.read(plural, match["ns"], match["name"])
             if verb != "DELETE":
@@ -249,12 +283,26 @@ class FakeAPIServer:
             405, "MethodNotAllowed", f"the server does not allow this method ({verb}) on the requested resource"
         )
 
-    def create(self, plural: str, namespace: str, raw: bytes, headers: dict[str, str]) -> tuple[int, Any]:
+    def create(
+        self, plural: str, namespace: str, raw: bytes, headers: dict[str, str], field_validation: str
+    ) -> tuple[int, Any]:
         group, version, kind, _ = RESOURCES[plural]
+        crd_file = self.crd_files.get(plural)
         try:
             obj = json.loads(raw)
         except ValueError as exc:
             return 400, status_error(400, "BadRequest", f"the body of the request was in an unknown format: {exc}")
+        dropped: list[str] = []
+        obj = prune(obj, crd_schema(plural, crd_file), "", dropped)
+        if dropped and field_validation == "Strict":
+            # Refused while decoding, before any other check: kubernetes/apiextensions-apiserver commit 1aa2717a,
+            # pkg/apiserver/customresource_handler.go (schemaCoercingDecoder: `unknown field "%s"` per pruned
+            # path); kubernetes/apiserver commit 24a394e5, pkg/endpoints/handlers/create.go and rest.go
+            # (transformDecodeError: a BadRequest), message shape as in pkg/endpoints/apiserver_test.go
+            # TestFieldValidation ("strict decoding error: " + the errors joined by ", ").
+            unknown = ", ".join(f'unknown field "{d}"' for d in dropped)
+            message = f'{kind} in version "{version}" cannot be handled as a {kind}: strict decoding error: {unknown}'
+            return 400, status_error(400, "BadRequest", message)
         if obj.get("apiVersion") != f"{group}/{version}" or obj.get("kind") != kind:
             return 400, status_error(400, "BadRequest", f"the API version in the data ({obj.get('apiVersion')}) "
                                      f"does not match the expected API version ({group}/{version})")  # fmt: skip
@@ -270,9 +318,7 @@ class FakeAPIServer:
         if not DNS_SUBDOMAIN.match(name):
             return 422, status_error(422, "Invalid", f"{kind}.{group} {name!r} is invalid: metadata.name: Invalid value: {name!r}",
                                      {"name": name, "group": group, "kind": kind})  # fmt: skip
-        dropped: list[str] = []
-        obj = prune(obj, crd_schema(plural), "", dropped)
-        errors = sorted(crd_validator(plural).iter_errors(obj), key=lambda e: list(e.path))
+        errors = sorted(crd_validator(plural, crd_file).iter_errors(obj), key=lambda e: list(e.path))
         if errors:
             causes = [{"field": ".".join(str(p) for p in e.path), "message": e.message} for e in errors]
             message = f"{kind}.{group} {name!r} is invalid: " + "; ".join(

@@ -11,6 +11,11 @@ PROVIDER = ProviderInfo(
     settings=KubernetesSettings,
     options=(
         Option("--kubeflow-api", "kubeflow_api", help="v1 (PyTorchJob, default) or trainer-v2 (TrainJob)"),
+        Option(
+            "--trainer-release",
+            "trainer_release",
+            help="trainer-v2: the cluster's Trainer: v2.2 (and later), v2.1, v2.0",
+        ),
         Option("--image", "image", help="training image with cloudddp-launch and the code"),
         Option("--namespace", "namespace", help="default: the kubeconfig context's"),
         Option("--context", "context", help="kubeconfig context"),

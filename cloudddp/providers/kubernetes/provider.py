@@ -11,6 +11,7 @@ job (the operator then deletes its pods). The client calls mirror Kubeflow's own
 from __future__ import annotations
 
 import queue
+import re
 import sys
 import threading
 import time
@@ -91,15 +92,49 @@ def load_api_client(settings: KubernetesSettings) -> tuple[client.ApiClient, str
     return api, settings.namespace or namespace
 
 
-def api_error(exc: ApiException, what: str) -> CloudDDPError:
-    """The API server's own message (a Status object), for people."""
+def server_message(exc: ApiException) -> str:
+    """The message of the API server's Status object, else the HTTP reason."""
     message = exc.reason or ""
     try:
         body = yaml.safe_load(exc.body or "") or {}
         message = body.get("message", message) if isinstance(body, dict) else message
     except yaml.YAMLError:
         pass
-    return CloudDDPError(f"{what}: the Kubernetes API server answered {exc.status}: {message}")
+    return str(message)
+
+
+def api_error(exc: ApiException, what: str) -> CloudDDPError:
+    """The API server's own message (a Status object), for people."""
+    return CloudDDPError(f"{what}: the Kubernetes API server answered {exc.status}: {server_message(exc)}")
+
+
+UNKNOWN_FIELD = re.compile(r'unknown field "([^"]+)"')
+
+
+def rendered_for(manifest: ManifestRequest, settings: KubernetesSettings) -> str:
+    """What the job was rendered for, and what to change, when the cluster's CRD lacks a field cloudddp sends."""
+    if manifest.plural == "trainjobs":
+        return (
+            f"It was rendered for Kubeflow Trainer {settings.trainer_release} (kubernetes.trainer_release): set the "
+            f"cluster's release with --trainer-release (v2.2 and later take runtimePatches, v2.1 podTemplateOverrides, "
+            f"v2.0 podSpecOverrides), or use kubernetes.kubeflow_api=v1 where the training-operator runs"
+        )
+    return (
+        "cloudddp renders PyTorchJobs for the Kubeflow training-operator v1.9: upgrade it, or leave out what needs them"
+    )
+
+
+def unknown_fields_error(exc: ApiException, manifest: ManifestRequest, what: str, hint: str) -> CloudDDPError | None:
+    """The create was sent with fieldValidation=Strict, so a CRD older than what cloudddp rendered for refuses
+    the job (400, "strict decoding error") instead of silently dropping the fields it does not know."""
+    message = server_message(exc)
+    if exc.status != 400 or "strict decoding error" not in message:
+        return None
+    fields = ", ".join(UNKNOWN_FIELD.findall(message)) or message
+    return CloudDDPError(
+        f"{what}: this cluster's {manifest.body['kind']} definition (CRD {manifest.plural}.{manifest.group}) does "
+        f"not know {fields}, so the job would run without it. Nothing was created. {hint}."
+    )
 
 
 def parse_job_id(job_id: str, namespace: str) -> tuple[str, str, str]:
@@ -156,12 +191,16 @@ class KubernetesProvider(Provider):
         self._api = None
         api, _ = self.api()
         self.warn_shared_rwo_claims(api, manifest)
+        what = f"creating {manifest.body['kind']} {manifest.namespace}/{request.name}"
         try:
+            # Strict: a field the cluster's CRD lacks is refused, not dropped (a volume or toleration lost unseen).
             client.CustomObjectsApi(api).create_namespaced_custom_object(
-                manifest.group, manifest.version, manifest.namespace, manifest.plural, manifest.body
-            )
+                manifest.group, manifest.version, manifest.namespace, manifest.plural, manifest.body,
+                field_validation="Strict",
+            )  # fmt: skip
         except ApiException as exc:
-            raise api_error(exc, f"creating {manifest.body['kind']} {manifest.namespace}/{request.name}") from None
+            refused = unknown_fields_error(exc, manifest, what, rendered_for(manifest, self.settings))
+            raise (refused or api_error(exc, what)) from None
         job_id = f"{manifest.plural}/{manifest.namespace}/{request.name}"
         return JobHandle(provider=self.name, job_id=job_id, details={"namespace": manifest.namespace})
 

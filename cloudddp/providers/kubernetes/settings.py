@@ -65,6 +65,11 @@ class KubernetesSettings(Section):
     context: str | None = None
     namespace: str | None = Field(default=None, description="default: the kubeconfig context's, else 'default'")
     runtime: str = Field(default="torch-distributed", description="trainer-v2: the ClusterTrainingRuntime")
+    trainer_release: Literal["v2.2", "v2.1", "v2.0"] = Field(
+        default="v2.2",
+        description="trainer-v2: the cluster's Kubeflow Trainer release; v2.2 also stands for later ones "
+        "(runtimePatches), v2.1 takes podTemplateOverrides, v2.0 podSpecOverrides",
+    )
     cpu: str | None = None
     memory: str | None = None
     gpus: int = Field(default=0, ge=0, description="nvidia.com/gpu per node")

@@ -12,9 +12,12 @@ amend containers the runtime already has (the validating webhook,
 pkg/runtime/framework/plugins/jobset/jobset.go, also wants the manager as a domain-prefixed path and
 no env patched into the `node` container). So s3:// inputs, which a PyTorchJob pulls in an init
 container, are pulled by the `node` container itself before it execs the launcher (`node_command`).
-Pre-release Trainer (before v2.0.0) named these `trainer-node`/`trainer` and took
-`podSpecOverrides`; v2.0.0 took `podSpecOverrides` and v2.1.0 `podTemplateOverrides` (trainjob_types.go at
-each tag); `runtimePatches` came with v2.2.0, whose TrainJob type v2.3.0 only extends.
+
+Older releases take the same pod fields in another place (`kubernetes.trainer_release`; trainjob_types.go
+and jobset.go's Validate at each tag): v2.1.0 (commit 73c9bece) in `podTemplateOverrides[].spec`, v2.0.1
+(commit 332ad393) in `podSpecOverrides[]` itself, which has no imagePullSecrets. Both name the runtime's
+job in `targetJobs`, and their webhooks refuse the same things runtimePatches' does. Job and container are
+`node` at both tags (constants.go). Pre-release Trainer (before v2.0.0) named them `trainer-node`/`trainer`.
 """
 
 from __future__ import annotations
@@ -46,16 +49,21 @@ PULL_PREFIX = "CLOUDDDP_PULL_"
 
 
 def unsupported(spec: JobSpec, settings: KubernetesSettings) -> None:
-    """What a TrainJob cannot carry at v2.3.0: say so instead of dropping it."""
+    """What a TrainJob of the chosen release cannot carry: say so instead of dropping it."""
     problems = []
     if settings.elastic or spec.min_nodes is not None:
         problems.append("elastic (use the v1 PyTorchJob API for an elasticPolicy)")
+    if settings.trainer_release == "v2.0" and settings.image_pull_secrets:
+        problems.append("image_pull_secrets (podSpecOverrides has no imagePullSecrets; they came with v2.1)")
     if problems:
-        raise CloudDDPError("kubernetes.kubeflow_api='trainer-v2' cannot carry: " + "; ".join(problems) + ".")
+        raise CloudDDPError(
+            f"kubernetes.kubeflow_api='trainer-v2' with trainer_release={settings.trainer_release!r} cannot carry: "
+            + "; ".join(problems) + "."
+        )  # fmt: skip
 
 
-def runtime_patches(settings: KubernetesSettings, storage: Storage) -> list[dict[str, Any]]:
-    """One `runtimePatches` entry for the runtime's `node` job, or none when there is nothing to patch."""
+def pod_overrides(settings: KubernetesSettings, storage: Storage) -> dict[str, Any]:
+    """What the runtime's `node` pods need beyond the trainer fields, in core/v1 PodSpec names; {} for nothing."""
     pod: dict[str, Any] = {}
     if storage.volumes:
         pod["volumes"] = storage.volumes
@@ -68,10 +76,21 @@ def runtime_patches(settings: KubernetesSettings, storage: Storage) -> list[dict
         pod["serviceAccountName"] = settings.service_account
     if settings.image_pull_secrets:
         pod["imagePullSecrets"] = [{"name": name} for name in settings.image_pull_secrets]
+    return pod
+
+
+def overrides(release: str, pod: dict[str, Any]) -> dict[str, Any]:
+    """The TrainJob spec field carrying `pod` to the `node` job, in the form `release` takes ({}: nothing)."""
     if not pod:
-        return []
+        return {}
+    target = [{"name": TRAINER_JOB}]
+    if release == "v2.0":
+        return {"podSpecOverrides": [{"targetJobs": target, **pod}]}
+    if release == "v2.1":
+        return {"podTemplateOverrides": [{"targetJobs": target, "spec": pod}]}
     job = {"name": TRAINER_JOB, "template": {"spec": {"template": {"spec": pod}}}}
-    return [{"manager": PATCH_MANAGER, "trainingRuntimeSpec": {"template": {"spec": {"replicatedJobs": [job]}}}}]
+    patch = {"manager": PATCH_MANAGER, "trainingRuntimeSpec": {"template": {"spec": {"replicatedJobs": [job]}}}}
+    return {"runtimePatches": [patch]}
 
 
 def node_command(settings: KubernetesSettings, storage: Storage, argv: list[str]) -> tuple[list[str], list[Any]]:
@@ -118,9 +137,7 @@ def trainjob(spec: JobSpec, settings: KubernetesSettings, storage: Storage, name
         "runtimeRef": {"name": settings.runtime, "apiGroup": group, "kind": "ClusterTrainingRuntime"},
         "trainer": trainer,
     }
-    patches = runtime_patches(settings, storage)
-    if patches:
-        job_spec["runtimePatches"] = patches
+    job_spec.update(overrides(settings.trainer_release, pod_overrides(settings, storage)))
     return {
         "apiVersion": f"{group}/{version}",
         "kind": kind,

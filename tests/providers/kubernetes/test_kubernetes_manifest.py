@@ -11,7 +11,7 @@ import jsonschema
 import pytest
 import yaml
 from helpers import PYTHON, SOURCES, run_cli
-from helpers.kubernetes_apiserver import crd_validator, trainjob_webhook_errors
+from helpers.kubernetes_apiserver import crd_schema, crd_validator, trainjob_webhook_errors
 
 from cloudddp.errors import CloudDDPError
 from cloudddp.providers.kubernetes.provider import KubernetesProvider
@@ -131,8 +131,8 @@ def test_trainjob_validates_against_the_crd(kubernetes: dict[str, Any]) -> None:
 
 
 def test_trainjob_carries_pull_secrets_and_secret_env_by_reference() -> None:
-    """Trainer v2.3.0 copies valueFrom from trainer.env (pkg/apply/apply.go EnvVar) and patches
-    imagePullSecrets (trainjob_types.go PodSpecPatch); before v2.2 neither reached the pod."""
+    """Trainer copies valueFrom from trainer.env (pkg/apply/apply.go EnvVar, at v2.3.0 as at v2.0.1) and
+    v2.3.0 patches imagePullSecrets (trainjob_types.go PodSpecPatch)."""
     manifest = render(kubeflow_api="trainer-v2", image_pull_secrets=["regcred"], secret_env={"HF_TOKEN": "hf/token"})
     crd_validator("trainjobs").validate(manifest)
     assert trainjob_webhook_errors(manifest) == []
@@ -179,6 +179,73 @@ def test_each_of_trainers_webhook_checks_refuses(change: Any, refusal: str) -> N
     manifest = render(kubeflow_api="trainer-v2")
     change(manifest)
     crd_validator("trainjobs").validate(manifest)  # the schema alone lets each of these through
+    errors = trainjob_webhook_errors(manifest)
+    assert len(errors) == 1 and refusal in errors[0], errors
+
+
+# The TrainJob CRDs of the older releases (kubeflow/trainer manifests/base/crds/trainer.kubeflow.org_trainjobs.yaml at
+# tag v2.1.0, commit 73c9bece741ce17d2124abda3ec6bfcf5b5b8e87, and tag v2.0.1, commit
+# 332ad3939a000ecf837a37ecb1a56e3b0494562c); each only knows its own release's overrides field.
+OLDER_TRAINER_CRDS = {
+    "v2.1": "trainer.kubeflow.org_trainjobs.v2.1.0.yaml",
+    "v2.0": "trainer.kubeflow.org_trainjobs.v2.0.1.yaml",
+}
+PLACEMENT = {"node_selector": {"pool": "gpu"}, "tolerations": [{"key": "gpu", "operator": "Exists"}],
+             "service_account": "trainer"}  # fmt: skip
+
+
+@pytest.mark.parametrize(("release", "field"), [("v2.1", "podTemplateOverrides"), ("v2.0", "podSpecOverrides")])
+def test_trainjob_for_an_older_trainer_release_takes_its_overrides_field(release: str, field: str) -> None:
+    """The pod fields reach the `node` job in the release's own field, valid against that release's CRD (and
+    not against v2.3.0's, which dropped the field), and pass its webhook."""
+    manifest = render(kubeflow_api="trainer-v2", trainer_release=release, inputs={"train": "s3://datasets/demo"},
+                      s3_endpoint="http://m:9000", **PLACEMENT)  # fmt: skip
+    crd_validator("trainjobs", OLDER_TRAINER_CRDS[release]).validate(manifest)
+    assert trainjob_webhook_errors(manifest) == []
+    assert "runtimePatches" not in manifest["spec"]
+    (override,) = manifest["spec"][field]
+    assert override["targetJobs"] == [{"name": "node"}]
+    pod = override["spec"] if release == "v2.1" else override
+    assert (pod["nodeSelector"], pod["serviceAccountName"]) == ({"pool": "gpu"}, "trainer")
+    assert pod["tolerations"] == [{"key": "gpu", "operator": "Exists"}]
+    assert {"name": "cloudddp-data", "emptyDir": {}} in pod["volumes"]
+    (container,) = pod["containers"]
+    assert container["name"] == "node" and "env" not in container
+    assert {"name": "cloudddp-data", "mountPath": "/cloudddp/data"} in container["volumeMounts"]
+    assert field not in crd_schema("trainjobs")["properties"]["spec"]["properties"]  # v2.3.0 would drop it
+
+
+def test_trainer_v2_1_carries_image_pull_secrets_and_v2_0_refuses_them() -> None:
+    manifest = render(kubeflow_api="trainer-v2", trainer_release="v2.1", image_pull_secrets=["regcred"])
+    crd_validator("trainjobs", OLDER_TRAINER_CRDS["v2.1"]).validate(manifest)
+    assert manifest["spec"]["podTemplateOverrides"][0]["spec"]["imagePullSecrets"] == [{"name": "regcred"}]
+    with pytest.raises(CloudDDPError) as refused:
+        render(kubeflow_api="trainer-v2", trainer_release="v2.0", image_pull_secrets=["regcred"])
+    assert "trainer_release='v2.0' cannot carry: image_pull_secrets" in str(refused.value)
+
+
+def override_pod(manifest: dict[str, Any]) -> dict[str, Any]:
+    spec = manifest["spec"]
+    return spec["podTemplateOverrides"][0]["spec"] if "podTemplateOverrides" in spec else spec["podSpecOverrides"][0]  # type: ignore[no-any-return]
+
+
+@pytest.mark.parametrize(
+    ("release", "change", "refusal"),
+    [("v2.1", lambda m: m["spec"]["podTemplateOverrides"][0]["targetJobs"][0].update(name="trainer-node"),
+      "spec.podTemplateOverrides: Invalid value: must not have targetJob that doesn't exist"),
+     ("v2.1", lambda m: override_pod(m)["containers"][0].update(name="trainer"), "container that doesn't exist in the runtime job node"),
+     ("v2.1", lambda m: override_pod(m).update(initContainers=[{"name": "pull"}]), "initContainer that doesn't exist"),
+     ("v2.1", lambda m: override_pod(m)["containers"][0].update(env=[{"name": "A", "value": "1"}]), "must not have envs for the"),
+     ("v2.0", lambda m: m["spec"]["podSpecOverrides"].append({"targetJobs": [{"name": "node"}]}),
+      "spec.podSpecOverrides: Duplicate value: 'node'"),
+     ("v2.0", lambda m: m["spec"]["podSpecOverrides"][0]["targetJobs"][0].update(name="trainer-node"),
+      "spec.podSpecOverrides: Invalid value: must not have targetJob that doesn't exist"),
+     ("v2.0", lambda m: override_pod(m)["containers"][0].update(env=[{"name": "A", "value": "1"}]), "must not have envs for the")],
+)  # fmt: skip
+def test_each_of_the_older_webhooks_override_checks_refuses(release: str, change: Any, refusal: str) -> None:
+    manifest = render(kubeflow_api="trainer-v2", trainer_release=release)
+    change(manifest)
+    crd_validator("trainjobs", OLDER_TRAINER_CRDS[release]).validate(manifest)  # the schema lets each through
     errors = trainjob_webhook_errors(manifest)
     assert len(errors) == 1 and refusal in errors[0], errors
 
@@ -253,7 +320,10 @@ def test_dry_run_with_an_inline_secret_fails_without_printing_it(tmp_path: Any) 
     ("flags", "message"),
     [(["--s3-secret", "Minio_Creds"], "kubernetes.s3_secret: Value error, Secret name 'Minio_Creds'"),
      (["--image-pull-secret", "reg cred"], "image pull Secret name 'reg cred' is not a valid Kubernetes name"),
-     (["--nodes", "0"], "nodes: ")],
+     (["--nodes", "0"], "nodes: "),
+     (["--kubeflow-api", "trainer-v2", "--trainer-release", "v2.5"], "kubernetes.trainer_release: Input should be"),
+     (["--kubeflow-api", "trainer-v2", "--trainer-release", "v2.0", "--image-pull-secret", "regcred"],
+      "trainer_release='v2.0' cannot carry: image_pull_secrets")],
 )  # fmt: skip
 def test_bad_input_from_the_cli_is_one_paragraph_and_exit_2(tmp_path: Any, flags: list[str], message: str) -> None:
     result = run_cli("launch", "-p", "kubernetes", "--image", IMAGE, *flags, "--dry-run", str(SOURCES / "train_ddp.py"),

@@ -63,6 +63,63 @@ def test_trainer_v2_creates_a_trainjob(api: tuple[FakeAPIServer, Path]) -> None:
     assert fake.objects[("trainjobs", "other-team", "resnet")]["spec"]["trainer"]["numNodes"] == 2
 
 
+# The TrainJob CRDs of Trainer v2.1.0 and v2.0.1 (kubeflow/trainer manifests/base/crds/trainer.kubeflow.org_trainjobs.yaml
+# at tag v2.1.0, commit 73c9bece741ce17d2124abda3ec6bfcf5b5b8e87, and tag v2.0.1, commit
+# 332ad3939a000ecf837a37ecb1a56e3b0494562c): `podTemplateOverrides` and `podSpecOverrides`, no `runtimePatches` yet.
+TRAINER_V2_1_CRD = "trainer.kubeflow.org_trainjobs.v2.1.0.yaml"
+TRAINER_V2_0_CRD = "trainer.kubeflow.org_trainjobs.v2.0.1.yaml"
+
+
+def test_a_trainjob_a_clusters_older_trainer_cannot_carry_is_refused_not_trimmed(
+    api: tuple[FakeAPIServer, Path],
+) -> None:
+    """Trainer v2.1 does not know `runtimePatches`: under the API server's default (Warn) the job would be created
+    without its volume, so the input mount would be lost unseen. Sent with fieldValidation=Strict it is refused,
+    the error names the field and the Trainer release that has it, and nothing is created."""
+    fake, kubeconfig = api
+    fake.crd_files["trainjobs"] = TRAINER_V2_1_CRD
+    with pytest.raises(CloudDDPError) as refused:
+        submit(kubeconfig, kubeflow_api="trainer-v2")
+    message = str(refused.value)
+    assert "creating TrainJob training/resnet" in message and "does not know spec.runtimePatches" in message
+    assert "rendered for Kubeflow Trainer v2.2 (kubernetes.trainer_release)" in message
+    assert "--trainer-release" in message and "Nothing was created" in message
+    assert fake.objects == {} and fake.warnings == []
+
+
+@pytest.mark.parametrize(
+    ("release", "crd", "field"),
+    [("v2.1", TRAINER_V2_1_CRD, "podTemplateOverrides"), ("v2.0", TRAINER_V2_0_CRD, "podSpecOverrides")],
+)
+def test_a_trainjob_rendered_for_the_clusters_older_release_keeps_its_volume(
+    api: tuple[FakeAPIServer, Path], release: str, crd: str, field: str
+) -> None:
+    fake, kubeconfig = api
+    fake.crd_files["trainjobs"] = crd
+    _, job_id, request = submit(kubeconfig, kubeflow_api="trainer-v2", trainer_release=release)
+    stored = fake.objects[("trainjobs", "training", "resnet")]
+    assert job_id == "trainjobs/training/resnet" and fake.warnings == []
+    assert stored["spec"] == request.request.body["spec"]
+    (override,) = stored["spec"][field]
+    pod = override.get("spec", override)
+    assert pod["volumes"][0]["persistentVolumeClaim"] == {"claimName": "datasets"}
+
+
+def test_a_trainjob_with_nothing_to_patch_runs_on_trainer_v2_1(api: tuple[FakeAPIServer, Path]) -> None:
+    fake, kubeconfig = api
+    fake.crd_files["trainjobs"] = TRAINER_V2_1_CRD
+    spec = build_spec({
+        "name": "resnet", "entry_point": "train_ddp.py", "source_dir": str(SOURCES), "nodes": 2,
+        "kubernetes": {"image": "registry.example.com/train:1", "kubeconfig": str(kubeconfig),
+                       "kubeflow_api": "trainer-v2"},
+    })  # fmt: skip
+    provider = KubernetesProvider()
+    request = provider.render(spec)
+    assert "runtimePatches" not in request.request.body["spec"]
+    assert provider.submit(request).job_id == "trainjobs/training/resnet"
+    assert fake.objects[("trainjobs", "training", "resnet")]["spec"] == request.request.body["spec"]
+
+
 def test_a_second_job_of_the_same_name_shows_the_servers_refusal(api: tuple[FakeAPIServer, Path]) -> None:
     _, kubeconfig = api
     submit(kubeconfig)
@@ -285,6 +342,21 @@ def test_fake_prunes_unknown_fields_with_a_warning(served: tuple[FakeAPIServer, 
     code, headers, answer = raw_request(url, fake.token, "POST", COLLECTION, body)
     assert code == 201 and "workdir" in headers["Warning"]
     assert "workdir" not in answer["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["containers"][0]
+
+
+def test_fake_refuses_unknown_fields_under_strict_field_validation(
+    served: tuple[FakeAPIServer, str, dict[str, Any]],
+) -> None:
+    fake, url, body = served
+    body["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["containers"][0]["workdir"] = "/x"
+    body["spec"]["elasticity"] = {}
+    code, _, answer = raw_request(url, fake.token, "POST", COLLECTION + "?fieldValidation=Strict", body)
+    assert (code, answer["reason"]) == (400, "BadRequest")
+    assert answer["message"] == (
+        'PyTorchJob in version "v1" cannot be handled as a PyTorchJob: strict decoding error: unknown field '
+        '"spec.pytorchReplicaSpecs.Master.template.spec.containers[0].workdir", unknown field "spec.elasticity"'
+    )
+    assert fake.objects == {}
 
 
 def test_fake_refuses_unknown_paths_and_verbs(served: tuple[FakeAPIServer, str, dict[str, Any]]) -> None:
