@@ -292,20 +292,21 @@ class FakeAPIServer:
             obj = json.loads(raw)
         except ValueError as exc:
             return 400, status_error(400, "BadRequest", f"the body of the request was in an unknown format: {exc}")
+        if obj.get("apiVersion") != f"{group}/{version}" or obj.get("kind") != kind:
+            return 400, status_error(400, "BadRequest", f"the API version in the data ({obj.get('apiVersion')}) "
+                                     f"does not match the expected API version ({group}/{version})")  # fmt: skip
         dropped: list[str] = []
         obj = prune(obj, crd_schema(plural, crd_file), "", dropped)
         if dropped and field_validation == "Strict":
-            # Refused while decoding, before any other check: kubernetes/apiextensions-apiserver commit 1aa2717a,
-            # pkg/apiserver/customresource_handler.go (schemaCoercingDecoder: `unknown field "%s"` per pruned
-            # path); kubernetes/apiserver commit 24a394e5, pkg/endpoints/handlers/create.go and rest.go
+            # Refused while decoding, before the checks below; only an object of the CRD's own group and kind is
+            # pruned. kubernetes/apiextensions-apiserver commit 1aa2717a, pkg/apiserver/customresource_handler.go
+            # (schemaCoercingDecoder: `unknown field "%s"` per pruned path; unstructuredSchemaCoercer.apply);
+            # kubernetes/apiserver commit 24a394e5, pkg/endpoints/handlers/create.go and rest.go
             # (transformDecodeError: a BadRequest), message shape as in pkg/endpoints/apiserver_test.go
             # TestFieldValidation ("strict decoding error: " + the errors joined by ", ").
             unknown = ", ".join(f'unknown field "{d}"' for d in dropped)
             message = f'{kind} in version "{version}" cannot be handled as a {kind}: strict decoding error: {unknown}'
             return 400, status_error(400, "BadRequest", message)
-        if obj.get("apiVersion") != f"{group}/{version}" or obj.get("kind") != kind:
-            return 400, status_error(400, "BadRequest", f"the API version in the data ({obj.get('apiVersion')}) "
-                                     f"does not match the expected API version ({group}/{version})")  # fmt: skip
         meta = obj.get("metadata") or {}
         if meta.get("namespace", namespace) != namespace:
             return 400, status_error(

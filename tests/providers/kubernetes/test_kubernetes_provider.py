@@ -356,6 +356,10 @@ def test_fake_refuses_unknown_fields_under_strict_field_validation(
         'PyTorchJob in version "v1" cannot be handled as a PyTorchJob: strict decoding error: unknown field '
         '"spec.pytorchReplicaSpecs.Master.template.spec.containers[0].workdir", unknown field "spec.elasticity"'
     )
+    # Another kind is not pruned against this CRD: its version mismatch is what the server says.
+    trainjobs = "/apis/trainer.kubeflow.org/v1alpha1/namespaces/training/trainjobs?fieldValidation=Strict"
+    code, _, answer = raw_request(url, fake.token, "POST", trainjobs, body)
+    assert code == 400 and "does not match the expected API version" in answer["message"]
     assert fake.objects == {}
 
 
