@@ -40,6 +40,13 @@ RESOURCES = {
     "pytorchjobs": ("kubeflow.org", "v1", "PyTorchJob", "kubeflow.org_pytorchjobs.v1.9.0.yaml"),
     "trainjobs": ("trainer.kubeflow.org", "v1alpha1", "TrainJob", "trainer.kubeflow.org_trainjobs.v2.3.0.yaml"),
 }
+# The TrainJob CRDs of the older Trainer releases, by the release a job is rendered for (provenance in
+# SCHEMAS/README.md: kubeflow/trainer tags v2.1.0, commit 73c9bece, and v2.0.1, commit 332ad393). Each knows only
+# its own overrides field; install one with FakeAPIServer.crd_files["trainjobs"].
+OLDER_TRAINJOB_CRDS = {
+    "v2.1": "trainer.kubeflow.org_trainjobs.v2.1.0.yaml",
+    "v2.0": "trainer.kubeflow.org_trainjobs.v2.0.1.yaml",
+}
 CUSTOM = re.compile(
     r"^/apis/(?P<group>[^/]+)/(?P<version>[^/]+)/namespaces/(?P<ns>[^/]+)/(?P<plural>[^/]+)(/(?P<name>[^/]+))?$"
 )

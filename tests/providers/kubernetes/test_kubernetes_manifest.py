@@ -11,7 +11,7 @@ import jsonschema
 import pytest
 import yaml
 from helpers import PYTHON, SOURCES, run_cli
-from helpers.kubernetes_apiserver import crd_schema, crd_validator, trainjob_webhook_errors
+from helpers.kubernetes_apiserver import OLDER_TRAINJOB_CRDS, crd_schema, crd_validator, trainjob_webhook_errors
 
 from cloudddp.errors import CloudDDPError
 from cloudddp.providers.kubernetes.provider import KubernetesProvider
@@ -183,13 +183,6 @@ def test_each_of_trainers_webhook_checks_refuses(change: Any, refusal: str) -> N
     assert len(errors) == 1 and refusal in errors[0], errors
 
 
-# The TrainJob CRDs of the older releases (kubeflow/trainer manifests/base/crds/trainer.kubeflow.org_trainjobs.yaml at
-# tag v2.1.0, commit 73c9bece741ce17d2124abda3ec6bfcf5b5b8e87, and tag v2.0.1, commit
-# 332ad3939a000ecf837a37ecb1a56e3b0494562c); each only knows its own release's overrides field.
-OLDER_TRAINER_CRDS = {
-    "v2.1": "trainer.kubeflow.org_trainjobs.v2.1.0.yaml",
-    "v2.0": "trainer.kubeflow.org_trainjobs.v2.0.1.yaml",
-}
 PLACEMENT = {"node_selector": {"pool": "gpu"}, "tolerations": [{"key": "gpu", "operator": "Exists"}],
              "service_account": "trainer"}  # fmt: skip
 
@@ -200,7 +193,7 @@ def test_trainjob_for_an_older_trainer_release_takes_its_overrides_field(release
     not against v2.3.0's, which dropped the field), and pass its webhook."""
     manifest = render(kubeflow_api="trainer-v2", trainer_release=release, inputs={"train": "s3://datasets/demo"},
                       s3_endpoint="http://m:9000", **PLACEMENT)  # fmt: skip
-    crd_validator("trainjobs", OLDER_TRAINER_CRDS[release]).validate(manifest)
+    crd_validator("trainjobs", OLDER_TRAINJOB_CRDS[release]).validate(manifest)
     assert trainjob_webhook_errors(manifest) == []
     assert "runtimePatches" not in manifest["spec"]
     (override,) = manifest["spec"][field]
@@ -217,7 +210,7 @@ def test_trainjob_for_an_older_trainer_release_takes_its_overrides_field(release
 
 def test_trainer_v2_1_carries_image_pull_secrets_and_v2_0_refuses_them() -> None:
     manifest = render(kubeflow_api="trainer-v2", trainer_release="v2.1", image_pull_secrets=["regcred"])
-    crd_validator("trainjobs", OLDER_TRAINER_CRDS["v2.1"]).validate(manifest)
+    crd_validator("trainjobs", OLDER_TRAINJOB_CRDS["v2.1"]).validate(manifest)
     assert manifest["spec"]["podTemplateOverrides"][0]["spec"]["imagePullSecrets"] == [{"name": "regcred"}]
     with pytest.raises(CloudDDPError) as refused:
         render(kubeflow_api="trainer-v2", trainer_release="v2.0", image_pull_secrets=["regcred"])
@@ -245,7 +238,7 @@ def override_pod(manifest: dict[str, Any]) -> dict[str, Any]:
 def test_each_of_the_older_webhooks_override_checks_refuses(release: str, change: Any, refusal: str) -> None:
     manifest = render(kubeflow_api="trainer-v2", trainer_release=release)
     change(manifest)
-    crd_validator("trainjobs", OLDER_TRAINER_CRDS[release]).validate(manifest)  # the schema lets each through
+    crd_validator("trainjobs", OLDER_TRAINJOB_CRDS[release]).validate(manifest)  # the schema lets each through
     errors = trainjob_webhook_errors(manifest)
     assert len(errors) == 1 and refusal in errors[0], errors
 

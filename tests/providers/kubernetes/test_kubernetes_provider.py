@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 from helpers import SOURCES, run_cli
-from helpers.kubernetes_apiserver import FakeAPIServer, FakePod, write_kubeconfig
+from helpers.kubernetes_apiserver import OLDER_TRAINJOB_CRDS, FakeAPIServer, FakePod, write_kubeconfig
 
 from cloudddp.errors import CloudDDPError
 from cloudddp.providers.kubernetes.provider import KubernetesProvider
@@ -63,13 +63,6 @@ def test_trainer_v2_creates_a_trainjob(api: tuple[FakeAPIServer, Path]) -> None:
     assert fake.objects[("trainjobs", "other-team", "resnet")]["spec"]["trainer"]["numNodes"] == 2
 
 
-# The TrainJob CRDs of Trainer v2.1.0 and v2.0.1 (kubeflow/trainer manifests/base/crds/trainer.kubeflow.org_trainjobs.yaml
-# at tag v2.1.0, commit 73c9bece741ce17d2124abda3ec6bfcf5b5b8e87, and tag v2.0.1, commit
-# 332ad3939a000ecf837a37ecb1a56e3b0494562c): `podTemplateOverrides` and `podSpecOverrides`, no `runtimePatches` yet.
-TRAINER_V2_1_CRD = "trainer.kubeflow.org_trainjobs.v2.1.0.yaml"
-TRAINER_V2_0_CRD = "trainer.kubeflow.org_trainjobs.v2.0.1.yaml"
-
-
 def test_a_trainjob_a_clusters_older_trainer_cannot_carry_is_refused_not_trimmed(
     api: tuple[FakeAPIServer, Path],
 ) -> None:
@@ -77,7 +70,7 @@ def test_a_trainjob_a_clusters_older_trainer_cannot_carry_is_refused_not_trimmed
     without its volume, so the input mount would be lost unseen. Sent with fieldValidation=Strict it is refused,
     the error names the field and the Trainer release that has it, and nothing is created."""
     fake, kubeconfig = api
-    fake.crd_files["trainjobs"] = TRAINER_V2_1_CRD
+    fake.crd_files["trainjobs"] = OLDER_TRAINJOB_CRDS["v2.1"]
     with pytest.raises(CloudDDPError) as refused:
         submit(kubeconfig, kubeflow_api="trainer-v2")
     message = str(refused.value)
@@ -87,15 +80,12 @@ def test_a_trainjob_a_clusters_older_trainer_cannot_carry_is_refused_not_trimmed
     assert fake.objects == {} and fake.warnings == []
 
 
-@pytest.mark.parametrize(
-    ("release", "crd", "field"),
-    [("v2.1", TRAINER_V2_1_CRD, "podTemplateOverrides"), ("v2.0", TRAINER_V2_0_CRD, "podSpecOverrides")],
-)
+@pytest.mark.parametrize(("release", "field"), [("v2.1", "podTemplateOverrides"), ("v2.0", "podSpecOverrides")])
 def test_a_trainjob_rendered_for_the_clusters_older_release_keeps_its_volume(
-    api: tuple[FakeAPIServer, Path], release: str, crd: str, field: str
+    api: tuple[FakeAPIServer, Path], release: str, field: str
 ) -> None:
     fake, kubeconfig = api
-    fake.crd_files["trainjobs"] = crd
+    fake.crd_files["trainjobs"] = OLDER_TRAINJOB_CRDS[release]
     _, job_id, request = submit(kubeconfig, kubeflow_api="trainer-v2", trainer_release=release)
     stored = fake.objects[("trainjobs", "training", "resnet")]
     assert job_id == "trainjobs/training/resnet" and fake.warnings == []
@@ -107,7 +97,7 @@ def test_a_trainjob_rendered_for_the_clusters_older_release_keeps_its_volume(
 
 def test_a_trainjob_with_nothing_to_patch_runs_on_trainer_v2_1(api: tuple[FakeAPIServer, Path]) -> None:
     fake, kubeconfig = api
-    fake.crd_files["trainjobs"] = TRAINER_V2_1_CRD
+    fake.crd_files["trainjobs"] = OLDER_TRAINJOB_CRDS["v2.1"]
     spec = build_spec({
         "name": "resnet", "entry_point": "train_ddp.py", "source_dir": str(SOURCES), "nodes": 2,
         "kubernetes": {"image": "registry.example.com/train:1", "kubeconfig": str(kubeconfig),
