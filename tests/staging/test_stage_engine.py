@@ -290,6 +290,32 @@ def test_disk_full_in_the_shard_builder_names_the_folder_and_leaves_no_partial_s
     assert list(folder.iterdir()) == []
 
 
+@pytest.mark.timeout(60)  # a hang is the failure this test looks for
+def test_a_write_error_on_the_shard_writer_thread_is_raised_in_the_caller_without_hanging(tmp_path: Path) -> None:
+    """The writer thread fails on its third block while the caller writes far more than BLOCKS_AHEAD blocks:
+    the caller gets that very error (from a later write, or at the latest from close), and nothing waits on
+    the bounded queue forever (the test would hang)."""
+
+    class FailingFile(io.BytesIO):
+        def write(self, data: Any) -> int:
+            if len(self.getvalue()) >= 2 * shards_module.READ_BLOCK:
+                raise OSError(28, "No space left on device")
+            return super().write(data)
+
+    raw = FailingFile()
+    writer = shards_module.HashingWriter(raw)
+    block = b"x" * shards_module.READ_BLOCK
+    with pytest.raises(OSError, match="No space left") as raised:
+        for _ in range(4 * shards_module.HashingWriter.BLOCKS_AHEAD):
+            writer.write(block)
+        writer.close()
+    assert raised.value.errno == 28
+    with pytest.raises(OSError) as again:  # closed once more, as write_shard's `finally` does
+        writer.close()
+    assert again.value is raised.value and not writer.thread.is_alive()
+    assert len(raw.getvalue()) == 2 * shards_module.READ_BLOCK  # nothing written after the failure
+
+
 def test_a_missing_shard_dir_is_named(s3: Any, data: Path, tmp_path: Path) -> None:
     with pytest.raises(CloudDDPError, match=r"'.*/nowhere' \(--shard-dir\)"):
         stage(data, store(s3), StageOptions(layout=SHARDS, shard_dir=tmp_path / "nowhere"))
