@@ -55,10 +55,11 @@ class HashingWriter:
     The caller (write_shard) reads each member and hashes it on its own: ~0.06 s for 2000 x 20 KiB on
     this machine. The shard's own SHA-256 (the manifest's record of it, and the signed payload hash of
     its PUT), its CRC-32 and the disk write take ~0.05 s more. hashlib, zlib and file writes release the
-    GIL, so a second thread doing those overlaps the two (the build of 2000 x 20 KiB: 116 -> 91 ms, medians
-    of 15 against the write and CRC-32 on the caller's thread; benchmarks/RESULTS-staging.md, run 14). Writes are gathered into ~1 MiB blocks: per-member writes and
-    hand-overs cost more than the copy. At most BLOCKS_AHEAD blocks wait for the thread, so memory stays
-    bounded whatever the shard's size. A write error on the thread is raised by the next write or close."""
+    GIL, so a second thread doing those overlaps the two: the build of 2000 x 20 KiB took 116 -> 91 ms
+    (medians of 15, against the write and CRC-32 on the caller's thread; benchmarks/RESULTS-staging.md,
+    run 14). Writes are gathered into ~1 MiB blocks: per-member writes and hand-overs cost more than the
+    copy. At most BLOCKS_AHEAD blocks wait for the thread, so memory stays bounded whatever the shard's
+    size. An error on the thread (a failed write) is raised by the next write or by close."""
 
     BLOCKS_AHEAD = 8
 
@@ -181,11 +182,12 @@ def copy_member(item: Packable, out: HashingWriter, md5_part_size: int | None) -
     """Copy a file into the shard and return its hashes.
 
     A file not hashed yet (a LocalFile) is hashed from the very bytes copied: one read of it for both, and
-    its SHA-256 runs beside the shard's on the writer's thread (2000 x 20 KiB: ~0.15 s less CPU and ~0.06 s
-    less wall time than hashing every file before the build; benchmarks/RESULTS-staging.md, run 11). A file
-    hashed before (a Hashed, from the hash cache) is checked against those hashes: by its CRC-32 where it has one (an accidental change escapes it with odds
-    of 2^-32, at ~8x less CPU than a SHA-256), else by its SHA-256. Either way the shard holds the bytes its
-    member's hashes describe, or the file is named as changed."""
+    its SHA-256 runs beside the shard's, which the writer's thread computes (2000 x 20 KiB: ~0.15 s less
+    CPU and ~0.06 s less wall time than hashing every file before the build; benchmarks/
+    RESULTS-staging.md, run 11). A file hashed before (a Hashed, from the hash cache) is checked against
+    those hashes: by its CRC-32 where it has one (an accidental change escapes it with odds of 2^-32, at
+    ~8x less CPU than a SHA-256), else by its SHA-256. Either way the shard holds the bytes its member's
+    hashes describe, or the file is named as changed."""
     file = file_of(item)
     scanned = item if isinstance(item, Hashed) else None
     by_crc = scanned is not None and scanned.crc32 is not None
