@@ -96,6 +96,10 @@ class HashingWriter:
     def flush(self) -> None:
         if self.error is not None:
             raise self.error
+        self.hand_over()
+
+    def hand_over(self) -> None:
+        """Queue what is pending for the thread as one block (waits while BLOCKS_AHEAD blocks are queued)."""
         self.blocks.put(b"".join(self.pending))
         self.pending, self.pending_size = [], 0
 
@@ -107,8 +111,7 @@ class HashingWriter:
     def close(self) -> None:
         """Hand over what is pending and wait until it is written; a write error is raised here."""
         if self.thread.is_alive():
-            self.blocks.put(b"".join(self.pending))
-            self.pending, self.pending_size = [], 0
+            self.hand_over()  # even after an error: the thread drains it, then ends on None
             self.blocks.put(None)
             self.thread.join()
         if self.error is not None:

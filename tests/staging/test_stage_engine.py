@@ -291,7 +291,7 @@ def test_disk_full_in_the_shard_builder_names_the_folder_and_leaves_no_partial_s
 
 
 @pytest.mark.timeout(60)  # a hang is the failure this test looks for
-def test_a_write_error_on_the_shard_writer_thread_is_raised_in_the_caller_without_hanging(tmp_path: Path) -> None:
+def test_a_write_error_on_the_shard_writer_thread_is_raised_in_the_caller_without_hanging() -> None:
     """The writer thread fails on its third block while the caller writes far more than BLOCKS_AHEAD blocks:
     the caller gets that very error (from a later write, or at the latest from close), and nothing waits on
     the bounded queue forever (the test would hang)."""
