@@ -28,10 +28,14 @@ HASH_BATCH_BYTES = 4 * 1024 * 1024
 HASH_BATCH_FILES = 256
 
 
-@dataclass(frozen=True)
+# slots: a few thousand of these per stage, and a frozen dataclass with slots is built ~2x as fast (3.5 -> 1.9 ms
+# per 2000 here).
+@dataclass(frozen=True, slots=True)
 class LocalFile:
     relative: str  # POSIX path under the staged folder: the object name below the version prefix
-    path: Path
+    # The path to open, as the scan found it. A str, not a Path: a Path per file cost the scan of 2000 files more
+    # than its stat calls (17 -> 7 ms with the folders walked as str too).
+    path: str
     size: int
     mtime_ns: int
     # With size and mtime, what the hash cache (hash_cache.py) compares to trust a remembered hash.
@@ -40,7 +44,7 @@ class LocalFile:
     inode: int = 0
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Hashed:
     file: LocalFile
     sha256: str  # hex
@@ -66,21 +70,24 @@ def list_files(root: Path) -> list[LocalFile]:
         )
     found: list[LocalFile] = []
     seen_dirs: set[tuple[int, int]] = set()
-    walk(root, root, seen_dirs, found)
+    walk(root, str(root), seen_dirs, found)
     found.sort(key=lambda f: f.relative)
     return found
 
 
-def walk(root: Path, folder: Path, seen_dirs: set[tuple[int, int]], found: list[LocalFile], under: str = "") -> None:
+def walk(root: Path, folder: str, seen_dirs: set[tuple[int, int]], found: list[LocalFile], under: str = "") -> None:
     # os.walk(followlinks=True) would loop forever on a cycle: remember each folder's (device, inode).
-    stat = folder.stat()
+    try:
+        stat = os.stat(folder)
+    except OSError as exc:
+        raise CloudDDPError(f"cannot read the folder {folder!r}: {exc.strerror}.") from None
     if (stat.st_dev, stat.st_ino) in seen_dirs:
-        raise CloudDDPError(f"symlink loop under {str(root)!r}: {str(folder)!r} leads back to a folder already staged.")
+        raise CloudDDPError(f"symlink loop under {str(root)!r}: {folder!r} leads back to a folder already staged.")
     seen_dirs.add((stat.st_dev, stat.st_ino))
     try:
         entries = sorted(os.scandir(folder), key=lambda e: e.name)
     except OSError as exc:
-        raise CloudDDPError(f"cannot read the folder {str(folder)!r}: {exc.strerror}.") from None
+        raise CloudDDPError(f"cannot read the folder {folder!r}: {exc.strerror}.") from None
     for entry in entries:
         try:
             is_dir = entry.is_dir(follow_symlinks=True)
@@ -88,19 +95,20 @@ def walk(root: Path, folder: Path, seen_dirs: set[tuple[int, int]], found: list[
         except OSError as exc:  # ELOOP: a link pointing at itself
             raise CloudDDPError(f"cannot follow {entry.path!r} under {str(root)!r}: {exc.strerror}.") from None
         if is_dir:
-            walk(root, Path(entry.path), seen_dirs, found, f"{under}{entry.name}/")
+            walk(root, entry.path, seen_dirs, found, f"{under}{entry.name}/")
         elif is_file:  # the relative path built as a string: Path.relative_to per file costs more than the stat
-            found.append(describe(Path(entry.path), under + entry.name))
+            found.append(describe(entry.path, under + entry.name))
         elif entry.is_symlink():
             raise CloudDDPError(f"{entry.path!r} under {str(root)!r} is a broken symlink (or a symlink loop).")
 
 
-def describe(path: Path, relative: str) -> LocalFile:
+def describe(path: str | Path, relative: str) -> LocalFile:
+    where = os.fspath(path)
     try:
-        stat = path.stat()
+        stat = os.stat(where)
     except OSError as exc:
-        raise CloudDDPError(f"cannot read {str(path)!r}: {exc.strerror}.") from None
-    return LocalFile(relative, path, stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns, stat.st_dev, stat.st_ino)
+        raise CloudDDPError(f"cannot read {where!r}: {exc.strerror}.") from None
+    return LocalFile(relative, where, stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns, stat.st_dev, stat.st_ino)
 
 
 class ContentDigest:
@@ -138,7 +146,7 @@ def hash_file(file: LocalFile, md5_part_size: int | None = None) -> Hashed:
             while block := handle.read(block_size):
                 digest.update(block)
     except OSError as exc:
-        raise CloudDDPError(f"cannot read {str(file.path)!r}: {exc.strerror}.") from None
+        raise CloudDDPError(f"cannot read {file.path!r}: {exc.strerror}.") from None
     return digest.hashed(file)
 
 
@@ -194,7 +202,7 @@ def hash_batches(files: list[LocalFile]) -> list[list[LocalFile]]:
 def unchanged_since_scan(file: LocalFile) -> bool:
     """True if the file still has the size and mtime it had when it was hashed."""
     try:
-        stat = file.path.stat()
+        stat = os.stat(file.path)
     except OSError:
         return False
     return (stat.st_size, stat.st_mtime_ns) == (file.size, file.mtime_ns)

@@ -206,7 +206,7 @@ def copy_member(item: Packable, out: HashingWriter, md5_part_size: int | None) -
     same = scanned is None or (crc == scanned.crc32 if by_crc else digest.hashed(file).sha256 == scanned.sha256)
     if copied != file.size or not same:
         raise CloudDDPError(
-            f"{str(file.path)!r} changed while it was being staged (its size or content differs from when it was "
+            f"{file.path!r} changed while it was being staged (its size or content differs from when it was "
             f"scanned). Stage again once nothing writes to it."
         )
     return scanned or digest.hashed(file)
@@ -222,7 +222,7 @@ def read_blocks(file: LocalFile) -> Iterator[bytes]:
                 copied += len(block)
                 yield block
     except OSError as exc:
-        raise CloudDDPError(f"cannot read {str(file.path)!r}: {exc.strerror}.") from None
+        raise CloudDDPError(f"cannot read {file.path!r}: {exc.strerror}.") from None
 
 
 def build_shards(

@@ -20,7 +20,7 @@ from cloudddp.staging.location import Location
 @dataclass(frozen=True)
 class Upload:
     key: str
-    path: Path
+    path: str | Path  # the file to send (a scanned file's path is a str: local_files.LocalFile)
     size: int
     sha256: str  # hex, of the bytes scanned
     md5: str | None = None  # where the store verifies with MD5: as it reports it (see local_files.Hashed)

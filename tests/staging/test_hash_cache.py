@@ -135,7 +135,7 @@ def test_a_cache_of_the_previous_format_is_hashed_again_and_its_crc32_is_remembe
     body = json.loads(cache_file.read_text())
     assert body["format"] == hash_cache.FORMAT == 2
     crcs = {name: entry[4] for name, entry in body["files"].items()}
-    assert crcs == {f.relative: zlib.crc32(f.path.read_bytes()) for f in local_files.list_files(data)}
+    assert crcs == {f.relative: zlib.crc32(Path(f.path).read_bytes()) for f in local_files.list_files(data)}
     body["format"] = 1
     body["files"] = {name: entry[:4] for name, entry in body["files"].items()}  # as format 1 wrote them
     cache_file.write_text(json.dumps(body))
@@ -169,7 +169,7 @@ def test_a_first_shard_stage_reads_each_file_once_and_a_warm_re_stage_reads_and_
     (cache_file,) = (tmp_path / "cache").iterdir()
     remembered = {name: (entry[1], entry[4]) for name, entry in json.loads(cache_file.read_text())["files"].items()}
     assert remembered == {
-        f.relative: (hashlib.sha256(f.path.read_bytes()).hexdigest(), zlib.crc32(f.path.read_bytes()))
+        f.relative: (hashlib.sha256(Path(f.path).read_bytes()).hexdigest(), zlib.crc32(Path(f.path).read_bytes()))
         for f in local_files.list_files(data)
     }
     reads.clear()

@@ -15,7 +15,7 @@ from cloudddp.staging.shards import member_header, member_info
 
 
 def item(relative: str, size: int) -> LocalFile:
-    return LocalFile(relative, Path("/unused"), size, 0)
+    return LocalFile(relative, "/unused", size, 0)
 
 
 @pytest.mark.parametrize(

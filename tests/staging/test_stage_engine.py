@@ -264,6 +264,24 @@ def test_bad_local_paths_are_named(s3: Any, tmp_path: Path) -> None:
     assert "Contents" not in s3.list_objects_v2(Bucket="bkt")  # nothing uploaded
 
 
+def test_a_folder_removed_while_the_scan_walks_is_named(data: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A folder listed by its parent but gone before the scan enters it (another process cleaning up)."""
+    listed = os.scandir
+
+    def list_then_remove(folder: str | Path) -> Any:
+        entries = list(listed(folder))
+        if os.fspath(folder) == str(data / "train"):
+            for sub in ("class0", "class1"):
+                for file in (data / "train" / sub).iterdir():
+                    file.unlink()
+                (data / "train" / sub).rmdir()
+        return entries
+
+    monkeypatch.setattr("cloudddp.staging.local_files.os.scandir", list_then_remove)
+    with pytest.raises(CloudDDPError, match=r"cannot read the folder '.*/train/class0': No such file"):
+        list_files(data)
+
+
 def test_a_file_that_changes_during_the_upload_fails_the_stage_naming_it(s3: Any, data: Path) -> None:
     victim = data / "train/class1/img01.png"
 
@@ -355,7 +373,7 @@ def test_a_shard_holds_exactly_the_scanned_bytes_and_its_recorded_checksums(data
     assert (shard.size, shard.sha256, shard.crc32) == (len(raw), hashlib.sha256(raw).hexdigest(), zlib.crc32(raw))
     with tarfile.open(shard.path) as tar:
         assert {m.name: tar.extractfile(m).read() for m in tar.getmembers()} == {  # type: ignore[union-attr]
-            h.file.relative: h.file.path.read_bytes() for h in hashed
+            h.file.relative: Path(h.file.path).read_bytes() for h in hashed
         }
 
 
@@ -388,7 +406,7 @@ def test_files_are_hashed_in_batches_and_each_hash_is_its_own_files(tmp_path: Pa
     assert [len(b) for b in batches if any(f.size > HASH_BATCH_BYTES for f in b)] == [1, 1]  # a large file alone
     assert max(len(b) for b in batches) <= 256 and len(batches) > 3
     for hashed in hash_files(files):
-        data = hashed.file.path.read_bytes()
+        data = Path(hashed.file.path).read_bytes()
         assert (hashed.sha256, hashed.crc32) == (hashlib.sha256(data).hexdigest(), zlib.crc32(data))
 
 
@@ -403,7 +421,7 @@ def test_files_not_hashed_yet_are_hashed_from_the_bytes_packed_into_the_shard(da
     assert hashed[::2] == remembered and any("-" in (h.md5 or "") for h in hashed)  # some in 2 parts
     with tarfile.open(shard.path) as tar:
         assert {m.name: tar.extractfile(m).read() for m in tar.getmembers()} == {  # type: ignore[union-attr]
-            f.relative: f.path.read_bytes() for f in files
+            f.relative: Path(f.path).read_bytes() for f in files
         }
 
 

@@ -118,8 +118,8 @@ def test_a_content_md5_mismatch_is_an_error_naming_the_file(server: FakeOCI, cli
     real = target.upload_one
 
     def corrupt_then_upload(upload: Any) -> None:
-        if upload.path.name == "3.bin":
-            upload.path.write_bytes(b"X" * upload.size)  # same size, other bytes: only the MD5 can tell
+        if Path(upload.path).name == "3.bin":
+            Path(upload.path).write_bytes(b"X" * upload.size)  # same size, other bytes: only the MD5 can tell
         real(upload)
 
     target.upload_one = corrupt_then_upload  # type: ignore[method-assign]
@@ -136,9 +136,9 @@ def test_a_big_file_changed_during_its_multipart_upload_fails_on_the_multipart_m
     real = target.upload_one
 
     def rewrite_then_upload(upload: Any) -> None:
-        if upload.path.name == "big.bin":  # same size, same mtime: only the content can tell
-            stat = upload.path.stat()
-            upload.path.write_bytes(b"Y" * upload.size)
+        if Path(upload.path).name == "big.bin":  # same size, same mtime: only the content can tell
+            stat = os.stat(upload.path)
+            Path(upload.path).write_bytes(b"Y" * upload.size)
             os.utime(upload.path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
         real(upload)
 
