@@ -3,7 +3,9 @@
 1. Scan the local folder and hash every file (content, not mtime). In the shard layout a file not
    hashed before is hashed from the bytes packed into its shard: one read of it for both.
 2. The version name follows from the hashes. If `<prefix>/_cloudddp_manifest.json` already
-   names it, nothing is written (a no-op re-stage costs one GET).
+   names it, nothing is written (a no-op re-stage costs one GET). A first stage of several
+   shards is the exception: its version is named from the scan, and each shard hashed while
+   built and sent (stage_shards_in_one_pass), each file read once.
 3. Otherwise list `<prefix>/<version>/`: objects an interrupted run already finished are
    kept (an object only appears once its upload completed with a verified checksum).
 4. Objects whose content the previously published version holds are copied server-side
@@ -21,6 +23,7 @@ import re
 import shutil
 import tempfile
 import threading
+import time
 from collections.abc import Callable
 from contextlib import nullcontext
 from dataclasses import dataclass, field, replace
@@ -28,9 +31,18 @@ from pathlib import Path
 from typing import Generic, TypeVar, cast
 
 from cloudddp.errors import CloudDDPError
-from cloudddp.staging import local_files, shards
+from cloudddp.staging import hash_cache, local_files, shards
 from cloudddp.staging.hash_cache import HashCache
-from cloudddp.staging.manifest import MANIFEST_NAME, PLAIN, SHARDS, FileEntry, Manifest, ObjectEntry, version_of
+from cloudddp.staging.manifest import (
+    MANIFEST_NAME,
+    PLAIN,
+    SHARDS,
+    FileEntry,
+    Manifest,
+    ObjectEntry,
+    scan_version_of,
+    version_of,
+)
 from cloudddp.staging.store import ObjectStore, Upload
 
 T = TypeVar("T")
@@ -105,39 +117,76 @@ def stage_files(
     published manifest."""
     known = local_files.recall(files, store.md5_part_size, cache)
     groups = shards.plan_shards(known, options.shard_size) if work else []
-    built: list[shards.Shard] | None = None
-    if work and len(groups) == 1 and any(isinstance(f, local_files.LocalFile) for f in known):
+    unhashed = any(isinstance(f, local_files.LocalFile) for f in known)
+    if work and len(groups) > 1 and unhashed and fetching.result() is None and all_settled(files):
+        return stage_shards_in_one_pass(files, known, store, options, progress, cache, work)
+    built: list[shards.Built] | None = None
+    if work and len(groups) == 1 and unhashed:
         # One shard and files to hash: both from one read of each file (shards.copy_member). Should the version
-        # turn out published already, the build was wasted. Several shards are built while sent (send_shards),
-        # which needs the version first, so their files are hashed before.
+        # turn out published already, the build was wasted.
         progress.phase("hashing and building shards")
-        built, hashed = shards.build_shards(known, work, options.shard_size, store.md5_part_size)
+        (shard,), hashed = shards.build_shards(known, work, options.shard_size, store.md5_part_size)
+        built = [(shard, hashed)]
         if cache:
             cache.save(hashed, store.md5_part_size)
-    else:
+    else:  # plain, or several shards whose content needs its name first (something published, or files just written)
         progress.phase("hashing")
         hashed = local_files.hash_known(known, store.md5_part_size, cache)
     entries = [FileEntry(h.file.relative, h.file.size, h.sha256) for h in hashed]
     version = version_of(options.layout, entries, options.shard_size if work else None)
+    published = fetching.result()
+    if published and published.content_name == version:  # its prefix may be named from a scan: that one
+        result = StageResult(uri=store.location.uri(published.version, folder=True), version=published.version,
+                             layout=options.layout, files=len(files), unchanged=True)  # fmt: skip
+        if options.delete:
+            result.deleted = delete_others(store, published.version)
+        return result
     result = StageResult(uri=store.location.uri(version, folder=True), version=version, layout=options.layout,
                          files=len(files))  # fmt: skip
-    published = fetching.result()
-    if published and published.version == version:
-        result.unchanged = True
-        if options.delete:
-            result.deleted = delete_others(store, version)
-        return result
     sender = Sender(store, version, published, result, progress)
     if work:
-        manifest = send_shards(sender, hashed, built, options.shard_size, work)
+        manifest, _ = send_shards(sender, hashed, built, options.shard_size, work)
     else:
-        manifest = Manifest(version, PLAIN, entries, [ObjectEntry(e.path, e.size, e.sha256) for e in entries])
+        objects = [ObjectEntry(e.path, e.size, e.sha256) for e in entries]
+        manifest = Manifest(version, PLAIN, entries, objects, content=version)
         sender.send_all([upload_of(h, store.location.key(version, h.file.relative)) for h in hashed])
+    publish(store, manifest, result, options.delete)
+    return result
+
+
+def stage_shards_in_one_pass(
+    files: list[local_files.LocalFile], known: list[local_files.Hashed | local_files.LocalFile], store: ObjectStore,
+    options: StageOptions, progress: Progress, cache: HashCache | None, work: Path,
+) -> StageResult:  # fmt: skip
+    """A first stage of several shards (nothing published, files to hash): the version is named from the scan
+    (manifest.scan_version_of), so each shard is sent as soon as it is built, its files hashed from the bytes
+    packed into it: each file is read once, and sending starts with the first shard instead of after a hashing
+    pass over the whole dataset. The manifest records the content's name beside it, so a later stage of the
+    same content finds it published whatever the prefix is called. An interrupted run resumes under the same
+    name while the files are untouched (its finished shards are built again to hash their files, not sent)."""
+    version = scan_version_of(files, options.shard_size)
+    result = StageResult(uri=store.location.uri(version, folder=True), version=version, layout=SHARDS,
+                         files=len(files))  # fmt: skip
+    sender = Sender(store, version, None, result, progress)
+    manifest, hashed = send_shards(sender, known, None, options.shard_size, work)
+    if cache:
+        cache.save(hashed, store.md5_part_size)
+    publish(store, manifest, result, options.delete)
+    return result
+
+
+def all_settled(files: list[local_files.LocalFile]) -> bool:
+    """No file written so recently that its stat might not show a write yet (hash_cache.settled)."""
+    now = time.time_ns()
+    return all(hash_cache.settled(f, now) for f in files)
+
+
+def publish(store: ObjectStore, manifest: Manifest, result: StageResult, delete: bool) -> None:
+    """Steps 5 and 6: the manifest once every object is there, then (with `delete`) the other versions."""
     check_accounted(store, manifest, result)
     store.write(store.location.key(MANIFEST_NAME), manifest.to_json())  # the publication
-    if options.delete:
-        result.deleted = delete_others(store, version)
-    return result
+    if delete:
+        result.deleted = delete_others(store, manifest.version)
 
 
 def shard_folder(parent: Path | None) -> Path:
@@ -183,26 +232,29 @@ def read_manifest(store: ObjectStore) -> Manifest | None:
 
 
 def send_shards(
-    sender: Sender, hashed: list[local_files.Hashed], built: list[shards.Shard] | None, shard_size: int, work: Path
-) -> Manifest:
-    """Send the shards (`built`, else each built while the one before is sent), then their index; the manifest.
+    sender: Sender, items: list[shards.Packable], built: list[shards.Built] | None, shard_size: int, work: Path
+) -> tuple[Manifest, list[local_files.Hashed]]:
+    """Send the shards (`built`, else each built from `items` while the one before is sent), then their index;
+    return the manifest and every file's hashes (from the builds: hashed while packed where not hashed before).
 
     A sent shard is deleted at once: with the background builder the shard folder never holds more than
     three, so staging 50 GB does not need 50 GB of temporary disk, and building overlaps sending."""
     store, version, progress = sender.store, sender.version, sender.progress
     key = store.location.key
-    groups = shards.plan_shards(hashed, shard_size)
-    sizes = [s.size for s in built] if built is not None else [shards.planned_size(g) for g in groups]  # ~4 ms
+    groups = shards.plan_shards(items, shard_size)
+    sizes = [s.size for s, _ in built] if built is not None else [shards.planned_size(g) for g in groups]  # ~4 ms
     waiting = [size for n, size in enumerate(sizes) if sender.already.get(key(version, shards.shard_name(n))) != size]
     progress.phase("uploading")
     progress.start(len(waiting) + 1, sum(waiting))  # + 1: the index
     sent: list[shards.Shard] = []
+    hashed: list[local_files.Hashed] = []
     objects: list[ObjectEntry] = []
     builder = shards.BackgroundBuilder(groups, work, store.md5_part_size, shard_size) if built is None else None
     try:
         with builder or nullcontext(built) as ready:
-            for shard in ready:
+            for shard, members in ready:
                 sent.append(shard)
+                hashed += members
                 objects.append(ObjectEntry(shard.name, shard.size, shard.sha256))
                 batch = [shard_upload(shard, key(version, shard.name), store.md5_part_size)]
                 if len(sent) == len(groups):  # the last one: the index is known now and goes beside it, in parallel
@@ -217,7 +269,7 @@ def send_shards(
         progress.finish()
     membership = {m.path: s.name for s in sent for m in s.members}
     files = [FileEntry(h.file.relative, h.file.size, h.sha256, membership[h.file.relative]) for h in hashed]
-    return Manifest(version, SHARDS, files, objects)
+    return Manifest(version, SHARDS, files, objects, content=version_of(SHARDS, files, shard_size)), hashed
 
 
 def write_index(work: Path, sent: list[shards.Shard], md5_part_size: int | None) -> local_files.Hashed:

@@ -35,6 +35,11 @@ def identity(file: LocalFile) -> list[int]:
     return [file.device, file.inode, file.size, file.mtime_ns, file.ctime_ns]
 
 
+def settled(file: LocalFile, now_ns: int) -> bool:
+    """True if the file was last written long enough before `now_ns` for its stat to stand for its content."""
+    return now_ns - max(file.mtime_ns, file.ctime_ns) > RACY_NS
+
+
 class HashCache:
     """Hashes of the files under one root folder, keyed by relative path."""
 
@@ -61,7 +66,7 @@ class HashCache:
         entries = {
             h.file.relative: [identity(h.file), h.sha256, h.md5, md5_part_size, h.crc32]
             for h in hashed
-            if now - max(h.file.mtime_ns, h.file.ctime_ns) > RACY_NS
+            if settled(h.file, now)
         }
         if entries == self.entries:
             return  # nothing new: a no-op re-stage writes no cache file either

@@ -2,9 +2,12 @@
 
 `<prefix>/_cloudddp_manifest.json` is written last, after every object of the version
 it names is uploaded and verified: it is the publication. A job reads
-`<prefix>/<version>/`, a prefix that never changes once published. The version name is
-a hash of the layout and of every file's path, size and SHA-256, so the same data always
-gets the same version (a re-stage of unchanged data finds it published and writes nothing).
+`<prefix>/<version>/`, a prefix that never changes once published. The version's content
+name (`content`) is a hash of the layout and of every file's path, size and SHA-256, so the
+same data always gets the same content name (a re-stage of unchanged data finds it
+published and writes nothing). The version (the prefix) is that same name, except for a
+first shard stage of several shards: it is named from the scan (scan_version_of), so
+shards are sent as they are built and hashed, each file read once.
 """
 
 from __future__ import annotations
@@ -12,9 +15,12 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cloudddp.errors import CloudDDPError
+
+if TYPE_CHECKING:
+    from cloudddp.staging.local_files import LocalFile
 
 MANIFEST_NAME = "_cloudddp_manifest.json"
 FORMAT = "cloudddp-manifest/1"
@@ -38,13 +44,18 @@ class ObjectEntry:
 
 @dataclass
 class Manifest:
-    version: str
+    version: str  # the prefix a job reads
     layout: str
     files: list[FileEntry] = field(default_factory=list)
     objects: list[ObjectEntry] = field(default_factory=list)  # what lives under the version prefix
+    content: str = ""  # version_of the files; "" (a manifest written before it was recorded): the version
+
+    @property
+    def content_name(self) -> str:
+        return self.content or self.version
 
     def to_json(self) -> bytes:
-        body = {"format": FORMAT, "version": self.version, "layout": self.layout,
+        body = {"format": FORMAT, "version": self.version, "content": self.content_name, "layout": self.layout,
                 "files": [vars(f) for f in self.files], "objects": [vars(o) for o in self.objects]}  # fmt: skip
         return json.dumps(body, sort_keys=True, separators=(",", ":")).encode()  # no indent: C encoder, ~5x faster
 
@@ -59,6 +70,7 @@ class Manifest:
                 layout=str(body["layout"]),
                 files=[FileEntry(**f) for f in body["files"]],
                 objects=[ObjectEntry(**o) for o in body["objects"]],
+                content=str(body.get("content") or ""),
             )
         except (ValueError, KeyError, TypeError) as exc:
             raise CloudDDPError(
@@ -75,4 +87,15 @@ def version_of(layout: str, files: list[FileEntry], shard_size: int | None) -> s
     digest = hashlib.sha256(f"{layout}\n{shard_size or ''}\n".encode())
     for f in sorted(files, key=lambda e: e.path):
         digest.update(f"{f.path}\0{f.size}\0{f.sha256}\n".encode())
+    return "v-" + digest.hexdigest()[:16]
+
+
+def scan_version_of(files: list[LocalFile], shard_size: int) -> str:
+    """A version name for files not hashed yet, from what the scan saw: the same files, untouched, get the same
+    name, so an interrupted stage resumes under it. The hash cache's trust (hash_cache.py): a write changes a
+    file's mtime and ctime (ctime cannot be set back), a replaced file its inode; files written within RACY_NS of
+    the scan are hashed first instead (engine.py). Content names never collide with it: "scan" is hashed in."""
+    digest = hashlib.sha256(f"scan\n{SHARDS}\n{shard_size}\n".encode())
+    for f in sorted(files, key=lambda e: e.relative):
+        digest.update(f"{f.relative}\0{f.size}\0{f.mtime_ns}\0{f.ctime_ns}\0{f.device}\0{f.inode}\n".encode())
     return "v-" + digest.hexdigest()[:16]

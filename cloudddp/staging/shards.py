@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import IO
 
 from cloudddp.errors import CloudDDPError
-from cloudddp.staging.local_files import READ_BLOCK, ContentDigest, Hashed, LocalFile
+from cloudddp.staging.local_files import READ_BLOCK, ContentDigest, Hashed, LocalFile, unchanged_since_scan
 
 INDEX_NAME = "_cloudddp_index.json"
 INDEX_FORMAT = "cloudddp-shards/1"
@@ -187,7 +187,8 @@ def copy_member(item: Packable, out: HashingWriter, md5_part_size: int | None) -
     A file not hashed yet (a LocalFile) is hashed from the very bytes copied: one read of it for both, and
     its SHA-256 runs beside the shard's, which the writer's thread computes (2000 x 20 KiB: ~0.15 s less
     CPU and ~0.06 s less wall time than hashing every file before the build; benchmarks/
-    RESULTS-staging.md, run 11). A file hashed before (a Hashed, from the hash cache) is checked against
+    RESULTS-staging.md, run 11); its stat after the copy must still be the scan's (a write since is an
+    error: the version may be named from the scan, engine.stage_shards_in_one_pass). A file hashed before (a Hashed, from the hash cache) is checked against
     those hashes: by its CRC-32 where it has one (an accidental change escapes it with odds of 2^-32, at
     ~8x less CPU than a SHA-256), else by its SHA-256. Either way the shard holds the bytes its member's
     hashes describe, or the file is named as changed."""
@@ -203,7 +204,10 @@ def copy_member(item: Packable, out: HashingWriter, md5_part_size: int | None) -
             digest.update(block)
         out.write(block)
         copied += len(block)
-    same = scanned is None or (crc == scanned.crc32 if by_crc else digest.hashed(file).sha256 == scanned.sha256)
+    if scanned is None:  # hashed from these bytes: the file must not have been written since the scan
+        same = unchanged_since_scan(file)
+    else:
+        same = crc == scanned.crc32 if by_crc else digest.hashed(file).sha256 == scanned.sha256
     if copied != file.size or not same:
         raise CloudDDPError(
             f"{file.path!r} changed while it was being staged (its size or content differs from when it was "
@@ -266,21 +270,25 @@ def shard_name(number: int) -> str:
     return f"shard-{number:06d}.tar"
 
 
+Built = tuple[Shard, list[Hashed]]  # a shard and its members' hashes, in order
+
+
 class Stopped(Exception):
     """The background builder was told to stop: the stage failed or was interrupted while sending."""
 
 
 class BackgroundBuilder:
     """Builds the shards of `groups` one after another on a thread while the caller sends those already
-    built: `with BackgroundBuilder(...) as built: for shard in built: ...`. At most one finished shard
+    built: `with BackgroundBuilder(...) as built: for shard, hashed in built: ...` (`hashed`: its members'
+    hashes, from the bytes packed where a member was not hashed before). At most one finished shard
     waits, so the folder holds at most three (one being sent, one waiting, one being built) whatever the
     dataset's size, and the caller deletes each once sent. A build error is raised in the caller's loop;
     leaving the `with` early stops the build within ~1 MiB of writing."""
 
-    def __init__(self, groups: list[list[Hashed]], folder: Path, md5_part_size: int | None, shard_size: int) -> None:
+    def __init__(self, groups: list[list[Packable]], folder: Path, md5_part_size: int | None, shard_size: int) -> None:
         self.groups, self.folder, self.md5_part_size = groups, folder, md5_part_size
         self.room = f"room for about 3 shards of {shard_size / 1e6:.0f} MB (--shard-size)"
-        self.ready: queue.Queue[Shard | BaseException | None] = queue.Queue(maxsize=1)
+        self.ready: queue.Queue[Built | BaseException | None] = queue.Queue(maxsize=1)
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self.build_all, name="cloudddp-shard-builder", daemon=True)
 
@@ -292,7 +300,7 @@ class BackgroundBuilder:
         self.stop.set()
         self.thread.join()
 
-    def __iter__(self) -> Iterator[Shard]:
+    def __iter__(self) -> Iterator[Built]:
         while (item := self.ready.get()) is not None:
             if isinstance(item, BaseException):
                 raise item
@@ -301,8 +309,7 @@ class BackgroundBuilder:
     def build_all(self) -> None:
         try:
             for number, items in enumerate(self.groups):
-                shard, _ = build_shard(number, items, self.folder, self.md5_part_size, self.room, self.stop)
-                self.hand_over(shard)
+                self.hand_over(build_shard(number, items, self.folder, self.md5_part_size, self.room, self.stop))
             self.hand_over(None)
         except Stopped:
             pass
@@ -310,7 +317,7 @@ class BackgroundBuilder:
             with contextlib.suppress(Stopped):
                 self.hand_over(exc)
 
-    def hand_over(self, item: Shard | BaseException | None) -> None:
+    def hand_over(self, item: Built | BaseException | None) -> None:
         """Queue `item` for the caller; Stopped once the caller has left (it takes nothing more)."""
         while not self.stop.is_set():
             try:

@@ -1,4 +1,5 @@
-"""The hash cache: an unchanged folder is re-staged without reading its files, a changed one never.
+"""The hash cache: an unchanged folder is re-staged without reading its files, a changed one never; and how
+often a shard stage reads each file (once, where nothing is published: its version is named from the scan).
 
 Runs the real engine against moto's in-process S3; file reads are counted by wrapping the real
 `local_files.hash_file` (and `shards.read_blocks`, where a shard stage reads files to pack them), writes
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import itertools
 import json
 import os
 import tarfile
@@ -20,11 +22,13 @@ from typing import Any
 import boto3
 import pytest
 from moto import mock_aws
-from test_stage_engine import Calls, objects, store
+from test_stage_engine import Calls, local, objects, store
 
+from cloudddp.errors import CloudDDPError
 from cloudddp.staging import hash_cache, local_files, shards
 from cloudddp.staging.engine import StageOptions, stage
-from cloudddp.staging.manifest import SHARDS
+from cloudddp.staging.manifest import MANIFEST_NAME, SHARDS, FileEntry, Manifest, version_of
+from cloudddp.staging.shards import INDEX_NAME
 
 
 @pytest.fixture
@@ -196,3 +200,107 @@ def test_a_shard_stage_with_every_hash_remembered_builds_once_the_version_is_new
         assert {m.name: tar.extractfile(m).read() for m in tar.getmembers()} == {  # type: ignore[union-attr]
             name: (data / name).read_bytes() for name in names
         }
+
+
+def unpacked(staged: dict[str, bytes]) -> dict[str, bytes]:
+    """Every member of every shard among `staged` (object name -> bytes)."""
+    found: dict[str, bytes] = {}
+    for name in (n for n in staged if n.endswith(".tar")):
+        with tarfile.open(fileobj=io.BytesIO(staged[name])) as tar:
+            found |= {m.name: tar.extractfile(m).read() for m in tar.getmembers()}  # type: ignore[union-attr]
+    return found
+
+
+def content_name(data: Path, shard_size: int) -> str:
+    """The version a stage that hashes first gives these files (manifest.version_of)."""
+    entries = [
+        FileEntry(h.file.relative, h.file.size, h.sha256) for h in local_files.hash_files(local_files.list_files(data))
+    ]
+    return version_of(SHARDS, entries, shard_size)
+
+
+def test_a_first_stage_of_several_shards_reads_each_file_once_and_later_stages_find_its_content(
+    s3: Any, data: Path, tmp_path: Path, reads: list[str], packed: list[str], not_racy: None
+) -> None:
+    """Nothing published and nothing hashed: no hashing pass before the shards (each file read once, to be
+    packed and hashed), the version named from the scan, the content's name in the manifest beside it. A
+    re-stage, with the hash cache or with every file touched and hashed again, finds it published."""
+    options = StageOptions(layout=SHARDS, shard_size=2000, hash_cache=tmp_path / "cache")
+    first = stage(data, store(s3), options)
+    names = sorted(f.relative for f in local_files.list_files(data))
+    assert sorted(packed) == names and [r for r in reads if r in names] == []  # read to be packed, never alone
+    staged = objects(s3, f"datasets/cats/{first.version}/")
+    assert sum(n.endswith(".tar") for n in staged) == 3 and unpacked(staged) == local(data)
+    manifest = json.loads(objects(s3, "datasets/cats/")[MANIFEST_NAME])
+    assert manifest["version"] == first.version != manifest["content"] == content_name(data, 2000)
+    index = json.loads(staged[INDEX_NAME])
+    assert {m["path"] for s in index["shards"] for m in s["members"]} == set(names)
+    calls = Calls(s3)
+    warm = stage(data, store(s3), options)
+    for path in data.rglob("*.png"):
+        os.utime(path)  # touched, not changed: the cache no longer vouches for them, their content does
+    cold = stage(data, store(s3), options)
+    assert warm.unchanged and cold.unchanged and warm.uri == cold.uri == first.uri and calls.writes() == {}
+
+
+def test_an_interrupted_first_stage_of_several_shards_resumes_under_its_name_sending_only_the_rest(
+    s3: Any, data: Path, tmp_path: Path, not_racy: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    options = StageOptions(layout=SHARDS, shard_size=2000)
+    interrupted = store(s3)
+    real_upload = interrupted.upload
+    sends = itertools.count()
+
+    def crash_on_the_third(uploads: list[Any], on_done: Any) -> None:
+        if next(sends) == 2:
+            raise KeyboardInterrupt  # Ctrl-C once two shards are sent
+        real_upload(uploads, on_done)
+
+    monkeypatch.setattr(interrupted, "upload", crash_on_the_third)
+    with pytest.raises(KeyboardInterrupt):
+        stage(data, interrupted, options)
+    assert MANIFEST_NAME not in objects(s3, "datasets/cats/")  # nothing published
+    calls = Calls(s3)
+    resumed = stage(data, store(s3), options)
+    assert sorted(resumed.resumed) == ["shard-000000.tar", "shard-000001.tar"]
+    assert sorted(resumed.uploaded) == [INDEX_NAME, "shard-000002.tar"] and calls.writes()["PutObject"] == 3
+    assert unpacked(objects(s3, f"datasets/cats/{resumed.version}/")) == local(data)
+    touched = next(data.rglob("*.png"))
+    os.utime(touched)  # a file written since: another name, not the shards of the interrupted run
+    assert stage(data, store(s3, "s3://bkt/other"), options).version != resumed.version
+
+
+def test_a_file_written_after_the_scan_fails_a_stage_that_hashes_it_while_packing(
+    s3: Any, data: Path, tmp_path: Path, not_racy: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Same size, other bytes, after the first shard is sent: its stat gives it away when it is packed."""
+    target = store(s3)
+    real_upload = target.upload
+    last = sorted(data.rglob("*.png"))[-1]
+
+    def rewrite_the_last_file(uploads: list[Any], on_done: Any) -> None:
+        last.write_bytes(os.urandom(last.stat().st_size))
+        os.utime(last, ns=(last.stat().st_atime_ns, last.stat().st_mtime_ns + 10**9))  # even on a coarse clock
+        real_upload(uploads, on_done)
+
+    monkeypatch.setattr(target, "upload", rewrite_the_last_file)
+    with pytest.raises(CloudDDPError, match=rf"{last.name}' changed while it was being staged"):
+        stage(data, target, StageOptions(layout=SHARDS, shard_size=2000, shard_dir=tmp_path))
+    assert MANIFEST_NAME not in objects(s3, "datasets/cats/")
+
+
+def test_files_written_just_now_are_hashed_before_their_shards_and_name_the_version_by_content(
+    s3: Any, data: Path, reads: list[str]
+) -> None:
+    """Within RACY_NS of a write a stat may not show the next one: the scan cannot name the version then."""
+    result = stage(data, store(s3), StageOptions(layout=SHARDS, shard_size=2000))
+    assert result.version == content_name(data, 2000) and len(reads) >= 6
+
+
+def test_a_manifest_without_a_content_name_is_its_version() -> None:
+    """Manifests written before the content name was recorded: their version is their content's name."""
+    body = {"format": "cloudddp-manifest/1", "version": "v-0123456789abcdef", "layout": SHARDS, "files": [],
+            "objects": []}  # fmt: skip
+    old = Manifest.from_json(json.dumps(body).encode(), "s3://bkt/x/_cloudddp_manifest.json")
+    assert old.content_name == "v-0123456789abcdef"
+    assert json.loads(old.to_json())["content"] == "v-0123456789abcdef"
