@@ -3,10 +3,13 @@ loopback OCI service, which checks request signatures and Content-MD5 like the s
 
 from __future__ import annotations
 
+import io
 import itertools
+import json
 import os
 import pty
 import subprocess
+import tarfile
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,6 +21,7 @@ from helpers.oci_loopback_server import FakeOCI, ThrowawayKey
 from oci_buckets import FakeOCIWithBuckets
 
 from cloudddp.errors import CloudDDPError
+from cloudddp.staging import hash_cache
 from cloudddp.staging.engine import StageOptions, stage
 from cloudddp.staging.location import parse_location
 from cloudddp.staging.manifest import MANIFEST_NAME, SHARDS
@@ -152,6 +156,27 @@ def test_shards_on_oci(server: FakeOCI, client: Any, data: Path) -> None:
     result = stage(data, store(client), StageOptions(layout=SHARDS, shard_size=MIB))
     names = sorted(staged(server, f"datasets/x/{result.version}/"))
     assert names == ["_cloudddp_index.json", "shard-000000.tar", "shard-000001.tar"]
+
+
+def test_a_first_stage_of_several_shards_is_named_from_the_scan_and_verified_by_md5(
+    server: FakeOCI, client: Any, data: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The one-pass first stage (engine.stage_shards_in_one_pass) on OCI: MD5s computed from the packed bytes,
+    checked by the service on every PUT; a re-stage hashes first and finds the content published."""
+    monkeypatch.setattr(hash_cache, "RACY_NS", -(10**18))  # the files count as settled
+    result = stage(data, store(client), StageOptions(layout=SHARDS, shard_size=MIB))
+    objects = staged(server, f"datasets/x/{result.version}/")
+    members: dict[str, bytes] = {}
+    for name in (n for n in objects if n.endswith(".tar")):
+        with tarfile.open(fileobj=io.BytesIO(objects[name])) as tar:
+            members |= {m.name: tar.extractfile(m).read() for m in tar.getmembers()}  # type: ignore[union-attr]
+    assert members == local(data)
+    manifest = json.loads(server.objects[("ns", "bkt", f"datasets/x/{MANIFEST_NAME}")].data)
+    assert manifest["version"] == result.version != manifest["content"]
+    (small_shard,) = server.calls("PUT", r"/shard-000001\.tar$")  # big.bin sorts first: shard 0 is in parts
+    assert small_shard.status == 200 and small_shard.headers.get("content-md5")  # which the service checked
+    again = stage(data, store(client), StageOptions(layout=SHARDS, shard_size=MIB))
+    assert again.unchanged and again.uri == result.uri
 
 
 def test_missing_bucket_is_named_and_create_bucket_creates_it_private(
