@@ -94,7 +94,7 @@ def scan_version_of(files: list[LocalFile], shard_size: int) -> str:
     """A version name for files not hashed yet, from what the scan saw: the same files, untouched, get the same
     name, so an interrupted stage resumes under it. The hash cache's trust (hash_cache.py): a write changes a
     file's mtime and ctime (ctime cannot be set back), a replaced file its inode; files written within RACY_NS of
-    the scan are hashed first instead (engine.py). Content names never collide with it: "scan" is hashed in."""
+    the scan are hashed first instead (engine.py). "scan" is hashed in, to keep these names apart from content names."""
     digest = hashlib.sha256(f"scan\n{SHARDS}\n{shard_size}\n".encode())
     for f in sorted(files, key=lambda e: e.relative):
         digest.update(f"{f.relative}\0{f.size}\0{f.mtime_ns}\0{f.ctime_ns}\0{f.device}\0{f.inode}\n".encode())

@@ -187,11 +187,12 @@ def copy_member(item: Packable, out: HashingWriter, md5_part_size: int | None) -
     A file not hashed yet (a LocalFile) is hashed from the very bytes copied: one read of it for both, and
     its SHA-256 runs beside the shard's, which the writer's thread computes (2000 x 20 KiB: ~0.15 s less
     CPU and ~0.06 s less wall time than hashing every file before the build; benchmarks/
-    RESULTS-staging.md, run 11); its stat after the copy must still be the scan's (a write since is an
-    error: the version may be named from the scan, engine.stage_shards_in_one_pass). A file hashed before (a Hashed, from the hash cache) is checked against
-    those hashes: by its CRC-32 where it has one (an accidental change escapes it with odds of 2^-32, at
-    ~8x less CPU than a SHA-256), else by its SHA-256. Either way the shard holds the bytes its member's
-    hashes describe, or the file is named as changed."""
+    RESULTS-staging.md, run 11). Its stat after the copy must still be the scan's: a write since is an
+    error, as the version may be named from the scan (engine.stage_shards_in_one_pass). A file hashed
+    before (a Hashed, from the hash cache) is checked against those hashes: by its CRC-32 where it has one
+    (an accidental change escapes it with odds of 2^-32, at ~8x less CPU than a SHA-256), else by its
+    SHA-256. Either way the shard holds the bytes its member's hashes describe, or the file is named as
+    changed."""
     file = file_of(item)
     scanned = item if isinstance(item, Hashed) else None
     by_crc = scanned is not None and scanned.crc32 is not None
@@ -210,8 +211,8 @@ def copy_member(item: Packable, out: HashingWriter, md5_part_size: int | None) -
         same = crc == scanned.crc32 if by_crc else digest.hashed(file).sha256 == scanned.sha256
     if copied != file.size or not same:
         raise CloudDDPError(
-            f"{file.path!r} changed while it was being staged (its size or content differs from when it was "
-            f"scanned). Stage again once nothing writes to it."
+            f"{file.path!r} changed while it was being staged (its size, content or modification time differs from "
+            f"when it was scanned). Stage again once nothing writes to it."
         )
     return scanned or digest.hashed(file)
 
