@@ -4,10 +4,14 @@ by a pass-through proxy between the client and the server (tests/staging/s3_gate
 
 from __future__ import annotations
 
+import io
+import json
 import os
 import signal
 import subprocess
 import sys
+import tarfile
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -19,6 +23,7 @@ from helpers.seaweedfs import ACCESS_KEY, SECRET_KEY, SeaweedS3
 from s3_gate import S3Gate
 
 from cloudddp.errors import CloudDDPError
+from cloudddp.staging import hash_cache
 from cloudddp.staging.location import parse_location
 from cloudddp.staging.manifest import MANIFEST_NAME
 from cloudddp.staging.s3_store import open_s3_store
@@ -189,3 +194,53 @@ def test_ctrl_c_mid_upload_says_how_to_finish_and_the_rerun_sends_only_the_rest(
     assert "cloudddp: interrupted. Run the same command again to finish" in err and "Traceback" not in err
     assert out == ""  # no URI: nothing was published
     assert len(rerun_sends_only_the_rest(seaweed, gate, data, "s3://data/ctrlc")) >= 10
+
+
+def settle(root: Path) -> None:
+    """Wait until every file under `root` was written longer ago than the 2 s in which a stat may not show a
+    write (hash_cache.RACY_NS): a first shard stage then names its version from the scan."""
+    newest = max(max(p.stat().st_mtime_ns, p.stat().st_ctime_ns) for p in root.rglob("*") if p.is_file())
+    time.sleep(max(0.0, (newest + hash_cache.RACY_NS) / 1e9 + 0.2 - time.time()))
+
+
+def unpacked(objects: dict[str, bytes]) -> dict[str, bytes]:
+    found: dict[str, bytes] = {}
+    for name in (n for n in objects if n.endswith(".tar")):
+        with tarfile.open(fileobj=io.BytesIO(objects[name])) as tar:
+            found |= {m.name: tar.extractfile(m).read() for m in tar.getmembers()}  # type: ignore[union-attr]
+    return found
+
+
+@pytest.mark.slow
+def test_kill_9_during_a_first_shard_stage_then_rerun_sends_only_the_missing_shards(
+    seaweed: SeaweedS3, gate: S3Gate, tmp_path: Path
+) -> None:
+    """The one-pass first stage of several shards (its version named from the scan), killed after two shards
+    landed: the rerun finds them under the same name, sends the other three, the index and the manifest."""
+    data = make_data(tmp_path / "data", 10, size=600 * 1024)  # 2 files a shard at --shard-size 1: 5 shards
+    settle(data)
+    uri, flags = "s3://data/shards-killed", ["--shards", "--shard-size", "1"]
+    gate.allow_puts(2)
+    argv = [sys.executable, *CLI_FOR_CTRL_C, "stage", str(data), uri, *flags]
+    process = subprocess.Popen(argv, env=clean_env(env_for(seaweed, gate)), stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True)  # fmt: skip
+    if not gate.wait_for(lambda s: s.forwarded["PUT"] == 2 and s.held > 0, timeout=120):
+        process.kill()
+        pytest.fail(f"no PUT held after 2: {process.communicate()[1][-2000:]}")
+    process.kill()  # SIGKILL
+    process.wait()
+    gate.drop_held()
+    assert gate.wait_for(lambda s: s.in_flight == 0, timeout=60)
+    landed = downloaded(seaweed, uri + "/")
+    assert MANIFEST_NAME not in landed and len(landed) >= 2
+    gate.reset()
+    rerun = run_cli("stage", str(data), uri, *flags, env=env_for(seaweed, gate), timeout=300)
+    assert rerun.returncode == 0, rerun.stderr
+    published = rerun.stdout.strip().splitlines()[-1]
+    assert all(name.startswith(published.removeprefix(uri + "/")) for name in landed)  # resumed under its name
+    assert f"{len(landed)} already there from an interrupted run" in rerun.stdout
+    sent = {t.rsplit("/", 1)[1] for m, t in gate.state.targets if m == "PUT"}
+    assert len(sent) == 5 + 1 - len(landed) + 1 and not sent & {n.rsplit("/", 1)[1] for n in landed}, sent
+    assert unpacked(downloaded(seaweed, published)) == local(data)
+    manifest = json.loads(downloaded(seaweed, uri + "/")[MANIFEST_NAME])
+    assert published.endswith(f"/{manifest['version']}/") and manifest["content"] != manifest["version"]  # scan-named
