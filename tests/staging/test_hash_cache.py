@@ -22,6 +22,7 @@ from typing import Any
 import boto3
 import pytest
 from moto import mock_aws
+from shard_members import unpacked
 from test_stage_engine import Calls, local, objects, store
 
 from cloudddp.errors import CloudDDPError
@@ -200,15 +201,6 @@ def test_a_shard_stage_with_every_hash_remembered_builds_once_the_version_is_new
         assert {m.name: tar.extractfile(m).read() for m in tar.getmembers()} == {  # type: ignore[union-attr]
             name: (data / name).read_bytes() for name in names
         }
-
-
-def unpacked(staged: dict[str, bytes]) -> dict[str, bytes]:
-    """Every member of every shard among `staged` (object name -> bytes)."""
-    found: dict[str, bytes] = {}
-    for name in (n for n in staged if n.endswith(".tar")):
-        with tarfile.open(fileobj=io.BytesIO(staged[name])) as tar:
-            found |= {m.name: tar.extractfile(m).read() for m in tar.getmembers()}  # type: ignore[union-attr]
-    return found
 
 
 def content_name(data: Path, shard_size: int) -> str:

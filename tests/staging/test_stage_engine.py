@@ -23,6 +23,7 @@ from typing import Any
 import boto3
 import pytest
 from moto import mock_aws
+from shard_members import unpacked
 
 from cloudddp.errors import CloudDDPError
 from cloudddp.staging import shards as shards_module
@@ -199,12 +200,7 @@ def test_shard_layout_packs_files_into_tars_with_an_index_and_membership(s3: Any
     staged = objects(s3, f"datasets/cats/{result.version}/")
     shard_names = sorted(k for k in staged if k.endswith(".tar"))
     assert len(shard_names) >= 2 and INDEX_NAME in staged
-    unpacked: dict[str, bytes] = {}
-    for name in shard_names:
-        with tarfile.open(fileobj=io.BytesIO(staged[name])) as tar:
-            for member in tar.getmembers():
-                unpacked[member.name] = tar.extractfile(member).read()  # type: ignore[union-attr]
-    assert unpacked == local(data)
+    assert unpacked(staged) == local(data)
     index = json.loads(staged[INDEX_NAME])
     for shard in index["shards"]:
         blob = staged[shard["name"]]
@@ -478,11 +474,7 @@ def test_shards_are_sent_as_they_are_built_and_at_most_three_are_on_disk(
     assert sum(name.endswith(".tar") for name in staged) == 20 and len(on_disk) == 20  # a shard a call
     assert batches[-1] == ["shard-000019.tar", "_cloudddp_index.json"]  # the index goes beside the last shard
     assert 1 <= max(on_disk) <= 3 and list(work.iterdir()) == []
-    unpacked = {}
-    for name in (n for n in staged if n.endswith(".tar")):
-        with tarfile.open(fileobj=io.BytesIO(staged[name])) as tar:
-            unpacked |= {m.name: tar.extractfile(m).read() for m in tar.getmembers()}  # type: ignore[union-attr]
-    assert unpacked == local(many_shards)
+    assert unpacked(staged) == local(many_shards)
 
 
 def builder_threads() -> list[str]:

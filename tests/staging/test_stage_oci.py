@@ -3,13 +3,11 @@ loopback OCI service, which checks request signatures and Content-MD5 like the s
 
 from __future__ import annotations
 
-import io
 import itertools
 import json
 import os
 import pty
 import subprocess
-import tarfile
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,6 +17,7 @@ import oci
 import pytest
 from helpers.oci_loopback_server import FakeOCI, ThrowawayKey
 from oci_buckets import FakeOCIWithBuckets
+from shard_members import unpacked
 
 from cloudddp.errors import CloudDDPError
 from cloudddp.staging import hash_cache
@@ -166,11 +165,7 @@ def test_a_first_stage_of_several_shards_is_named_from_the_scan_and_verified_by_
     monkeypatch.setattr(hash_cache, "RACY_NS", -(10**18))  # the files count as settled
     result = stage(data, store(client), StageOptions(layout=SHARDS, shard_size=MIB))
     objects = staged(server, f"datasets/x/{result.version}/")
-    members: dict[str, bytes] = {}
-    for name in (n for n in objects if n.endswith(".tar")):
-        with tarfile.open(fileobj=io.BytesIO(objects[name])) as tar:
-            members |= {m.name: tar.extractfile(m).read() for m in tar.getmembers()}  # type: ignore[union-attr]
-    assert members == local(data)
+    assert unpacked(objects) == local(data)
     manifest = json.loads(server.objects[("ns", "bkt", f"datasets/x/{MANIFEST_NAME}")].data)
     assert manifest["version"] == result.version != manifest["content"]
     (small_shard,) = server.calls("PUT", r"/shard-000001\.tar$")  # big.bin sorts first: shard 0 is in parts

@@ -4,13 +4,11 @@ by a pass-through proxy between the client and the server (tests/staging/s3_gate
 
 from __future__ import annotations
 
-import io
 import json
 import os
 import signal
 import subprocess
 import sys
-import tarfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -21,6 +19,7 @@ import pytest
 from helpers import CLI_FOR_CTRL_C, clean_env, run_cli
 from helpers.seaweedfs import ACCESS_KEY, SECRET_KEY, SeaweedS3
 from s3_gate import S3Gate
+from shard_members import unpacked
 
 from cloudddp.errors import CloudDDPError
 from cloudddp.staging import hash_cache
@@ -201,14 +200,6 @@ def settle(root: Path) -> None:
     write (hash_cache.RACY_NS): a first shard stage then names its version from the scan."""
     newest = max(max(p.stat().st_mtime_ns, p.stat().st_ctime_ns) for p in root.rglob("*") if p.is_file())
     time.sleep(max(0.0, (newest + hash_cache.RACY_NS) / 1e9 + 0.2 - time.time()))
-
-
-def unpacked(objects: dict[str, bytes]) -> dict[str, bytes]:
-    found: dict[str, bytes] = {}
-    for name in (n for n in objects if n.endswith(".tar")):
-        with tarfile.open(fileobj=io.BytesIO(objects[name])) as tar:
-            found |= {m.name: tar.extractfile(m).read() for m in tar.getmembers()}  # type: ignore[union-attr]
-    return found
 
 
 @pytest.mark.slow
