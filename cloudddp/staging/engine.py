@@ -147,8 +147,7 @@ def stage_files(
     if work:
         manifest, _ = send_shards(sender, hashed, built, options.shard_size, work)
     else:
-        objects = [ObjectEntry(e.path, e.size, e.sha256) for e in entries]
-        manifest = Manifest(version, PLAIN, entries, objects, content=version)
+        manifest = Manifest(version, PLAIN, entries, [ObjectEntry(e.path, e.size, e.sha256) for e in entries])
         sender.send_all([upload_of(h, store.location.key(version, h.file.relative)) for h in hashed])
     publish(store, manifest, result, options.delete)
     return result
@@ -169,6 +168,7 @@ def stage_shards_in_one_pass(
                          files=len(files))  # fmt: skip
     sender = Sender(store, version, None, result, progress)
     manifest, hashed = send_shards(sender, known, None, options.shard_size, work)
+    manifest.content = version_of(SHARDS, manifest.files, options.shard_size)
     if cache:
         cache.save(hashed, store.md5_part_size)
     publish(store, manifest, result, options.delete)
@@ -269,7 +269,7 @@ def send_shards(
         progress.finish()
     membership = {m.path: s.name for s in sent for m in s.members}
     files = [FileEntry(h.file.relative, h.file.size, h.sha256, membership[h.file.relative]) for h in hashed]
-    return Manifest(version, SHARDS, files, objects, content=version_of(SHARDS, files, shard_size)), hashed
+    return Manifest(version, SHARDS, files, objects), hashed  # content: the version's, unless the caller names it
 
 
 def write_index(work: Path, sent: list[shards.Shard], md5_part_size: int | None) -> local_files.Hashed:

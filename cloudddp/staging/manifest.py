@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from cloudddp.errors import CloudDDPError
+from cloudddp.staging.hash_cache import identity
 
 if TYPE_CHECKING:
     from cloudddp.staging.local_files import LocalFile
@@ -48,7 +49,7 @@ class Manifest:
     layout: str
     files: list[FileEntry] = field(default_factory=list)
     objects: list[ObjectEntry] = field(default_factory=list)  # what lives under the version prefix
-    content: str = ""  # version_of the files; "" (a manifest written before it was recorded): the version
+    content: str = ""  # version_of the files where the version is not that name; "": it is (old manifests too)
 
     @property
     def content_name(self) -> str:
@@ -92,10 +93,11 @@ def version_of(layout: str, files: list[FileEntry], shard_size: int | None) -> s
 
 def scan_version_of(files: list[LocalFile], shard_size: int) -> str:
     """A version name for files not hashed yet, from what the scan saw: the same files, untouched, get the same
-    name, so an interrupted stage resumes under it. The hash cache's trust (hash_cache.py): a write changes a
-    file's mtime and ctime (ctime cannot be set back), a replaced file its inode; files written within RACY_NS of
-    the scan are hashed first instead (engine.py). "scan" is hashed in, to keep these names apart from content names."""
+    name, so an interrupted stage resumes under it. It trusts what the hash cache trusts, each file's
+    hash_cache.identity: a write changes mtime and ctime (ctime cannot be set back), a replaced file its inode;
+    files written within RACY_NS of the scan are hashed first instead (engine.py). "scan" is hashed in, to keep
+    these names apart from content names."""
     digest = hashlib.sha256(f"scan\n{SHARDS}\n{shard_size}\n".encode())
     for f in sorted(files, key=lambda e: e.relative):
-        digest.update(f"{f.relative}\0{f.size}\0{f.mtime_ns}\0{f.ctime_ns}\0{f.device}\0{f.inode}\n".encode())
+        digest.update(f"{f.relative}\0{identity(f)}\n".encode())
     return "v-" + digest.hexdigest()[:16]
