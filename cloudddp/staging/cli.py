@@ -49,14 +49,19 @@ def open_store(location: Location, transport: str) -> ObjectStore:
 
 
 def summary(result: StageResult) -> str:
+    files = counted(result.files, "file")
     if result.unchanged:
-        return f"cloudddp: {result.files} files unchanged; {result.version} is already published"
-    parts = [f"{len(result.uploaded)} objects uploaded ({result.bytes_uploaded / 1e6:.1f} MB)"]
+        return f"cloudddp: {files} unchanged; {result.version} is already published"
+    parts = [f"{counted(len(result.uploaded), 'object')} uploaded ({result.bytes_uploaded / 1e6:.1f} MB)"]
     if result.copied:
         parts.append(f"{len(result.copied)} copied from the previous version")
     if result.resumed:
         parts.append(f"{len(result.resumed)} already there from an interrupted run")
-    return f"cloudddp: {result.files} files ({result.layout}): " + ", ".join(parts) + f"; published {result.version}"
+    return f"cloudddp: {files} ({result.layout}): " + ", ".join(parts) + f"; published {result.version}"
+
+
+def counted(number: int, noun: str) -> str:
+    return f"{number} {noun}" if number == 1 else f"{number} {noun}s"
 
 
 def parser() -> argparse.ArgumentParser:

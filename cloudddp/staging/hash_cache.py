@@ -44,7 +44,7 @@ class HashCache:
     """Hashes of the files under one root folder, keyed by relative path."""
 
     def __init__(self, folder: Path, root: Path) -> None:
-        digest = hashlib.sha256(str(root.resolve()).encode()).hexdigest()[:24]
+        digest = hashlib.sha256(os.fsencode(root.resolve())).hexdigest()[:24]  # fsencode: any bytes a path may hold
         self.path = Path(folder) / f"hashes-{digest}.json"
         self.entries: dict[str, list] = {}
         try:

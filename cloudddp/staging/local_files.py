@@ -63,6 +63,7 @@ def list_files(root: Path) -> list[LocalFile]:
     if not root.exists() and not root.is_symlink():
         raise CloudDDPError(f"the local path {str(root)!r} to stage does not exist.")
     if root.is_file():
+        check_utf8(root.name, str(root), root.parent)
         return [describe(root, root.name)]
     if not root.is_dir():
         raise CloudDDPError(
@@ -89,6 +90,8 @@ def walk(root: Path, folder: str, seen_dirs: set[tuple[int, int]], found: list[L
     except OSError as exc:
         raise CloudDDPError(f"cannot read the folder {folder!r}: {exc.strerror}.") from None
     for entry in entries:
+        if not entry.name.isascii():
+            check_utf8(entry.name, entry.path, root)
         try:
             is_dir = entry.is_dir(follow_symlinks=True)
             is_file = entry.is_file(follow_symlinks=True)
@@ -100,6 +103,19 @@ def walk(root: Path, folder: str, seen_dirs: set[tuple[int, int]], found: list[L
             found.append(describe(entry.path, under + entry.name))
         elif entry.is_symlink():
             raise CloudDDPError(f"{entry.path!r} under {str(root)!r} is a broken symlink (or a symlink loop).")
+
+
+def check_utf8(name: str, path: str, root: Path) -> None:
+    """Object keys (S3's and OCI's) and the manifest are UTF-8: a name whose bytes are not UTF-8 (Python hands
+    them over as surrogate escapes) has no key to go to. An error naming it, rather than skipping it (a dataset
+    silently short of a file) or a mangled key."""
+    try:
+        name.encode()
+    except UnicodeEncodeError:
+        raise CloudDDPError(
+            f"{path!r} under {str(root)!r} has a name that is not valid UTF-8, so it cannot be an object key "
+            f"(S3 and OCI Object Storage keys are UTF-8). Rename it (e.g. `convmv -f latin1 -t utf8`) and stage again."
+        ) from None
 
 
 def describe(path: str | Path, relative: str) -> LocalFile:

@@ -111,6 +111,20 @@ def test_files_written_just_now_are_not_remembered(s3: Any, data: Path, tmp_path
     assert sorted(reads) == sorted(f.relative for f in local_files.list_files(data))
 
 
+def test_a_folder_whose_own_path_is_not_utf8_is_restaged_from_the_cache(
+    s3: Any, data: Path, tmp_path: Path, reads: list[str], not_racy: None
+) -> None:
+    """Only the names below the staged folder become keys: the folder's own path may hold any bytes, and the
+    cache file is named after it. Before: a UnicodeEncodeError traceback from the cache."""
+    moved = data.rename(tmp_path / os.fsdecode(b"d\xfcnn"))  # Latin-1 bytes: 'd\udcfcnn' to Python
+    options = StageOptions(hash_cache=tmp_path / "cache")
+    first = stage(moved, store(s3), options)
+    assert objects(s3, first.uri.removeprefix("s3://bkt/")) == local(moved)
+    reads.clear()
+    again = stage(moved, store(s3), options)
+    assert reads == [] and again.unchanged and again.uri == first.uri
+
+
 def test_a_damaged_cache_file_is_ignored(s3: Any, data: Path, tmp_path: Path, reads: list[str], not_racy: None) -> None:
     options = StageOptions(hash_cache=tmp_path / "cache")
     first = stage(data, store(s3), options)

@@ -260,6 +260,20 @@ def test_bad_local_paths_are_named(s3: Any, tmp_path: Path) -> None:
     assert "Contents" not in s3.list_objects_v2(Bucket="bkt")  # nothing uploaded
 
 
+@pytest.mark.parametrize("where", ["file", "folder", "the staged file itself"])
+def test_a_name_that_is_not_utf8_is_named_and_nothing_is_uploaded(s3: Any, data: Path, where: str) -> None:
+    """Object keys are UTF-8; a Latin-1 name (byte 0xE9) has no key. Before: a UnicodeEncodeError traceback."""
+    latin1 = os.fsdecode(b"caf\xe9")  # what a Linux file system hands Python for those bytes: 'caf\udce9'
+    bad = {"file": data / "train" / latin1, "folder": data / latin1 / "x.png"}.get(where, data.parent / latin1)
+    bad.parent.mkdir(parents=True, exist_ok=True)
+    bad.write_bytes(b"x")
+    staged = bad if where == "the staged file itself" else data
+    with pytest.raises(CloudDDPError, match=r"caf\\udce9' under .* is not valid UTF-8") as error:
+        stage(staged, store(s3))
+    assert "Rename it" in str(error.value)
+    assert "Contents" not in s3.list_objects_v2(Bucket="bkt")
+
+
 def test_a_folder_removed_while_the_scan_walks_is_named(data: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A folder listed by its parent but gone before the scan enters it (another process cleaning up)."""
     listed = os.scandir
