@@ -224,6 +224,10 @@ def supervise(
         # torchrun's @record writes its own error here (workers get files of their own): read to tell a
         # rendezvous failure from a failed script. A path the user chose is left as it is.
         error_file = env.setdefault("TORCHELASTIC_ERROR_FILE", os.path.join(scratch, "torchrun-error.json"))
+        if not keeps_log_files(args.torchrun_arg, env):
+            # Else torchrun makes a /tmp/torchelastic_* folder (a worker error.json in it) that nothing removes:
+            # one per node and run, thousands on a shared Slurm node or a laptop using the local provider.
+            env["PET_LOG_DIR"] = os.path.join(scratch, "torchelastic")  # torchrun's --log-dir, from its env
         supervisor = Supervisor(command, env, grace_period=args.grace_period)
         peers = peer_watch(plan, port, supervisor)
         code = supervisor.run(on_start=peers.start if peers else None)
@@ -246,6 +250,15 @@ def supervise(
         write_failure(plan, f"cloudddp: {why} on node {plan.node_rank} ({socket.gethostname()}); "
                             f"see the failing node's log for its traceback.")  # fmt: skip
     return code
+
+
+def keeps_log_files(torchrun_args: Sequence[str], env: Mapping[str, str]) -> bool:
+    """True where the user chose torchrun's log folder or asked for the workers' output in files there
+    (--log-dir, --redirects, --tee, as options or as torchrun's PET_* variables): that folder is theirs to keep."""
+    named = ("--log-dir", "--log_dir", "--redirects", "--tee", "-r", "-t")
+    return any(arg.startswith(named) for arg in torchrun_args) or any(
+        env.get(name) for name in ("PET_LOG_DIR", "PET_REDIRECTS", "PET_TEE")
+    )
 
 
 def diagnose_rendezvous(

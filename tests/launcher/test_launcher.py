@@ -243,3 +243,20 @@ def test_bring_your_own_sagemaker_images_get_the_framework_variables(tmp_path: P
     assert env["SM_CURRENT_HOST"] == "algo-2" and env["SM_HP_EPOCHS"] == "3"
     assert json.loads(env["SM_HPS"]) == {"epochs": "3"}
     assert "SM_MODEL_DIR" not in env  # already set: left alone
+
+
+def test_the_torchrun_log_folder_is_left_to_users_who_chose_it_or_asked_for_log_files() -> None:
+    from cloudddp.launcher.cli import keeps_log_files
+
+    for chosen in (
+        ["--log-dir=/logs"],
+        ["--log_dir", "/logs"],
+        ["--redirects=3"],
+        ["-r", "3"],
+        ["--tee", "3"],
+        ["-t3"],
+    ):
+        assert keeps_log_files(chosen, {}), chosen
+    for name in ("PET_LOG_DIR", "PET_REDIRECTS", "PET_TEE"):
+        assert keeps_log_files([], {name: "3"}), name
+    assert not keeps_log_files(["--rdzv-conf=timeout=60", "--log-line-prefix-template=x"], {"PET_NNODES": "2"})

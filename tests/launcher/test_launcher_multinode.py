@@ -139,3 +139,22 @@ def test_oci_metadata_that_never_completes_names_the_missing_rank(tmp_path: Path
     assert result.returncode == 2
     assert "rank(s) 1, 2" in result.stderr and str(metadata) in result.stderr and "Traceback" not in result.stderr
     assert os.environ.get("NODE_RANK") is None
+
+
+@pytest.mark.parametrize("torchrun_args", [(), ("--torchrun-arg=--tee=3",)], ids=["default", "tee"])
+def test_torchrun_leaves_no_log_folder_behind_unless_the_user_asked_for_log_files(
+    tmp_path: Path, torchrun_args: tuple[str, ...]
+) -> None:
+    """torchrun's default log folder is a fresh /tmp/torchelastic_* that it never removes (one per node and run).
+    The launcher points it into its scratch folder, removed on exit; with --tee (or --redirects, --log-dir) the
+    workers' log files are the user's, kept where torchrun puts them."""
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    nodes = run_two_nodes(lambda r, t: {**sagemaker_env(r, t), "TMPDIR": str(temp)}, tmp_path, extra=torchrun_args)
+    assert [node.wait(timeout=120) for node in nodes] == [0, 0], [p.read_text() for p in tmp_path.glob("node*.log")]
+    assert json.loads((tmp_path / "out" / "rank1.json").read_text())["sum"] == 3.0
+    left = sorted(p.relative_to(temp).as_posix() for p in temp.rglob("*.log"))
+    if torchrun_args:  # each node's worker output, in its own torchelastic_* folder
+        assert len(list(temp.glob("torchelastic_*"))) == 2 and len(left) == 4, left  # stdout and stderr per node
+    else:
+        assert list(temp.iterdir()) == []
