@@ -12,7 +12,9 @@ Needs `pip install 'cloudddp[sagemaker-sdk]'`; imported only when called.
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
+import weakref
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -89,8 +91,6 @@ def trainer_options(spec: JobSpec, bucket: str, configs: Any) -> dict[str, Any]:
 def to_model_trainer(spec: JobSpec, region: str | None = None, boto_session: Any = None) -> Any:
     """A `sagemaker.train.ModelTrainer` for `spec`; `.train()` on it submits through the SDK."""
     sdk = sdk_classes()
-    import boto3
-
     from cloudddp.providers.sagemaker.provider import ROLE_VARIABLE, SageMakerProvider
 
     validate_spec(spec)
@@ -99,8 +99,23 @@ def to_model_trainer(spec: JobSpec, region: str | None = None, boto_session: Any
     region = SageMakerProvider(region=region).region(spec) if boto_session is None else boto_session.region_name
     image = training_image(sm.image, region, sm.framework_version, sm.py_version, sm.instance_type)
     staging = Path(tempfile.mkdtemp(prefix="cloudddp-trainer-"))
-    archive = pack_source(spec.source_dir, staging / ARCHIVE_NAME, job_config(spec, ENTRYPOINT))
+    try:
+        trainer = model_trainer(spec, sdk, role, region, image, staging, boto_session)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    # The SDK uploads the packed source from `staging` when train() is called: the folder lives as long as the
+    # trainer (removed when it is collected, or at exit), not for ever in the user's temp folder.
+    weakref.finalize(trainer, shutil.rmtree, staging, True)
+    return trainer
 
+
+def model_trainer(spec: JobSpec, sdk: Any, role: str, region: str, image: str, staging: Path, boto_session: Any) -> Any:
+    """The trainer itself, its source packed into `staging`."""
+    import boto3
+
+    sm = spec.sagemaker
+    archive = pack_source(spec.source_dir, staging / ARCHIVE_NAME, job_config(spec, ENTRYPOINT))
     # Staging in cloudddp's bucket also spares the SDK's STS lookup of its own default bucket.
     bucket = sm.bucket or default_bucket(check.account_of_role(role), region)
     session = sdk.Session(boto_session=boto_session or boto3.Session(region_name=region), default_bucket=bucket,

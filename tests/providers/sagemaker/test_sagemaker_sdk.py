@@ -78,10 +78,14 @@ def test_to_model_trainer_runs_the_cloudddp_launcher_under_moto(
     s3 = boto3.client("s3", region_name=REGION, endpoint_url=endpoint, aws_access_key_id="testing",
                       aws_secret_access_key="testing")  # fmt: skip
     s3.create_bucket(Bucket="sdk-bucket")
+    temp = tmp_path / "tmp"
+    temp.mkdir()
     result = subprocess.run([str(SDK_PYTHON), "-c", script, str(project)], capture_output=True, text=True,
-                            env=sdk_env(moto_server, tmp_path), timeout=240)  # fmt: skip
+                            env={**sdk_env(moto_server, tmp_path), "TMPDIR": str(temp)}, timeout=240)  # fmt: skip
     assert result.returncode == 0, (result.stdout + result.stderr)[-4000:]
     job = json.loads(result.stdout.strip().splitlines()[-1])["job"]
+    # The source packed for the SDK lived as long as the trainer, not for ever in the user's temp folder.
+    assert list(temp.glob("cloudddp-trainer-*")) == []
     sagemaker = boto3.client("sagemaker", region_name=REGION, endpoint_url=endpoint, aws_access_key_id="testing",
                              aws_secret_access_key="testing")  # fmt: skip
     described = sagemaker.describe_training_job(TrainingJobName=job)
