@@ -1,8 +1,9 @@
-"""A session-wide check that no test wrote to /opt/ml or the user's home folder.
+"""A session-wide check that no test wrote to /opt/ml, the user's home folder or the system temp folder.
 
 Tests must write only under their tmp folders; SageMaker's /opt/ml and $HOME belong to the
 machine. The check snapshots both before the session and compares after it; any difference
-fails the run, naming the paths. What is watched in $HOME: its top-level entries (added or
+fails the run, naming the paths. In the system temp folder (taken before conftest points TMPDIR
+at the session's own) it watches the names cloudddp and torchrun give their scratch folders. What is watched in $HOME: its top-level entries (added or
 removed) and, recursively, the folders cloud SDKs, notebooks and caches write to (WATCHED_IN_HOME).
 Registered by tests/conftest.py. HOME is taken when this module is imported, before any test
 can redirect it.
@@ -11,6 +12,7 @@ can redirect it.
 from __future__ import annotations
 
 import os
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,6 +22,8 @@ OPT_ML = Path("/opt/ml")
 HOME = Path(os.environ.get("HOME") or Path.home())
 WATCHED_IN_HOME = (".oci", ".aws", ".sagemaker", ".kube", ".cache", ".config", ".local", ".jupyter",
                    ".ipython", ".torch", ".netrc", "cloudddp-runs")  # fmt: skip
+SYSTEM_TEMP = Path(tempfile.gettempdir())
+SCRATCH_NAMES = ("cloudddp-", "torchelastic_", "pymp-")  # mkdtemp prefixes of cloudddp, torchrun, multiprocessing
 MAX_ENTRIES = 20000  # a guard, not an indexer: stop walking huge caches
 
 
@@ -45,8 +49,9 @@ def tree(root: Path, max_depth: int = 6) -> dict[str, int]:
     return found
 
 
-def snapshot(opt_ml: Path = OPT_ML, home: Path = HOME) -> dict[str, int]:
+def snapshot(opt_ml: Path = OPT_ML, home: Path = HOME, temp: Path = SYSTEM_TEMP) -> dict[str, int]:
     state = tree(opt_ml)
+    state.update({f"{temp}/{name} (entry)": 0 for name in os.listdir(temp) if name.startswith(SCRATCH_NAMES)})
     if home.is_dir():
         state.update({f"{home}/{entry.name} (entry)": 0 for entry in home.iterdir()})
         for name in WATCHED_IN_HOME:
@@ -68,4 +73,6 @@ def nothing_written_to_opt_ml_or_home() -> Iterator[None]:
     changes = differences(before, snapshot())
     if changes:
         shown = "\n  ".join(changes[:20])
-        pytest.fail(f"tests wrote outside their tmp folders (/opt/ml or {HOME}):\n  {shown}", pytrace=False)
+        pytest.fail(
+            f"tests wrote outside their tmp folders (/opt/ml, {HOME} or {SYSTEM_TEMP}):\n  {shown}", pytrace=False
+        )

@@ -4,6 +4,8 @@ never import from `conftest`, since a folder's own conftest.py would shadow this
 from __future__ import annotations
 
 import os
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -13,6 +15,22 @@ from _guards import nothing_written_to_opt_ml_or_home  # noqa: F401  (session gu
 # those requests (botocore and cloudddp's staging both honour NO_PROXY), nor subprocesses' (inherited).
 for _name in ("NO_PROXY", "no_proxy"):
     os.environ[_name] = ",".join(filter(None, ["127.0.0.1,localhost", os.environ.get(_name)]))
+
+
+@pytest.fixture(scope="session", autouse=True)
+def session_temp_folder(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """Temp files of the tests and of every process they start (tempfile honours TMPDIR) go under pytest's own
+    temp folder, which pytest prunes: the scratch folder of a launcher or stage a test kills with SIGKILL, or
+    torchrun's, stays there, not in /tmp (tests/_guards.py fails the session on a new one in /tmp)."""
+    folder = tmp_path_factory.mktemp("tmp")
+    saved = os.environ.get("TMPDIR"), tempfile.tempdir
+    os.environ["TMPDIR"], tempfile.tempdir = str(folder), str(folder)
+    yield folder
+    if saved[0] is None:
+        os.environ.pop("TMPDIR", None)
+    else:
+        os.environ["TMPDIR"] = saved[0]
+    tempfile.tempdir = saved[1]
 
 
 @pytest.fixture(scope="session")
