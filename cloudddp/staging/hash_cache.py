@@ -9,6 +9,7 @@ One JSON file per staged folder, under `cache_dir()`; a damaged or foreign file 
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -71,11 +72,15 @@ class HashCache:
         if entries == self.entries:
             return  # nothing new: a no-op re-stage writes no cache file either
         self.entries = entries
+        written = ""
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             with tempfile.NamedTemporaryFile("w", dir=self.path.parent, delete=False, suffix=".tmp") as out:
+                written = out.name
                 # dumps, not dump: json.dump encodes in pure Python (~3x slower for a few thousand entries)
                 out.write(json.dumps({"format": FORMAT, "files": self.entries}, separators=(",", ":")))
-            os.replace(out.name, self.path)
-        except OSError:
-            pass  # a cache that cannot be written only costs the next run a re-read
+            os.replace(written, self.path)
+        except OSError:  # a cache that cannot be written only costs the next run a re-read
+            if written:  # a disk that filled up mid-write: no half-written file left beside the cache
+                with contextlib.suppress(OSError):
+                    os.unlink(written)

@@ -310,3 +310,17 @@ def test_a_manifest_without_a_content_name_is_its_version() -> None:
     old = Manifest.from_json(json.dumps(body).encode(), "s3://bkt/x/_cloudddp_manifest.json")
     assert old.content_name == "v-0123456789abcdef"
     assert json.loads(old.to_json())["content"] == "v-0123456789abcdef"
+
+
+def test_a_cache_that_cannot_be_saved_costs_nothing_and_leaves_no_temp_file(
+    data: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, not_racy: None
+) -> None:
+    cache = hash_cache.HashCache(tmp_path / "cache", data)
+    hashed = local_files.hash_files(local_files.list_files(data))
+
+    def refused(src: str, dst: str) -> None:
+        raise PermissionError(13, "Permission denied", dst)
+
+    monkeypatch.setattr(hash_cache.os, "replace", refused)  # the temp file is written, its rename refused
+    cache.save(hashed, None)
+    assert list((tmp_path / "cache").iterdir()) == []
