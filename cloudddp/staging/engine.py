@@ -118,8 +118,8 @@ def stage_files(
     known = local_files.recall(files, store.md5_part_size, cache)
     groups = shards.plan_shards(known, options.shard_size) if work else []
     unhashed = any(isinstance(f, local_files.LocalFile) for f in known)
-    if work and len(groups) > 1 and unhashed and fetching.result() is None and all_settled(files):
-        return stage_shards_in_one_pass(files, known, store, options, progress, cache, work)
+    if work and len(groups) > 1 and unhashed and all_settled(files) and not may_be_published(fetching.result(), files):
+        return stage_shards_in_one_pass(files, known, store, options, progress, cache, work, fetching.result())
     built: list[shards.Built] | None = None
     if work and len(groups) == 1 and unhashed:
         # One shard and files to hash: both from one read of each file (shards.copy_member). Should the version
@@ -129,7 +129,7 @@ def stage_files(
         built = [(shard, hashed)]
         if cache:
             cache.save(hashed, store.md5_part_size)
-    else:  # plain, or several shards whose content needs its name first (something published, or files just written)
+    else:  # plain, or several shards whose content needs its name first (it may be the published one, or files just written)
         progress.phase("hashing")
         hashed = local_files.hash_known(known, store.md5_part_size, cache)
     entries = [FileEntry(h.file.relative, h.file.size, h.sha256) for h in hashed]
@@ -155,24 +155,37 @@ def stage_files(
 
 def stage_shards_in_one_pass(
     files: list[local_files.LocalFile], known: list[local_files.Hashed | local_files.LocalFile], store: ObjectStore,
-    options: StageOptions, progress: Progress, cache: HashCache | None, work: Path,
+    options: StageOptions, progress: Progress, cache: HashCache | None, work: Path, published: Manifest | None,
 ) -> StageResult:  # fmt: skip
-    """A first stage of several shards (nothing published, files to hash): the version is named from the scan
-    (manifest.scan_version_of), so each shard is sent as soon as it is built, its files hashed from the bytes
-    packed into it: each file is read once, and sending starts with the first shard instead of after a hashing
-    pass over the whole dataset. The manifest records the content's name beside it, so a later stage of the
-    same content finds it published whatever the prefix is called. An interrupted run resumes under the same
-    name while the files are untouched (its finished shards are built again to hash their files, not sent)."""
+    """Several shards, files to hash, and content that cannot be the published one (may_be_published): the version
+    is named from the scan (manifest.scan_version_of), so each shard is sent as soon as it is built, its files
+    hashed from the bytes packed into it: each file is read once, and sending starts with the first shard instead
+    of after a hashing pass over the whole dataset. A shard byte-identical to one of `published` is copied
+    server-side. The manifest records the content's name beside the version, so a later stage of the same
+    content finds it published whatever the prefix is called. An interrupted run resumes under the same name
+    while the files are untouched (its finished shards are built again to hash their files, not sent)."""
     version = scan_version_of(files, options.shard_size)
     result = StageResult(uri=store.location.uri(version, folder=True), version=version, layout=SHARDS,
                          files=len(files))  # fmt: skip
-    sender = Sender(store, version, None, result, progress)
+    sender = Sender(store, version, published, result, progress)
     manifest, hashed = send_shards(sender, known, None, options.shard_size, work)
     manifest.content = version_of(SHARDS, manifest.files, options.shard_size)
     if cache:
         cache.save(hashed, store.md5_part_size)
     publish(store, manifest, result, options.delete)
     return result
+
+
+def may_be_published(published: Manifest | None, files: list[local_files.LocalFile]) -> bool:
+    """Whether these files' content name could be `published`'s, as far as the scan can tell. Each file's path and
+    size go into that name (manifest.version_of), so other paths or sizes, or another layout, rule it out without
+    reading a byte: a changed dataset (files added, removed or resized) is then staged in one pass, like a first
+    stage. Where they match, only the content can tell (a file rewritten at the same size), so it is hashed first:
+    an unchanged dataset is found published without a shard built or sent."""
+    if published is None:
+        return False
+    scanned = [(f.relative, f.size) for f in files]  # list_files sorts by relative path
+    return published.layout == SHARDS and sorted((f.path, f.size) for f in published.files) == scanned
 
 
 def all_settled(files: list[local_files.LocalFile]) -> bool:

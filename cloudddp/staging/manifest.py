@@ -6,7 +6,8 @@ it names is uploaded and verified: it is the publication. A job reads
 name (`content`) is a hash of the layout and of every file's path, size and SHA-256, so the
 same data always gets the same content name (a re-stage of unchanged data finds it
 published and writes nothing). The version (the prefix) is that same name, except for a
-first shard stage of several shards: it is named from the scan (scan_version_of), so
+shard stage of several shards whose content the scan shows is not the published one (nothing
+published yet, or other paths or sizes): it is named from the scan (scan_version_of), so
 shards are sent as they are built and hashed, each file read once.
 """
 

@@ -249,6 +249,46 @@ def test_a_first_stage_of_several_shards_reads_each_file_once_and_later_stages_f
     assert warm.unchanged and cold.unchanged and warm.uri == cold.uri == first.uri and calls.writes() == {}
 
 
+def test_a_changed_dataset_is_re_staged_in_one_pass_and_its_unchanged_shards_are_copied(
+    s3: Any, data: Path, reads: list[str], packed: list[str], not_racy: None
+) -> None:
+    """A file added since the published version, no hash cache (another machine, or --no-hash-cache): the scan
+    shows the content is not the published one (another path list), so each file is read once, to be packed and
+    hashed, with no hashing pass first. The shards before the new file are byte-identical to the published ones:
+    copied server-side, not sent again."""
+    options = StageOptions(layout=SHARDS, shard_size=2000)  # two files a shard: 3 shards, then 4
+    first = stage(data, store(s3), options)
+    (data / "class1" / "img9.png").write_bytes(os.urandom(700))  # sorts last
+    names = sorted(f.relative for f in local_files.list_files(data))
+    reads.clear()
+    calls = Calls(s3)
+    second = stage(data, store(s3), options)
+    assert sorted(packed[6:]) == names and [r for r in reads if r in names] == []  # after the first stage's 6
+    assert sorted(second.copied) == ["shard-000000.tar", "shard-000001.tar", "shard-000002.tar"]
+    assert sorted(second.uploaded) == [INDEX_NAME, "shard-000003.tar"] and calls.writes()["CopyObject"] == 3
+    assert unpacked(objects(s3, f"datasets/cats/{second.version}/")) == local(data)
+    manifest = json.loads(objects(s3, "datasets/cats/")[MANIFEST_NAME])
+    assert manifest["version"] == second.version not in (first.version, content_name(data, 2000))
+    assert manifest["content"] == content_name(data, 2000)
+
+
+def test_a_file_rewritten_at_its_size_is_found_by_hashing_before_the_shards_are_built(
+    s3: Any, data: Path, reads: list[str], packed: list[str], not_racy: None
+) -> None:
+    """Same paths and sizes as the published version: only the content can tell whether it is published, so the
+    files are hashed first (an unchanged dataset is then found published with nothing built); here one changed."""
+    options = StageOptions(layout=SHARDS, shard_size=2000)
+    first = stage(data, store(s3), options)
+    target = data / "class0" / "img0.png"
+    target.write_bytes(os.urandom(target.stat().st_size))
+    names = sorted(f.relative for f in local_files.list_files(data))
+    reads.clear()
+    second = stage(data, store(s3), options)
+    assert sorted(r for r in reads if r in names) == names  # the hashing pass
+    assert second.version == content_name(data, 2000) != first.version and not second.unchanged
+    assert unpacked(objects(s3, f"datasets/cats/{second.version}/")) == local(data)
+
+
 def test_an_interrupted_first_stage_of_several_shards_resumes_under_its_name_sending_only_the_rest(
     s3: Any, data: Path, tmp_path: Path, not_racy: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
