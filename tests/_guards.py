@@ -3,7 +3,8 @@
 Tests must write only under their tmp folders; SageMaker's /opt/ml and $HOME belong to the
 machine. The check snapshots both before the session and compares after it; any difference
 fails the run, naming the paths. In the system temp folder (taken before conftest points TMPDIR
-at the session's own) it watches the names cloudddp and torchrun give their scratch folders. What is watched in $HOME: its top-level entries (added or
+at the session's own) it watches the folders named as cloudddp, torchrun and multiprocessing name their
+scratch folders. What is watched in $HOME: its top-level entries (added or
 removed) and, recursively, the folders cloud SDKs, notebooks and caches write to (WATCHED_IN_HOME).
 Registered by tests/conftest.py. HOME is taken when this module is imported, before any test
 can redirect it.
@@ -51,7 +52,9 @@ def tree(root: Path, max_depth: int = 6) -> dict[str, int]:
 
 def snapshot(opt_ml: Path = OPT_ML, home: Path = HOME, temp: Path = SYSTEM_TEMP) -> dict[str, int]:
     state = tree(opt_ml)
-    state.update({f"{temp}/{name} (entry)": 0 for name in os.listdir(temp) if name.startswith(SCRATCH_NAMES)})
+    # Folders only: the Slurm test cluster's lock file (helpers/slurm_cluster.py) is machine-wide on purpose.
+    scratch = [e.name for e in os.scandir(temp) if e.name.startswith(SCRATCH_NAMES) and e.is_dir(follow_symlinks=False)]
+    state.update({f"{temp}/{name} (entry)": 0 for name in scratch})
     if home.is_dir():
         state.update({f"{home}/{entry.name} (entry)": 0 for entry in home.iterdir()})
         for name in WATCHED_IN_HOME:

@@ -34,6 +34,7 @@ def test_the_guard_sees_scratch_folders_left_in_the_system_temp_folder(tmp_path:
     before = snapshot(tmp_path / "no-opt-ml", home, temp)
     for name in ("cloudddp-launch-x1", "torchelastic_y2", "pymp-z3", "someone-else"):
         (temp / name).mkdir()
+    (temp / "cloudddp-slurm-test-cluster.lock").touch()  # a file: the Slurm test cluster's machine-wide lock
     assert differences(before, snapshot(tmp_path / "no-opt-ml", home, temp)) == [
         f"created {temp}/{name} (entry)" for name in ("cloudddp-launch-x1", "pymp-z3", "torchelastic_y2")
     ]
