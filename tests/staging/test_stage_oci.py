@@ -305,3 +305,17 @@ def test_stage_to_an_endpoint_that_refuses_connections_is_one_paragraph(
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert f"cannot reach OCI for stage: {endpoint}" in done.stderr
     assert "connection was refused" in done.stderr
+
+
+def test_a_missing_config_or_profile_names_the_variables_stage_reads(
+    key: ThrowawayKey, data: Path, tmp_path: Path
+) -> None:
+    """`cloudddp stage` has no --config-file or --profile: its errors name the OCI CLI variables it reads."""
+    from helpers import run_cli
+
+    config = key.write_config(tmp_path / "cfg")
+    for env, named in (({"OCI_CLI_CONFIG_FILE": str(tmp_path / "none")}, "OCI_CLI_CONFIG_FILE"),
+                       ({"OCI_CONFIG_FILE": str(config), "OCI_CLI_PROFILE": "NOPE"}, "OCI_CLI_PROFILE")):  # fmt: skip
+        done = run_cli("stage", str(data), "oci://bkt@ns/x", env={**env, "CLOUDDDP_CACHE_DIR": str(tmp_path / "c")})
+        assert done.returncode == 2 and named in done.stderr and "Traceback" not in done.stderr, done.stderr
+        assert done.stdout == ""

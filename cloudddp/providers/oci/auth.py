@@ -68,7 +68,7 @@ def check_profile(path: Path, profile: str) -> None:
     if values is None:
         present = (["DEFAULT"] if parser.defaults() else []) + parser.sections()
         raise CloudDDPError(
-            f"the OCI config file {str(path)!r} has no profile [{profile}] (oci.profile, --profile); "
+            f"the OCI config file {str(path)!r} has no profile [{profile}] (oci.profile, --profile, or OCI_CLI_PROFILE); "
             f"it has: {', '.join(f'[{p}]' for p in present) or 'none'}."
         )
     key_file = values.get("key_file")
@@ -83,16 +83,17 @@ def from_config_file(settings: OCISettings, environ: Mapping[str, str]) -> Crede
     profile = settings.profile
     if not path.is_file():
         raise CloudDDPError(
-            f"the OCI config file {str(path)!r} does not exist (oci.config_file, --config-file). Create it with "
-            f"`oci setup config` (https://docs.oracle.com/en-us/iaas/Content/API/Concepts/sdkconfig.htm), or use "
-            f"--auth resource_principal inside OCI."
+            f"the OCI config file {str(path)!r} does not exist (oci.config_file, --config-file, or OCI_CLI_CONFIG_FILE "
+            f"for `cloudddp stage`). Create it with `oci setup config` "
+            f"(https://docs.oracle.com/en-us/iaas/Content/API/Concepts/sdkconfig.htm), or use --auth "
+            f"resource_principal (OCI_CLI_AUTH=resource_principal) inside OCI."
         )
     check_profile(path, profile)
     try:
         config = oci.config.from_file(str(path), profile)
     except oci.exceptions.ProfileNotFound:
         raise CloudDDPError(
-            f"the OCI config file {str(path)!r} has no profile [{profile}] (oci.profile, --profile)."
+            f"the OCI config file {str(path)!r} has no profile [{profile}] (oci.profile, --profile, or OCI_CLI_PROFILE)."
         ) from None
     except (oci.exceptions.ClientError, ValueError) as exc:
         raise CloudDDPError(f"the OCI config file {str(path)!r}, profile [{profile}], cannot be read: {exc}") from None
