@@ -23,14 +23,10 @@ def session_temp_folder(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pa
     temp folder, which pytest prunes: the scratch folder of a launcher or stage a test kills with SIGKILL, or
     torchrun's, stays there, not in /tmp (tests/_guards.py fails the session on a new one in /tmp)."""
     folder = tmp_path_factory.mktemp("tmp")
-    saved = os.environ.get("TMPDIR"), tempfile.tempdir
-    os.environ["TMPDIR"], tempfile.tempdir = str(folder), str(folder)
-    yield folder
-    if saved[0] is None:
-        os.environ.pop("TMPDIR", None)
-    else:
-        os.environ["TMPDIR"] = saved[0]
-    tempfile.tempdir = saved[1]
+    with pytest.MonkeyPatch.context() as patch:  # restores both at the end of the session
+        patch.setenv("TMPDIR", str(folder))
+        patch.setattr(tempfile, "tempdir", str(folder))
+        yield folder
 
 
 @pytest.fixture(scope="session")
