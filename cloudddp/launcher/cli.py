@@ -226,8 +226,10 @@ def supervise(
         error_file = env.setdefault("TORCHELASTIC_ERROR_FILE", os.path.join(scratch, "torchrun-error.json"))
         if not keeps_log_files(args.torchrun_arg, env):
             # Else torchrun makes a /tmp/torchelastic_* folder (a worker error.json in it) that nothing removes:
-            # one per node and run, thousands on a shared Slurm node or a laptop using the local provider.
-            env["PET_LOG_DIR"] = os.path.join(scratch, "torchelastic")  # torchrun's --log-dir, from its env
+            # one per node and run, thousands on a shared Slurm node or a laptop using the local provider
+            # (torch 2.14.1: torch/distributed/elastic/multiprocessing/api.py, DefaultLogsSpecs, mkdtemp).
+            # torchrun reads --log-dir from PET_LOG_DIR (torch/distributed/run.py, action=env; argparse_util.env).
+            env["PET_LOG_DIR"] = os.path.join(scratch, "torchelastic")
         supervisor = Supervisor(command, env, grace_period=args.grace_period)
         peers = peer_watch(plan, port, supervisor)
         code = supervisor.run(on_start=peers.start if peers else None)
