@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 
 app = typer.Typer(
     name="cloudddp",
-    help="Run a PyTorch DDP training script on SageMaker, OCI Data Science or a local multi-node emulation.",
+    help="Run a PyTorch DDP training script on SageMaker, OCI Data Science, Kubernetes (Kubeflow), Slurm, PBS or a local multi-node emulation.",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,

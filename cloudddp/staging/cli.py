@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 from cloudddp.errors import CloudDDPError, print_error
-from cloudddp.staging.engine import StageOptions, StageResult, stage
+from cloudddp.staging.engine import StageOptions, StageResult, counted, stage
 from cloudddp.staging.hash_cache import CACHE_VARIABLE, cache_dir
 from cloudddp.staging.location import Location, parse_location
 from cloudddp.staging.manifest import PLAIN, SHARDS
@@ -52,16 +52,7 @@ def summary(result: StageResult) -> str:
     files = counted(result.files, "file")
     if result.unchanged:
         return f"cloudddp: {files} unchanged; {result.version} is already published"
-    parts = [f"{counted(len(result.uploaded), 'object')} uploaded ({result.bytes_uploaded / 1e6:.1f} MB)"]
-    if result.copied:
-        parts.append(f"{len(result.copied)} copied from the previous version")
-    if result.resumed:
-        parts.append(f"{len(result.resumed)} already there from an interrupted run")
-    return f"cloudddp: {files} ({result.layout}): " + ", ".join(parts) + f"; published {result.version}"
-
-
-def counted(number: int, noun: str) -> str:
-    return f"{number} {noun}" if number == 1 else f"{number} {noun}s"
+    return f"cloudddp: {files} ({result.layout}): {result.changes()}; published {result.version}"
 
 
 def parser() -> argparse.ArgumentParser:

@@ -62,6 +62,21 @@ class StageResult:
     bytes_uploaded: int = 0
     unchanged: bool = False  # the version was already published: nothing written
 
+    def changes(self) -> str:
+        """What this stage wrote, in words: one wording for `cloudddp stage` and the providers."""
+        if self.unchanged:
+            return "unchanged"
+        parts = [f"{counted(len(self.uploaded), 'object')} uploaded ({self.bytes_uploaded / 1e6:.1f} MB)"]
+        if self.copied:
+            parts.append(f"{len(self.copied)} copied from the previous version")
+        if self.resumed:
+            parts.append(f"{len(self.resumed)} already there from an interrupted run")
+        return ", ".join(parts)
+
+
+def counted(number: int, noun: str) -> str:
+    return f"{number} {noun}" if number == 1 else f"{number} {noun}s"
+
 
 class Progress:
     """Callbacks for a progress display; the default shows nothing."""

@@ -40,7 +40,7 @@ from cloudddp.providers.oci import auth, logs, network, node, request, validatio
 from cloudddp.session import emit
 from cloudddp.spec import JobSpec, OCISettings
 from cloudddp.staging.archive import pack_source
-from cloudddp.staging.engine import copy_folder, stage
+from cloudddp.staging.engine import copy_folder, counted, stage
 from cloudddp.staging.location import Location
 from cloudddp.staging.oci_object_store import PART_SIZE, OCIObjectStore
 
@@ -274,10 +274,8 @@ class OCIProvider(Provider):
                     copy_folder(archive, store)  # a fresh folder per run: nothing to compare with
                     continue
                 result = stage(upload.local, store)
-                state = "unchanged" if result.unchanged else (
-                    f"{len(result.uploaded)} uploaded ({result.bytes_uploaded / 1e6:.1f} MB), {len(result.resumed)} resumed"
-                )  # fmt: skip
-                self.say(f"cloudddp: staged {upload.local}: {result.files} files, {state} -> {result.uri}")
+                files = counted(result.files, "file")
+                self.say(f"cloudddp: staged {upload.local}: {files}, {result.changes()} -> {result.uri}")
                 if upload.variable:
                     env[upload.variable] = env[upload.variable].replace(request.VERSION_AT_SUBMIT, result.version)
         return create_job

@@ -41,7 +41,7 @@ from cloudddp.providers.sagemaker.request import (
 from cloudddp.session import emit
 from cloudddp.spec import JobSpec
 from cloudddp.staging.archive import pack_source, source_files
-from cloudddp.staging.engine import StageResult, copy_folder, stage
+from cloudddp.staging.engine import StageResult, copy_folder, counted, stage
 from cloudddp.staging.location import parse_location
 from cloudddp.staging.s3_bucket import StagingBucket, split_uri
 from cloudddp.staging.s3_store import S3Store
@@ -210,11 +210,8 @@ class SageMakerProvider(Provider):
             result: StageResult = self.call(f"stage {item.source}", stage, local=item.source,
                                             store=self.store(stager, item.target))  # fmt: skip
             versions[str(item.channel)] = result.uri
-            state = "unchanged" if result.unchanged else (
-                f"{len(result.uploaded)} uploaded ({result.bytes_uploaded / 1e6:.1f} MB), "
-                f"{len(result.copied)} unchanged (copied in S3), {len(result.resumed)} resumed"
-            )  # fmt: skip
-            self.say(f"cloudddp: staged {item.channel}: {result.files} files, {state} -> {result.uri}")
+            files = counted(result.files, "file")
+            self.say(f"cloudddp: staged {item.channel}: {files}, {result.changes()} -> {result.uri}")
         if plan.checkpoint:
             item = plan.checkpoint
             result = self.call(f"upload {item.source}", copy_folder, local=item.source,

@@ -192,14 +192,16 @@ def test_staged_objects_are_byte_identical_versioned_and_nothing_is_deleted(
     assert len(local) == 3
     for name, content in local.items():
         assert aws.read(first + name) == content, name
-    assert any("3 uploaded" in line for line in aws.said), aws.said
+    assert any("3 files, 3 objects uploaded" in line for line in aws.said), aws.said
     # Launch again with one file changed and one removed: a new version holding exactly the local files; the
     # first version stays whole (a running job may read it): no delete by default.
     (data_dir / "labels.csv").write_text("x,y\n3,4\n")
     (data_dir / "train" / "a" / "2.bin").unlink()
     aws.said.clear()
     aws.provider.submit(aws.provider.render(spec))
-    assert any("1 uploaded" in line and "1 unchanged (copied in S3)" in line for line in aws.said), aws.said
+    assert any("1 object uploaded" in line and "1 copied from the previous version" in line for line in aws.said), (
+        aws.said
+    )
     second = aws.created[-1]["InputDataConfig"][0]["DataSource"]["S3DataSource"]["S3Uri"]
     assert second != first and second.rsplit("/v-", 1)[0] == first.rsplit("/v-", 1)[0]
     assert aws.read(second + "labels.csv") == b"x,y\n3,4\n"
