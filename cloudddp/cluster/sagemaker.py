@@ -336,7 +336,10 @@ def framework_environment(environ: Mapping[str, str]) -> dict[str, str]:
 
 def checkpoint_folder(local_path: str | None) -> str:
     """CheckpointConfig.LocalPath under an emulated host's /opt/ml folder (default: checkpoints)."""
-    relative = (local_path or "/opt/ml/checkpoints").removeprefix("/opt/ml/").strip("/")
+    chosen = local_path or "/opt/ml/checkpoints"
+    relative = (chosen[len("/opt/ml/") :] if chosen.startswith("/opt/ml/") else chosen).strip(
+        "/"
+    )  # 3.8: no removeprefix
     if local_path and (not local_path.startswith("/opt/ml/") or not relative or ".." in relative.split("/")):
         raise CloudDDPError(
             f"sagemaker: checkpoint_local_path {local_path!r} is not a folder under /opt/ml/, which each emulated "

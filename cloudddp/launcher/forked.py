@@ -92,6 +92,11 @@ def _run_child(module: str, args: list[str], env: Mapping[str, str], before: Cal
         os._exit(code)
 
 
+def exit_code(status: int) -> int:
+    """Popen's returncode for a wait status: os.waitstatus_to_exitcode is 3.9+, and images may have 3.8."""
+    return -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
+
+
 class ForkedModule:
     """The forked child, with Popen's `pid`, `returncode`, `poll()` and `wait(timeout)`."""
 
@@ -114,7 +119,7 @@ class ForkedModule:
             except ChildProcessError:
                 return self.returncode
             if pid == self.pid:
-                self.returncode = os.waitstatus_to_exitcode(status)
+                self.returncode = exit_code(status)
         return self.returncode
 
     def wait(self, timeout: float | None = None) -> int:

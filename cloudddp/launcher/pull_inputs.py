@@ -77,7 +77,7 @@ def parse_channel(argument: str) -> Channel:
     name, sep, uri = argument.partition("=")
     if not sep or not name or name in (".", "..") or "/" in name:
         raise CloudDDPError(f"{argument!r}: write CHANNEL=s3://BUCKET/PREFIX (CHANNEL: a folder name).")
-    bucket, _, prefix = uri.removeprefix("s3://").partition("/")
+    bucket, _, prefix = uri[len("s3://") :].partition("/")  # not removeprefix: 3.8 images run this
     if not uri.startswith("s3://") or not bucket:
         raise CloudDDPError(f"channel {name!r}: {uri!r} is not an s3://BUCKET/PREFIX URI.")
     return Channel(name, bucket, prefix.strip("/"))
