@@ -191,14 +191,19 @@ def check_rank(node_rank: int, nnodes: int, rank_what: str, size_what: str) -> N
         )
 
 
+JOB_PORT_BASE, JOB_PORT_SLOTS = 20000, 6000  # even ports 20000..31998, each with the one above it
+
+
 def port_from_job_id(job_id: str) -> int:
     """A master port derived from a scheduler job id, so two jobs sharing a node differ.
 
     Uses the digits of the id's first part (Slurm "123456", PBS "4567.pbs-server") and
-    maps them into [20000, 32000): below Linux's ephemeral range (32768+), so the port is
-    not already taken by some outgoing connection.
+    maps them to an even port in [20000, 32000): below Linux's ephemeral range (32768+), so
+    the port is not already taken by some outgoing connection. Even, because the fail-fast
+    channel takes the port above it (launcher/cli.py control_port): with a stride of 1, job
+    N's channel was job N+1's master port, and consecutive jobs sharing a first node failed.
     """
     digits = "".join(ch for ch in job_id.split(".")[0] if ch.isdigit())
     if not digits:
         return DEFAULT_MASTER_PORT
-    return 20000 + int(digits) % 12000
+    return JOB_PORT_BASE + 2 * (int(digits) % JOB_PORT_SLOTS)

@@ -66,6 +66,18 @@ def resolve_hosts(plan: ClusterPlan, host_map: Mapping[str, str], findings: Find
         findings.notes.append(f"DNS {len(resolved)}/{len(hosts)}: {', '.join(resolved)}")
 
 
+def port_taken(port: str) -> bool:
+    """Whether another process listens on PORT here. Asked after torchrun is gone, so not our own store; with
+    SO_REUSEADDR, as torch's TCPStore binds, connections in TIME_WAIT do not count."""
+    with socket.socket() as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind(("", int(port)))
+        except (OSError, ValueError, OverflowError):
+            return True
+    return False
+
+
 def connect_error(exc: OSError) -> str:
     if isinstance(exc, ConnectionRefusedError):
         return "connection refused (nothing listens there: node 0 not started, or another port)"
@@ -169,7 +181,13 @@ def rendezvous_verdict(
     findings = Findings()
     resolve_hosts(plan, host_map, findings)
     host, _, port = plan.endpoint.rpartition(":")
-    if hosts_store:
+    if hosts_store and port_taken(port):
+        findings.problems.append(
+            f"port {port} ({plan.sources.get('master_port', 'the master port')}) is in use by another process on "
+            f"this node, so the rendezvous store could not listen there (another job on this node?); pass "
+            f"--master-port PORT"
+        )
+    elif hosts_store:
         findings.notes.append(f"this node hosted the rendezvous store on {plan.endpoint}")
     else:
         try:

@@ -150,9 +150,10 @@ def test_slurm_node_reads_rank_hosts_master_and_gpus() -> None:
 
 def test_slurm_port_is_derived_from_the_job_id() -> None:
     plan = slurm.plan(slurm_env(), OPTIONS)
-    assert plan.master_port == 20000 + 123456 % 12000
+    assert plan.master_port == 20000 + 2 * (123456 % 6000)
     other = slurm.plan(slurm_env(SLURM_JOB_ID="123457"), OPTIONS)
-    assert other.master_port != plan.master_port
+    # The next job's master port is neither this job's nor its fail-fast channel's (master + 1).
+    assert other.master_port == plan.master_port + 2
 
 
 def test_slurm_master_port_variable_overrides_the_derived_port() -> None:
@@ -258,7 +259,7 @@ def test_pbs_nodefile_slots_are_deduplicated_in_allocation_order(tmp_path: Path)
     assert plan.hosts == ["node3", "node1", "node2"]
     assert (plan.nnodes, plan.node_rank) == (3, 1)
     assert plan.master_addr == "node3"
-    assert plan.master_port == 20000 + 4567
+    assert plan.master_port == 20000 + 2 * 4567
     assert plan.rdzv_id == "4567.pbs-server"
     assert plan.nproc_per_node == NPROC_GPUS_OR_ONE
 

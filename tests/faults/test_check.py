@@ -156,6 +156,18 @@ def test_the_verdict_names_the_endpoint_and_a_skewed_clock() -> None:
     assert f"OK: DNS 1/1: 127.0.0.1=127.0.0.1; rendezvous 127.0.0.1:{port} reachable; clock skew +0.010 s" in verdict
 
 
+def test_the_verdict_of_node_0_says_when_another_process_holds_its_port() -> None:
+    port = free_port()
+    plan = ClusterPlan("slurm", node_rank=0, nnodes=2, master_addr="127.0.0.1", master_port=port)
+    plan.sources["master_port"] = "derived from SLURM_JOB_ID"
+    verdict = rendezvous_verdict(plan, {}, hosts_store=True, clock_skew=None, no_clock="node 0")
+    assert f"OK: DNS 1/1: 127.0.0.1=127.0.0.1; this node hosted the rendezvous store on 127.0.0.1:{port}" in verdict
+    with socket.create_server(("127.0.0.1", port)):
+        verdict = rendezvous_verdict(plan, {}, hosts_store=True, clock_skew=None, no_clock="node 0")
+    assert f"PROBLEM: port {port} (derived from SLURM_JOB_ID) is in use by another process on this node" in verdict
+    assert "--master-port PORT" in verdict
+
+
 def test_node_0s_launcher_answers_hello_with_its_clock() -> None:
     port = free_port()
     node0 = PeerWatch(0, 2, "127.0.0.1", port, "job", lambda *_: None)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import time
 from collections.abc import Callable
@@ -17,6 +18,7 @@ from pathlib import Path
 import pytest
 from helpers import PYTHON, REPO, SOURCES, clean_env
 
+from cloudddp.cluster.plan import port_from_job_id
 from cloudddp.launcher.supervisor import is_running
 from cloudddp.providers.local.provider import free_port
 
@@ -158,3 +160,48 @@ def test_torchrun_leaves_no_log_folder_behind_unless_the_user_asked_for_log_file
         assert len(list(temp.glob("torchelastic_*"))) == 2 and len(left) == 4, left  # stdout and stderr per node
     else:
         assert list(temp.iterdir()) == []
+
+
+def slurm_job_env(job_id: int, nodes: int, rank: int) -> dict[str, str]:
+    nodelist = "gpu-[07-08]" if nodes == 2 else "gpu-07"
+    return {"SLURM_JOB_ID": str(job_id), "SLURM_NODEID": str(rank), "SLURM_STEP_ID": "0", "SLURM_PROCID": str(rank),
+            "SLURM_STEP_NODELIST": nodelist, "SLURM_STEP_NUM_NODES": str(nodes), "CLOUDDDP_HOST_MAP": "gpu-07=127.0.0.1"}  # fmt: skip
+
+
+def job_id_with_free_ports() -> int:
+    """A Slurm job id J whose ports and J+1's (master, fail-fast) are free here, so only the two jobs meet."""
+    for job_id in range(7000, 13000, 7):
+        first = port_from_job_id(str(job_id))
+        if all(port_is_free(port) for port in {first, first + 1, port_from_job_id(str(job_id + 1))}):
+            return job_id
+    pytest.skip("no two consecutive job ids with free ports on this machine")
+
+
+def port_is_free(port: int) -> bool:
+    with socket.socket() as probe:
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def test_consecutive_slurm_jobs_sharing_their_first_node_both_train(tmp_path: Path) -> None:
+    """Job J waits on its master port and its fail-fast channel (master + 1) for its second node while job J+1
+    starts on the same first node: J+1's port must be neither (it was J's channel with ports of stride 1)."""
+    job_id = job_id_with_free_ports()
+    out = tmp_path / "out"
+    waiting = start_node(slurm_job_env(job_id, 2, 0), CHECK, "--out-dir", str(out / "first"), log=tmp_path / "j0.log")
+    channel = port_from_job_id(str(job_id)) + 1
+    deadline = time.monotonic() + 90
+    while port_is_free(channel):  # the first job's node 0 is up once its fail-fast channel listens
+        assert waiting.poll() is None and time.monotonic() < deadline, (tmp_path / "j0.log").read_text()
+        time.sleep(0.1)
+    second = start_node(
+        slurm_job_env(job_id + 1, 1, 0), CHECK, "--out-dir", str(out / "second"), log=tmp_path / "k.log"
+    )
+    assert second.wait(timeout=120) == 0, (tmp_path / "k.log").read_text()
+    assert json.loads((out / "second" / "rank0.json").read_text())["sum"] == 1.0
+    last = start_node(slurm_job_env(job_id, 2, 1), CHECK, "--out-dir", str(out / "first"), log=tmp_path / "j1.log")
+    assert [waiting.wait(timeout=120), last.wait(timeout=120)] == [0, 0], (tmp_path / "j0.log").read_text()
+    assert [json.loads((out / "first" / f"rank{r}.json").read_text())["sum"] for r in range(2)] == [3.0, 3.0]

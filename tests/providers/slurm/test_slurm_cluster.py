@@ -41,7 +41,7 @@ def test_two_slurm_nodes_all_reduce_through_cloudddp_launch(slurm: SlurmCluster,
     assert [r["sum"] for r in results] == [3.0, 3.0]
     assert "provider=slurm node 0/2" in log and "provider=slurm node 1/2" in log
     # The master port is derived from the job id, so two jobs on one node don't collide.
-    assert f"127.0.0.1:{20000 + job_id % 12000}" in log
+    assert f"127.0.0.1:{20000 + 2 * (job_id % 6000)}" in log
 
 
 def test_a_failing_slurm_node_fails_the_job(slurm: SlurmCluster, tmp_path: Path) -> None:
