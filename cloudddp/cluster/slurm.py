@@ -63,6 +63,7 @@ def plan(environ: Mapping[str, str], options: DetectOptions) -> ClusterPlan:
             f"node would start and it would wait for the others forever. Run it under srun, one task per "
             f"node: `srun --ntasks-per-node=1 cloudddp-launch ...`."
         )
+    check_one_task_per_node(environ)
     if env.has("SLURM_NODEID"):
         node_rank = env.int("SLURM_NODEID", minimum=0)
         check_rank(node_rank, nnodes, "SLURM_NODEID", nnodes_source)
@@ -97,6 +98,38 @@ def plan(environ: Mapping[str, str], options: DetectOptions) -> ClusterPlan:
     return result
 
 
+def tasks_per_node(text: str) -> list[int]:
+    """SLURM_STEP_TASKS_PER_NODE expanded: "2(x3),1" -> [2, 2, 2, 1] (env.c uint16_array_to_str writes it)."""
+    counts: list[int] = []
+    for part in text.split(","):
+        count, _, times = part.partition("(x")
+        if not count.isdigit() or (times and (not times.endswith(")") or not times[:-1].isdigit())):
+            raise ValueError(part)
+        counts += [int(count)] * (int(times[:-1]) if times else 1)
+    return counts
+
+
+def check_one_task_per_node(environ: Mapping[str, str]) -> None:
+    """One launcher per node: it starts the node's training processes itself (--nproc-per-node). With
+    `--ntasks-per-node=8` and a bare `srun cloudddp-launch`, 8 launchers on a node would each take its node
+    rank: one trains alone, the others fail on its port."""
+    name = "SLURM_STEP_TASKS_PER_NODE"
+    raw = environ.get(name, "")
+    try:
+        counts = tasks_per_node(raw) if raw else []
+    except ValueError:
+        raise CloudDDPError(f"slurm: {name}={raw!r} is not a Slurm tasks-per-node list (like 1(x4) or 2,1).") from None
+    local_id = environ.get("SLURM_LOCALID", "")
+    if max(counts, default=1) > 1 or (local_id.isdigit() and int(local_id) > 0):
+        found = f"{name}={raw!r}" if raw else f"SLURM_LOCALID={local_id!r}"
+        raise CloudDDPError(
+            f"slurm: this step runs more than one task per node ({found}), so several cloudddp-launch would "
+            f"start on one node and each would claim it. Start one per node: `srun --ntasks-per-node=1 "
+            f"cloudddp-launch ...`; it starts the node's training processes itself (--nproc-per-node, default: "
+            f"one per GPU)."
+        )
+
+
 def emulate(cluster: EmulatedCluster) -> list[EmulatedNode]:
     """One `srun --ntasks-per-node=1` step over a whole `node[1-N]` allocation, as Slurm 22.05 sets it
     (variables checked against the real test cluster: tests/cluster/fixtures/slurm/)."""
@@ -104,6 +137,7 @@ def emulate(cluster: EmulatedCluster) -> list[EmulatedNode]:
     nodelist = f"node[1-{cluster.nodes}]" if cluster.nodes > 1 else "node1"
     job_id = str(zlib.crc32(cluster.job_name.encode()) % 900000 + 100000)
     count = str(cluster.nodes)
+    tasks = f"1(x{cluster.nodes})" if cluster.nodes > 1 else "1"  # one task per node, as env.c writes it
     nodes = []
     for rank, host in enumerate(hosts):
         node = generic_node(cluster, host, rank)
@@ -112,7 +146,7 @@ def emulate(cluster: EmulatedCluster) -> list[EmulatedNode]:
             SLURM_JOB_NODELIST=nodelist, SLURM_NODELIST=nodelist, SLURM_JOB_NUM_NODES=count, SLURM_NNODES=count,
             SLURM_STEP_ID="0", SLURM_STEPID="0", SLURM_STEP_NODELIST=nodelist, SLURM_STEP_NUM_NODES=count,
             SLURM_STEP_NUM_TASKS=count, SLURM_NODEID=str(rank), SLURM_PROCID=str(rank), SLURM_LOCALID="0",
-            SLURM_NTASKS=count, SLURMD_NODENAME=host,
+            SLURM_NTASKS=count, SLURMD_NODENAME=host, SLURM_STEP_TASKS_PER_NODE=tasks, SLURM_TASKS_PER_NODE=tasks,
         )  # fmt: skip
         node.launcher_args = ["--host-map", host_map_arg(hosts)]
         nodes.append(node)

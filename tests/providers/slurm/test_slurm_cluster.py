@@ -56,6 +56,25 @@ def test_a_failing_slurm_node_fails_the_job(slurm: SlurmCluster, tmp_path: Path)
     assert "failing on purpose" in (tmp_path / "job.log").read_text()
 
 
+def test_several_tasks_per_node_are_refused_by_every_task(slurm: SlurmCluster, tmp_path: Path) -> None:
+    """`srun --ntasks-per-node=2 cloudddp-launch`: both launchers on a node would claim it. Each task refuses
+    with exit 2 before starting anything (Slurm sets SLURM_STEP_TASKS_PER_NODE=2(x2)). The test cluster's nodes
+    have one CPU each, so the step overcommits them (--overcommit)."""
+    step = (f"srun --overcommit -N2 -n4 --ntasks-per-node=2 --label {PYTHON} -m cloudddp.launcher --host-map n1=127.0.0.1 "
+            f"{SOURCES / 'allreduce_check.py'} --out-dir {tmp_path / 'out'}")  # fmt: skip
+    job = subprocess.run(
+        ["sbatch", "--wait", "-N2", "--ntasks-per-node=1", "-o", str(tmp_path / "job.log"),
+         f"--chdir={REPO}", "--wrap", step],
+        env=slurm.env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    log = (tmp_path / "job.log").read_text() if (tmp_path / "job.log").exists() else ""
+    assert job.returncode != 0 and log, job.stderr + log
+    refusals = [line for line in log.splitlines() if "runs more than one task per node" in line]
+    assert sorted(line.split(":")[0] for line in refusals) == ["0", "1", "2", "3"], log
+    assert "SLURM_STEP_TASKS_PER_NODE='2(x2)'" in refusals[0] and "Traceback" not in log
+    assert not (tmp_path / "out").exists()  # no training process started
+
+
 def test_the_sbatch_template_runs_as_shipped(slurm: SlurmCluster, tmp_path: Path) -> None:
     out = tmp_path / "out"
     env = {**slurm.env, "PATH": f"{Path(PYTHON).parent}:{slurm.env['PATH']}", "CLOUDDDP_HOST_MAP": "n1=127.0.0.1"}
