@@ -359,10 +359,10 @@ def logs(
       cloudddp logs -p oci ocid1.datasciencejobrun.oc1.iad.xxxx
     """
     from cloudddp.providers import get_provider
-    from cloudddp.redact import redact_text
+    from cloudddp.redact import redact_log_line
 
     for line in get_provider(provider).logs(job, follow=follow):
-        print(redact_text(line), flush=True)
+        print(redact_log_line(line), flush=True)
 
 
 @app.command()

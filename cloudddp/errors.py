@@ -6,6 +6,8 @@ The CLIs turn it into a one-paragraph message and exit code 2 in exactly one pla
 
 from __future__ import annotations
 
+from cloudddp.redact import redact_text
+
 USAGE_EXIT_CODE = 2
 
 
@@ -15,6 +17,7 @@ class CloudDDPError(Exception):
     exit_code: int = USAGE_EXIT_CODE
 
     def __init__(self, message: str, *, exit_code: int = USAGE_EXIT_CODE) -> None:
+        message = redact_text(message)  # messages quote the user's values, and a URL may hold a password
         super().__init__(message)
         self.message = message
         self.exit_code = exit_code

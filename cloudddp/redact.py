@@ -10,7 +10,7 @@ string: dry runs, generated files, log lines.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 SECRET_NAME = re.compile(r"(SECRET|PASSWORD|PASSWD|TOKEN|CREDENTIAL|PRIVATE|API_?KEY|ACCESS_?KEY|SESSION_?KEY)", re.I)
@@ -35,6 +35,29 @@ def _hide_userinfo(match: re.Match[str]) -> str:
 def redact_text(text: str) -> str:
     """`text` with the user-info part of every URL in it replaced."""
     return URL_USERINFO.sub(_hide_userinfo, text) if "@" in text else text
+
+
+# NAME=value, NAME: value, "NAME": "value" in a log line, for environment-style (upper-case) secret names:
+# what a script prints when it dumps its environment or config. Lower-case words are left alone ("tokens: 1024").
+SECRET_ASSIGNMENT = re.compile(r"""(?P<name>\b[A-Z][A-Z0-9_]*)(?P<sep>["']?\s*[=:]\s*["']?)(?P<value>[^\s"',;}]+)""")
+SHORTEST_MASKED_VALUE = 4  # shorter values ("1", "on") would mask ordinary text everywhere
+
+
+def redact_log_line(line: str, secret_values: Sequence[str] = ()) -> str:
+    """A job's log line as cloudddp prints it: URL user-info, values assigned to secret-looking names, and the
+    given secret values (the job's own secret-named variables, where known) replaced."""
+    line = SECRET_ASSIGNMENT.sub(
+        lambda m: f"{m['name']}{m['sep']}{REDACTED}" if is_secret_name(m["name"]) else m[0], redact_text(line)
+    )
+    for value in sorted(secret_values, key=len, reverse=True):  # longest first: one may contain another
+        if len(value) >= SHORTEST_MASKED_VALUE:
+            line = line.replace(value, REDACTED)
+    return line
+
+
+def secret_values(environment: Mapping[str, str]) -> list[str]:
+    """The values of the secret-named variables of a job's environment, to be masked in its logs."""
+    return [value for name, value in environment.items() if is_secret_name(name) and value]
 
 
 def has_url_credentials(text: str) -> bool:

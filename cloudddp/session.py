@@ -7,14 +7,14 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from cloudddp.elastic import require_elastic_support
 from cloudddp.providers import JobHandle, JobRequest, JobStatus, Provider, get_provider, registry
-from cloudddp.redact import redact_text
+from cloudddp.redact import redact_log_line, secret_values
 
 if TYPE_CHECKING:
     from cloudddp.spec import JobSpec
@@ -36,10 +36,12 @@ class JobRecord:
     final: JobStatus | None = None
 
 
-def follow(provider: Provider, handle: JobHandle, logs: bool, say: Callable[[str], None]) -> JobStatus:
+def follow(
+    provider: Provider, handle: JobHandle, logs: bool, say: Callable[[str], None], secrets: Sequence[str] = ()
+) -> JobStatus:
     if logs:
         for line in provider.logs(handle.job_id, follow=True):
-            say(redact_text(line))  # a job may print a URL with its password
+            say(redact_log_line(line, secrets))  # a job may print its token, or a URL with its password
         return provider.status(handle.job_id)
     last = ""
 
@@ -115,7 +117,7 @@ def run_job(
     if not wait:
         return 0
     try:
-        record.final = follow(chosen, handle, logs, say)
+        record.final = follow(chosen, handle, logs, say, secret_values(spec.environment))
     except KeyboardInterrupt:
         return interrupted(chosen, handle, stop_on_interrupt, say)
     summarize(record.final, say)

@@ -8,8 +8,10 @@ import pytest
 import yaml
 from helpers import run_cli
 
+from cloudddp.errors import CloudDDPError
 from cloudddp.redact import (
     redact,
+    redact_log_line,
     redact_text,
     secret_environment_warning,
     secret_variables,
@@ -79,19 +81,64 @@ def test_local_dry_run_hides_a_password_inside_a_url(tmp_path: Path) -> None:
     assert not (tmp_path / "runs").exists()
 
 
+@pytest.mark.parametrize(
+    ("line", "shown"),
+    [
+        ("DB_PASSWORD=hunter2 EPOCHS=3", "DB_PASSWORD=*** EPOCHS=3"),
+        ('{"HF_TOKEN": "hf_abc", "lr": 0.1}', '{"HF_TOKEN": "***", "lr": 0.1}'),
+        ("AWS_SECRET_ACCESS_KEY: wJalr/K7MDENG", "AWS_SECRET_ACCESS_KEY: ***"),
+        ("export API_KEY='k-123'", "export API_KEY='***'"),
+        ("tokens: 1024, Password: fine", "tokens: 1024, Password: fine"),  # prose and counts: not variables
+        ("step 3 loss=0.25 TOKEN_COUNT=17", "step 3 loss=0.25 TOKEN_COUNT=***"),  # secret-looking: hidden anyway
+    ],
+)
+def test_a_log_line_hides_what_is_assigned_to_a_secret_looking_variable(line: str, shown: str) -> None:
+    assert redact_log_line(line) == shown
+
+
+def test_a_log_line_hides_the_jobs_own_secret_values_wherever_they_appear() -> None:
+    line = "logged in as hf_abcdef (token hf_abcdef, db postgres://u:pw@h/x) after 3 tries"
+    assert (
+        redact_log_line(line, ["hf_abcdef", "3"])
+        == "logged in as *** (token ***, db postgres://u:***@h/x) after 3 tries"
+    )
+
+
+def test_an_error_message_never_carries_a_url_password() -> None:
+    error = CloudDDPError("inputs.train='https://user:tok123@host/data' is not an s3:// URI")
+    assert str(error) == "inputs.train='https://user:***@host/data' is not an s3:// URI"
+
+
+def test_the_cli_error_paragraph_hides_a_url_password(tmp_path: Path) -> None:
+    script = tmp_path / "job.py"
+    script.write_text("print('hi')\n")
+    result = run_cli("render", "-p", "sagemaker", "-i", "train=https://user:tok123@host/data", str(script))
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert "https://user:***@host/data" in result.stderr and "tok123" not in result.stderr
+
+
 @pytest.mark.slow
 def test_local_run_keeps_the_password_out_of_request_yaml_and_printed_logs(tmp_path: Path) -> None:
     script = tmp_path / "job.py"
-    script.write_text("import os\nprint('connecting to', os.environ['DB_URL'], flush=True)\n")
+    script.write_text(
+        "import os\nprint('connecting to', os.environ['DB_URL'], flush=True)\n"
+        "print('DB_PASSWORD=' + os.environ['DB_PASSWORD'])\nprint('hub login', os.environ['HF_TOKEN'], flush=True)\n"
+    )
     runs = tmp_path / "runs"
     result = run_cli("launch", "--nodes", "1", "--nproc-per-node", "1", "--runs-dir", str(runs),
-                     "-e", "DB_URL=postgres://user:s3cr3t@db/x", str(script), timeout=300)  # fmt: skip
+                     "-e", "DB_URL=postgres://user:s3cr3t@db/x", "-e", "DB_PASSWORD=hunter2",
+                     "-e", "HF_TOKEN=hf_abcdef", str(script), timeout=300)  # fmt: skip
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr
     assert "connecting to postgres://user:***@db/x" in result.stdout  # the job's own line, as cloudddp printed it
-    assert "s3cr3t" not in result.stdout + result.stderr
+    assert "DB_PASSWORD=***" in result.stdout and "hub login ***" in result.stdout
+    for secret in ("s3cr3t", "hunter2", "hf_abcdef"):
+        assert secret not in result.stdout + result.stderr, secret
     (request,) = runs.glob("*/request.yaml")
     assert "s3cr3t" not in request.read_text()
     assert "postgres://user:***@db/x" in yaml.safe_load(request.read_text()).__repr__()
+    logs = run_cli("logs", str(request.parent))
+    assert logs.returncode == 0 and "DB_PASSWORD=***" in logs.stdout, logs.stdout + logs.stderr
+    assert "hunter2" not in logs.stdout and "s3cr3t" not in logs.stdout
 
 
 def test_oci_refuses_a_url_password_in_the_job_environment_and_names_the_vault() -> None:

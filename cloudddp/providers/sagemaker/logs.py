@@ -15,7 +15,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from cloudddp.redact import redact_text
+from cloudddp.redact import redact_log_line
 
 LOG_GROUP = "/aws/sagemaker/TrainingJobs"
 STREAM_HOST = re.compile(r"^[^/]+/(?P<host>.+?)-\d+$")
@@ -29,7 +29,7 @@ class LogEvent:
 
     def line(self) -> str:
         """The line as cloudddp prints it: host prefix, URL passwords hidden."""
-        return f"[{self.host}] {redact_text(self.message.rstrip())}"
+        return f"[{self.host}] {redact_log_line(self.message.rstrip())}"
 
 
 def host_of(stream: str) -> str:
