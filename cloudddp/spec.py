@@ -67,6 +67,13 @@ class JobSpecBase(Section):
                 raise ValueError(f"channel name {channel!r} must be letters, digits, '.', '_' or '-'")
         return value
 
+    @field_validator("nproc_per_node")
+    @classmethod
+    def _positive_nproc(cls, value: NprocPerNode | None) -> NprocPerNode | None:
+        if isinstance(value, int) and value < 1:  # torchrun would refuse it on the nodes, after submission
+            raise ValueError("must be at least 1 (or gpu, cpu, auto)")
+        return value
+
     @field_validator("min_nodes")
     @classmethod
     def _at_most_nodes(cls, value: int | None, info: ValidationInfo) -> int | None:

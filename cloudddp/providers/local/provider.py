@@ -14,6 +14,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -50,8 +51,35 @@ def _is_uri(value: str) -> bool:
     return "://" in value
 
 
+MOST_LOCAL_PROCESSES = 64
+
+
 def available_cores() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
+def check_process_count(spec: JobSpec) -> None:
+    """Every emulated node's processes run on this machine: a typo like --nodes 500 would start hundreds of
+    process groups (and --nodes 100000 ran out of memory rendering their host lists)."""
+    processes = spec.nodes * (spec.nproc_per_node if isinstance(spec.nproc_per_node, int) else 1)
+    most = max(MOST_LOCAL_PROCESSES, 4 * available_cores())
+    if processes > most:
+        raise CloudDDPError(
+            f"nodes={spec.nodes} x nproc_per_node={spec.nproc_per_node or 1} is {processes} training processes on "
+            f"this machine; the local emulation takes at most {most} (4 per core, at least {MOST_LOCAL_PROCESSES}). "
+            f"Use fewer nodes, or a cluster provider."
+        )
+
+
+def make_folder(folder: Path, field: str) -> None:
+    """FOLDER as a folder (made if missing), or a CloudDDPError naming FIELD."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=folder):  # writable, not just there (a read-only mount, another owner)
+            pass
+    except OSError as exc:
+        reason = "it is a file" if folder.is_file() else (exc.strerror or str(exc))
+        raise CloudDDPError(f"{field}: {str(folder)!r} cannot be used as a folder: {reason}.") from None
 
 
 @dataclass
@@ -162,6 +190,7 @@ class LocalProvider(Provider):
     def validate(self, spec: JobSpec) -> None:
         spec.require_source()
         check_elastic_emulation(spec)
+        check_process_count(spec)
         if spec.local.interrupt_after and spec.local.emulate != "sagemaker":
             raise CloudDDPError(
                 f"local.interrupt_after={spec.local.interrupt_after:g} emulates SageMaker's managed spot "
@@ -200,19 +229,22 @@ class LocalProvider(Provider):
         """Create the run folder and the nodes' files, then hand the rendered nodes to a detached runner."""
         request = job.request
         run_dir = request.run_dir
+        # The user's folders first: a checkpoint or output that cannot be a folder fails before anything is written.
+        for field, folder in (("checkpoint (--checkpoint)", request.checkpoint), ("output (--output)", request.output)):
+            if folder:
+                make_folder(folder, field)
+        make_folder(run_dir.parent, "the runs folder (--runs-dir)")
         try:
-            run_dir.mkdir(parents=True)
+            run_dir.mkdir()
         except FileExistsError:
             raise CloudDDPError(
                 f"the run folder {run_dir} appeared after rendering (another launch?); launch again."
             ) from None
-        for node in request.nodes:
-            node.prepare(request.link_inputs, request.checkpoint)
-        (run_dir / "request.yaml").write_text(job.to_yaml())
-        write_state(run_dir, {"state": "PENDING", "nodes": {}})
-        model = request.nodes[0].layout.model_dir
-        if model:
-            (run_dir / "model").symlink_to(model, target_is_directory=True)
+        try:
+            self.write_run_folder(job)
+        except OSError as exc:
+            shutil.rmtree(run_dir, ignore_errors=True)  # no half-written run for `status` or `latest` to find
+            raise CloudDDPError(f"cannot prepare the run folder {run_dir}: {exc}") from None
         runner = subprocess.Popen(
             [sys.executable, "-m", "cloudddp.providers.local.runner", str(run_dir)],
             stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=open(run_dir / "runner.log", "ab"),  # noqa: SIM115
@@ -224,6 +256,17 @@ class LocalProvider(Provider):
         runner.stdin.write(json.dumps(request.to_document(request.master_port or free_port())).encode())
         runner.stdin.close()
         return JobHandle(provider=self.name, job_id=str(run_dir), details={"run_dir": str(run_dir), "pid": runner.pid})
+
+    def write_run_folder(self, job: JobRequest[LocalRequest]) -> None:
+        """The nodes' folders and files, the dry run itself and the PENDING state."""
+        request, run_dir = job.request, job.request.run_dir
+        for node in request.nodes:
+            node.prepare(request.link_inputs, request.checkpoint)
+        (run_dir / "request.yaml").write_text(job.to_yaml())
+        write_state(run_dir, {"state": "PENDING", "nodes": {}})
+        model = request.nodes[0].layout.model_dir
+        if model:
+            (run_dir / "model").symlink_to(model, target_is_directory=True)
 
     # -- follow-up calls ----------------------------------------------------------------
     def find_run(self, job_id: str) -> Path:

@@ -1,0 +1,52 @@
+"""`cloudddp launch -p local` with folders it cannot use or sizes it cannot run: exit 2, one paragraph naming
+the option and the value, and nothing left in the runs folder (before, a checkpoint that was a file ended in a
+FileExistsError traceback and left a run folder with no state.json)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from helpers import run_cli
+
+
+@pytest.fixture
+def script(tmp_path: Path) -> Path:
+    path = tmp_path / "job.py"
+    path.write_text("print('hi')\n")
+    return path
+
+
+@pytest.mark.parametrize(
+    ("option", "where", "named"),
+    [
+        ("--checkpoint", "job.py", "checkpoint (--checkpoint)"),  # an existing file
+        ("--output", "job.py/model", "output (--output)"),  # below a file: cannot be made
+        ("--runs-dir", "job.py", "the runs folder (--runs-dir)"),
+    ],
+)
+def test_a_folder_that_cannot_be_one_is_exit_2_and_leaves_no_run(
+    script: Path, tmp_path: Path, option: str, where: str, named: str
+) -> None:
+    runs = tmp_path / "runs"
+    args = ["launch", "-p", "local", "--emulate", "none", "--runs-dir", str(runs), option, str(tmp_path / where)]
+    result = run_cli(*args, str(script), cwd=tmp_path)
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert f"{named}: '{tmp_path / where}' cannot be used as a folder" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert not runs.exists() or list(runs.iterdir()) == []
+    assert script.read_text() == "print('hi')\n"
+
+
+def test_nproc_per_node_below_one_is_refused_before_anything_is_rendered(script: Path, tmp_path: Path) -> None:
+    for provider in ("local", "slurm", "sagemaker"):
+        result = run_cli("render", "-p", provider, "--nproc-per-node", "0", str(script), cwd=tmp_path)
+        assert result.returncode == 2, result.stdout
+        assert "nproc_per_node: Value error, must be at least 1 (or gpu, cpu, auto) (got 0)" in result.stderr
+        assert "Traceback" not in result.stderr
+
+
+def test_more_processes_than_the_local_emulation_takes_is_refused_at_once(script: Path, tmp_path: Path) -> None:
+    result = run_cli("render", "-p", "local", "--nodes", "100000", str(script), cwd=tmp_path, timeout=60)
+    assert result.returncode == 2, result.stdout[-500:]
+    assert "nodes=100000 x nproc_per_node=1 is 100000 training processes on this machine" in result.stderr
