@@ -386,8 +386,8 @@ def cancel(
 @app.command("demo-data")
 def demo_data(
     directory: Annotated[Path, typer.Argument(help="where to write train/ and val/")],
-    train_per_class: Annotated[int, typer.Option(help="training images per class")] = 160,
-    val_per_class: Annotated[int, typer.Option(help="validation images per class")] = 32,
+    train_per_class: Annotated[int, typer.Option(help="training images per class", min=1)] = 160,
+    val_per_class: Annotated[int, typer.Option(help="validation images per class", min=1)] = 32,
     seed: Annotated[int, typer.Option(help="random seed (same seed, same bytes)")] = 0,
 ) -> None:
     """Write a small deterministic two-class image dataset (ImageFolder layout). No download."""

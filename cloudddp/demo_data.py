@@ -14,6 +14,8 @@ import struct
 import zlib
 from pathlib import Path
 
+from cloudddp.errors import CloudDDPError
+
 CLASSES = ("horizontal", "vertical")
 SIZE = 32
 
@@ -52,6 +54,12 @@ def write_demo_dataset(
 ) -> dict[str, int]:
     """Write the dataset; the same arguments always give the same bytes."""
     root = Path(directory)
+    if root.exists() and not root.is_dir():
+        raise CloudDDPError(f"demo-data: {str(root)!r} is a file; give a folder to write train/ and val/ into.")
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise CloudDDPError(f"demo-data: cannot make the folder {str(root)!r}: {exc.strerror or exc}.") from None
     rng = random.Random(seed)
     counts = {"train": 0, "val": 0}
     for split, per_class in (("train", train_per_class), ("val", val_per_class)):
