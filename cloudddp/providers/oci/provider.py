@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlparse
 
 import oci
 
@@ -135,6 +136,21 @@ def effective_settings(settings: OCISettings, environ: Mapping[str, str]) -> OCI
     return settings.model_copy(update=updates) if updates else settings
 
 
+def check_service_endpoint(endpoint: str, named: str) -> None:
+    """What the oci SDK checks when a request is made (oci 2.189.0, base_client.py
+    _validate_endpoint_host_components), checked offline: otherwise a ValueError in the middle of submit."""
+    parsed = urlparse(endpoint)
+    try:
+        parsed.port  # noqa: B018 - raises ValueError for a port that is no number in 0-65535
+    except ValueError:
+        parsed = parsed._replace(scheme="")
+    if parsed.scheme not in ("http", "https") or not parsed.hostname:
+        raise CloudDDPError(f"{named}={endpoint!r} is not a usable endpoint URL: it needs http:// or https:// and a host, "
+                            f"like https://datascience.us-ashburn-1.oci.oraclecloud.com or http://127.0.0.1:8080.")  # fmt: skip
+    if parsed.username is not None or parsed.password is not None:
+        raise CloudDDPError(f"{named}={endpoint!r}: the oci SDK refuses user info in an endpoint; remove it.")
+
+
 def service_error(exc: oci.exceptions.ServiceError, call: str) -> CloudDDPError:
     hint = ""
     if exc.status in (401, 403):
@@ -174,6 +190,8 @@ class OCIProvider(Provider):
         self.network = network.NetworkPolicy.choose(timeout, self.environ)
         self._last: Clients | None = None  # the clients of the latest call, named in network errors
         self.service_endpoint = service_endpoint or self.environ.get(ENDPOINT_VARIABLE) or None
+        if self.service_endpoint:
+            check_service_endpoint(self.service_endpoint, "service_endpoint" if service_endpoint else ENDPOINT_VARIABLE)
         self.poll = DEFAULT_POLL if poll is None else poll
         self.log_grace, self.part_size = log_grace, part_size
         self.default_settings = settings or OCISettings()

@@ -136,3 +136,29 @@ def test_cli_launch_against_a_refused_endpoint_exits_2_with_one_paragraph(
     assert f"cannot reach OCI for launch: {refused} (region us-ashburn-1): the connection was refused" in " ".join(
         result.stderr.split()
     )
+
+
+@pytest.mark.parametrize(
+    ("endpoint", "said"),
+    [
+        ("127.0.0.1:5999", "is not a usable endpoint URL: it needs http:// or https:// and a host"),
+        ("ftp://127.0.0.1:5999", "is not a usable endpoint URL"),
+        ("http://127.0.0.1:99999", "is not a usable endpoint URL"),
+        ("http://admin:s3cr3t@127.0.0.1:5999", "the oci SDK refuses user info in an endpoint"),
+    ],
+)
+def test_an_endpoint_the_sdk_would_refuse_is_exit_2_before_anything_is_sent(
+    endpoint: str, said: str, config: Path, tmp_path: Path
+) -> None:
+    """The oci SDK checks the endpoint only when a request is made (a ValueError traceback in the middle of
+    launch, after the source upload started); cloudddp checks it when the provider is made, render included."""
+    settings = oci_settings()
+    result = run_cli(
+        "render", "-p", "oci", "--compartment", settings["compartment_id"], "--project", settings["project_id"],
+        "--image", settings["image"], "--work-dir", settings["work_dir"], "sources/train_ddp.py",
+        env={"CLOUDDDP_OCI_SERVICE_ENDPOINT": endpoint, "OCI_CONFIG_FILE": str(config)},
+    )  # fmt: skip
+    assert result.returncode == 2, result.stdout + result.stderr
+    message = " ".join(result.stderr.split())
+    assert "CLOUDDDP_OCI_SERVICE_ENDPOINT=" in message and said in message and "Traceback" not in message
+    assert "s3cr3t" not in message
