@@ -216,7 +216,7 @@ def load_launch_spec(file: Path | None, overrides: dict[str, Any]) -> JobSpec:
     from cloudddp.spec import load_spec
 
     if file is None and "entry_point" not in overrides:
-        raise CloudDDPError("launch needs a training script (cloudddp launch SCRIPT) or a job spec (-f job.yaml).")
+        raise CloudDDPError("no training script: give one (cloudddp launch SCRIPT) or a job spec (-f job.yaml).")
     if file is not None and file.suffix not in (".yaml", ".yml", ".json"):
         raise CloudDDPError(f"--file {str(file)!r}: expected a .yaml job spec.")
     return load_spec(file, overrides)

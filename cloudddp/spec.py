@@ -82,6 +82,16 @@ class JobSpecBase(Section):
             raise ValueError(f"is more than nodes={nodes}, the most nodes an elastic job takes")
         return value
 
+    @field_validator("max_restarts")
+    @classmethod
+    def _restarts_need_elastic(cls, value: int, info: ValidationInfo) -> int:
+        if value and "min_nodes" in info.data and info.data["min_nodes"] is None:  # absent: min_nodes failed itself
+            raise ValueError(
+                "applies to elastic jobs only (nodes MIN:MAX, whose nodes re-form after a failure); a fixed-size "
+                "job fails as a whole. Give a node range (--nodes 2:4) or drop max_restarts"
+            )
+        return value
+
     @field_validator("rdzv_endpoint")
     @classmethod
     def _etcd_needs_an_endpoint(cls, value: str | None, info: ValidationInfo) -> str | None:

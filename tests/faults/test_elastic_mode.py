@@ -80,8 +80,16 @@ def test_a_fixed_size_job_stays_static(tmp_path: Path) -> None:
         ({"max_restarts": -1}, ["max_restarts", "-1"]),
         ({"rdzv_backend": "etcd-v2"}, ["rdzv_endpoint", "etcd-v2"]),
         ({"rdzv_backend": "zookeeper"}, ["rdzv_backend", "zookeeper"]),
+        ({"min_nodes": None, "max_restarts": 3}, ["max_restarts", "elastic jobs only", "(got 3)"]),
     ],
-    ids=["min-above-max", "zero-min", "negative-restarts", "etcd-without-endpoint", "unknown-backend"],
+    ids=[
+        "min-above-max",
+        "zero-min",
+        "negative-restarts",
+        "etcd-without-endpoint",
+        "unknown-backend",
+        "fixed-restarts",
+    ],
 )
 def test_a_bad_elastic_spec_names_the_field(fields: dict, named: list[str]) -> None:
     with pytest.raises(CloudDDPError) as error:

@@ -25,7 +25,7 @@ from cloudddp.cluster.environment import EmulatedNode
 from cloudddp.elastic import is_elastic
 from cloudddp.errors import CloudDDPError
 from cloudddp.launcher.supervisor import is_running
-from cloudddp.providers.base import JobHandle, JobRequest, JobStatus, Provider
+from cloudddp.providers.base import FINISHED_STATES, JobHandle, JobRequest, JobStatus, Provider
 from cloudddp.providers.local.elastic import check_elastic_emulation, elastic_launcher_args, share_node0_folders
 from cloudddp.providers.local.layout import node_layouts
 from cloudddp.providers.local.runner import write_state
@@ -324,9 +324,12 @@ class LocalProvider(Provider):
 
     def cancel(self, job_id: str) -> None:
         run_dir = self.find_run(job_id)
-        pid = self.read_state(run_dir).get("runner_pid")
+        state = self.read_state(run_dir)
+        pid = state.get("runner_pid")
         if pid and is_running(pid):
             os.kill(pid, 15)
+        elif state.get("state") in FINISHED_STATES:
+            raise CloudDDPError(f"the local run {run_dir.name} already ended ({state['state']}); nothing to stop.")
 
 
 def create(**options: Any) -> LocalProvider:

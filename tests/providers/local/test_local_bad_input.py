@@ -50,3 +50,15 @@ def test_more_processes_than_the_local_emulation_takes_is_refused_at_once(script
     result = run_cli("render", "-p", "local", "--nodes", "100000", str(script), cwd=tmp_path, timeout=60)
     assert result.returncode == 2, result.stdout[-500:]
     assert "nodes=100000 x nproc_per_node=1 is 100000 training processes on this machine" in result.stderr
+
+
+@pytest.mark.slow
+def test_cancelling_a_finished_run_says_it_already_ended(script: Path, tmp_path: Path) -> None:
+    runs = tmp_path / "runs"
+    launched = run_cli("launch", "-p", "local", "--emulate", "none", "--runs-dir", str(runs), str(script), cwd=tmp_path)
+    assert launched.returncode == 0, launched.stdout[-1000:] + launched.stderr
+    (run,) = runs.iterdir()
+    result = run_cli("cancel", str(run), cwd=tmp_path)
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert f"the local run {run.name} already ended (SUCCEEDED); nothing to stop." in " ".join(result.stderr.split())
+    assert "asked local to stop" not in result.stdout
