@@ -19,12 +19,13 @@ Secrets are never written into a manifest: secret-looking variables must come fr
 from __future__ import annotations
 
 import posixpath
+import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from cloudddp.errors import CloudDDPError
 from cloudddp.providers.kubernetes.settings import KubernetesSettings, check_subdomain
-from cloudddp.redact import is_secret_name
+from cloudddp.redact import has_url_credentials, is_secret_name, redact_text
 from cloudddp.staging.location import S3_BUCKET
 
 if TYPE_CHECKING:
@@ -35,6 +36,27 @@ TRAINJOB = ("trainer.kubeflow.org", "v1alpha1", "trainjobs", "TrainJob")
 DATA_ROOT = "/cloudddp/data"  # channel CHANNEL is DATA_ROOT/CHANNEL (pull_inputs --into DATA_ROOT)
 SCRATCH_VOLUME = "cloudddp-data"
 PULL_CONTAINER = "pull-inputs"
+ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")  # what the other providers take (and the script's shell reads)
+# The kubelet expands $(VAR) in a container's command, args and env values and turns $$ into $ (kubernetes/kubernetes
+# third_party/forked/golang/expansion/expand.go, commit fde22c3f9aacfd260225a9741de123a41157b7c0): a $ before $ or (
+# is written $$ so the pod gets what the user wrote. Any other $ is kept as it is there, so it stays as written.
+EXPANDED = re.compile(r"\$(?=[$(])")
+
+
+def escape_expansion(text: str) -> str:
+    """`text` as the kubelet must receive it to hand the container `text` itself (`$(A)` -> `$$(A)`)."""
+    return EXPANDED.sub("$$", text)
+
+
+def escaped_container(container: dict[str, Any]) -> dict[str, Any]:
+    """A copy of `container` (a core/v1 Container, or a TrainJob's `trainer`) with $ escaped where it is expanded."""
+    escaped = dict(container)
+    for key in ("command", "args"):
+        if key in escaped:
+            escaped[key] = [escape_expansion(word) for word in escaped[key]]
+    if "env" in escaped:
+        escaped["env"] = [{**v, "value": escape_expansion(v["value"])} if "value" in v else v for v in escaped["env"]]
+    return escaped
 
 
 @dataclass
@@ -153,14 +175,37 @@ def storage_for(spec: JobSpec, settings: KubernetesSettings) -> Storage:
     return storage
 
 
-def environment(spec: JobSpec, settings: KubernetesSettings, storage: Storage) -> list[dict[str, Any]]:
-    """Container variables: plain ones by value, secrets only as Secret references."""
-    for name in spec.environment:
-        if is_secret_name(name):
+def check_environment(spec: JobSpec, settings: KubernetesSettings) -> None:
+    """Names the script's shell can read (as on every other provider), and no secret among the values."""
+    for name in [*spec.environment, *settings.secret_env]:
+        if not ENV_NAME.fullmatch(name):
+            raise CloudDDPError(f"environment variable name {name!r} is not a valid shell variable name.")
+    for name, value in spec.environment.items():
+        # A password in a URL (postgres://user:pass@host/db) is a secret too, whatever the variable's name.
+        if is_secret_name(name) or has_url_credentials(value):
             raise CloudDDPError(
                 f"environment.{name}: a secret would be readable by anyone who can read the job; keep it in a "
                 f"Kubernetes Secret and reference it with kubernetes.secret_env: {{{name}: SECRET/KEY}}."
             )
+
+
+def check_arguments(spec: JobSpec) -> None:
+    """The script's arguments are in the manifest, readable by anyone who can read the job: no URL password."""
+    arguments = [(f"args[{i}]", arg) for i, arg in enumerate(spec.args)]
+    arguments += [(f"hyperparameters.{key}", str(value)) for key, value in spec.hyperparameters.items()]
+    for field_name, value in arguments:
+        if has_url_credentials(value):
+            raise CloudDDPError(
+                f"{field_name}={redact_text(value)!r} holds a password in a URL, and the script's arguments are "
+                f"written into the job's manifest, readable by anyone who can read the job. Keep it in a Kubernetes "
+                f"Secret, hand it to the job with kubernetes.secret_env: {{VAR: SECRET/KEY}} and read it from the "
+                f"environment in the script."
+            )
+
+
+def environment(spec: JobSpec, settings: KubernetesSettings, storage: Storage) -> list[dict[str, Any]]:
+    """Container variables: plain ones by value, secrets only as Secret references."""
+    check_environment(spec, settings)
     env = [{"name": k, "value": v} for k, v in {**spec.environment, **storage.env}.items()]
     for variable, reference in settings.secret_env.items():
         secret, _, key = reference.partition("/")
@@ -181,6 +226,7 @@ def resources(settings: KubernetesSettings) -> dict[str, Any]:
 
 def command(spec: JobSpec, settings: KubernetesSettings) -> tuple[list[str], list[str]]:
     """(command, args): the launcher and the script, then the script's arguments."""
+    check_arguments(spec)
     target = ["-m", spec.entry_point] if spec.module else [posixpath.join(settings.working_dir, spec.entry_point)]
     return [*settings.launcher, *target], spec.script_args()
 

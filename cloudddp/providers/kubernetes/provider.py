@@ -10,6 +10,7 @@ job (the operator then deletes its pods). The client calls mirror Kubeflow's own
 
 from __future__ import annotations
 
+import os
 import queue
 import re
 import sys
@@ -30,6 +31,7 @@ from cloudddp.providers.kubernetes.manifest import PYTORCHJOB, TRAINJOB, Storage
 from cloudddp.providers.kubernetes.pytorchjob import pytorchjob
 from cloudddp.providers.kubernetes.settings import KubernetesSettings
 from cloudddp.providers.kubernetes.trainjob import TRAINER_CONTAINER, trainjob
+from cloudddp.redact import has_url_credentials, redact_text
 from cloudddp.spec import JobSpec
 
 # Pods of a job, by the labels each operator puts on them.
@@ -68,13 +70,53 @@ class ManifestJobRequest(JobRequest):
     """Its dry run prints the manifest alone, ready for `kubectl apply -f -` (it holds no secret values)."""
 
     def to_yaml(self) -> str:
-        return yaml.dump(self.request.body, Dumper=BlockDumper, sort_keys=False, default_flow_style=False)
+        # Render refuses URL credentials (refuse_url_credentials); hiding them here too keeps a slip out of print.
+        return redact_text(yaml.dump(self.request.body, Dumper=BlockDumper, sort_keys=False, default_flow_style=False))
+
+
+def url_credentials_at(value: Any, path: str = "") -> str | None:
+    """The manifest path of the first string holding a password in a URL, else None."""
+    if isinstance(value, dict):
+        found = (url_credentials_at(v, f"{path}.{k}" if path else str(k)) for k, v in value.items())
+    elif isinstance(value, list):
+        found = (url_credentials_at(v, f"{path}[{i}]") for i, v in enumerate(value))
+    else:
+        return path if isinstance(value, str) and has_url_credentials(value) else None
+    return next((where for where in found if where), None)
+
+
+def refuse_url_credentials(body: dict[str, Any]) -> None:
+    """Anything not checked on its own (launcher, python...) that would put a URL password in the manifest."""
+    where = url_credentials_at(body)
+    if where:
+        raise CloudDDPError(
+            f"the manifest's {where} would hold a password in a URL, readable by anyone who can read the job; keep "
+            f"secrets in a Kubernetes Secret and hand them to the job with kubernetes.secret_env: {{VAR: SECRET/KEY}}."
+        )
+
+
+def kubeconfig_contexts(settings: KubernetesSettings) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
+    """The kubeconfig's contexts and current one; a file that is not a kubeconfig at all is named.
+
+    A missing or incomplete kubeconfig raises ConfigException, for the caller to fall back on; broken YAML or
+    the wrong shapes (a list, a string) come out of the client as YAML or Python errors.
+    """
+    try:
+        return config.list_kube_config_contexts(config_file=settings.kubeconfig)  # type: ignore[no-any-return]
+    except (yaml.YAMLError, TypeError, AttributeError, KeyError, ValueError) as exc:
+        mark = getattr(exc, "problem_mark", None)
+        path = getattr(mark, "name", None) or settings.kubeconfig or os.environ.get("KUBECONFIG") or "~/.kube/config"
+        source = "kubernetes.kubeconfig" if settings.kubeconfig else "KUBECONFIG"
+        problem = " ".join(str(exc).split())
+        raise CloudDDPError(
+            f"the kubeconfig {path!r} is not a valid kubeconfig ({problem}); fix it, or point {source} at another."
+        ) from None
 
 
 def load_api_client(settings: KubernetesSettings) -> tuple[client.ApiClient, str]:
     """An API client from the kubeconfig (or the in-cluster service account), and its namespace."""
     try:
-        contexts, current = config.list_kube_config_contexts(config_file=settings.kubeconfig)
+        contexts, current = kubeconfig_contexts(settings)
         chosen = next((c for c in contexts if c["name"] == settings.context), None) if settings.context else current
         if settings.context and chosen is None:
             names = ", ".join(c["name"] for c in contexts)
@@ -170,6 +212,7 @@ class KubernetesProvider(Provider):
         storage: Storage = storage_for(spec, settings)
         build, target = (trainjob, TRAINJOB) if settings.kubeflow_api == "trainer-v2" else (pytorchjob, PYTORCHJOB)
         body = build(spec, settings, storage, namespace)
+        refuse_url_credentials(body)
         # An elastic job may grow to maxReplicas pods, all mounting the same claims.
         replicas = max(spec.nodes, body["spec"].get("elasticPolicy", {}).get("maxReplicas", 0))
         request = ManifestRequest(target[0], target[1], target[2], namespace, body, replicas, storage.claims)
@@ -179,7 +222,7 @@ class KubernetesProvider(Provider):
     def offline_namespace(settings: KubernetesSettings) -> str:
         """The kubeconfig context's namespace when there is a kubeconfig, else "default" (dry runs work anywhere)."""
         try:
-            contexts, current = config.list_kube_config_contexts(config_file=settings.kubeconfig)
+            contexts, current = kubeconfig_contexts(settings)
         except (ConfigException, OSError):
             return "default"
         chosen = next((c for c in contexts if c["name"] == settings.context), current) if settings.context else current

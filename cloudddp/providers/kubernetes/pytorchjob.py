@@ -17,6 +17,7 @@ from cloudddp.providers.kubernetes.manifest import (
     Storage,
     command,
     environment,
+    escaped_container,
     job_name,
     require_image,
     resources,
@@ -41,9 +42,9 @@ def pod_template(spec: JobSpec, settings: KubernetesSettings, storage: Storage) 
         container["resources"] = resources(settings)
     if storage.mounts:
         container["volumeMounts"] = storage.mounts
-    pod: dict[str, Any] = {"containers": [container]}
+    pod: dict[str, Any] = {"containers": [escaped_container(container)]}
     if storage.init_containers:
-        pod["initContainers"] = storage.init_containers
+        pod["initContainers"] = [escaped_container(init) for init in storage.init_containers]
     if storage.volumes:
         pod["volumes"] = storage.volumes
     if settings.node_selector:

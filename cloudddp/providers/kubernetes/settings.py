@@ -7,6 +7,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from cloudddp.redact import has_url_credentials, redact_text
 from cloudddp.spec import Section
 
 # Kubernetes object names: DNS-1123 subdomain (Secrets, PVCs) and label (namespaces).
@@ -111,8 +112,15 @@ class KubernetesSettings(Section):
     @field_validator("s3_endpoint")
     @classmethod
     def _endpoint(cls, value: str | None) -> str | None:
-        if value is not None and not re.match(r"^https?://[^/\s]+(/\S*)?$", value):
+        if value is not None and not re.fullmatch(r"https?://[^/\s]+(/\S*)?", value):
             raise ValueError(f"{value!r} is not an http:// or https:// URL (e.g. http://minio.minio:9000)")
+        if value is not None and has_url_credentials(value):
+            # The endpoint is written into the manifest, readable by anyone who can read the job.
+            raise ValueError(
+                f"{redact_text(value)!r} holds credentials in the URL, which would be readable in the job's manifest; "
+                f"give the endpoint alone and the keys in the Secret named by kubernetes.s3_secret "
+                f"(AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY)"
+            )
         return value
 
     @field_validator("namespace")

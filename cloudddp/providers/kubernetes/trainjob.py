@@ -31,6 +31,7 @@ from cloudddp.providers.kubernetes.manifest import (
     Storage,
     command,
     environment,
+    escaped_container,
     job_name,
     require_image,
     resources,
@@ -135,7 +136,7 @@ def trainjob(spec: JobSpec, settings: KubernetesSettings, storage: Storage, name
         trainer["resourcesPerNode"] = resources(settings)
     job_spec: dict[str, Any] = {
         "runtimeRef": {"name": settings.runtime, "apiGroup": group, "kind": "ClusterTrainingRuntime"},
-        "trainer": trainer,
+        "trainer": escaped_container(trainer),  # the kubelet expands $(VAR) in its command, args and env
     }
     job_spec.update(overrides(settings.trainer_release, pod_overrides(settings, storage)))
     return {

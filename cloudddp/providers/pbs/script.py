@@ -12,6 +12,7 @@ and the script fails if any node did.
 
 from __future__ import annotations
 
+import re
 import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,10 +22,12 @@ from cloudddp.errors import CloudDDPError
 from cloudddp.providers.pbs.settings import PBSSettings
 from cloudddp.providers.slurm.shell import (
     activation_lines,
+    check_directive_value,
     data_variables,
     export_lines,
     launcher_words,
     quote,
+    refuse_url_credentials,
     split_environment,
     walltime,
 )
@@ -33,6 +36,10 @@ if TYPE_CHECKING:
     from cloudddp.spec import JobSpec
 
 NODE_SCRIPT = "node.sh"
+# qsub splits a #PBS line into words: whitespace separates them, ' or " group them (nothing is escaped inside),
+# a backslash outside quotes takes the next character as it is (openpbs/openpbs src/cmds/qsub.c make_argv,
+# commit cd7ab5edaf03dcac2f1cb9e2f42d75eb117d468a).
+NEEDS_QUOTES = re.compile(r"""[\s'"\\#,]""")
 
 
 @dataclass
@@ -67,6 +74,33 @@ def resource_line(spec: JobSpec, settings: PBSSettings) -> str:
     return f"#PBS -l {chunk}"
 
 
+def pbs_value(field: str, value: str) -> str:
+    """`value` as one word of a #PBS line, in double quotes where it needs them (it cannot hold a `"`)."""
+    check_directive_value(field, value)
+    if not NEEDS_QUOTES.search(value):
+        return value
+    if '"' in value:
+        raise CloudDDPError(f"{field}={value!r}: a double quote cannot go into a #PBS directive's quoted value.")
+    return f'"{value}"'
+
+
+def variables_directive(runs_dir: Path, field: str, secret: list[str]) -> str:
+    """`-v CLOUDDDP_RUNS_DIR=PATH,SECRET...`: the run folder by value (`status` and `logs` read it back from the
+    job's Variable_List) and the secrets by name. A value with commas or spaces goes in single quotes and the list
+    in double quotes, as qsub(1B) -v says (openpbs/openpbs doc/man1/qsub.1B and src/cmds/qsub.c copy_env_value,
+    commit cd7ab5edaf03dcac2f1cb9e2f42d75eb117d468a): the path then cannot hold a quote or a backslash."""
+    path = check_directive_value(field, str(runs_dir))
+    if not NEEDS_QUOTES.search(path):
+        return f"#PBS -v {','.join(['CLOUDDDP_RUNS_DIR=' + path, *secret])}"
+    if re.search(r"""['"\\]""", path):
+        raise CloudDDPError(
+            f"{field}={path!r}: qsub's -v list cannot carry a quote or a backslash in the run folder's path; "
+            f"choose a folder without one."
+        )
+    listed = ",".join([f"CLOUDDDP_RUNS_DIR='{path}'", *secret])
+    return f'#PBS -v "{listed}"'
+
+
 def directives(spec: JobSpec, settings: PBSSettings, runs_dir: Path, secret: list[str]) -> list[str]:
     if spec.nodes > 1 and settings.resources == "select" and "pack" in (settings.place or "").split(":"):
         # node.sh starts once per distinct host: packed chunks would train on one node, not spec.nodes.
@@ -74,18 +108,19 @@ def directives(spec: JobSpec, settings: PBSSettings, runs_dir: Path, secret: lis
             f"pbs.place={settings.place!r} puts all {spec.nodes} chunks on one host, and cloudddp starts one "
             f"launcher per host; use scatter (the default) for a {spec.nodes}-node job."
         )
-    lines = [f"#PBS -N {spec.name}", resource_line(spec, settings)]
+    lines = [f"#PBS -N {pbs_value('name', spec.name)}", resource_line(spec, settings)]
     if settings.place and settings.resources == "select":
         lines.append(f"#PBS -l place={settings.place}")
     lines.append(f"#PBS -l walltime={settings.walltime or walltime(spec.max_runtime)}")
     if settings.queue:
-        lines.append(f"#PBS -q {settings.queue}")
+        lines.append(f"#PBS -q {pbs_value('pbs.queue', settings.queue)}")
     if settings.account:
-        lines.append(f"#PBS -A {settings.account}")
+        lines.append(f"#PBS -A {pbs_value('pbs.account', settings.account)}")
     lines.append("#PBS -j oe")
-    # Names only: qsub takes the values from its own environment, so secrets stay out of this file.
-    lines.append(f"#PBS -v {','.join(['CLOUDDDP_RUNS_DIR=' + str(runs_dir), *secret])}")
-    lines += [f"#PBS {arg}" for arg in settings.qsub_args]
+    # Secrets by name only: qsub takes the values from its own environment, so they stay out of this file.
+    lines.append(variables_directive(runs_dir, "output" if spec.output else "pbs.runs_dir", secret))
+    # Whole options the user wrote for qsub, split by qsub as they are; only a line break is refused.
+    lines += [f"#PBS {check_directive_value(f'pbs.qsub_args[{i}]', a)}" for i, a in enumerate(settings.qsub_args)]
     return lines
 
 
@@ -157,4 +192,6 @@ def render_qsub(spec: JobSpec, settings: PBSSettings) -> QsubRequest:
         *start_nodes(settings),
         OUTCOME,
     ]
-    return QsubRequest(script="\n".join(lines), runs_dir=str(runs_dir), secret_names=secret)
+    script = "\n".join(lines)
+    refuse_url_credentials(spec, script, "pbs")
+    return QsubRequest(script=script, runs_dir=str(runs_dir), secret_names=secret)

@@ -61,7 +61,7 @@ class PBSSettings(Section):
     @field_validator("walltime")
     @classmethod
     def _walltime(cls, value: str | None) -> str | None:
-        if value is not None and not WALLTIME.match(value):
+        if value is not None and not WALLTIME.fullmatch(value):
             raise ValueError("must be HH:MM:SS (hours may exceed 24, e.g. 36:00:00)")
         return value
 
@@ -73,7 +73,7 @@ class PBSSettings(Section):
     @field_validator("mem")
     @classmethod
     def _mem(cls, value: str | None) -> str | None:
-        if value is not None and not PBS_SIZE.match(value):
+        if value is not None and not PBS_SIZE.fullmatch(value):
             raise ValueError("must be a PBS size: a whole number with kb, mb, gb, tb or pb (e.g. 32gb, 500mb)")
         return value
 

@@ -22,18 +22,22 @@ cloudddp/launcher/exit_record.py): the job succeeds when some node finished and 
 
 from __future__ import annotations
 
+import re
 import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from cloudddp.elastic import is_elastic, node_range
+from cloudddp.errors import CloudDDPError
 from cloudddp.providers.slurm.settings import SlurmSettings, slurm_walltime
 from cloudddp.providers.slurm.shell import (
     activation_lines,
+    check_directive_value,
     data_variables,
     export_lines,
     launcher_words,
     quote,
+    refuse_url_credentials,
     split_environment,
 )
 from cloudddp.spec import JobSpec
@@ -72,31 +76,57 @@ def node_count(spec: JobSpec) -> list[str]:
     return [f"--nodes={spec.nodes}", "--ntasks-per-node=1"]
 
 
+# sbatch splits a #SBATCH line into words: whitespace separates them, ' or " group them (whitespace and # kept),
+# a backslash takes the next character as it is, and an unquoted # starts a comment (SchedMD/slurm
+# src/sbatch/opt.c get_argument, commit 284c3b95f08a2dc2478499837b03355e1b9c5c75).
+NEEDS_QUOTES = re.compile(r"""[\s#'"\\]""")
+
+
+def sbatch_value(field: str, value: str) -> str:
+    """`value` as one word of a #SBATCH line: double-quoted, with \\ and \" escaped, where it needs it."""
+    check_directive_value(field, value)
+    if not NEEDS_QUOTES.search(value):
+        return value
+    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def output_pattern(runs_dir: Path, field: str) -> str:
+    """`--output`'s filename pattern: % is doubled (%% is a literal %), and a backslash would turn off the %x-%j
+    replacements for the whole name (sbatch(1) "filename pattern", SchedMD/slurm doc/man/man1/sbatch.1 at
+    284c3b95f08a2dc2478499837b03355e1b9c5c75)."""
+    if "\\" in str(runs_dir):
+        raise CloudDDPError(
+            f"{field}={str(runs_dir)!r}: sbatch reads a backslash in the log file's name as 'no %-replacements', "
+            f"so every job would write the same file; choose a folder without a backslash."
+        )
+    return sbatch_value(field, str(runs_dir).replace("%", "%%") + "/%x-%j.out")
+
+
 def directives(spec: JobSpec, settings: SlurmSettings, runs_dir: Path) -> list[str]:
     """The #SBATCH lines, in the order sbatch's man page lists the common ones."""
+    runs_field = "output" if spec.output else "slurm.runs_dir"
     options = [
-        f"--job-name={spec.name}",
+        f"--job-name={sbatch_value('name', spec.name)}",
         *node_count(spec),
         f"--time={slurm_walltime(settings, spec.max_runtime)}",
-        f"--output={runs_dir}/%x-%j.out",
-        f"--chdir={Path(spec.source_dir).resolve()}",
+        f"--output={output_pattern(runs_dir, runs_field)}",
+        f"--chdir={sbatch_value('source_dir', str(Path(spec.source_dir).resolve()))}",
     ]
     if settings.gpus_per_node:
         options.append(f"--gpus-per-node={settings.gpus_per_node}")
     if settings.cpus_per_task:
         options.append(f"--cpus-per-task={settings.cpus_per_task}")
-    if settings.mem:
-        options.append(f"--mem={settings.mem}")
-    for flag in ("partition", "account", "qos"):
+    for flag in ("mem", "partition", "account", "qos"):
         if getattr(settings, flag):
-            options.append(f"--{flag}={getattr(settings, flag)}")
+            options.append(f"--{flag}={sbatch_value(f'slurm.{flag}', getattr(settings, flag))}")
     if settings.signal_seconds:
         options.append(f"--signal=B:USR1@{settings.signal_seconds}")
     if settings.requeue:
         options += ["--requeue", "--open-mode=append"]  # a requeued run appends to the same log
     if is_elastic(spec):
         options.append("--no-kill")  # a failed node does not end the allocation
-    options += settings.sbatch_args
+    # Whole options the user wrote for sbatch, split by sbatch as they are; only a line break is refused.
+    options += [check_directive_value(f"slurm.sbatch_args[{i}]", arg) for i, arg in enumerate(settings.sbatch_args)]
     return [f"#SBATCH {option}" for option in options]
 
 
@@ -187,4 +217,6 @@ def render_sbatch(spec: JobSpec, settings: SlurmSettings) -> SbatchRequest:
         f"{step_command(spec, settings)} &",
         STEP_SUPERVISION + (ELASTIC_EXIT if is_elastic(spec) else STATIC_EXIT),
     ]
-    return SbatchRequest(script="\n".join(lines), runs_dir=str(runs_dir), secret_names=secret)
+    script = "\n".join(lines)
+    refuse_url_credentials(spec, script, "slurm")
+    return SbatchRequest(script=script, runs_dir=str(runs_dir), secret_names=secret)

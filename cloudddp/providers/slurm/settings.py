@@ -12,6 +12,10 @@ from cloudddp.spec import Section
 # Slurm's own time formats (sbatch --time): minutes, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS.
 SLURM_TIME = re.compile(r"^(\d+|\d+:\d{2}|\d+:\d{2}:\d{2}|\d+-\d+|\d+-\d+:\d{2}|\d+-\d+:\d{2}:\d{2})$")
 
+# sbatch --mem: a whole number of megabytes, or with K, M, G or T and an optional B, any case (SchedMD/slurm
+# src/common/proc_args.c str_to_mbytes, commit 284c3b95f08a2dc2478499837b03355e1b9c5c75).
+SLURM_SIZE = re.compile(r"^\d+([KMGT]B?)?$", re.IGNORECASE)
+
 
 class SlurmSettings(Section):
     """Slurm batch jobs, submitted with `sbatch` from a login node (no SDK)."""
@@ -39,8 +43,15 @@ class SlurmSettings(Section):
     @field_validator("time")
     @classmethod
     def _slurm_time(cls, value: str | None) -> str | None:
-        if value is not None and not SLURM_TIME.match(value):
+        if value is not None and not SLURM_TIME.fullmatch(value):
             raise ValueError("must be a Slurm time: MINUTES, HH:MM:SS, D-HH:MM:SS, ...")
+        return value
+
+    @field_validator("mem")
+    @classmethod
+    def _slurm_size(cls, value: str | None) -> str | None:
+        if value is not None and not SLURM_SIZE.fullmatch(value):
+            raise ValueError("must be a Slurm size: a whole number of megabytes, or with K, M, G or T (e.g. 64G)")
         return value
 
 

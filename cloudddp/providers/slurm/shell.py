@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from cloudddp.errors import CloudDDPError
 from cloudddp.providers.base import JobRequest
-from cloudddp.redact import is_secret_name
+from cloudddp.redact import has_url_credentials, is_secret_name, redact_text
 
 if TYPE_CHECKING:  # the spec module builds JobSpec from the registry, which imports this package
     from cloudddp.spec import JobSpec
@@ -22,6 +22,10 @@ if TYPE_CHECKING:  # the spec module builds JobSpec from the registry, which imp
 # HH:MM:SS with any number of hours (Slurm and PBS both accept it; PBS also takes plain seconds).
 WALLTIME = re.compile(r"^(\d+):([0-5]\d):([0-5]\d)$")
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+# A directive is one line: a newline would end it and start a command, and sbatch stops reading
+# directives at the first command (SchedMD/slurm src/sbatch/opt.c _opt_batch_script,
+# commit 284c3b95f08a2dc2478499837b03355e1b9c5c75). Other control characters have no place there either.
+CONTROL_CHARACTERS = re.compile(r"[\x00-\x1f\x7f]")
 
 
 class ScriptJobRequest(JobRequest):
@@ -31,7 +35,8 @@ class ScriptJobRequest(JobRequest):
     """
 
     def to_yaml(self) -> str:
-        return str(self.request.script)
+        # Render refuses URL credentials (refuse_url_credentials); hiding them here too keeps a slip out of print.
+        return redact_text(str(self.request.script))
 
 
 def walltime(seconds: int) -> str:
@@ -41,9 +46,20 @@ def walltime(seconds: int) -> str:
 
 
 def check_walltime(value: str, field: str) -> str:
-    if not WALLTIME.match(value):
+    if not WALLTIME.fullmatch(value):
         raise CloudDDPError(
             f"{field}={value!r} is not a walltime: write HH:MM:SS (hours may exceed 24, e.g. 36:00:00)."
+        )
+    return value
+
+
+def check_directive_value(field: str, value: str) -> str:
+    """`value` if it can stand in a `#SBATCH` / `#PBS` line; a newline or control character cannot."""
+    if CONTROL_CHARACTERS.search(value):
+        raise CloudDDPError(
+            f"{field}={redact_text(value)!r}: a newline or control character cannot go into a batch script's "
+            f"directive (the line would end there and the rest would run as a command, and the scheduler would "
+            f"ignore every directive after it); remove it."
         )
     return value
 
@@ -57,13 +73,39 @@ def split_environment(spec: JobSpec) -> tuple[dict[str, str], list[str]]:
     plain: dict[str, str] = {}
     secret: list[str] = []
     for name, value in spec.environment.items():
-        if not ENV_NAME.match(name):
+        if not ENV_NAME.fullmatch(name):
             raise CloudDDPError(f"environment variable name {name!r} is not a valid shell variable name.")
-        if is_secret_name(name):
+        if is_secret_name(name) or has_url_credentials(value):  # a password in a URL is a secret too
             secret.append(name)
         else:
             plain[name] = value
     return plain, secret
+
+
+def refuse_url_credentials(spec: JobSpec, script: str, provider: str) -> None:
+    """No password in a URL may reach the script: anyone who can read the job's script file reads it.
+
+    Variables carrying one travel by name (split_environment); the script's arguments cannot, and any other
+    field (setup lines, launcher_args...) is caught in the rendered script itself.
+    """
+    arguments = [(f"args[{i}]", arg) for i, arg in enumerate(spec.args)]
+    arguments += [(f"hyperparameters.{key}", str(value)) for key, value in spec.hyperparameters.items()]
+    for field, value in arguments:
+        if has_url_credentials(value):
+            raise CloudDDPError(
+                f"{field}={redact_text(value)!r} holds a password in a URL, and the script's arguments are written "
+                f"into the {provider} batch script, readable by anyone who can read the job. Pass it in a variable "
+                f"instead (--env NAME=VALUE: {provider} hands variables whose value holds URL credentials, or whose "
+                f"name looks secret, to the job through the scheduler's environment, never in the script) and read "
+                f"it in the training script."
+            )
+    leaked = [line for line in script.splitlines() if has_url_credentials(line)]
+    if leaked:
+        raise CloudDDPError(
+            f"the {provider} batch script would hold a password in a URL ({redact_text(leaked[0].strip())!r}), "
+            f"readable by anyone who can read the job. Pass secrets in variables (--env NAME=VALUE: they travel "
+            f"through the scheduler's environment, never in the script) and read them there."
+        )
 
 
 def data_variables(spec: JobSpec, provider: str) -> dict[str, str]:
@@ -103,12 +145,18 @@ def activation_lines(conda_env: str | None, venv: str | None, setup: list[str]) 
 
 
 def launcher_words(spec: JobSpec, launcher: str, host_map: dict[str, str], extra: list[str]) -> list[str]:
-    """`cloudddp-launch [options] SCRIPT ARGS...` as a list of words."""
+    """`cloudddp-launch [options] SCRIPT ARGS...` as a list of words.
+
+    A script whose name starts with '-' follows `--`, or the launcher would take it for an option.
+    """
     words = shlex.split(launcher)
     if host_map:
         words += ["--host-map", ",".join(f"{name}={addr}" for name, addr in host_map.items())]
     if spec.nproc_per_node is not None:
         words.append(f"--nproc-per-node={spec.nproc_per_node}")
     words += extra
-    words += ["-m", spec.entry_point] if spec.module else [spec.entry_point]
+    if spec.module:
+        words += ["-m", spec.entry_point]
+    else:
+        words += ["--", spec.entry_point] if spec.entry_point.startswith("-") else [spec.entry_point]
     return [*words, *spec.script_args()]

@@ -1,0 +1,139 @@
+"""The #PBS lines for values qsub must read whole (paths with spaces and commas, queues with spaces), values a
+directive cannot carry refused by name, and no URL password anywhere in the script.
+
+No PBS server or qsub runs here: each line is split the way OpenPBS's qsub splits it (`split_like_qsub`, from
+openpbs/openpbs src/cmds/qsub.c make_argv and copy_env_value, commit cd7ab5edaf03dcac2f1cb9e2f42d75eb117d468a).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from helpers import run_cli
+
+from cloudddp.errors import CloudDDPError
+from cloudddp.providers.pbs.provider import PBSProvider
+from cloudddp.spec import build_spec
+
+
+def split_like_qsub(line: str) -> list[str]:
+    """make_argv: whitespace separates words, ' or " group them (nothing escaped inside), \\ escapes outside."""
+    words: list[str] = []
+    word, at, started = "", 0, False
+    while at < len(line):
+        char = line[at]
+        if char in "\"'":
+            end = line.index(char, at + 1)  # ValueError: qsub's "unmatched" quote
+            word, at, started = word + line[at + 1 : end], end + 1, True
+        elif char == "\\":
+            word, at, started = word + line[at + 1], at + 2, True
+        elif char.isspace():
+            words += [word] if started else []
+            word, at, started = "", at + 1, False
+        else:
+            word, at, started = word + char, at + 1, True
+    return words + ([word] if started else [])
+
+
+def variable_list(value: str) -> dict[str, str]:
+    """set_job_env / copy_env_value on -v's value: NAME=VALUE or NAME, comma-separated; a quoted value keeps its
+    commas. (A NAME alone takes its value from qsub's environment: shown here as None.)"""
+    variables: dict[str, Any] = {}
+    at = 0
+    while at < len(value):
+        name_end = min((i for i in (value.find(",", at), value.find("=", at)) if i >= 0), default=len(value))
+        name = value[at:name_end]
+        if name_end == len(value) or value[name_end] == ",":
+            variables[name], at = None, name_end + 1
+            continue
+        at, text, quote = name_end + 1, "", ""
+        while at < len(value) and (quote or value[at] != ","):
+            if value[at] in "\"'" and (not quote or value[at] == quote):
+                quote = "" if quote else value[at]
+            else:
+                text += value[at]
+            at += 1
+        assert not quote, f"unterminated quote in {value!r}"
+        variables[name], at = text, at + 1
+    return variables
+
+
+def directives(script: str) -> dict[str, list[str]]:
+    """Each #PBS line's words as qsub reads them, by option (the last line of an option wins)."""
+    lines = [split_like_qsub(line.removeprefix("#PBS")) for line in script.splitlines() if line.startswith("#PBS")]
+    return {words[0]: words[1:] for words in lines}
+
+
+def spec_data(tmp_path: Path, **pbs: Any) -> dict[str, Any]:
+    source = tmp_path / "sp ace"
+    source.mkdir(exist_ok=True)
+    (source / "my script.py").write_text("print(1)\n")
+    return {"name": "check", "entry_point": "my script.py", "source_dir": str(source), "nodes": 2,
+            "environment": {"MY_SECRET": "swordfish"}, "pbs": {"runs_dir": str(tmp_path / "runs"), **pbs}}  # fmt: skip
+
+
+def render(tmp_path: Path, **fields: Any) -> Any:
+    data = spec_data(tmp_path, **fields.pop("pbs", {}))
+    return PBSProvider().render(build_spec({**data, **fields}))
+
+
+@pytest.mark.parametrize("folder", ["runs dir", "runs,dir", "runs #1"])
+def test_the_run_folder_reaches_qsubs_variable_list_whole(tmp_path: Path, folder: str) -> None:
+    runs = tmp_path / "sp ace" / folder
+    read = directives(render(tmp_path, pbs={"runs_dir": str(runs)}).request.script)
+    assert variable_list(" ".join(read["-v"])) == {"CLOUDDDP_RUNS_DIR": str(runs), "MY_SECRET": None}
+    assert len(read["-v"]) == 1  # one word: the list is not cut at the space
+
+
+def test_a_queue_and_account_are_one_word_each(tmp_path: Path) -> None:
+    read = directives(render(tmp_path, pbs={"queue": "gpu a", "account": "proj'1"}).request.script)
+    assert (read["-q"], read["-A"]) == (["gpu a"], ["proj'1"])
+
+
+@pytest.mark.parametrize(
+    ("pbs", "message"),
+    [
+        ({"queue": "gpu\necho INJECTED"}, "pbs.queue='gpu\\necho INJECTED': a newline or control character"),
+        ({"account": 'a "b"'}, "pbs.account='a \"b\"': a double quote cannot go"),
+        ({"qsub_args": ["-l pmem=4gb", "-m n\necho INJECTED"]}, "pbs.qsub_args[1]='-m n\\necho INJECTED'"),
+        ({"runs_dir": "/tmp/it's here"}, "pbs.runs_dir=\"/tmp/it's here\": qsub's -v list cannot carry a quote"),
+        ({"walltime": "01:00:00\n"}, "pbs.walltime: Value error, must be HH:MM:SS"),
+        ({"mem": "32gb\n"}, "pbs.mem: Value error, must be a PBS size"),
+    ],
+)
+def test_values_a_directive_cannot_carry_are_refused_by_name(tmp_path: Path, pbs: dict[str, Any], message: str) -> None:
+    with pytest.raises(CloudDDPError) as caught:
+        render(tmp_path, pbs=pbs)
+    assert message in str(caught.value)
+
+
+def test_a_newline_in_the_queue_from_the_cli_exits_2_without_a_script(tmp_path: Path) -> None:
+    source = Path(spec_data(tmp_path)["source_dir"])
+    result = run_cli("render", "-p", "pbs", "--queue", "gpu\necho INJECTED", "my script.py", cwd=source)
+    assert result.returncode == 2 and "pbs.queue=" in result.stderr and "Traceback" not in result.stderr
+    assert result.stdout == ""
+
+
+def test_a_password_in_a_variable_travels_by_name_and_never_reaches_the_script(tmp_path: Path) -> None:
+    request = render(tmp_path, environment={"URL": "https://user:pw@host/x", "MODE": "fast"})
+    assert request.request.secret_names == ["URL"]
+    assert variable_list(" ".join(directives(request.request.script)["-v"]))["URL"] is None  # by name
+    assert "pw@" not in request.request.script and "pw@" not in request.to_yaml()
+
+
+@pytest.mark.parametrize(
+    ("fields", "shown"),
+    [
+        ({"hyperparameters": {"db": "postgres://u:hunter2@db/x"}}, "hyperparameters.db='postgres://u:***@db/x'"),
+        ({"args": ["https://ghp_tok@github.com/x"]}, "args[0]='https://***@github.com/x'"),
+        ({"pbs": {"launcher_args": ["--x=https://ghp_tok@github.com/x"]}}, "--x=https://***@github.com/x"),
+    ],
+)
+def test_a_password_in_an_argument_is_refused_without_showing_it(
+    tmp_path: Path, fields: dict[str, Any], shown: str
+) -> None:
+    with pytest.raises(CloudDDPError) as caught:
+        render(tmp_path, **fields)
+    assert shown in str(caught.value) and "hunter2" not in str(caught.value) and "ghp_tok" not in str(caught.value)
