@@ -22,14 +22,22 @@ from collections.abc import Mapping
 
 from cloudddp.cluster.environment import EmulatedCluster, EmulatedNode, generic_node, host_map_arg
 from cloudddp.cluster.options import DetectOptions
-from cloudddp.cluster.plan import NPROC_GPUS_OR_ONE, ClusterPlan, EnvReader, check_rank, parse_int, parse_port
+from cloudddp.cluster.plan import (
+    NPROC_GPUS_OR_ONE,
+    NPROC_WORDS,
+    ClusterPlan,
+    EnvReader,
+    check_rank,
+    parse_nnodes,
+    parse_port,
+    split_host_port,
+)
 from cloudddp.errors import CloudDDPError
 
 NAME = "kubeflow"
 V1_DEFAULT_PORT = 23456
 V2_DEFAULT_PORT = 29500
 C10D_DEFAULT_PORT = 29400  # torchrun's default when a rendezvous endpoint has no port
-NPROC_WORDS = ("gpu", "cpu", "auto")
 PET_MARKERS = ("PET_NNODES", "PET_MASTER_ADDR", "PET_RDZV_ENDPOINT")
 V1_VARIABLES = ("MASTER_ADDR", "WORLD_SIZE", "RANK")
 # Plain MASTER_ADDR/WORLD_SIZE/RANK are generic; with any of these set they belong to someone else
@@ -59,23 +67,8 @@ def first_present_name(environ: Mapping[str, str], *names: str) -> str | None:
     return next((name for name in names if environ.get(name, "") != ""), None)
 
 
-def parse_nnodes(raw: str, name: str) -> int | str:
-    """An int, or a "min:max" string for elastic jobs (torchrun's --nnodes syntax)."""
-    if ":" not in raw:
-        return parse_int(raw, f"kubeflow: the environment variable {name}", minimum=1)
-    low_text, _, high_text = raw.partition(":")
-    what = f"kubeflow: the environment variable {name}"
-    try:
-        low, high = int(low_text), int(high_text)
-    except ValueError:
-        raise CloudDDPError(f"{what}={raw!r} is neither an integer nor a range like 1:4.") from None
-    if not 1 <= low <= high:
-        raise CloudDDPError(f"{what}={raw!r} must be min:max with 1 <= min <= max.")
-    return f"{low}:{high}"
-
-
 def parse_nproc(raw: str, name: str) -> int | str:
-    """Processes per node: a positive int or one of torchrun's words (gpu, cpu, auto)."""
+    """Processes per node: a positive int or one of torchrun's words (gpu, cpu, auto, xpu)."""
     if raw.strip().lower() in NPROC_WORDS:
         return raw.strip().lower()
     try:
@@ -91,9 +84,15 @@ def parse_nproc(raw: str, name: str) -> int | str:
 
 
 def split_endpoint(endpoint: str, name: str = "PET_RDZV_ENDPOINT") -> tuple[str, int | None]:
-    """`host:port` -> (host, port); a bare host -> (host, None); a port outside 1-65535 is an error."""
-    host, sep, port = endpoint.rpartition(":")
-    if sep and host and port.lstrip("-").isdigit():
+    """`host:port` -> (host, port); a bare host -> (host, None); a port outside 1-65535 is an error.
+
+    `[v6]:port` -> (v6, port): the brackets go, as torch's parse_rendezvous_endpoint drops them, so the
+    master address resolves (torch/distributed/elastic/rendezvous/utils.py).
+    """
+    host, port = split_host_port(endpoint)
+    if port is None:
+        return host, None
+    if port.lstrip("-").isdigit():
         return host, parse_port(port, f"kubeflow: the port of {name}={endpoint!r}")
     return endpoint, None
 
@@ -110,7 +109,10 @@ def job_name_from_pod(environ: Mapping[str, str]) -> str | None:
 def read_node_count(env: EnvReader, environ: Mapping[str, str], result: ClusterPlan) -> tuple[int | str, str]:
     """PET_NNODES (int or elastic min:max), else v1's WORLD_SIZE (older operators); and its source."""
     if env.has("PET_NNODES"):
-        nnodes, nnodes_source = parse_nnodes(environ["PET_NNODES"], "PET_NNODES"), "PET_NNODES"
+        nnodes, nnodes_source = (
+            parse_nnodes(environ["PET_NNODES"], "kubeflow: the environment variable PET_NNODES"),
+            "PET_NNODES",
+        )
     elif env.has("WORLD_SIZE"):
         nnodes, nnodes_source = env.int("WORLD_SIZE", minimum=1), "WORLD_SIZE (PyTorchJob node count)"
     else:

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -90,7 +91,7 @@ def wait_for_cluster(
     """Poll the metadata file until every rank is listed, within the timeout."""
     poll = min(max(options.metadata_poll, 0.05), 2.0)
     deadline = options.clock() + options.metadata_timeout
-    failures = 0
+    failures, waiting = 0, False
     while True:
         try:
             ranks = read_metadata(path)
@@ -119,6 +120,10 @@ def wait_for_cluster(
                 f"{options.metadata_timeout:g} s; those nodes never came up. Raise "
                 f"--metadata-timeout if they start slowly."
             )
+        if not waiting:  # once: a node waiting minutes for slow peers says why in its log
+            waiting = True
+            print(f"cloudddp: oci: waiting up to {options.metadata_timeout:g} s for rank(s) "
+                  f"{', '.join(map(str, missing))} in {METADATA}={str(path)!r}", file=sys.stderr, flush=True)  # fmt: skip
         options.sleep(poll)
 
 

@@ -19,6 +19,9 @@ DEFAULT_MASTER_PORT = 29500
 MAX_PORT = 65535
 # Processes per node when nothing says: one per visible GPU, else one (CPU training).
 NPROC_GPUS_OR_ONE = "gpus-or-1"
+# The words torchrun's --nproc-per-node takes besides a number (torch/distributed/run.py,
+# determine_local_world_size): every source of the value accepts the same ones.
+NPROC_WORDS = ("gpu", "cpu", "auto", "xpu")
 
 
 @dataclass
@@ -154,6 +157,50 @@ def parse_int(raw: str, what: str, *, minimum: int | None = None) -> int:
     if minimum is not None and value < minimum:
         raise CloudDDPError(f"{what}={raw!r} must be at least {minimum}.")
     return value
+
+
+def parse_nnodes(raw: str, what: str) -> int | str:
+    """A node count, or "min:max" for an elastic job (torchrun's --nnodes syntax), else an error naming `what`.
+
+    torchrun itself would fail with a traceback on "a:b" and take "3:1" or "0:2" as given
+    (torch/distributed/run.py, parse_min_max_nnodes).
+    """
+    if ":" not in raw:
+        return parse_int(raw, what, minimum=1)
+    low_text, _, high_text = raw.partition(":")
+    try:
+        low, high = int(low_text), int(high_text)
+    except ValueError:
+        low, high = 0, -1
+    if not 1 <= low <= high:
+        raise CloudDDPError(
+            f"{what}={raw!r} is neither a node count nor an elastic range min:max of integers with "
+            f"1 <= min <= max (like 1:4)."
+        )
+    return f"{low}:{high}"
+
+
+def is_node_range(nnodes: int | str) -> bool:
+    """A real "min:max" range (min < max): only a dynamic rendezvous can start such a job."""
+    low, _, high = str(nnodes).partition(":")
+    return bool(high) and low != high
+
+
+def split_host_port(endpoint: str) -> tuple[str, str | None]:
+    """`host:port` -> (host, "port"), a bare host -> (host, None); `[v6]:port` -> (v6, "port").
+
+    As torch reads an endpoint (torch/distributed/elastic/rendezvous/utils.py, parse_rendezvous_endpoint):
+    a bracketed IPv6 address loses its brackets, so it resolves and connects like any other host.
+    """
+    endpoint = endpoint.strip()
+    if endpoint.startswith("[") and endpoint.endswith("]"):
+        return endpoint[1:-1], None
+    host, sep, port = endpoint.rpartition(":")
+    if not sep or not host:
+        return endpoint, None
+    if host.startswith("[") and host.endswith("]") and len(host) > 1:
+        host = host[1:-1]
+    return host, port
 
 
 def parse_port(raw: str | int, what: str) -> int:

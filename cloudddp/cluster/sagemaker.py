@@ -50,9 +50,9 @@ def detect(environ: Mapping[str, str]) -> bool:
     return (config_dir(environ) / "resourceconfig.json").exists()
 
 
-def read_json_file(path: Path, expected: type, what: str) -> Any:
+def read_json_file(path: Path, expected: type) -> Any:
     """A JSON config file (None when absent); anything else is an error naming the file."""
-    text = read_text(path, f"sagemaker: the file {what}")
+    text = read_text(path, "sagemaker: the file")  # read_text names the path itself
     if text is None:
         return None
     try:
@@ -91,7 +91,7 @@ def check_instance_groups(value: Any, what: str) -> list[dict[str, Any]]:
 def read_resource_config(environ: Mapping[str, str]) -> tuple[dict[str, Any], str]:
     """resourceconfig.json if present, else one built from SM_* variables."""
     path = config_dir(environ) / "resourceconfig.json"
-    data = read_json_file(path, dict, str(path))
+    data = read_json_file(path, dict)
     if data is not None:
         if not isinstance(data.get("current_host"), str) or not data["current_host"]:
             raise CloudDDPError(
@@ -126,7 +126,7 @@ def read_resource_config(environ: Mapping[str, str]) -> tuple[dict[str, Any], st
 def read_hyperparameters(environ: Mapping[str, str]) -> dict[str, Any]:
     """hyperparameters.json with each value JSON-decoded where it decodes (environment.read_hyperparameters)."""
     path = config_dir(environ) / "hyperparameters.json"
-    raw = read_json_file(path, dict, str(path)) or {}
+    raw = read_json_file(path, dict) or {}
     decoded: dict[str, Any] = {}
     for key, value in raw.items():
         try:
@@ -320,7 +320,7 @@ def framework_environment(environ: Mapping[str, str]) -> dict[str, str]:
         if data.get("network_interface_name"):
             derived["SM_NETWORK_INTERFACE_NAME"] = data["network_interface_name"]
     channels_path = config / "inputdataconfig.json"
-    channel_config = read_json_file(channels_path, dict, str(channels_path))
+    channel_config = read_json_file(channels_path, dict)
     if channel_config is not None:
         channels = sorted(channel_config)
         derived["SM_CHANNELS"] = to_env_value(channels)

@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
+import signal
 import socket
 import sys
 import tempfile
@@ -20,9 +22,17 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from cloudddp.cluster import resolve_plan
+from cloudddp.cluster import resolve_plan, sagemaker
 from cloudddp.cluster.options import DetectOptions
-from cloudddp.cluster.plan import MAX_PORT, ClusterPlan, parse_int, parse_port
+from cloudddp.cluster.plan import (
+    MAX_PORT,
+    ClusterPlan,
+    is_node_range,
+    parse_int,
+    parse_nnodes,
+    parse_port,
+    split_host_port,
+)
 from cloudddp.cluster.sagemaker import framework_environment, hyperparameter_args
 from cloudddp.errors import CloudDDPError
 from cloudddp.launcher.command import (
@@ -58,14 +68,14 @@ def build_parser() -> argparse.ArgumentParser:
     add("--provider", help="skip detection: sagemaker, oci, kubeflow, slurm, pbs, awsbatch, skypilot, standalone")
     add("--nnodes", help="number of nodes (or MIN:MAX for elastic rendezvous)")
     add("--node-rank", help="this node's rank")
-    add("--nproc-per-node", help="processes per node: N, gpu, cpu or auto (default: visible GPUs, else 1)")
+    add("--nproc-per-node", help="processes per node: N, gpu, cpu, xpu or auto (default: visible GPUs, else 1)")
     add("--master-addr", help="rendezvous host (default: the platform's first host)")
     add("--master-port", help="rendezvous port")
     add("--local-addr", help="this node's address as other nodes reach it (torchrun --local-addr)")
     add("--rdzv-backend", choices=RDZV_BACKENDS, help="static (default), c10d, etcd or etcd-v2")
     add("--rdzv-endpoint", help="HOST:PORT for c10d/etcd rendezvous (default: master address and port)")
     add("--rdzv-id", help="rendezvous id shared by all nodes (default: the platform's job id)")
-    add("--rdzv-timeout", type=float, help="seconds to wait for all nodes at rendezvous")
+    add("--rdzv-timeout", help="seconds to wait for all nodes at rendezvous (a fraction is rounded up)")
     add("--max-restarts", help="worker group restarts before failing (default 0)")
     add("--torchrun-arg", action="append", default=[], metavar="ARG", help="pass ARG to torchrun (repeatable)")
     add("--host-map", default=None, help="NAME=ADDR,... for host names that don't resolve (env CLOUDDDP_HOST_MAP)")
@@ -83,16 +93,48 @@ def build_parser() -> argparse.ArgumentParser:
              "node 0; one verdict line per node, exit 1 on a problem; starts nothing (SCRIPT optional)")  # fmt: skip
     add("--check-window", type=float, default=60.0, help="--check: seconds node 0 waits for the others (60)")
     add("-m", "--module", action="store_true", help="run SCRIPT as a Python module")
-    add("script", nargs="?", help="the training script (or module with -m)")
-    add("script_args", nargs=argparse.REMAINDER, help="arguments for the script")
+    # Filled in by parse_command_line, not by argparse: everything after SCRIPT is the script's, verbatim.
+    add("script", nargs="?", help="the training script (or module with -m); a leading -- ends the options")
+    add("script_args", nargs=argparse.REMAINDER, help="arguments for the script, passed as they are")
     return parser
+
+
+def option_takes_value(parser: argparse.ArgumentParser, word: str) -> bool:
+    """Whether the launcher option `word` (exact, or a unique prefix as argparse allows) takes a value."""
+    options = {name: action for action in parser._actions for name in action.option_strings}
+    if "=" in word or (not word.startswith("--") and len(word) > 2):
+        return False  # --name=value, or -xVALUE: the value is in the word already
+    matches = [name for name in options if name == word] or [name for name in options if name.startswith(word)]
+    return len(matches) == 1 and options[matches[0]].nargs != 0
+
+
+def split_command_line(parser: argparse.ArgumentParser, argv: Sequence[str]) -> tuple[list[str], list[str]]:
+    """(the launcher's options, [SCRIPT, ARGS...]): SCRIPT is the first word that is no option or an
+    option's value, or the word after a "--". Everything after SCRIPT goes to the script as it is, a "--"
+    included, as torchrun does; argparse alone would drop the script's first "--"."""
+    index = 0
+    while index < len(argv):
+        word = argv[index]
+        if word == "--":
+            return list(argv[:index]), list(argv[index + 1 :])
+        if not word.startswith("-") or word == "-":
+            return list(argv[:index]), list(argv[index:])
+        index += 2 if option_takes_value(parser, word) else 1
+    return list(argv), []
+
+
+def parse_command_line(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = build_parser()
+    options, program = split_command_line(parser, sys.argv[1:] if argv is None else argv)
+    args = parser.parse_args(options)
+    args.script, args.script_args = (program[0], program[1:]) if program else (None, [])
+    return args
 
 
 def apply_overrides(plan: ClusterPlan, args: argparse.Namespace) -> None:
     """Command-line options win over detected values; remember that they did."""
     if args.nnodes is not None:
-        nnodes: int | str = args.nnodes if ":" in args.nnodes else parse_int(args.nnodes, "--nnodes", minimum=1)
-        plan.set("nnodes", nnodes, "--nnodes")
+        plan.set("nnodes", parse_nnodes(args.nnodes, "--nnodes"), "--nnodes")
     if args.node_rank is not None:
         plan.set("node_rank", parse_int(args.node_rank, "--node-rank", minimum=0), "--node-rank")
     if args.nproc_per_node is not None:
@@ -106,12 +148,13 @@ def apply_overrides(plan: ClusterPlan, args: argparse.Namespace) -> None:
     if args.master_port is not None:
         plan.set("master_port", parse_port(args.master_port, "--master-port"), "--master-port")
     if plan.rdzv_endpoint:
-        host, sep, port = plan.rdzv_endpoint.rpartition(":")
-        if sep and host and port.lstrip("-").isdigit():
+        _, port = split_host_port(plan.rdzv_endpoint)
+        if port is not None and port.lstrip("-").isdigit():
             parse_port(port, f"the port of the rendezvous endpoint {plan.rdzv_endpoint!r} (from "
                              f"{plan.sources.get('rdzv_endpoint', 'default')})")  # fmt: skip
     if args.max_restarts is not None:
         plan.set("max_restarts", parse_int(args.max_restarts, "--max-restarts", minimum=0), "--max-restarts")
+    settle_rendezvous(plan)
     if isinstance(plan.nnodes, int) and not 0 <= plan.node_rank < plan.nnodes:
         raise CloudDDPError(
             f"node rank {plan.node_rank} (from {plan.sources.get('node_rank', 'default')}) is out of range "
@@ -119,12 +162,41 @@ def apply_overrides(plan: ClusterPlan, args: argparse.Namespace) -> None:
         )
 
 
+def settle_rendezvous(plan: ClusterPlan) -> None:
+    """A node range needs a dynamic rendezvous, and only a dynamic rendezvous has an endpoint of its own.
+
+    torchrun's static handler takes MAX of MIN:MAX as the world size and waits for all of them
+    (torch/distributed/elastic/rendezvous/static_tcp_rendezvous.py, world_size = params.max_nodes): a
+    range on the default backend gets c10d, a store on the master's port, as elastic jobs do (README).
+    """
+    nnodes_from = plan.sources.get("nnodes", "default")
+    backend_from = plan.sources.get("rdzv_backend")
+    if is_node_range(plan.nnodes) and plan.rdzv_backend == "static":
+        if backend_from is not None:
+            raise CloudDDPError(
+                f"nnodes={plan.nnodes!r} (from {nnodes_from}) is an elastic range, but the rendezvous backend "
+                f"is static (from {backend_from}), which waits for all {str(plan.nnodes).split(':')[1]} nodes; "
+                f"use --rdzv-backend c10d (or etcd-v2), or a fixed --nnodes N."
+            )
+        plan.set("rdzv_backend", "c10d", f"default (c10d, as nnodes from {nnodes_from} is a range)")
+    if plan.rdzv_endpoint and plan.rdzv_backend == "static":
+        # Kubeflow refuses PET_RDZV_ENDPOINT with a static backend the same way (cluster/kubeflow.py): the
+        # static rendezvous meets at the master, so an endpoint beside it would be ignored or contradict it.
+        host, port = split_host_port(plan.rdzv_endpoint)
+        raise CloudDDPError(
+            f"the rendezvous endpoint {plan.rdzv_endpoint!r} (from "
+            f"{plan.sources.get('rdzv_endpoint', 'default')}) needs a dynamic rendezvous backend (c10d, etcd, "
+            f"etcd-v2), but the backend is static (from {backend_from or 'default'}), which meets at the master "
+            f"address and port; pass --master-addr {host}"
+            + (f" --master-port {port}" if port else "")
+            + " instead, or --rdzv-backend c10d."
+        )
+
+
 def make_target(args: argparse.Namespace, environ: Mapping[str, str]) -> Target:
     if args.script is None:
         raise CloudDDPError("no training script: cloudddp-launch [options] SCRIPT [ARGS...] (or -m MODULE).")
-    script_args = list(args.script_args)
-    if script_args[:1] == ["--"]:
-        script_args = script_args[1:]
+    script_args = list(args.script_args)  # as given, a leading "--" included (parse_command_line)
     if args.hyperparameters_as_args:
         script_args += hyperparameter_args(environ)
     if not args.module and not Path(args.script).is_file():
@@ -132,7 +204,12 @@ def make_target(args: argparse.Namespace, environ: Mapping[str, str]) -> Target:
             f"the training script {args.script!r} does not exist (looked in {os.getcwd()}). "
             f"Pass a path to a .py file, or -m MODULE for a module."
         )
-    return Target(program=args.script, args=script_args, is_module=args.module)
+    program = args.script
+    if not args.module and program.startswith("-"):
+        # torchrun starts each worker as `python -u SCRIPT ...` (torch/distributed/run.py, config_from_args),
+        # where such a name would read as Python's own option: name the same file as ./SCRIPT.
+        program = os.path.join(os.curdir, program)
+    return Target(program=program, args=script_args, is_module=args.module)
 
 
 def plan_for(args: argparse.Namespace, environ: Mapping[str, str]) -> ClusterPlan:
@@ -142,7 +219,28 @@ def plan_for(args: argparse.Namespace, environ: Mapping[str, str]) -> ClusterPla
     plan = resolve_plan(environ, args.provider, options)
     apply_overrides(plan, args)
     plan.map_hosts(host_map)  # after the overrides: a --master-addr NAME is mapped too
+    # Our default ("gpus-or-1") becomes a number here, so every printed plan (--check too) shows one.
+    plan.set("nproc_per_node", resolve_nproc(plan.nproc_per_node, environ),
+             plan.sources.get("nproc_per_node", "default"))  # fmt: skip
     return plan
+
+
+def rdzv_timeout_of(args: argparse.Namespace) -> int | None:
+    """--rdzv-timeout in whole seconds: torch reads the rendezvous timeouts with int() (static_tcp_rendezvous.py;
+    dynamic_rendezvous.py get_as_int), so a fraction is rounded up; nan, inf and values <= 0 are refused."""
+    raw = args.rdzv_timeout
+    if raw is None:
+        return None
+    try:
+        seconds = float(raw)
+    except ValueError:
+        seconds = math.nan
+    if not math.isfinite(seconds) or seconds <= 0:
+        raise CloudDDPError(
+            f"--rdzv-timeout={raw!r} is not a positive, finite number of seconds; torchrun takes whole "
+            f"seconds, so a fraction such as 0.5 is rounded up (to 1)."
+        )
+    return math.ceil(seconds)
 
 
 def write_failure(plan: ClusterPlan, message: str) -> None:
@@ -161,6 +259,8 @@ class Outcome:
     """What `main` needs to know about a run once it ended, however it ended."""
 
     node_rank: int | None = None
+    planned: bool = False  # this node's plan was made: its failure_file says where a reason goes
+    failure_file: str | None = None
 
 
 def store_host_args(plan: ClusterPlan) -> list[str]:
@@ -176,7 +276,7 @@ def store_host_args(plan: ClusterPlan) -> list[str]:
 
 def run(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = None,
         outcome: Outcome | None = None) -> int:  # fmt: skip
-    args = build_parser().parse_args(argv)
+    args = parse_command_line(argv)
     outcome = outcome or Outcome()
     environ = dict(os.environ if environ is None else environ)
     if args.check:
@@ -187,12 +287,11 @@ def run(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = N
         # torchrun already started this process per worker: don't nest another torchrun.
         command, plan, port = direct_argv(target), None, 0
     else:
+        timeout = rdzv_timeout_of(args)
         plan = plan_for(args, environ)
-        plan.set("nproc_per_node", resolve_nproc(plan.nproc_per_node, environ),
-                 plan.sources.get("nproc_per_node", "default"))  # fmt: skip
-        outcome.node_rank = plan.node_rank
+        outcome.node_rank, outcome.planned, outcome.failure_file = plan.node_rank, True, plan.failure_file
         extra = [*store_host_args(plan), *args.torchrun_arg]  # the user's --rdzv-conf keys win
-        command = torchrun_argv(plan, target, extra_args=extra, rdzv_timeout=args.rdzv_timeout)
+        command = torchrun_argv(plan, target, extra_args=extra, rdzv_timeout=timeout)
         port = control_port(plan, args, environ)
     if args.dry_run:
         report = plan.to_dict() if plan else {"provider": "torchelastic", "under_torchrun": True}
@@ -320,16 +419,34 @@ def peer_watch(plan: ClusterPlan, port: int, supervisor: Supervisor) -> PeerWatc
                      hosts=hosts)  # fmt: skip
 
 
+def failure_file_after_error(outcome: Outcome, environ: Mapping[str, str]) -> str | None:
+    """Where a launcher error's reason goes: the plan's failure file, else, before a plan existed, SageMaker's
+    (SM_OUTPUT_DIR, else /opt/ml/output beside the config folder, as the toolkit and sagemaker.failure_file
+    find it): bring-your-own images have no SM_OUTPUT_DIR, only the files."""
+    if outcome.planned:
+        return outcome.failure_file
+    try:
+        on_sagemaker = bool(environ.get("SM_OUTPUT_DIR")) or sagemaker.detect(environ)
+        return sagemaker.failure_file(environ) if on_sagemaker else None
+    except OSError:  # an unreadable config folder: no reason file, the log still has the message
+        return None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     outcome = Outcome()
     try:
         code = run(argv, outcome=outcome)
     except CloudDDPError as exc:
         print(f"cloudddp-launch: error: {exc}", file=sys.stderr)
-        if os.environ.get("SM_OUTPUT_DIR"):
+        failure_file = failure_file_after_error(outcome, os.environ)
+        if failure_file:
             # On SageMaker the reason must reach FailureReason, not only the log.
-            write_failure(ClusterPlan("sagemaker", failure_file=os.path.join(os.environ["SM_OUTPUT_DIR"], "failure")),
-                          f"cloudddp-launch: {exc}")  # fmt: skip
+            write_failure(ClusterPlan("sagemaker", failure_file=failure_file), f"cloudddp-launch: {exc}")
         code = exc.exit_code
+    except KeyboardInterrupt:
+        # Ctrl-C outside torchrun's run (waiting for DNS or for the OCI metadata; during the run the
+        # Supervisor handles SIGINT itself): one line, no traceback, 128 + SIGINT as a signalled launcher exits.
+        print("cloudddp-launch: interrupted (SIGINT); exiting with 130.", file=sys.stderr, flush=True)
+        code = 128 + signal.SIGINT
     record_exit(os.environ, outcome.node_rank, code)
     return code

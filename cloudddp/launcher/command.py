@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from cloudddp.cluster.plan import NPROC_GPUS_OR_ONE, ClusterPlan
+from cloudddp.cluster.plan import NPROC_GPUS_OR_ONE, NPROC_WORDS, ClusterPlan
 
-TORCHRUN_WORDS = ("gpu", "cpu", "auto", "xpu")
+TORCHRUN_WORDS = NPROC_WORDS  # the words --nproc-per-node takes, as PET_NPROC_PER_NODE does
 RDZV_CONF = ("--rdzv-conf=", "--rdzv_conf=")
 
 
@@ -83,8 +84,11 @@ def torchrun_argv(
         argv.append(f"--local-addr={plan.local_addr}")
     items = []
     if rdzv_timeout is not None:
-        # The static handler reads "timeout"; the dynamic ones (c10d, etcd-v2) "join_timeout".
-        items.append(f"{'timeout' if plan.rdzv_backend == 'static' else 'join_timeout'}={int(rdzv_timeout)}")
+        # The static handler reads "timeout"; the dynamic ones (c10d, etcd-v2) "join_timeout". Both take
+        # whole seconds (int(...) in static_tcp_rendezvous.py, get_as_int in dynamic_rendezvous.py): round
+        # a fraction up, so 0.5 s does not become 0. cli.py has refused values that are not positive and finite.
+        seconds = math.ceil(rdzv_timeout)
+        items.append(f"{'timeout' if plan.rdzv_backend == 'static' else 'join_timeout'}={seconds}")
     # torchrun keeps only its last --rdzv-conf: merge them all into one, a later key replacing an earlier one.
     items += [item for arg in extra_args if arg.startswith(RDZV_CONF) for item in arg.split("=", 1)[1].split(",")]
     conf: dict[str, str] = {}
@@ -97,6 +101,11 @@ def torchrun_argv(
     argv += [arg for arg in extra_args if not arg.startswith(RDZV_CONF)]
     if target.is_module:
         argv.append("--module")
+    if target.program.startswith("-") or target.args[:1] == ["--"]:
+        # torchrun's argparse would take such a script for an option, or swallow the script's leading
+        # "--" as the end of its own options (torch/distributed/run.py, training_script_args: REMAINDER);
+        # after a "--" of ours it passes the script and every argument through as they are.
+        argv.append("--")
     argv.append(target.program)
     return argv + target.args
 

@@ -31,7 +31,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from cloudddp.cluster.plan import ClusterPlan
+from cloudddp.cluster.plan import ClusterPlan, split_host_port
 
 SKEW_LIMIT = 1.0  # seconds
 CONNECT_TIMEOUT = 3.0
@@ -73,7 +73,9 @@ def port_taken(port: str) -> bool:
         probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             probe.bind(("", int(port)))
-        except (OSError, ValueError, OverflowError):
+        except (ValueError, OverflowError):
+            return False  # no port number to probe; the connection check names it
+        except OSError:
             return True
     return False
 
@@ -180,7 +182,8 @@ def rendezvous_verdict(
     """
     findings = Findings()
     resolve_hosts(plan, host_map, findings)
-    host, _, port = plan.endpoint.rpartition(":")
+    host, found_port = split_host_port(plan.endpoint)  # [v6]:port too, as torch reads it
+    port = found_port or ""
     if hosts_store and port_taken(port):
         findings.problems.append(
             f"port {port} ({plan.sources.get('master_port', 'the master port')}) is in use by another process on "

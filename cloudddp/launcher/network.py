@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import socket
+import sys
 import time
 from collections.abc import Callable
 
@@ -29,8 +30,12 @@ def wait_for_host(
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
 ) -> None:
-    """Return once `host` resolves; raise a CloudDDPError naming it after `timeout` s."""
+    """Return once `host` resolves; raise a CloudDDPError naming it after `timeout` s.
+
+    Says once that it waits: a node that sits here for minutes (cloud DNS lagging) tells the log why.
+    """
     deadline = clock() + timeout
+    waiting = False
     while True:
         try:
             resolve(host)
@@ -42,4 +47,8 @@ def wait_for_host(
                     f"Check the platform's DNS, pass --master-addr, or map the name with "
                     f"--host-map {host}=ADDRESS."
                 ) from None
+            if not waiting:
+                waiting = True
+                print(f"cloudddp: waiting up to {timeout:g} s for the master host {host!r} to resolve ({exc})",
+                      file=sys.stderr, flush=True)  # fmt: skip
         sleep(poll)

@@ -180,3 +180,17 @@ def test_node_0s_launcher_answers_hello_with_its_clock() -> None:
     node1.report_exit(0)
     node0.report_exit(0)
     assert node1.clock_skew is not None and abs(node1.clock_skew) < 0.5  # one machine, one clock
+
+
+def test_the_verdict_connects_to_a_bracketed_ipv6_endpoint() -> None:
+    """`[::1]:PORT`, as torch's parse_rendezvous_endpoint reads it: the host is ::1, not "[::1]"."""
+    try:
+        server = socket.create_server(("::1", 0), family=socket.AF_INET6)
+    except OSError as exc:
+        pytest.skip(f"no IPv6 loopback on this machine ({exc})")
+    with server:
+        port = server.getsockname()[1]
+        plan = ClusterPlan("kubeflow", node_rank=1, nnodes=2, master_addr="::1", master_port=port,
+                           rdzv_backend="c10d", rdzv_endpoint=f"[::1]:{port}")  # fmt: skip
+        verdict = rendezvous_verdict(plan, {}, hosts_store=False, clock_skew=0.0, no_clock="")
+    assert f"rendezvous [::1]:{port} reachable" in verdict and "PROBLEM" not in verdict, verdict
