@@ -53,6 +53,17 @@ from cloudddp.launcher.supervisor import Supervisor
 RDZV_BACKENDS = ("static", "c10d", "etcd", "etcd-v2")
 
 
+def seconds(text: str) -> float:
+    """A duration option: finite and not negative (nan or inf would wait forever or never)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value) or value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds (finite, 0 or more)")
+    return value
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="cloudddp-launch",
@@ -79,19 +90,19 @@ def build_parser() -> argparse.ArgumentParser:
     add("--max-restarts", help="worker group restarts before failing (default 0)")
     add("--torchrun-arg", action="append", default=[], metavar="ARG", help="pass ARG to torchrun (repeatable)")
     add("--host-map", default=None, help="NAME=ADDR,... for host names that don't resolve (env CLOUDDDP_HOST_MAP)")
-    add("--metadata-timeout", type=float, default=600.0, help="OCI: seconds to wait for every node (600)")
+    add("--metadata-timeout", type=seconds, default=600.0, help="OCI: seconds to wait for every node (600)")
     add("--instance-groups", help="SageMaker heterogeneous clusters: groups that join (default: all)")
-    add("--dns-timeout", type=float, default=120.0, help="seconds to wait for the master to resolve (120)")
+    add("--dns-timeout", type=seconds, default=120.0, help="seconds to wait for the master to resolve (120)")
     add("--control-port", default=None,
         help="node 0's fail-fast port (default: master port + 1; 0 turns fail-fast off)")  # fmt: skip
-    add("--grace-period", type=float, default=60.0, help="seconds between SIGTERM and SIGKILL on stop (60)")
+    add("--grace-period", type=seconds, default=60.0, help="seconds between SIGTERM and SIGKILL on stop (60)")
     add("--hyperparameters-as-args", action="store_true",
         help="SageMaker: append hyperparameters.json to the script's arguments as --key value")  # fmt: skip
     add("--dry-run", action="store_true", help="print the plan as JSON and exit")
     add("--check", action="store_true",
         help="run on every node: DNS of every host, the master port from this node, clock skew against "
              "node 0; one verdict line per node, exit 1 on a problem; starts nothing (SCRIPT optional)")  # fmt: skip
-    add("--check-window", type=float, default=60.0, help="--check: seconds node 0 waits for the others (60)")
+    add("--check-window", type=seconds, default=60.0, help="--check: seconds node 0 waits for the others (60)")
     add("-m", "--module", action="store_true", help="run SCRIPT as a Python module")
     # Filled in by parse_command_line, not by argparse: everything after SCRIPT is the script's, verbatim.
     add("script", nargs="?", help="the training script (or module with -m); a leading -- ends the options")

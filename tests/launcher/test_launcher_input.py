@@ -246,3 +246,11 @@ def test_a_sagemaker_file_error_names_the_file_once(tmp_path: Path) -> None:
 def test_check_prints_processes_per_node_as_a_number() -> None:
     result = run_launcher("--check", "--check-window", "1", env={"CUDA_VISIBLE_DEVICES": "0,1"})
     assert "nproc_per_node=2 " in result.stdout and "gpus-or-1" not in result.stdout, result.stdout
+
+
+@pytest.mark.parametrize("option", ["--dns-timeout", "--grace-period", "--metadata-timeout", "--check-window"])
+@pytest.mark.parametrize("value", ["nan", "inf", "-1", "soon"])
+def test_a_duration_option_takes_finite_seconds_only(option: str, value: str) -> None:
+    result = run_launcher("--dry-run", f"{option}={value}", str(SOURCES / "allreduce_check.py"))
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert f"argument {option}: {value!r} is not a number of seconds (finite, 0 or more)" in result.stderr
