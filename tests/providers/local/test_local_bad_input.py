@@ -4,10 +4,12 @@ FileExistsError traceback and left a run folder with no state.json)."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
-from helpers import run_cli
+import yaml
+from helpers import run_cli, run_launcher
 
 
 @pytest.fixture
@@ -62,3 +64,15 @@ def test_cancelling_a_finished_run_says_it_already_ended(script: Path, tmp_path:
     assert result.returncode == 2, result.stdout + result.stderr
     assert f"the local run {run.name} already ended (SUCCEEDED); nothing to stop." in " ".join(result.stderr.split())
     assert "asked local to stop" not in result.stdout
+
+
+def test_a_script_named_like_an_option_reaches_the_launcher_after_double_dash(tmp_path: Path) -> None:
+    """`cloudddp launch -- -x.py a`: the node's launcher gets `-- -x.py a`, and its own dry run plans that script."""
+    (tmp_path / "-x.py").write_text("print(1)\n")
+    result = run_cli("render", "-p", "local", "--emulate", "none", "--", "-x.py", "a", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    node = yaml.safe_load(result.stdout)["request"]["nodes"][0]
+    assert node["command"][-3:] == ["--", "-x.py", "a"]
+    planned = run_launcher("--dry-run", *node["command"][3:], cwd=tmp_path)
+    assert planned.returncode == 0, planned.stderr
+    assert json.loads(planned.stdout)["argv"][-2:] == ["./-x.py", "a"]
