@@ -64,6 +64,13 @@ def has_url_credentials(text: str) -> bool:
     return redact_text(text) != text
 
 
+def argument_with_url_password(args: Sequence[str], hyperparameters: Mapping[str, Any]) -> tuple[str, str] | None:
+    """(field, value shown redacted) of the first script argument or hyperparameter holding a URL password."""
+    arguments = [(f"args[{i}]", arg) for i, arg in enumerate(args)]
+    arguments += [(f"hyperparameters.{key}", str(value)) for key, value in hyperparameters.items()]
+    return next(((field, redact_text(value)) for field, value in arguments if has_url_credentials(value)), None)
+
+
 def redact(value: Any) -> Any:
     """A copy of `value` with secrets replaced, at any depth.
 

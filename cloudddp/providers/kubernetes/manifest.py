@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from cloudddp.errors import CloudDDPError
 from cloudddp.providers.kubernetes.settings import KubernetesSettings, check_subdomain
-from cloudddp.redact import has_url_credentials, is_secret_name, redact_text
+from cloudddp.redact import argument_with_url_password, has_url_credentials, is_secret_name
 from cloudddp.staging.location import S3_BUCKET
 
 if TYPE_CHECKING:
@@ -191,16 +191,15 @@ def check_environment(spec: JobSpec, settings: KubernetesSettings) -> None:
 
 def check_arguments(spec: JobSpec) -> None:
     """The script's arguments are in the manifest, readable by anyone who can read the job: no URL password."""
-    arguments = [(f"args[{i}]", arg) for i, arg in enumerate(spec.args)]
-    arguments += [(f"hyperparameters.{key}", str(value)) for key, value in spec.hyperparameters.items()]
-    for field_name, value in arguments:
-        if has_url_credentials(value):
-            raise CloudDDPError(
-                f"{field_name}={redact_text(value)!r} holds a password in a URL, and the script's arguments are "
-                f"written into the job's manifest, readable by anyone who can read the job. Keep it in a Kubernetes "
-                f"Secret, hand it to the job with kubernetes.secret_env: {{VAR: SECRET/KEY}} and read it from the "
-                f"environment in the script."
-            )
+    found = argument_with_url_password(spec.args, spec.hyperparameters)
+    if found:
+        field_name, value = found
+        raise CloudDDPError(
+            f"{field_name}={value!r} holds a password in a URL, and the script's arguments are "
+            f"written into the job's manifest, readable by anyone who can read the job. Keep it in a Kubernetes "
+            f"Secret, hand it to the job with kubernetes.secret_env: {{VAR: SECRET/KEY}} and read it from the "
+            f"environment in the script."
+        )
 
 
 def environment(spec: JobSpec, settings: KubernetesSettings, storage: Storage) -> list[dict[str, Any]]:

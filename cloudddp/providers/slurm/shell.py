@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from cloudddp.errors import CloudDDPError
 from cloudddp.providers.base import JobRequest
-from cloudddp.redact import has_url_credentials, is_secret_name, redact_text
+from cloudddp.redact import argument_with_url_password, has_url_credentials, is_secret_name, redact_text
 
 if TYPE_CHECKING:  # the spec module builds JobSpec from the registry, which imports this package
     from cloudddp.spec import JobSpec
@@ -88,17 +88,16 @@ def refuse_url_credentials(spec: JobSpec, script: str, provider: str) -> None:
     Variables carrying one travel by name (split_environment); the script's arguments cannot, and any other
     field (setup lines, launcher_args...) is caught in the rendered script itself.
     """
-    arguments = [(f"args[{i}]", arg) for i, arg in enumerate(spec.args)]
-    arguments += [(f"hyperparameters.{key}", str(value)) for key, value in spec.hyperparameters.items()]
-    for field, value in arguments:
-        if has_url_credentials(value):
-            raise CloudDDPError(
-                f"{field}={redact_text(value)!r} holds a password in a URL, and the script's arguments are written "
-                f"into the {provider} batch script, readable by anyone who can read the job. Pass it in a variable "
-                f"instead (--env NAME=VALUE: {provider} hands variables whose value holds URL credentials, or whose "
-                f"name looks secret, to the job through the scheduler's environment, never in the script) and read "
-                f"it in the training script."
-            )
+    found = argument_with_url_password(spec.args, spec.hyperparameters)
+    if found:
+        field, value = found
+        raise CloudDDPError(
+            f"{field}={value!r} holds a password in a URL, and the script's arguments are written "
+            f"into the {provider} batch script, readable by anyone who can read the job. Pass it in a variable "
+            f"instead (--env NAME=VALUE: {provider} hands variables whose value holds URL credentials, or whose "
+            f"name looks secret, to the job through the scheduler's environment, never in the script) and read "
+            f"it in the training script."
+        )
     leaked = [line for line in script.splitlines() if has_url_credentials(line)]
     if leaked:
         raise CloudDDPError(
