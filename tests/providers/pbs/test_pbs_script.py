@@ -216,8 +216,8 @@ def test_script_body_runs_one_launcher_per_host_and_they_all_reduce(tmp_path: Pa
     assert [(r["rank"], r["world_size"], r["sum"]) for r in ranks] == [(0, 2, 3.0), (1, 2, 3.0)]
     run = tmp_path / "runs" / "check-42.pbs-test"
     node2 = (run / "logs" / "node2.log").read_text()
-    # Each launcher found its host's position in PBS_NODEFILE; the port came from PBS_JOBID.
-    assert "provider=pbs node 1/2" in node2 and "rdzv=static@127.0.0.1:20042" in node2
+    # Each launcher found its host's position in PBS_NODEFILE; the port came from PBS_JOBID (20000 + 2 * 42).
+    assert "provider=pbs node 1/2" in node2 and "rdzv=static@127.0.0.1:20084" in node2
     assert sorted(p.name for p in (run / "exit").iterdir()) == ["node1", "node2"]
     # The provider reads the nodes' outcome from their exit files when qstat gives no exit status.
     assert PBSProvider.node_exit_code(run) == 0
@@ -226,7 +226,7 @@ def test_script_body_runs_one_launcher_per_host_and_they_all_reduce(tmp_path: Pa
     provider = PBSProvider(environ={"PATH": f"{qstat_stand_in(tmp_path, '42.pbs-test', 'check')}:/usr/bin:/bin"})
     assert provider.status("42.pbs-test").artifacts == str(run / "model")
     lines = list(provider.logs("42.pbs-test"))
-    assert "[node1] cloudddp: provider=pbs node 0/2 nproc_per_node=1 rdzv=static@127.0.0.1:20042" in lines
+    assert "[node1] cloudddp: provider=pbs node 0/2 nproc_per_node=1 rdzv=static@127.0.0.1:20084" in lines
     assert "[node2] rank 1/2: all_reduce sum=3 (expected 3)" in lines
 
 
