@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import re
+import typing
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -24,6 +25,25 @@ class Section(BaseModel):
     """A part of the job spec; unknown fields are errors. Provider settings subclass it."""
 
     model_config = ConfigDict(extra="forbid")
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _no_true_or_false_for_a_number(cls, value: Any, info: ValidationInfo) -> Any:
+        # Pydantic's lax mode reads true as 1, so `nodes: true` would run one node without a word.
+        field = cls.model_fields.get(info.field_name or "")
+        if (
+            isinstance(value, bool)
+            and field
+            and takes(field.annotation, (int, float))
+            and not takes(field.annotation, (bool,))
+        ):
+            raise ValueError(f"must be a number, not {str(value).lower()}")
+        return value
+
+
+def takes(annotation: Any, kinds: tuple[type, ...]) -> bool:
+    """Whether a field's type is one of `kinds`, or a union (or Optional) holding one."""
+    return annotation in kinds or any(takes(arg, kinds) for arg in typing.get_args(annotation))
 
 
 class JobSpecBase(Section):
@@ -200,9 +220,25 @@ def shown_value(item: Any) -> str:
     return repr(redact(item.get("input")))
 
 
-def read_yaml(path: Path) -> dict[str, Any]:
+class SpecLoader(yaml.SafeLoader):
+    """PyYAML's safe loader with YAML 1.2's booleans: only true/false (any case) are booleans.
+
+    PyYAML follows YAML 1.1, where yes/no/on/off/y/n are booleans too: an environment variable or a
+    channel named `on` became the key True, and `DEBUG: off` the value False. In a job spec they are
+    the words the user wrote."""
+
+
+BOOL_TAG = "tag:yaml.org,2002:bool"
+SpecLoader.yaml_implicit_resolvers = {
+    first: [(tag, pattern) for tag, pattern in resolvers if tag != BOOL_TAG]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+}
+SpecLoader.add_implicit_resolver(BOOL_TAG, re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"), list("tTfF"))
+
+
+def read_yaml(path: Path, loader: type[yaml.SafeLoader] = SpecLoader) -> dict[str, Any]:
     try:
-        data = yaml.safe_load(path.read_text())
+        data = yaml.load(path.read_text(), Loader=loader)  # a safe loader: SafeLoader or SpecLoader
     except FileNotFoundError:
         raise CloudDDPError(f"the job spec file {str(path)!r} does not exist.") from None
     except yaml.YAMLError as exc:
@@ -227,10 +263,12 @@ def load_spec(path: str | Path | None = None, overrides: dict[str, Any] | None =
     """A spec from a YAML file (optional) with command-line/Python overrides applied on top."""
     base: dict[str, Any] = read_yaml(Path(path)) if path else {}
     if base.get("kind") == "distributed":
-        # Oracle ADS `opctl` train.yaml: users migrate without rewriting their spec.
+        # Oracle ADS `opctl` train.yaml: users migrate without rewriting their spec. Read with YAML 1.1's
+        # booleans, as ADS reads it (yaml.load(.., yaml.SafeLoader): oracle/accelerated-data-science
+        # ads/opctl/distributed/cmds.py at 0e785b9f).
         from cloudddp.providers.oci.ads import spec_dict_from_ads
 
-        base = spec_dict_from_ads(base, str(path))
+        base = spec_dict_from_ads(read_yaml(Path(str(path)), yaml.SafeLoader), str(path))
     origin = f"{path} and the command line" if path else "the command line"
     if path and overrides is None:
         origin = str(path)

@@ -1,0 +1,70 @@
+"""How a job spec file is read: YAML 1.2's booleans, and no true/false where a number is due."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from helpers import run_cli
+
+from cloudddp.errors import CloudDDPError
+from cloudddp.spec import build_spec, load_spec
+
+
+@pytest.fixture
+def spec_file(tmp_path: Path) -> Path:
+    (tmp_path / "train.py").write_text("print('hi')\n")
+    return tmp_path / "job.yaml"
+
+
+def test_nodes_true_is_refused_not_read_as_one_node(spec_file: Path) -> None:
+    spec_file.write_text("entry_point: train.py\nnodes: true\n")
+    result = run_cli("render", "-p", "slurm", "-f", str(spec_file), cwd=spec_file.parent)
+    assert result.returncode == 2, result.stdout
+    assert "nodes: Value error, must be a number, not true (got True)" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("data", "field"),
+    [
+        ({"max_runtime": True}, "max_runtime"),
+        ({"nproc_per_node": False}, "nproc_per_node"),
+        ({"nodes": 2, "min_nodes": True}, "min_nodes"),
+        ({"sagemaker": {"volume_size_gb": True}}, "sagemaker.volume_size_gb"),
+    ],
+)
+def test_true_or_false_is_refused_wherever_a_number_is_due(data: dict[str, object], field: str) -> None:
+    with pytest.raises(CloudDDPError, match=rf"{field}: Value error, must be a number, not (true|false)"):
+        build_spec({"entry_point": "train.py", **data})
+
+
+def test_fields_that_are_booleans_still_take_them() -> None:
+    spec = build_spec({"entry_point": "pkg.train", "module": True, "hyperparameters": {"amp": True, "lr": 0.1}})
+    assert spec.module is True
+    assert spec.script_args() == ["--amp", "True", "--lr", "0.1"]
+
+
+def test_yes_no_on_off_are_the_words_written(spec_file: Path) -> None:
+    # YAML 1.1 (PyYAML's default) reads them as booleans: the key `on` became True and was refused as
+    # "environment.1.[key]: Input should be a valid string", and `DEBUG: off` could not be a string.
+    spec_file.write_text(
+        "entry_point: train.py\nnodes: 2\nmodule: yes\n"
+        "environment: {on: x, DEBUG: off}\nhyperparameters: {amp: yes, 'n': 3}\n"
+    )
+    spec = load_spec(spec_file)
+    assert spec.environment == {"on": "x", "DEBUG": "off"}
+    assert spec.script_args() == ["--amp", "yes", "--n", "3"]
+    assert spec.module is True  # pydantic reads the word yes as true for a boolean field
+
+    result = run_cli("render", "-p", "slurm", "-f", str(spec_file), cwd=spec_file.parent)
+    assert result.returncode == 0, result.stderr
+    assert "export on=x\n" in result.stdout and "export DEBUG=off\n" in result.stdout
+    assert "--amp yes --n 3" in result.stdout
+
+
+def test_true_and_false_in_any_case_stay_booleans(spec_file: Path) -> None:
+    spec_file.write_text("entry_point: train.py\nmodule: TRUE\nhyperparameters: {a: True, b: false}\n")
+    spec = load_spec(spec_file)
+    assert spec.module is True
+    assert spec.hyperparameters == {"a": True, "b": False}
