@@ -85,6 +85,15 @@ CONF
   exit 1
   ;;
 stop)
+  # Cancel what still runs first (a test that timed out mid-job): slurmd ends its steps, so no slurmstepd,
+  # srun or launcher outlives the cluster. Give the jobs up to 15 s to end before the daemons go.
+  if scontrol ping >/dev/null 2>&1; then
+    scancel --quiet --user="$(id -un)" 2>/dev/null || true
+    for _ in $(seq 1 60); do
+      [ -z "$(squeue --noheader --format=%i 2>/dev/null)" ] && break
+      sleep 0.25
+    done
+  fi
   scontrol shutdown >/dev/null 2>&1 || true
   pids=$(cat "$dir"/run/slurm*.pid 2>/dev/null || true)
   for pid in $pids; do kill "$pid" 2>/dev/null || true; done
