@@ -58,9 +58,38 @@ def parse_full_text(text: str) -> dict[str, Any]:
         elif key and line[:1] in ("\t", " ") and line.strip():
             record[key] += line.strip()
     if isinstance(record.get("Variable_List"), str):
-        pairs = (item.partition("=") for item in record["Variable_List"].split(","))
-        record["Variable_List"] = {name: value for name, _, value in pairs if name}
+        record["Variable_List"] = split_variable_list(record["Variable_List"])
     return record
+
+
+# The server escapes these in Variable_List with a backslash (openpbs/openpbs at cd7ab5ed,
+# src/lib/Libattr/attr_fn_arst.c encode_arst_bs), so a comma in a value is not a separator.
+ESCAPED = "\"',\\"
+
+
+def split_variable_list(text: str) -> dict[str, str]:
+    """Variable_List as `qstat -f` prints it: NAME=value items split at unescaped commas, each item
+    stripped and unescaped as parse_comma_string_bs (same file) does; other backslashes stay."""
+    items: list[str] = []
+    current = ""
+    chars = iter(text)
+    for char in chars:
+        if char == "\\":
+            following = next(chars, "")
+            current += following if following and following in ESCAPED else char + following
+        elif char == ",":
+            items, current = [*items, current], ""
+        else:
+            current += char
+    pairs = (item.strip().partition("=") for item in [*items, current])
+    return {name: value for name, _, value in pairs if name}
+
+
+def json_variable(value: Any) -> str:
+    """A Variable_List value from `qstat -F json`: qstat.c prt_attr drops only a comma's escape and
+    pbs_json_insert_parsed reads a value that parses as JSON (a number) as such."""
+    text = value if isinstance(value, str) else json.dumps(value)
+    return re.sub(r"\\([\"'\\])", r"\1", text)
 
 
 class PBSProvider(Provider):
@@ -103,7 +132,10 @@ class PBSProvider(Provider):
         if result.returncode == 0 and result.stdout.lstrip().startswith("{"):
             jobs = json.loads(result.stdout).get("Jobs", {})
             if jobs:
-                return next(iter(jobs.values()))
+                record: dict[str, Any] = next(iter(jobs.values()))
+                if isinstance(record.get("Variable_List"), dict):
+                    record["Variable_List"] = {k: json_variable(v) for k, v in record["Variable_List"].items()}
+                return record
         result = run_tool(["qstat", "-f", job_id], env=self.environ, what="qstat")
         record = parse_full_text(result.stdout)
         if not record:
