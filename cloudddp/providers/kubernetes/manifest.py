@@ -205,7 +205,15 @@ def check_arguments(spec: JobSpec) -> None:
 def environment(spec: JobSpec, settings: KubernetesSettings, storage: Storage) -> list[dict[str, Any]]:
     """Container variables: plain ones by value, secrets only as Secret references."""
     check_environment(spec, settings)
-    env = [{"name": k, "value": v} for k, v in {**spec.environment, **storage.env}.items()]
+    # The user's own value wins (CLOUDDDP_MODEL_DIR elsewhere, say), as on the Slurm, PBS, OCI and local nodes.
+    plain = {**storage.env, **spec.environment}
+    both = sorted(set(plain) & set(settings.secret_env))
+    if both:  # the kubelet would keep the last entry of a repeated name without a word
+        raise CloudDDPError(
+            f"kubernetes.secret_env.{both[0]}: {both[0]} is also set "
+            f"{'in environment' if both[0] in spec.environment else 'by cloudddp'}; give each variable one source."
+        )
+    env = [{"name": k, "value": v} for k, v in plain.items()]
     for variable, reference in settings.secret_env.items():
         secret, _, key = reference.partition("/")
         env.append({"name": variable, "valueFrom": {"secretKeyRef": {"name": secret, "key": key}}})

@@ -330,3 +330,25 @@ def test_declaring_the_provider_imports_no_kubernetes_client() -> None:
     code = "import sys, cloudddp.providers.kubernetes; print('kubernetes' in sys.modules)"
     result = subprocess.run([PYTHON, "-c", code], capture_output=True, text=True, timeout=60)
     assert result.stdout.strip() == "False", result.stderr
+
+
+def container_env(manifest: dict[str, Any]) -> list[dict[str, Any]]:
+    return manifest["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["containers"][0]["env"]
+
+
+def test_the_users_own_model_folder_wins_as_on_every_other_provider() -> None:
+    spec = build_spec({"name": "resnet", "entry_point": "train_ddp.py", "source_dir": str(SOURCES),
+                       "environment": {"CLOUDDDP_MODEL_DIR": "/mnt/models"}, "kubernetes": {"image": IMAGE}})  # fmt: skip
+    env = container_env(KubernetesProvider().render(spec).request.body)
+    assert [e for e in env if e["name"] == "CLOUDDDP_MODEL_DIR"] == [
+        {"name": "CLOUDDDP_MODEL_DIR", "value": "/mnt/models"}
+    ]
+
+
+@pytest.mark.parametrize(("environment", "where"), [({"DB_HOST": "db"}, "in environment"), ({}, "by cloudddp")])
+def test_a_secret_variable_also_set_another_way_is_refused(environment: dict[str, str], where: str) -> None:
+    name = "DB_HOST" if environment else "CLOUDDDP_MODEL_DIR"
+    spec = build_spec({"name": "resnet", "entry_point": "train_ddp.py", "source_dir": str(SOURCES),
+                       "environment": environment, "kubernetes": {"image": IMAGE, "secret_env": {name: "s/k"}}})  # fmt: skip
+    with pytest.raises(CloudDDPError, match=f"kubernetes.secret_env.{name}: {name} is also set {where}"):
+        KubernetesProvider().render(spec)
