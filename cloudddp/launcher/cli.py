@@ -21,6 +21,7 @@ import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from cloudddp.cluster import resolve_plan, sagemaker
 from cloudddp.cluster.options import DetectOptions
@@ -64,8 +65,22 @@ def seconds(text: str) -> float:
     return value
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+class LauncherParser(argparse.ArgumentParser):
+    """argparse's parser, remembering each option's action (argparse keeps them in its private `_actions`),
+    so the command line can be split at the script before argparse reads it (split_command_line)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self.options: dict[str, argparse.Action] = {}  # before argparse's init, which adds --help
+        super().__init__(*args, **kwargs)
+
+    def add_argument(self, *args: Any, **kwargs: Any) -> argparse.Action:
+        action = super().add_argument(*args, **kwargs)
+        self.options.update(dict.fromkeys(action.option_strings, action))
+        return action
+
+
+def build_parser() -> LauncherParser:
+    parser = LauncherParser(
         prog="cloudddp-launch",
         description="Run a PyTorch DDP script on this node of a multi-node job: detect the platform "
         "(SageMaker, OCI, Kubeflow, Slurm, PBS, AWS Batch, SkyPilot), then start a supervised torchrun.",
@@ -110,16 +125,16 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def option_takes_value(parser: argparse.ArgumentParser, word: str) -> bool:
+def option_takes_value(parser: LauncherParser, word: str) -> bool:
     """Whether the launcher option `word` (exact, or a unique prefix as argparse allows) takes a value."""
-    options = {name: action for action in parser._actions for name in action.option_strings}
+    options = parser.options
     if "=" in word or (not word.startswith("--") and len(word) > 2):
         return False  # --name=value, or -xVALUE: the value is in the word already
     matches = [name for name in options if name == word] or [name for name in options if name.startswith(word)]
     return len(matches) == 1 and options[matches[0]].nargs != 0
 
 
-def split_command_line(parser: argparse.ArgumentParser, argv: Sequence[str]) -> tuple[list[str], list[str]]:
+def split_command_line(parser: LauncherParser, argv: Sequence[str]) -> tuple[list[str], list[str]]:
     """(the launcher's options, [SCRIPT, ARGS...]): SCRIPT is the first word that is no option or an
     option's value, or the word after a "--". Everything after SCRIPT goes to the script as it is, a "--"
     included, as torchrun does; argparse alone would drop the script's first "--"."""
