@@ -206,7 +206,7 @@ def environment(spec: JobSpec, settings: KubernetesSettings, storage: Storage) -
     """Container variables: plain ones by value, secrets only as Secret references."""
     check_environment(spec, settings)
     # The user's own value wins (CLOUDDDP_MODEL_DIR elsewhere, say), as on the Slurm, PBS, OCI and local nodes.
-    plain = {**storage.env, **spec.environment}
+    plain = {**spec.environment, **{k: v for k, v in storage.env.items() if k not in spec.environment}}
     both = sorted(set(plain) & set(settings.secret_env))
     if both:  # the kubelet would keep the last entry of a repeated name without a word
         raise CloudDDPError(
