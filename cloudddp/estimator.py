@@ -17,8 +17,26 @@ from typing import Any
 
 from cloudddp.errors import CloudDDPError
 from cloudddp.providers import JobHandle, JobStatus, Provider, get_provider, registry
+from cloudddp.redact import redact_log_line, secret_values
 from cloudddp.session import INTERRUPTED_EXIT_CODE, JobRecord, emit, run_job
 from cloudddp.spec import JobSpec, build_spec
+
+Inputs = dict[str, str] | str | None
+
+
+def channels(inputs: Inputs) -> dict[str, str]:
+    """fit()'s inputs as channels: a dict of channel -> folder or URI, or one folder or URI, the channel
+    "training", as in the SageMaker SDK's fit(inputs) (the drop-in's channels_of does the same)."""
+    if inputs is None:
+        return {}
+    if isinstance(inputs, str):
+        return {"training": inputs}
+    if isinstance(inputs, dict):
+        return dict(inputs)
+    raise CloudDDPError(
+        f"inputs={type(inputs).__name__}(...): pass a dict of channel name -> folder or URI (s3://, oci://), "
+        "or one folder or URI for the channel 'training'."
+    )
 
 
 class Estimator:
@@ -49,7 +67,7 @@ class Estimator:
         self.provider_name = provider
         self.base: dict[str, Any] = {
             "name": name, "entry_point": entry_point, "source_dir": source_dir, "module": module,
-            "nodes": nodes or instance_count, "nproc_per_node": nproc_per_node, "hyperparameters": hyperparameters or {},
+            "nodes": nodes if nodes is not None else instance_count, "nproc_per_node": nproc_per_node, "hyperparameters": hyperparameters or {},
             "args": args or [], "environment": environment or {}, "output": output, "checkpoint": checkpoint,
             "max_runtime": max_runtime,
         }  # fmt: skip
@@ -58,7 +76,7 @@ class Estimator:
         self._provider: Provider | None = None
         self.spec(None)  # validate now: a bad argument fails at construction, not at fit()
 
-    def spec(self, inputs: dict[str, str] | None) -> JobSpec:
+    def spec(self, inputs: Inputs) -> JobSpec:
         section = registry.get(self.provider_name).settings
         unknown = sorted(set(self.provider_options) - set(section.model_fields))
         if unknown:
@@ -67,7 +85,7 @@ class Estimator:
                 f"valid: {', '.join(section.model_fields)}."
             )
         data = {k: v for k, v in self.base.items() if v is not None}
-        data["inputs"] = dict(inputs or {})
+        data["inputs"] = channels(inputs)
         data[self.provider_name] = self.provider_options
         return build_spec(data, f"Estimator(provider={self.provider_name!r})")
 
@@ -85,11 +103,11 @@ class Estimator:
             self._provider = get_provider(self.provider_name)
         return self._provider
 
-    def dry_run(self, inputs: dict[str, str] | None = None) -> str:
+    def dry_run(self, inputs: Inputs = None) -> str:
         """The exact request as YAML; nothing is uploaded or started."""
         return self.provider.render(self.spec(inputs)).to_yaml()
 
-    def fit(self, inputs: dict[str, str] | None = None, wait: bool = True, logs: bool = True) -> JobStatus | None:
+    def fit(self, inputs: Inputs = None, wait: bool = True, logs: bool = True) -> JobStatus | None:
         """Launch the job (the same `run_job` as `cloudddp launch`); with wait, its final status."""
         record = JobRecord()
         try:
@@ -117,13 +135,15 @@ class Estimator:
         return self.provider.status(self._job().job_id)
 
     def logs(self, follow: bool = False) -> None:
+        """The job's log lines, secrets hidden as `fit()` hides them (this estimator's secret variables)."""
+        secrets = secret_values(self.base["environment"])
         for line in self.provider.logs(self._job().job_id, follow=follow):
-            emit(line)
+            emit(redact_log_line(line, secrets))
 
     def stop(self) -> None:
         self.provider.cancel(self._job().job_id)
 
-    def to_model_trainer(self, inputs: dict[str, str] | None = None) -> Any:
+    def to_model_trainer(self, inputs: Inputs = None) -> Any:
         """The same job as a SageMaker SDK v3 `ModelTrainer` running cloudddp's launcher (sagemaker only)."""
         if self.provider_name != "sagemaker":
             raise CloudDDPError(f"to_model_trainer() is for provider='sagemaker', not {self.provider_name!r}.")

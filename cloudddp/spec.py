@@ -82,9 +82,18 @@ class JobSpecBase(Section):
     @field_validator("inputs")
     @classmethod
     def _channel_names(cls, value: dict[str, str]) -> dict[str, str]:
-        for channel in value:
+        for channel, where in value.items():
             if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}", channel):
                 raise ValueError(f"channel name {channel!r} must be letters, digits, '.', '_' or '-'")
+            if not where.strip():  # Path("") is the current folder: it would be staged whole
+                raise ValueError(f"channel {channel!r} has an empty path; give a folder, or an s3:// or oci:// URI")
+        return value
+
+    @field_validator("output", "checkpoint")
+    @classmethod
+    def _not_empty(cls, value: str | None) -> str | None:
+        if value is not None and not value.strip():
+            raise ValueError("is empty; give a folder or a URI, or leave it out")
         return value
 
     @field_validator("nproc_per_node")
@@ -115,7 +124,13 @@ class JobSpecBase(Section):
     @field_validator("rdzv_endpoint")
     @classmethod
     def _etcd_needs_an_endpoint(cls, value: str | None, info: ValidationInfo) -> str | None:
-        if info.data.get("rdzv_backend") == "etcd-v2" and not value:
+        backend = info.data.get("rdzv_backend", "c10d")
+        if "min_nodes" in info.data and info.data["min_nodes"] is None and (value or backend != "c10d"):
+            raise ValueError(
+                f"rdzv_backend={backend!r} and rdzv_endpoint apply to elastic jobs only (nodes MIN:MAX); a "
+                "fixed-size job meets at its first node. Give a node range (--nodes 2:4) or drop them"
+            )
+        if backend == "etcd-v2" and not value:
             raise ValueError("rdzv_backend etcd-v2 needs the etcd server's HOST:PORT here")
         return value
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -68,3 +69,40 @@ def test_true_and_false_in_any_case_stay_booleans(spec_file: Path) -> None:
     spec = load_spec(spec_file)
     assert spec.module is True
     assert spec.hyperparameters == {"a": True, "b": False}
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        ({"inputs": {"train": ""}}, "inputs: Value error, channel 'train' has an empty path"),
+        ({"inputs": {"train": "  "}}, "inputs: Value error, channel 'train' has an empty path"),
+        ({"output": ""}, "output: Value error, is empty"),
+        ({"checkpoint": ""}, "checkpoint: Value error, is empty"),
+        ({"rdzv_backend": "etcd-v2", "rdzv_endpoint": "h:1"}, "rdzv_endpoint: Value error, rdzv_backend='etcd-v2' and"),
+        (
+            {"rdzv_endpoint": "h:1"},
+            "rdzv_endpoint: Value error, rdzv_backend='c10d' and rdzv_endpoint apply to elastic",
+        ),
+        ({"rdzv_backend": "etcd-v2"}, "rdzv_endpoint: Value error, rdzv_backend='etcd-v2' and rdzv_endpoint apply"),
+    ],
+)
+def test_values_that_would_be_misread_are_refused(data: dict[str, object], message: str) -> None:
+    with pytest.raises(CloudDDPError, match=re.escape(message)):
+        build_spec({"entry_point": "train.py", "nodes": 2, **data})
+
+
+def test_an_elastic_job_takes_its_rendezvous_settings() -> None:
+    spec = build_spec(
+        {"entry_point": "t.py", "nodes": 2, "min_nodes": 1, "rdzv_backend": "etcd-v2", "rdzv_endpoint": "h:1"}
+    )
+    assert (spec.rdzv_backend, spec.rdzv_endpoint) == ("etcd-v2", "h:1")
+    with pytest.raises(CloudDDPError, match="rdzv_backend etcd-v2 needs the etcd server's HOST:PORT"):
+        build_spec({"entry_point": "t.py", "nodes": 2, "min_nodes": 1, "rdzv_backend": "etcd-v2"})
+
+
+def test_an_empty_input_path_stages_nothing_from_the_cli(spec_file: Path) -> None:
+    result = run_cli("launch", "-p", "sagemaker", "--role", "arn:aws:iam::123456789012:role/SageMaker",
+                     "--region", "us-east-1", "--instance-type", "ml.g5.xlarge", "-i", "train=", "--dry-run",
+                     str(spec_file.parent / "train.py"), cwd=spec_file.parent)  # fmt: skip
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert "channel 'train' has an empty path" in result.stderr
