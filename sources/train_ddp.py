@@ -2,7 +2,8 @@
 
 Where things come from (first found wins):
 - training data: --data-dir, SM_CHANNEL_TRAIN (SageMaker), CLOUDDDP_CHANNEL_TRAIN (other
-  cloudddp providers); an ImageFolder root holding train/ and val/ (like hymenoptera_data),
+  cloudddp providers), else the channel "training" (what `fit("s3://...")` names one input, as in the
+  SageMaker SDK): SM_CHANNEL_TRAINING, CLOUDDDP_CHANNEL_TRAINING; an ImageFolder root holding train/ and val/ (like hymenoptera_data),
   or a train root with the validation root in --val-dir / SM_CHANNEL_VAL / CLOUDDDP_CHANNEL_VAL.
   Either as plain files or as `cloudddp stage --shards` left it: tar shards plus
   `_cloudddp_index.json` (each image read straight from its shard at the indexed offset).
@@ -58,7 +59,9 @@ def sagemaker_checkpoint_dir() -> str | None:
 def parse_args() -> argparse.Namespace:
     env = os.environ.get
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--data-dir", default=first(env("SM_CHANNEL_TRAIN"), env("CLOUDDDP_CHANNEL_TRAIN")))
+    train = (env("SM_CHANNEL_TRAIN"), env("CLOUDDDP_CHANNEL_TRAIN"))
+    training = (env("SM_CHANNEL_TRAINING"), env("CLOUDDDP_CHANNEL_TRAINING"))  # fit("s3://..."): one channel
+    p.add_argument("--data-dir", default=first(*train, *training))
     p.add_argument("--val-dir", default=first(env("SM_CHANNEL_VAL"), env("CLOUDDDP_CHANNEL_VAL")))
     p.add_argument("--dataset", choices=("folder", "cifar10"), default="folder")
     p.add_argument("--model-dir", default=first(env("SM_MODEL_DIR"), env("CLOUDDDP_MODEL_DIR"), "model"))
