@@ -106,7 +106,15 @@ def aws(aws_env: None, monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeAWS]:
             for hook in fake.on_create:
                 hook(params)
 
+        def environment_as_described(parsed: dict[str, Any], **_: Any) -> None:
+            # The service returns the job's Environment in DescribeTrainingJob (botocore 1.44.5's model,
+            # DescribeTrainingJobResponse.Environment); moto 5.2.5 keeps it nowhere, so add what was sent.
+            sent = [c for c in fake.created if c["TrainingJobName"] == parsed.get("TrainingJobName")]
+            if sent and sent[-1].get("Environment"):
+                parsed.setdefault("Environment", sent[-1]["Environment"])
+
         session.events.register("provide-client-params.sagemaker.CreateTrainingJob", capture)
+        session.events.register("after-call.sagemaker.DescribeTrainingJob", environment_as_described)
         # Every SageMakerProvider (CLI, Estimator, get_provider) uses this one hooked session.
         monkeypatch.setattr(SageMakerProvider, "session", lambda self, region: session)
         yield fake

@@ -10,6 +10,7 @@ new events of all hosts merged by timestamp.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,9 +28,9 @@ class LogEvent:
     host: str
     message: str = field(compare=False)
 
-    def line(self) -> str:
-        """The line as cloudddp prints it: host prefix, URL passwords hidden."""
-        return f"[{self.host}] {redact_log_line(self.message.rstrip())}"
+    def line(self, secrets: Sequence[str] = ()) -> str:
+        """The line as cloudddp prints it: host prefix, secrets hidden (`secrets`: the job's own values)."""
+        return f"[{self.host}] {redact_log_line(self.message.rstrip(), secrets)}"
 
 
 def host_of(stream: str) -> str:

@@ -38,6 +38,7 @@ from cloudddp.providers.sagemaker.request import (
     job_name_for,
     validate_spec,
 )
+from cloudddp.redact import secret_values
 from cloudddp.session import emit
 from cloudddp.spec import JobSpec
 from cloudddp.staging.archive import pack_source, source_files
@@ -277,6 +278,8 @@ class SageMakerProvider(Provider):
 
     def logs(self, job_id: str, follow: bool = False) -> Iterator[str]:
         described = self.describe(job_id)
+        # The job's own secret-named variables, from its description: a token it prints is hidden on its own.
+        secrets = secret_values(described.get("Environment") or {})
         tail = LogTail(self.client("logs"), job_id, page_size=self.log_page_size)
         last = ""
         while True:
@@ -286,13 +289,13 @@ class SageMakerProvider(Provider):
                 yield f"[sagemaker] {job_id}: {progress}" + (f" ({current.reason})" if current.reason else "")
                 last = progress
             for event in self.call(f"read the logs of {job_id}", tail.poll):
-                yield event.line()
+                yield event.line(secrets)
             if not follow:
                 return
             if current.done:
                 time.sleep(self.final_grace)
                 for event in self.call(f"read the logs of {job_id}", tail.poll):
-                    yield event.line()
+                    yield event.line(secrets)
                 return
             time.sleep(self.poll_interval)
             described = self.describe(job_id)

@@ -126,6 +126,14 @@ def test_log_lines_lose_url_passwords(aws: FakeAWS, project: Path, capsys: pytes
     assert list(aws.provider.logs(job)) == ["[algo-1] connecting to postgres://trainer:***@db:5432/runs"]
 
 
+def test_log_lines_hide_the_jobs_own_secret_values_read_from_its_description(aws: FakeAWS, project: Path) -> None:
+    # `cloudddp logs` runs later, in another process: the values come from DescribeTrainingJob's Environment.
+    seed_logs(aws, {"algo-1": ["hub login hf_abcdef123456", "lr=0.1"]})
+    job = submit(aws, project, environment={"HF_TOKEN": "hf_abcdef123456", "EPOCHS": "2"})
+    assert aws.client("sagemaker").describe_training_job(TrainingJobName=job)["Environment"]["HF_TOKEN"]
+    assert list(aws.provider.logs(job)) == ["[algo-1] hub login ***", "[algo-1] lr=0.1"]
+
+
 def test_follow_streams_until_the_end_including_late_lines(aws: FakeAWS, project: Path) -> None:
     seed_logs(aws, {"algo-1": ["epoch=1/2"], "algo-2": ["epoch=1/2"]})
     job = submit(aws, project)
