@@ -298,6 +298,39 @@ def _count(value: Any) -> int:
     return value
 
 
+# v2 sends max_run and volume_size as given (aws/sagemaker-python-sdk v2.257.6, commit fc582aaa46faf7b7e16ab1e13840869712174cd0,
+# src/sagemaker/job.py `_prepare_stop_condition`: {"MaxRuntimeInSeconds": max_run}; `_prepare_resource_config`:
+# {"VolumeSizeInGB": volume_size}). botocore's model refuses MaxRuntimeInSeconds < 1; it allows VolumeSizeInGB 0,
+# which cloudddp's SageMaker provider does not send (at least 1 GB). A value is never replaced by the default
+# (0 used to become 86400 s / 30 GB); only an absent (None) one takes it.
+AT_LEAST_ONE_WHY = {
+    "max_run": "SageMaker refuses a MaxRuntimeInSeconds below 1, as it does for the SDK v2, which sends it as given",
+    "volume_size": "cloudddp sends a VolumeSizeInGB of at least 1 (the SDK v2 would send it as given)",
+}
+
+
+def _at_least_one(name: str, value: Any, default: int, unit: str) -> int:
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise _refuse(name, value, f"must be a whole number of {unit}, at least 1: {AT_LEAST_ONE_WHY[name]}. Leave "
+                      f"it out for the default, {default}")  # fmt: skip
+    return value
+
+
+# v2 sends a true flag as given and none for a false one (src/sagemaker/session.py `_get_train_request`, same
+# commit: `if use_spot_instances: train_request["EnableManagedSpotTraining"] = use_spot_instances`, likewise
+# EnableNetworkIsolation and EnableInterContainerTrafficEncryption): botocore's model takes only a boolean there,
+# so a true non-boolean such as the string "False" fails in v2; it must not become True here.
+def _flag(name: str, value: Any) -> bool:
+    if value is None or isinstance(value, bool):
+        return bool(value)
+    if not value:  # 0, "": v2 sends nothing, the service's False
+        return False
+    raise _refuse(name, value, "must be True or False (not a string or number): the SDK v2 sends such a value as "
+                  "given, and botocore, which takes only a boolean there, refuses it")  # fmt: skip
+
+
 def parse(kwargs: dict[str, Any]) -> tuple[Arguments, Any]:
     """The checked arguments and the sagemaker_session (or None). Raises for anything not supported."""
     check_names(kwargs)
@@ -318,18 +351,18 @@ def parse(kwargs: dict[str, Any]) -> tuple[Arguments, Any]:
         output_path=_expect("output_path", get("output_path"), str, "an s3:// URI"),
         checkpoint_s3_uri=_expect("checkpoint_s3_uri", get("checkpoint_s3_uri"), str, "an s3:// URI"),
         checkpoint_local_path=get("checkpoint_local_path"),
-        use_spot_instances=bool(get("use_spot_instances", False)),
-        max_run=_expect("max_run", get("max_run") or DEFAULT_MAX_RUN, int, "seconds"),
+        use_spot_instances=_flag("use_spot_instances", get("use_spot_instances")),
+        max_run=_at_least_one("max_run", get("max_run"), DEFAULT_MAX_RUN, "seconds"),
         max_wait=_expect("max_wait", get("max_wait"), int, "seconds"),
-        volume_size=_expect("volume_size", get("volume_size") or DEFAULT_VOLUME_SIZE, int, "GB"),
+        volume_size=_at_least_one("volume_size", get("volume_size"), DEFAULT_VOLUME_SIZE, "GB"),
         kms_key=check_kms(get("volume_kms_key"), get("output_kms_key")),
         subnets=list(_expect("subnets", get("subnets") or [], list, "a list of subnet ids")),
         security_group_ids=list(_expect("security_group_ids", get("security_group_ids") or [], list, "a list")),
         tags=check_tags(get("tags")),
         base_job_name=_expect("base_job_name", get("base_job_name"), str, "a string"),
         dependencies=list(_expect("dependencies", get("dependencies") or [], list, "a list of paths")),
-        network_isolation=bool(get("enable_network_isolation", False)),
-        inter_container_encryption=bool(get("encrypt_inter_container_traffic", False)),
+        network_isolation=_flag("enable_network_isolation", get("enable_network_isolation")),
+        inter_container_encryption=_flag("encrypt_inter_container_traffic", get("encrypt_inter_container_traffic")),
         instance_groups=groups, distribution_groups=distribution_groups,
         disable_profiler=bool(get("disable_profiler")), debugger_hook=get("debugger_hook_config") is None,
     )  # fmt: skip

@@ -19,6 +19,7 @@ import json
 import re
 import shutil
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +28,7 @@ from cloudddp.errors import CloudDDPError
 from cloudddp.providers import JobHandle, Provider, get_provider
 from cloudddp.providers.sagemaker.instance_groups import check_instance_groups, image_instance_type
 from cloudddp.providers.sagemaker.validation import training_instance_types
+from cloudddp.redact import redact_log_line, secret_values
 from cloudddp.sagemaker import arguments
 from cloudddp.sagemaker.arguments import NOT_SUPPORTED_METHODS, Arguments
 from cloudddp.sagemaker.images import training_image_uri
@@ -100,24 +102,49 @@ def channels_of(inputs: Any) -> dict[str, str]:
 
 
 def merged_source(args: Arguments, into: Path) -> tuple[str, str]:
-    """(source_dir, entry_point) with `dependencies` copied to the top of the source, as v2 packs them."""
-    source = args.source_dir
-    entry = args.entry_point
-    if source is None:  # v2: the entry point's folder
-        source, entry = str(Path(entry).parent), Path(entry).name
-    if not args.dependencies:
-        return source, entry
+    """(source_dir, entry_point) holding what v2 packs: source_dir's files, or with no source_dir the entry point
+    file alone; `dependencies` copied to the top of it.
+
+    aws/sagemaker-python-sdk v2.257.6 (commit fc582aaa46faf7b7e16ab1e13840869712174cd0), src/sagemaker/fw_utils.py:
+    `_list_files_to_compress(script, directory)`: `if directory is None: return [script]`, plus the dependencies;
+    `tar_and_upload_dir`: `script_name = script if directory else os.path.basename(script)`. (The entry point's
+    folder is used only with the `local.local_code` config, which cloudddp does not read.)
+    """
+    if args.source_dir is not None and not args.dependencies:
+        return args.source_dir, args.entry_point
     target = into / "source"
-    shutil.copytree(source, target, symlinks=True)
+    if args.source_dir is None:
+        script = Path(args.entry_point)
+        if not script.is_file():
+            raise CloudDDPError(
+                f"PyTorch(entry_point={args.entry_point!r}): {script} is not a file (with no source_dir, the entry "
+                f"point is a path to the training script)."
+            )
+        target.mkdir(parents=True)
+        shutil.copy2(script, target / script.name)
+        entry = script.name
+    else:  # a source_dir that holds `into` itself (source_dir="."; the work folder is under ./cloudddp-runs) skips it
+        shutil.copytree(args.source_dir, target, symlinks=True, ignore=_skipping(into))
+        entry = args.entry_point
     for dependency in args.dependencies:
         path = Path(dependency)
         if not path.exists():
             raise CloudDDPError(f"PyTorch(dependencies=[..., {dependency!r}, ...]): {dependency} does not exist.")
         if path.is_dir():
-            shutil.copytree(path, target / path.name, symlinks=True, dirs_exist_ok=True)
+            shutil.copytree(path, target / path.name, symlinks=True, dirs_exist_ok=True, ignore=_skipping(into))
         else:
             shutil.copy2(path, target / path.name)
     return str(target), entry
+
+
+def _skipping(folder: Path) -> Callable[[str, list[str]], set[str]]:
+    """A copytree `ignore` that leaves out `folder` (a copy must not copy itself into itself)."""
+    resolved = folder.resolve()
+
+    def ignore(directory: str, names: list[str]) -> set[str]:
+        return {name for name in names if (Path(directory) / name).resolve() == resolved}
+
+    return ignore
 
 
 class TrainingJob:
@@ -149,7 +176,25 @@ class TrainingJob:
         self.provider.cancel(self.handle.job_id)
 
 
-class PyTorch:
+def _not_supported(name: str) -> CloudDDPError:
+    return CloudDDPError(
+        f"PyTorch.{name} is not supported by cloudddp's drop-in (training only): use the SageMaker SDK with "
+        f"the model at estimator.model_data for it."
+    )
+
+
+class _RefusingMethods(type):
+    """The v2 methods cloudddp leaves out, refused by name on the class too: `attach` is a classmethod in v2
+    (aws/sagemaker-python-sdk v2.257.6, commit fc582aaa46faf7b7e16ab1e13840869712174cd0, src/sagemaker/estimator.py
+    `EstimatorBase.attach`), called as `PyTorch.attach("job")`."""
+
+    def __getattr__(cls, name: str) -> Any:
+        if name in NOT_SUPPORTED_METHODS:
+            raise _not_supported(name)
+        raise AttributeError(f"type object {cls.__name__!r} has no attribute {name!r}")
+
+
+class PyTorch(metaclass=_RefusingMethods):
     """The SDK v2 `sagemaker.pytorch.PyTorch` training estimator on cloudddp (see the module docstring)."""
 
     def __init__(
@@ -182,10 +227,7 @@ class PyTorch:
     # -- v2 attributes a notebook reads ---------------------------------------------------
     def __getattr__(self, name: str) -> Any:
         if name in NOT_SUPPORTED_METHODS:
-            raise CloudDDPError(
-                f"PyTorch.{name} is not supported by cloudddp's drop-in (training only): use the SageMaker SDK with "
-                f"the model at estimator.model_data for it."
-            )
+            raise _not_supported(name)
         as_passed = self.__dict__.get("_as_passed", {})
         if name in as_passed and self.args.instance_groups:
             return as_passed[name]
@@ -301,59 +343,89 @@ class PyTorch:
     def _fit_local(
         self, channels: dict[str, str], wait: bool, logs: bool | str, job_name: str | None, scratch: Path
     ) -> None:
-        a, session = self.args, self.session()
+        a = self.args
         if a.instance_type == "local_gpu" and not glob.glob(NVIDIA_DEVICES):
             raise CloudDDPError(
                 f"PyTorch(instance_type='local_gpu') runs one process per GPU, and this machine shows no NVIDIA GPU "
                 f"({NVIDIA_DEVICES} is empty). Use instance_type='local'."
             )
-        output = a.output_path or f"s3://{session.default_bucket()}/"
+        output = a.output_path or f"s3://{self.session().default_bucket()}/"
         # Downloads live beside the run folders until the artifacts are uploaded.
         runs_dir = Path(LocalSettings().runs_dir)
         runs_dir.mkdir(parents=True, exist_ok=True)
         work = Path(tempfile.mkdtemp(prefix=".local-mode-", dir=runs_dir))
+        before = self.latest_training_job
         try:
             job = LocalJob.prepare(self.s3(), work, channels, output, a.checkpoint_s3_uri, emit)
-            source, entry = merged_source(a, work)
-            data = self._common(source, entry, job_name or base_name(a, None), job.inputs)
-            data["hyperparameters"] = container_hyperparameters(
-                a.hyperparameters, entry_point=entry, source_dir=source, region=session.boto_region_name,
-                job_name=data["name"], distribution=a.distribution, instance_type=a.instance_type,
-            )  # fmt: skip
-            # v2's local containers get AWS_REGION too (local/image.py: _SageMakerContainer.train); the user's win.
-            data["environment"] = {"AWS_REGION": session.boto_region_name, **a.environment}
-            data["checkpoint"] = str(job.checkpoint_dir) if job.checkpoint_dir else None
-            if a.checkpoint_local_path:  # where each emulated host's checkpoint folder sits under its /opt/ml
-                data["sagemaker"] = {"checkpoint_local_path": a.checkpoint_local_path}
-            # Copied into every node, as each SageMaker host downloads its own (the download is removed after).
-            data["local"] = {"emulate": "sagemaker", "link_inputs": False}
-            if a.instance_type == "local_gpu":
-                data["nproc_per_node"] = "gpu"
-            spec = build_spec(data, "PyTorch(instance_type='local')")
+            spec = self._local_spec(job, work, job_name)
             self._local_job, self._local_model_uri = job, None
             training_job = self._run(get_provider("local"), spec, wait, logs)
         except BaseException:
-            shutil.rmtree(work, ignore_errors=True)
+            ran = self.latest_training_job
+            if ran is not None and ran is not before and ran.provider.name == "local":
+                # The job ran and failed: its checkpoints and artifacts are uploaded all the same, as v2's local
+                # mode does (aws/sagemaker-python-sdk v2.257.6, commit fc582aaa46faf7b7e16ab1e13840869712174cd0,
+                # src/sagemaker/local/image.py `_SageMakerContainer.train`: `retrieve_artifacts` in a `finally:`).
+                self._finish_failed_local(ran)
+            else:
+                self._local_job = None
+                shutil.rmtree(work, ignore_errors=True)
             raise
         if wait:
             self._finish_local(training_job)
 
+    def _local_spec(self, job: LocalJob, work: Path, job_name: str | None) -> JobSpec:
+        """The local provider's JobSpec: the hosts laid out as SageMaker's, with v2 local mode's hyperparameters."""
+        a, session = self.args, self.session()
+        source, entry = merged_source(a, work)
+        data = self._common(source, entry, job_name or base_name(a, None), job.inputs)
+        data["hyperparameters"] = container_hyperparameters(
+            a.hyperparameters, entry_point=entry, source_dir=source, region=session.boto_region_name,
+            job_name=data["name"], distribution=a.distribution, instance_type=a.instance_type,
+        )  # fmt: skip
+        # v2's local containers get AWS_REGION too (local/image.py: _SageMakerContainer.train); the user's win.
+        data["environment"] = {"AWS_REGION": session.boto_region_name, **a.environment}
+        data["checkpoint"] = str(job.checkpoint_dir) if job.checkpoint_dir else None
+        if a.checkpoint_local_path:  # where each emulated host's checkpoint folder sits under its /opt/ml
+            data["sagemaker"] = {"checkpoint_local_path": a.checkpoint_local_path}
+        # Copied into every node, as each SageMaker host downloads its own (the download is removed after).
+        data["local"] = {"emulate": "sagemaker", "link_inputs": False}
+        if a.instance_type == "local_gpu":
+            data["nproc_per_node"] = "gpu"
+        return build_spec(data, "PyTorch(instance_type='local')")
+
     def _finish_local(self, training_job: TrainingJob) -> None:
+        """Once the local job has ended, succeeded or not: checkpoints to checkpoint_s3_uri, model.tar.gz and
+        output.tar.gz to the output path (v2's local mode retrieves the artifacts in a `finally:`, see
+        `_fit_local`), then the downloads are removed. model_data is set only for a job that succeeded."""
         job = self._local_job
         if job is None or self._local_model_uri:
             return
         try:
             current = training_job.provider.status(training_job.handle.job_id)
-            if current.succeeded:
-                s3 = self.s3()
-                self._local_model_uri = job.finish(s3, Path(training_job.handle.job_id), training_job.name, emit)
+            if current.done:
+                uri = job.finish(self.s3(), Path(training_job.handle.job_id), training_job.name, emit)
+                self._local_model_uri = uri if current.succeeded else None
         finally:
+            self._local_job = None
             job.clean()
+
+    def _finish_failed_local(self, training_job: TrainingJob) -> None:
+        """_finish_local for a job that failed: an upload error is reported, and the job's own failure raised."""
+        try:
+            self._finish_local(training_job)
+        except Exception as error:  # the job's failure is what the caller needs to see
+            emit(f"cloudddp: local mode: the failed job's checkpoints and artifacts were not all uploaded: {error}")
+
+    def _secrets(self) -> list[str]:
+        """The values of the job's secret-named variables, masked in the logs printed (as cloudddp.session does)."""
+        return secret_values(self.args.environment)
 
     def _follow(self, training_job: TrainingJob, logs: bool | str) -> None:
         if _follow_logs(logs):
+            secrets = self._secrets()
             for line in training_job.provider.logs(training_job.handle.job_id, follow=True):
-                emit(line)
+                emit(redact_log_line(line, secrets))  # as run_job's follow() and `cloudddp logs` print them
         current = training_job.provider.wait(training_job.handle.job_id, poll=1.0)
         if training_job.provider.name == "local":
             self._finish_local(training_job)
@@ -388,9 +460,9 @@ class PyTorch:
 
     def logs(self) -> None:
         """Print the latest job's logs, following them until it ends (v2: logs_for_job(wait=True))."""
-        job = self._job()
+        job, secrets = self._job(), self._secrets()
         for line in job.provider.logs(job.handle.job_id, follow=True):
-            emit(line)
+            emit(redact_log_line(line, secrets))  # as run_job's follow() and `cloudddp logs` print them
 
 
 def _follow_logs(logs: bool | str) -> bool:

@@ -10,11 +10,14 @@ v2.257.6 (commit fc582aaa46faf7b7e16ab1e13840869712174cd0):
   nothing written outside the target); `file://` folders are used in place. The local provider
   then puts each channel into every node's `input/data/<channel>`.
 - checkpoints: objects under `checkpoint_s3_uri` are restored into the folder every node's
-  checkpoint path points at, and the folder is synced back to it after the job.
+  checkpoint path points at, and the folder is synced back to it after the job, failed or not
+  (SageMaker syncs it during the job).
 - artifacts (`local/image.py: retrieve_artifacts`): every node's model folder merged (a later
   host's file wins, "as the official SageMaker Training Service"), tarred into `model.tar.gz`;
   the nodes' `output/data` into `output.tar.gz`; both uploaded to `{output_path}/{job}/output/`,
   or, for a `file://` output_path, copied into that folder (`local/utils.py: move_to_destination`).
+  As in v2 (`_SageMakerContainer.train` calls `retrieve_artifacts` in a `finally:`), a failed job's
+  artifacts are uploaded too.
 """
 
 from __future__ import annotations
@@ -202,7 +205,13 @@ class LocalJob:
         return f"{self.output_path.rstrip('/')}/{job_name}/output/model.tar.gz"
 
     def finish(self, s3: Any, run_dir: Path, job_name: str, say: Any) -> str:
-        """Upload model.tar.gz, output.tar.gz and the checkpoints as SageMaker does; returns the model's URI."""
+        """Upload the checkpoints, model.tar.gz and output.tar.gz as SageMaker does, whether the job succeeded or
+        failed (v2's local mode: `retrieve_artifacts` in a `finally:`); returns the model's URI.
+
+        The checkpoints go first: SageMaker syncs them during the job, so they are there even if the rest fails."""
+        if self.checkpoint_s3_uri and self.checkpoint_dir and self.checkpoint_dir.is_dir():
+            synced = upload_folder(s3, self.checkpoint_dir, self.checkpoint_s3_uri)
+            say(f"cloudddp: local mode: {synced} checkpoint files -> {self.checkpoint_s3_uri}")
         nodes = node_folders(run_dir)
         packed = self.work / "artifacts"
         packed.mkdir(parents=True, exist_ok=True)
@@ -219,9 +228,6 @@ class LocalJob:
             s3.upload_file(str(packed / "model.tar.gz"), bucket, model_key)
             s3.upload_file(str(packed / "output.tar.gz"), bucket, model_key.replace("model.tar.gz", "output.tar.gz"))
         say(f"cloudddp: local mode: model.tar.gz ({files} files from {len(nodes)} nodes) -> {model_uri}")
-        if self.checkpoint_s3_uri and self.checkpoint_dir and self.checkpoint_dir.is_dir():
-            synced = upload_folder(s3, self.checkpoint_dir, self.checkpoint_s3_uri)
-            say(f"cloudddp: local mode: {synced} checkpoint files -> {self.checkpoint_s3_uri}")
         return model_uri
 
     def clean(self) -> None:

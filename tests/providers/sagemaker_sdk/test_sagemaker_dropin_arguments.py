@@ -122,6 +122,48 @@ def test_methods_beyond_training_say_so(source: Path) -> None:
         estimator(source).deploy(initial_instance_count=1, instance_type="ml.m5.large")
 
 
+def test_attach_on_the_class_is_refused_by_name_too() -> None:
+    """v2's attach is a classmethod (src/sagemaker/estimator.py `EstimatorBase.attach`, v2.257.6 fc582aaa)."""
+    with pytest.raises(CloudDDPError, match=r"PyTorch.attach is not supported") as error:
+        PyTorch.attach("pytorch-training-2025-01-01-00-00-00-000")
+    assert error.value.exit_code == 2
+    assert not hasattr(PyTorch, "no_such_method")  # other names: an AttributeError, as usual
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [  # v2.257.6 (fc582aaa) sends these as given (job.py _prepare_stop_condition, _prepare_resource_config;
+        # session.py `if use_spot_instances:`); botocore refuses MaxRuntimeInSeconds < 1 and non-boolean flags.
+        ({"max_run": 0}, r"PyTorch\(max_run=0\): must be a whole number of seconds, at least 1"),
+        ({"max_run": -60}, r"PyTorch\(max_run=-60\)"),
+        ({"max_run": "3600"}, r"PyTorch\(max_run='3600'\)"),
+        ({"volume_size": 0}, r"PyTorch\(volume_size=0\): must be a whole number of GB, at least 1"),
+        ({"use_spot_instances": "False"}, r"PyTorch\(use_spot_instances='False'\): must be True or False"),
+        ({"enable_network_isolation": "true"}, r"PyTorch\(enable_network_isolation='true'\)"),
+        ({"encrypt_inter_container_traffic": 1}, r"PyTorch\(encrypt_inter_container_traffic=1\)"),
+    ],
+)
+def test_values_are_never_silently_replaced_but_refused_by_name(
+    overrides: dict[str, Any], message: str, source: Path, moto: MotoServer
+) -> None:
+    with pytest.raises(CloudDDPError, match=message) as error:
+        estimator(source, sagemaker_session=Session(), **overrides).fit("s3://data/all", wait=False)
+    assert error.value.exit_code == 2
+    assert moto.created() == []
+
+
+def test_absent_values_take_v2_defaults_and_given_ones_are_sent_as_given(source: Path, moto: MotoServer) -> None:
+    absent = {"max_run": None, "volume_size": None, "use_spot_instances": None}
+    estimator(source, sagemaker_session=Session(), **absent).fit("s3://data/all", wait=False)
+    given = {"max_run": 1, "volume_size": 1, "use_spot_instances": True, "max_wait": 7200}
+    estimator(source, sagemaker_session=Session(), **given).fit("s3://data/all", wait=False)
+    defaults, sent = moto.created()
+    assert defaults["StoppingCondition"] == {"MaxRuntimeInSeconds": 86400}  # v2's max_run default, 24 h
+    assert (defaults["ResourceConfig"]["VolumeSizeInGB"], defaults["EnableManagedSpotTraining"]) == (30, False)
+    assert sent["StoppingCondition"] == {"MaxRuntimeInSeconds": 1, "MaxWaitTimeInSeconds": 7200}
+    assert (sent["ResourceConfig"]["VolumeSizeInGB"], sent["EnableManagedSpotTraining"]) == (1, True)
+
+
 def test_image_follows_the_sdk_v2_table() -> None:
     # Tags keep the version as given (v2's _format_tag); the alias only picks the table entry.
     assert training_image_uri("1.9", "py38", "ml.p3.2xlarge", "us-east-1").endswith("pytorch-training:1.9-gpu-py38")

@@ -156,19 +156,45 @@ def test_local_mode_downloads_channels_restores_checkpoints_and_uploads_like_sag
     assert est.latest_training_job.describe()["TrainingJobStatus"] == "Completed"  # type: ignore[union-attr]
 
 
-@pytest.mark.slow
-def test_a_failing_local_job_raises_with_the_jobs_exit_code_and_uploads_no_model(
-    bucket: str, source: Path, moto: MotoServer
-) -> None:
-    est = local_estimator(source, environment={"EXIT_CODE": "3"}, checkpoint_s3_uri=None)
+def failing_fit(est: PyTorch, bucket: str, tmp_path: Path, wait: bool) -> CloudDDPError:
+    channels = {"train": f"s3://{bucket}/data/train", "notes": f"file://{tmp_path / 'notes'}"}
     with pytest.raises(CloudDDPError) as error:
-        est.fit({"train": f"s3://{bucket}/data/train", "notes": f"s3://{bucket}/data/train"}, logs=False)
+        est.fit(channels, logs=False, wait=wait)  # wait=True: fit raises
+        if est.latest_training_job is not None:  # wait=False: the job's wait() does
+            est.latest_training_job.wait(logs=False)
+    return error.value
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("wait", [True, False])
+def test_a_failing_local_job_raises_and_still_uploads_its_checkpoints_and_artifacts(
+    wait: bool, bucket: str, source: Path, moto: MotoServer, tmp_path: Path
+) -> None:
+    """v2's local mode retrieves the artifacts in a `finally:` (aws/sagemaker-python-sdk v2.257.6, fc582aaa,
+    src/sagemaker/local/image.py `_SageMakerContainer.train`); SageMaker syncs the checkpoints during the job."""
+    moto.client("s3").put_object(Bucket=bucket, Key="checkpoints/run-1/step.txt", Body=b"before")
+    est = local_estimator(source, environment={"EXIT_CODE": "3"})
+    error = failing_fit(est, bucket, tmp_path, wait)
     job = est.latest_training_job
-    assert job is not None and job.name in str(error.value)
+    assert job is not None and job.name in str(error)
     assert job.describe()["TrainingJobStatus"] == "Failed"
     # The exit code the local job reported (the launcher's: torchrun's, or the script's where it carries it).
-    assert error.value.exit_code == job.provider.status(job.handle.job_id).exit_code != 0
-    assert not [k for k in moto.keys(bucket) if k.startswith("models/")]
+    assert error.exit_code == job.provider.status(job.handle.job_id).exit_code != 0
+    # What the job wrote before it failed: the checkpoint, then model.tar.gz and output.tar.gz, equal to its files.
+    hosts = Path(job.handle.job_id, "nodes")
+    assert moto.read(f"s3://{bucket}/checkpoints/run-1/step.txt") == b"after before"
+    model = members(moto.read(f"s3://{bucket}/models/{job.name}/output/model.tar.gz"))
+    assert model == {
+        "host.txt": "algo-2",
+        **{f"rows-{h}.csv": (hosts / h / "model" / f"rows-{h}.csv").read_text() for h in ("algo-1", "algo-2")},
+    }
+    output = members(moto.read(f"s3://{bucket}/models/{job.name}/output/output.tar.gz"))
+    assert output == {
+        f"{h}.txt": (hosts / h / "output" / "data" / f"{h}.txt").read_text() for h in ("algo-1", "algo-2")
+    }
+    with pytest.raises(CloudDDPError, match="ended FAILED"):  # no model_data for a failed job
+        _ = est.model_data
+    assert list(Path("cloudddp-runs").glob(".local-mode-*")) == []  # the downloads are removed
 
 
 @pytest.mark.slow
