@@ -4,13 +4,18 @@ Each node is a `cloudddp-launch` process under the emulated platform's environme
 (see `layout.py`); a detached runner (`runner.py`) starts them and records the outcome
 in the run folder `<runs_dir>/<name>-<timestamp>/`, which holds the rendered request,
 one log per node and the artifacts (`model/` is node 0's model folder).
+
+`latest` is the run launched last: `launched` (time.time_ns() at launch) in state.json, never its
+modification time (the runner rewrites state.json whenever a node ends).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -28,7 +33,8 @@ from cloudddp.launcher.supervisor import is_running
 from cloudddp.providers.base import FINISHED_STATES, JobHandle, JobRequest, JobStatus, Provider
 from cloudddp.providers.local.elastic import check_elastic_emulation, elastic_launcher_args, share_node0_folders
 from cloudddp.providers.local.layout import node_layouts
-from cloudddp.providers.local.runner import write_state
+from cloudddp.providers.local.orphans import is_same_process, live_nodes, stop_orphaned_nodes
+from cloudddp.providers.local.runner import CANCEL_REQUEST, write_state
 from cloudddp.spec import JobSpec
 
 
@@ -45,6 +51,49 @@ def unused_name(runs_dir: Path, name: str) -> str:
         number += 1
         candidate = f"{name}-{number}"
     return candidate
+
+
+def shown(value: str, most: int = 120) -> str:
+    """`value` quoted for a message, its middle left out when it is long (a 5000-character run id)."""
+    if len(value) <= most:
+        return repr(value)
+    return f"{value[: most // 2] + '...' + value[-20:]!r} ({len(value)} characters)"
+
+
+def has_state(folder: Path) -> bool:
+    """True when `folder` holds a state.json; False for a path this file system cannot even look up."""
+    try:
+        return (folder / "state.json").is_file()
+    except (OSError, ValueError):  # a name too long (ENAMETOOLONG), a NUL byte
+        return False
+
+
+def launch_order(run_dir: Path) -> tuple[int, str] | None:
+    """When the run was launched (ns since the epoch), then its name to break a tie; None for a folder whose
+    state.json is not a run's. Runs from before `launched` was recorded: request.yaml's mtime (written once)."""
+    try:
+        state = json.loads((run_dir / "state.json").read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(state, dict):
+        return None
+    launched = state.get("launched")
+    if not isinstance(launched, int):
+        for written_once in (run_dir / "request.yaml", run_dir / "state.json"):
+            with contextlib.suppress(OSError):
+                launched = written_once.stat().st_mtime_ns
+                break
+    return (launched if isinstance(launched, int) else 0, run_dir.name)
+
+
+def node_label(name: str, record: dict[str, Any], recorded: str, orphans: dict[str, int] | None) -> str:
+    """A node's line in `status`: its exit code, "running", or "ended (exit code unknown)" where the runner that
+    would have read the code is gone (`orphans`: the nodes still running then) or the run ended without it."""
+    if record.get("exit_code") is not None:
+        return f"exit {record['exit_code']}"
+    if recorded in FINISHED_STATES or (orphans is not None and name not in orphans):
+        return "ended (exit code unknown)"
+    return "running"
 
 
 def _is_uri(value: str) -> bool:
@@ -242,8 +291,9 @@ class LocalProvider(Provider):
             raise CloudDDPError(
                 f"the run folder {run_dir} appeared after rendering (another launch?); launch again."
             ) from None
+        launched = time.time_ns()  # what `latest` goes by: the run launched last
         try:
-            self.write_run_folder(job)
+            self.write_run_folder(job, launched)
         except OSError as exc:
             shutil.rmtree(run_dir, ignore_errors=True)  # no half-written run for `status` or `latest` to find
             raise CloudDDPError(f"cannot prepare the run folder {run_dir}: {exc}") from None
@@ -255,47 +305,72 @@ class LocalProvider(Provider):
         (run_dir / "runner.pid").write_text(str(runner.pid))
         assert runner.stdin is not None
         # The environments may hold secrets: they go to the runner through a pipe, never a file.
-        runner.stdin.write(json.dumps(request.to_document(request.master_port or free_port())).encode())
+        document = {**request.to_document(request.master_port or free_port()), "launched": launched}
+        runner.stdin.write(json.dumps(document).encode())
         runner.stdin.close()
         return JobHandle(provider=self.name, job_id=str(run_dir), details={"run_dir": str(run_dir), "pid": runner.pid})
 
-    def write_run_folder(self, job: JobRequest[LocalRequest]) -> None:
-        """The nodes' folders and files, the dry run itself and the PENDING state."""
+    def write_run_folder(self, job: JobRequest[LocalRequest], launched: int) -> None:
+        """The nodes' folders and files, the dry run itself and the PENDING state (`launched`: time.time_ns())."""
         request, run_dir = job.request, job.request.run_dir
         for node in request.nodes:
             node.prepare(request.link_inputs, request.checkpoint)
         (run_dir / "request.yaml").write_text(job.to_yaml())
-        write_state(run_dir, {"state": "PENDING", "nodes": {}})
+        write_state(run_dir, {"state": "PENDING", "launched": launched, "nodes": {}})
         model = request.nodes[0].layout.model_dir
         if model:
             (run_dir / "model").symlink_to(model, target_is_directory=True)
 
     # -- follow-up calls ----------------------------------------------------------------
     def find_run(self, job_id: str) -> Path:
-        """A run folder from its path or its name under the runs folder ("latest" works too)."""
-        candidates = [Path(job_id), self.runs_dir() / job_id]
-        if job_id == "latest":
-            runs = sorted(self.runs_dir().glob("*/state.json"), key=lambda p: p.stat().st_mtime)
-            candidates = [runs[-1].parent] if runs else []
+        """A run folder from its path or its name under the runs folder; "latest": the run launched last."""
+        candidates = [self.latest_run()] if job_id == "latest" else [Path(job_id), self.runs_dir() / job_id]
         for candidate in candidates:
-            if (candidate / "state.json").is_file():
+            if candidate is not None and has_state(candidate):
                 return candidate
-        raise CloudDDPError(f"no local run {job_id!r} (looked for a run folder with state.json in {self.runs_dir()}).")
+        raise CloudDDPError(
+            f"no local run {shown(job_id)}: looked for a run folder with state.json in {self.runs_dir()}."
+        )
+
+    def latest_run(self) -> Path | None:
+        """The run launched last (`launched` in state.json), whatever was written since."""
+        try:
+            folders = [folder for folder in self.runs_dir().iterdir() if has_state(folder)]
+        except OSError:
+            return None
+        ordered = [(order, folder) for folder in folders if (order := launch_order(folder)) is not None]
+        return max(ordered)[1] if ordered else None
 
     def read_state(self, run_dir: Path) -> dict[str, Any]:
         # Written only by replacing the file whole (runner.write_state): never half-written.
-        return json.loads((run_dir / "state.json").read_text())  # type: ignore[no-any-return]
+        try:
+            state = json.loads((run_dir / "state.json").read_text())
+        except (OSError, ValueError) as exc:
+            raise CloudDDPError(f"cannot read the state of the local run {run_dir}: {exc}") from None
+        if not isinstance(state, dict) or "state" not in state:
+            raise CloudDDPError(f"{run_dir}/state.json is not a local run's state: it has no state field.")
+        return state
+
+    def runner_alive(self, run_dir: Path, state: dict[str, Any]) -> bool:
+        """True while the run's detached runner runs (or is still being started: no pid recorded anywhere yet)."""
+        if state.get("runner_pid"):
+            return is_same_process(state["runner_pid"], state.get("runner_start_time"), b"local.runner")
+        try:
+            return is_running(int((run_dir / "runner.pid").read_text()))
+        except FileNotFoundError:
+            return True  # `submit` has not written it yet; the runner reads any cancel request when it starts
+        except (OSError, ValueError):
+            return False
 
     def status(self, job_id: str) -> JobStatus:
         run_dir = self.find_run(job_id)
         state = self.read_state(run_dir)
         current = state["state"]
-        pid_file = run_dir / "runner.pid"
-        runner_pid = state.get("runner_pid") or (int(pid_file.read_text()) if pid_file.is_file() else None)
-        if current in ("PENDING", "RUNNING", "STOPPING") and runner_pid and not is_running(runner_pid):
-            current, state["reason"] = "FAILED", "the local runner process died"
-        nodes = {name: ("running" if n["exit_code"] is None else f"exit {n['exit_code']}")
-                 for name, n in state.get("nodes", {}).items()}  # fmt: skip
+        orphans: dict[str, int] | None = None  # the nodes still running, where no runner watches them
+        if current not in FINISHED_STATES and not self.runner_alive(run_dir, state):
+            current, state["reason"], orphans = "FAILED", "the local runner process died", live_nodes(state)
+        nodes = {name: node_label(name, record, state["state"], orphans)
+                 for name, record in state.get("nodes", {}).items()}  # fmt: skip
         return JobStatus(
             job_id=str(run_dir), state=current, reason=state.get("reason", ""), exit_code=state.get("exit_code"),
             nodes=nodes, artifacts=state.get("output") or str(run_dir / "model"),
@@ -325,12 +400,28 @@ class LocalProvider(Provider):
             time.sleep(0.2)
 
     def cancel(self, job_id: str) -> None:
+        """Stop the run: SIGTERM to its runner, which stops the nodes; a runner that has not recorded its pid yet
+        reads the cancel request before it starts any node; a dead runner's nodes are stopped here."""
         run_dir = self.find_run(job_id)
+        self.refuse_if_ended(run_dir, self.read_state(run_dir))
+        try:
+            # Before the state is read again: a runner that has not recorded its pid by then reads this later.
+            (run_dir / CANCEL_REQUEST).touch()
+        except OSError as exc:
+            raise CloudDDPError(f"cannot cancel the local run {run_dir}: {exc}") from None
         state = self.read_state(run_dir)
-        pid = state.get("runner_pid")
-        if pid and is_running(pid):
-            os.kill(pid, 15)
-        elif state.get("state") in FINISHED_STATES:
+        self.refuse_if_ended(run_dir, state)
+        if self.runner_alive(run_dir, state):
+            if state.get("runner_pid"):
+                with contextlib.suppress(ProcessLookupError):  # it has just ended by itself
+                    os.kill(state["runner_pid"], signal.SIGTERM)
+            return
+        state = self.read_state(run_dir)  # the runner may have ended the run just now
+        self.refuse_if_ended(run_dir, state)
+        stop_orphaned_nodes(run_dir, state)
+
+    def refuse_if_ended(self, run_dir: Path, state: dict[str, Any]) -> None:
+        if state.get("state") in FINISHED_STATES:
             raise CloudDDPError(f"the local run {run_dir.name} already ended ({state['state']}); nothing to stop.")
 
 

@@ -12,6 +12,12 @@ code is the first failing node's, not that of a node stopped because of it. In a
 (`"elastic": true`) a lost node is not fatal: the others re-form, and the job succeeded when they did.
 With `"interrupt_after": SECONDS` the job is interrupted and restarted once, as SageMaker's managed
 spot training does (interruption.py).
+
+`cloudddp cancel` signals the runner (SIGTERM). A cancel that comes before the runner has recorded its pid
+leaves `CANCEL_REQUEST` in the run folder instead: the runner records its pid first and then reads the
+request, before it starts any node, so one of the two always reaches it. Each node's process start time
+(`start_time`) is recorded beside its pid: if the runner dies, `cancel` stops the nodes itself
+(orphans.py) and must not signal another process that got the same pid.
 """
 
 from __future__ import annotations
@@ -31,6 +37,19 @@ from cloudddp.cluster.oci import append_metadata
 from cloudddp.providers.local.interruption import sync_down, sync_up
 
 PEER_GRACE = 10.0
+CANCEL_REQUEST = "cancel-requested"  # written by `cancel` into the run folder
+
+
+def process_start_time(pid: int) -> int | None:
+    """When `pid` started (clock ticks since boot, /proc/PID/stat field 22): with the pid, names one process
+    for good, since pids are reused. None where there is no /proc or no such process."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            stat = handle.read()
+        # The command name may hold spaces or parentheses: count the fields after the last ")".
+        return int(stat[stat.rfind(b")") + 2 :].split()[19])
+    except (OSError, IndexError, ValueError):
+        return None
 
 
 def write_state(run_dir: Path, state: dict[str, Any]) -> None:
@@ -47,7 +66,9 @@ class Runner:
         self.stopping = False
         self.state: dict[str, Any] = {
             "state": "RUNNING",
+            "launched": job.get("launched"),  # kept from the PENDING state: `latest` is the run launched last
             "runner_pid": os.getpid(),
+            "runner_start_time": process_start_time(os.getpid()),
             "started": time.time(),
             "nodes": {},
         }
@@ -70,6 +91,8 @@ class Runner:
         logs = self.run_dir / "logs"
         logs.mkdir(exist_ok=True)
         for node in self.job["nodes"]:
+            if self.stopping:  # cancelled while the nodes were being started: start no more
+                break
             metadata = node["env"].get("CLUSTER_NODES_METADATA_FILE")
             log = open(logs / f"{node['name']}.log", "ab")  # noqa: SIM115 - lives as long as the node
             self.procs[node["name"]] = subprocess.Popen(
@@ -77,9 +100,12 @@ class Runner:
                 stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
             )  # fmt: skip
             log.close()
-            self.state["nodes"][node["name"]] = {"pid": self.procs[node["name"]].pid, "exit_code": None}
+            pid = self.procs[node["name"]].pid
+            self.state["nodes"][node["name"]] = {"pid": pid, "start_time": process_start_time(pid), "exit_code": None}
             if metadata:
                 append_metadata(Path(metadata), node["rank"])
+        if self.stopping:  # a stop that came while a node was being started may have missed it
+            self.signal_nodes(signal.SIGTERM)
         write_state(self.run_dir, self.state)
 
     def wait(self, deadline: float | None = None) -> bool:
@@ -153,7 +179,10 @@ class Runner:
     def run(self) -> int:
         signal.signal(signal.SIGTERM, self.on_stop)
         signal.signal(signal.SIGINT, self.on_stop)
-        write_state(self.run_dir, self.state)
+        write_state(self.run_dir, self.state)  # runner_pid recorded: from here on `cancel` signals us
+        if (self.run_dir / CANCEL_REQUEST).exists():  # a cancel that came before that: start nothing
+            self.stopping = True
+            self.state["reason"] = "cancelled before the nodes started"
         try:
             self.start_nodes()
         except Exception as exc:  # record why, stop what started, and never leave the job "RUNNING"

@@ -78,7 +78,9 @@ def test_submit_prepares_each_nodes_folders_channels_and_state(tmp_path: Path, r
     job = provider.render(spec_for(tmp_path, link_inputs=False, emulate="sagemaker"))
     provider.submit(job)
     run_dir = job.request.run_dir
-    assert json.loads((run_dir / "state.json").read_text()) == {"state": "PENDING", "nodes": {}}
+    state = json.loads((run_dir / "state.json").read_text())
+    assert state == {"state": "PENDING", "launched": state["launched"], "nodes": {}}
+    assert isinstance(state["launched"], int)  # time.time_ns() at launch: what `latest` goes by
     for node in job.request.nodes:
         assert list(node.layout.channels) == ["train"]
         copied = node.layout.channels["train"]
