@@ -66,8 +66,8 @@ def parser() -> argparse.ArgumentParser:
     made.add_argument("dest", help="s3://bucket/prefix or oci://bucket@namespace/prefix")
     made.add_argument("--shards", action="store_true", help="pack small files into tar shards + index")
     made.add_argument("--plain", dest="shards", action="store_false", help="one object per file (the default)")
-    made.add_argument("--shard-size", type=int, default=DEFAULT_SHARD_SIZE // MIB, metavar="MIB",
-                      help="target shard size, MiB (default: %(default)s)")  # fmt: skip
+    made.add_argument("--shard-size", type=int, metavar="MIB",
+                      help=f"target shard size, MiB (default: {DEFAULT_SHARD_SIZE // MIB})")  # fmt: skip
     made.add_argument("--shard-dir", type=Path, help="where shards are built (default: temp folder)")
     made.add_argument("--delete", action="store_true", help="remove older versions under the prefix")
     made.add_argument("--create-bucket", action="store_true", help="create the bucket if missing")
@@ -89,6 +89,11 @@ STAGE_EXAMPLES = """examples:
 
 
 def run(args: argparse.Namespace) -> None:
+    given = [name for name, value in (("--shard-size", args.shard_size), ("--shard-dir", args.shard_dir)) if value]
+    if given and not args.shards:  # never silently ignored
+        raise CloudDDPError(f"{' and '.join(given)} apply to --shards only; add --shards, or leave them out.")
+    if args.shard_size is None:
+        args.shard_size = DEFAULT_SHARD_SIZE // MIB
     if args.shard_size < 1:
         raise CloudDDPError(f"--shard-size {args.shard_size}: expected a size in MiB of at least 1.")
     location = parse_location(args.dest)

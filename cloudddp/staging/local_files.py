@@ -70,21 +70,23 @@ def list_files(root: Path) -> list[LocalFile]:
             f"the local path {str(root)!r} to stage is neither a file nor a folder (a broken symlink?)."
         )
     found: list[LocalFile] = []
-    seen_dirs: set[tuple[int, int]] = set()
-    walk(root, str(root), seen_dirs, found)
+    walk(root, str(root), frozenset(), found)
     found.sort(key=lambda f: f.relative)
     return found
 
 
-def walk(root: Path, folder: str, seen_dirs: set[tuple[int, int]], found: list[LocalFile], under: str = "") -> None:
-    # os.walk(followlinks=True) would loop forever on a cycle: remember each folder's (device, inode).
+def walk(
+    root: Path, folder: str, ancestors: frozenset[tuple[int, int]], found: list[LocalFile], under: str = ""
+) -> None:
+    # os.walk(followlinks=True) would loop forever on a cycle: a folder that is one of its own ancestors (device,
+    # inode) is a loop. Two links to one folder side by side are not: its files are staged under both paths.
     try:
         stat = os.stat(folder)
     except OSError as exc:
         raise CloudDDPError(f"cannot read the folder {folder!r}: {exc.strerror}.") from None
-    if (stat.st_dev, stat.st_ino) in seen_dirs:
-        raise CloudDDPError(f"symlink loop under {str(root)!r}: {folder!r} leads back to a folder already staged.")
-    seen_dirs.add((stat.st_dev, stat.st_ino))
+    here = (stat.st_dev, stat.st_ino)
+    if here in ancestors:
+        raise CloudDDPError(f"symlink loop under {str(root)!r}: {folder!r} leads back to a folder that holds it.")
     try:
         entries = sorted(os.scandir(folder), key=lambda e: e.name)
     except OSError as exc:
@@ -98,11 +100,16 @@ def walk(root: Path, folder: str, seen_dirs: set[tuple[int, int]], found: list[L
         except OSError as exc:  # ELOOP: a link pointing at itself
             raise CloudDDPError(f"cannot follow {entry.path!r} under {str(root)!r}: {exc.strerror}.") from None
         if is_dir:
-            walk(root, entry.path, seen_dirs, found, f"{under}{entry.name}/")
+            walk(root, entry.path, ancestors | {here}, found, f"{under}{entry.name}/")
         elif is_file:  # the relative path built as a string: Path.relative_to per file costs more than the stat
             found.append(describe(entry.path, under + entry.name))
-        elif entry.is_symlink():
+        elif entry.is_symlink() and not os.path.exists(entry.path):
             raise CloudDDPError(f"{entry.path!r} under {str(root)!r} is a broken symlink (or a symlink loop).")
+        else:  # never skipped without a word: a dataset short of a file would go unnoticed
+            raise CloudDDPError(
+                f"{entry.path!r} under {str(root)!r} is {'a link to ' if entry.is_symlink() else ''}neither a file nor "
+                f"a folder (a device, FIFO or socket), so it has no content to stage. Move it out of the folder."
+            )
 
 
 def check_utf8(name: str, path: str, root: Path) -> None:

@@ -8,8 +8,11 @@ from urllib.parse import quote
 
 from cloudddp.errors import CloudDDPError
 
-# S3 bucket names: 3-63 lowercase letters, digits, dots and hyphens; OCI allows more (letters, _).
-S3_BUCKET = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
+# S3 bucket names (AWS S3 user guide, "General purpose bucket naming rules"): 3-63 lowercase letters, digits,
+# dots and hyphens, a letter or digit at each end, no two adjacent periods, not an IP address, not starting with
+# xn-- or sthree-. (Reserved suffixes such as -s3alias and --x-s3 stay: an access point alias or a directory
+# bucket takes objects under such a name.) OCI allows more (letters, _).
+S3_BUCKET = re.compile(r"^(?!xn--|sthree-)(?!.*\.\.)(?!\d+\.\d+\.\d+\.\d+$)[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
 OCI_BUCKET = re.compile(r"^[A-Za-z0-9._-]{1,256}$")
 
 

@@ -65,6 +65,8 @@ class Manifest:
     def from_json(cls, data: bytes, where: str) -> Manifest:
         try:
             body: dict[str, Any] = json.loads(data)
+            if not isinstance(body, dict):
+                raise ValueError(f"JSON {type(body).__name__}, not an object")
             if body.get("format") != FORMAT:
                 raise ValueError(f"format {body.get('format')!r}")
             return cls(

@@ -51,10 +51,10 @@ class OCIObjectStore:
             return self.missing_bucket()
         if exc.status in (401, 403):
             return CloudDDPError(
-                f"cannot {action} in {where}: Object Storage said {exc.status} {exc.code}. Your credentials are not "
+                f"cannot {action} {where}: Object Storage said {exc.status} {exc.code}. Your credentials are not "
                 f"accepted or may not use this bucket (policy: allow group ... to manage objects in compartment ...)."
             )
-        return CloudDDPError(f"cannot {action} in {where}: Object Storage said {exc.status} {exc.code}: {exc.message}")
+        return CloudDDPError(f"cannot {action} {where}: Object Storage said {exc.status} {exc.code}: {exc.message}")
 
     def missing_bucket(self) -> CloudDDPError:
         return CloudDDPError(
@@ -68,14 +68,14 @@ class OCIObjectStore:
             return False
         except oci.exceptions.ServiceError as exc:
             if exc.status != 404 or not create:
-                raise self.error(exc, "use the bucket") from None
+                raise self.error(exc, "use") from None
         details = oci.object_storage.models.CreateBucketDetails(
             name=self.bucket, compartment_id=self.compartment_id, public_access_type="NoPublicAccess"
         )
         try:
             self.client.create_bucket(self.namespace, details)
         except oci.exceptions.ServiceError as exc:
-            raise self.error(exc, "create the bucket") from None
+            raise self.error(exc, "create") from None
         return True
 
     def list_sizes(self, prefix: str) -> dict[str, int]:
@@ -88,7 +88,7 @@ class OCIObjectStore:
             try:
                 page = self.client.list_objects(self.namespace, self.bucket, **kwargs).data
             except oci.exceptions.ServiceError as exc:
-                raise self.error(exc, "list objects") from None
+                raise self.error(exc, "list objects in") from None
             for item in page.objects or []:
                 found[item.name] = int(item.size)
             start = page.next_start_with

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import sys
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from functools import cached_property
@@ -75,12 +76,12 @@ class S3Store:
         code = code_of(exc) if isinstance(exc, ClientError) else type(exc).__name__
         if code in DENIED:
             return CloudDDPError(
-                f"cannot {action} in {where}: access denied ({code}). Your credentials may not use this bucket; "
+                f"cannot {action} {where}: access denied ({code}). Your credentials may not use this bucket; "
                 f"grant s3:PutObject, s3:GetObject, s3:ListBucket (and s3:DeleteObject for --delete) on it."
             )
         if code == "NoSuchBucket":
             return self.missing_bucket()
-        return CloudDDPError(f"cannot {action} in {where}: {code}: {exc}")
+        return CloudDDPError(f"cannot {action} {where}: {code}: {exc}")
 
     def missing_bucket(self) -> CloudDDPError:
         return CloudDDPError(
@@ -94,7 +95,7 @@ class S3Store:
             return False
         except ClientError as exc:
             if code_of(exc) not in NOT_FOUND:
-                raise self.error(exc, "use the bucket") from None
+                raise self.error(exc, "use") from None
         except BotoCoreError as exc:
             raise CloudDDPError(f"cannot reach S3 for s3://{self.bucket}: {exc}") from None
         if not create:
@@ -104,14 +105,33 @@ class S3Store:
             args["CreateBucketConfiguration"] = {"LocationConstraint": self.region}
         try:
             self.client.create_bucket(**args)
+        except ClientError as exc:
+            raise self.error(exc, "create") from None
+        self.block_public_access()
+        return True
+
+    def block_public_access(self) -> None:
+        """Make a bucket cloudddp created private. S3-compatible stores without the call (SeaweedFS answers
+        NotImplemented) keep their own default, private unless configured otherwise: said, not an error."""
+        try:
             self.client.put_public_access_block(
                 Bucket=self.bucket,
                 PublicAccessBlockConfiguration={"BlockPublicAcls": True, "IgnorePublicAcls": True,
                                                 "BlockPublicPolicy": True, "RestrictPublicBuckets": True},
             )  # fmt: skip
         except ClientError as exc:
-            raise self.error(exc, "create the bucket") from None
-        return True
+            code = code_of(exc)
+            if code != "NotImplemented":
+                raise CloudDDPError(
+                    f"created the bucket s3://{self.bucket}, but could not block public access to it ({code}: {exc}). "
+                    f"Block it yourself (aws s3api put-public-access-block) before data goes there."
+                ) from None
+            print(
+                f"cloudddp: created s3://{self.bucket}; this store does not implement PutPublicAccessBlock, so the "
+                f"bucket has the store's default access.",
+                file=sys.stderr,
+                flush=True,
+            )
 
     # -- reading --------------------------------------------------------------------------
     def list_sizes(self, prefix: str) -> dict[str, int]:
@@ -121,7 +141,7 @@ class S3Store:
                 for item in page.get("Contents", []):
                     found[item["Key"]] = int(item["Size"])
         except ClientError as exc:
-            raise self.error(exc, "list objects") from None
+            raise self.error(exc, "list objects in") from None
         return found
 
     def read(self, key: str) -> bytes | None:
@@ -205,7 +225,7 @@ class S3Store:
                     Bucket=self.bucket, Delete={"Objects": [{"Key": k} for k in batch], "Quiet": True}
                 )
             except ClientError as exc:
-                raise self.error(exc, "delete objects") from None
+                raise self.error(exc, "delete objects in") from None
             for failed in response.get("Errors", []):
                 raise CloudDDPError(
                     f"cannot delete s3://{self.bucket}/{failed.get('Key')}: {failed.get('Code')} {failed.get('Message')}"
@@ -282,6 +302,25 @@ def botocore_verify(client: Any) -> str | bool:
     return verify if isinstance(verify, str | bool) else True
 
 
+def configuration_error(exc: Exception) -> CloudDDPError:
+    """botocore's refusals of the user's AWS configuration, in the words `cloudddp launch` uses for them."""
+    from botocore.exceptions import ConfigParseError, ProfileNotFound
+
+    from cloudddp.providers.sagemaker.aws import endpoint_variable, profile_error
+
+    if isinstance(exc, ProfileNotFound):
+        return profile_error(exc)
+    if isinstance(exc, ConfigParseError):
+        path = exc.kwargs.get("path", "the AWS config file")
+        return CloudDDPError(f"the AWS config file {path} cannot be read ({exc}); fix it, or set AWS_CONFIG_FILE.")
+    setting = endpoint_variable("s3")  # ValueError: botocore's "Invalid endpoint: 127.0.0.1:9"
+    named = f"{setting[0]}={setting[1]!r}" if setting else "the endpoint URL of your AWS config profile"
+    return CloudDDPError(
+        f"{named} is not a usable endpoint URL ({exc}): it needs a scheme and a host, like http://127.0.0.1:8333 "
+        f"or https://s3.us-east-1.amazonaws.com."
+    )
+
+
 def open_s3_store(location: Location, transport: str = "auto", session: Any | None = None) -> S3Store:
     """An S3Store from the SDK's usual configuration (profiles, AWS_ENDPOINT_URL, AWS_REGION, ...).
 
@@ -289,19 +328,23 @@ def open_s3_store(location: Location, transport: str = "auto", session: Any | No
     """
     import boto3
     from botocore.config import Config
+    from botocore.exceptions import ConfigParseError, ProfileNotFound
 
     if transport not in ("auto", "crt", "boto3"):
         raise CloudDDPError(f"--transport {transport!r} is not one of auto, crt, boto3.")
-    session = session or boto3.Session()
-    credentials = session.get_credentials()
-    if credentials is None:
-        raise CloudDDPError(
-            f"no AWS credentials found to stage to s3://{location.bucket}: set AWS_PROFILE or AWS_ACCESS_KEY_ID/"
-            f"AWS_SECRET_ACCESS_KEY, or run `aws configure`."
-        )
-    region = session.region_name or "us-east-1"
-    config = Config(max_pool_connections=THREADS * 2, retries={"max_attempts": 5, "mode": "standard"})
-    client = session.client("s3", region_name=region, config=config)
+    try:
+        session = session or boto3.Session()
+        credentials = session.get_credentials()
+        if credentials is None:
+            raise CloudDDPError(
+                f"no AWS credentials found to stage to s3://{location.bucket}: set AWS_PROFILE or AWS_ACCESS_KEY_ID/"
+                f"AWS_SECRET_ACCESS_KEY, or run `aws configure`."
+            )
+        region = session.region_name or "us-east-1"
+        config = Config(max_pool_connections=THREADS * 2, retries={"max_attempts": 5, "mode": "standard"})
+        client = session.client("s3", region_name=region, config=config)
+    except (ProfileNotFound, ConfigParseError, ValueError) as exc:
+        raise configuration_error(exc) from None
     crt = None
     if transport == "crt" and not s3_crt.available():
         raise CloudDDPError("--transport crt needs the awscrt package: pip install awscrt.")
