@@ -85,6 +85,8 @@ def pairs(values: list[str] | None, flag: str) -> dict[str, str]:
         key, sep, value = item.partition("=")
         if not sep or not key:
             raise CloudDDPError(f"{flag} {item!r}: expected KEY=VALUE.")
+        if key in result and result[key] != value:  # one of the two would be dropped without a word
+            raise CloudDDPError(f"{flag} {key}=... is given twice, with different values; give it once.")
         result[key] = value
     return result
 
@@ -273,7 +275,7 @@ def launch(
 
     [bold]Examples[/bold]
 
-      cloudddp launch --provider local --nodes 2 sources/train_ddp.py -- --epochs 2
+      cloudddp demo-data demo-data && cloudddp launch --provider local --nodes 2 -i train=demo-data sources/train_ddp.py -- --epochs 2
 
       cloudddp launch -p sagemaker --instance-type ml.g5.12xlarge --nodes 2 -i train=./data sources/train_ddp.py
 

@@ -72,7 +72,8 @@ def summarize(current: JobStatus, say: Callable[[str], None]) -> None:
             values = json.loads(metrics.read_text())
             shown = ", ".join(f"{k}={v}" for k, v in values.items() if not isinstance(v, (dict, list)))
             say(f"cloudddp: metrics: {shown}")
-        say(f"cloudddp: model: {current.artifacts}")
+        if current.succeeded:  # a failed job's folder holds no finished model
+            say(f"cloudddp: model: {current.artifacts}")
 
 
 def command_exit_code(current: JobStatus) -> int:

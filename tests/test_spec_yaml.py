@@ -106,3 +106,12 @@ def test_an_empty_input_path_stages_nothing_from_the_cli(spec_file: Path) -> Non
                      str(spec_file.parent / "train.py"), cwd=spec_file.parent)  # fmt: skip
     assert result.returncode == 2 and "Traceback" not in result.stderr
     assert "channel 'train' has an empty path" in result.stderr
+
+
+@pytest.mark.parametrize("flag", ["-i", "-e", "-H"])
+def test_a_key_given_twice_with_different_values_is_refused_not_dropped(spec_file: Path, flag: str) -> None:
+    result = run_cli("render", "-p", "local", flag, "train=./a", flag, "train=./b", str(spec_file.parent / "train.py"),
+                     cwd=spec_file.parent)  # fmt: skip
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert "train=... is given twice, with different values; give it once" in result.stderr
+    assert "./a" not in result.stderr  # values are not shown: an --env value may be a secret

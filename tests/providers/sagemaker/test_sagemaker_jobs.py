@@ -100,6 +100,16 @@ def test_failed_job_prints_the_failure_reason_and_exits_non_zero(
     out = capsys.readouterr().out
     assert code == 1
     assert "job FAILED: AlgorithmError: cloudddp: torchrun exited with code 1 on node 1" in out
+    assert "cloudddp: model:" not in out  # a failed job's output folder holds no finished model
+
+
+def test_a_succeeded_job_prints_where_its_model_is(
+    aws: FakeAWS, project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert run_job("sagemaker", spec_for(project), logs=False) == 0
+    out = capsys.readouterr().out
+    assert "cloudddp: job SUCCEEDED" in out
+    assert f"cloudddp: model: s3://{BUCKET}/cloudddp/" in out and "/output/model.tar.gz" in out
 
 
 def test_status_of_an_unknown_job_is_a_clear_error(aws: FakeAWS) -> None:
