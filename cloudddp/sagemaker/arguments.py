@@ -11,11 +11,13 @@ from __future__ import annotations
 import json
 import logging
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
 
 from cloudddp.errors import CloudDDPError
+from cloudddp.providers.sagemaker import validation
 from cloudddp.providers.sagemaker.instance_groups import InstanceGroupSetting
 
 LOCAL_TYPES = ("local", "local_gpu")
@@ -287,6 +289,8 @@ def check_fixed_values(kwargs: dict[str, Any]) -> None:
     if cloud and isinstance(output_path, str) and not output_path.startswith("s3://"):
         raise _refuse("output_path", output_path, "a SageMaker job writes to an s3:// URI (file:// works with "
                       "instance_type='local')")  # fmt: skip
+    if cloud and isinstance(output_path, str) and not validation.S3_URI.match(output_path):
+        raise _refuse("output_path", output_path, "is not an s3://bucket/prefix URI with a valid bucket name")
     source_dir = kwargs.get("source_dir")
     if isinstance(source_dir, str) and source_dir.startswith("s3://"):
         raise _refuse("source_dir", source_dir, "must be a local folder (cloudddp packs it with its launcher)")
@@ -366,4 +370,93 @@ def parse(kwargs: dict[str, Any]) -> tuple[Arguments, Any]:
         instance_groups=groups, distribution_groups=distribution_groups,
         disable_profiler=bool(get("disable_profiler")), debugger_hook=get("debugger_hook_config") is None,
     )  # fmt: skip
+    if not args.local:
+        check_network(args)
+        check_stopping(args)
     return args, get("sagemaker_session")
+
+
+# -- the attributes v2's estimator exposes, as it stores them ---------------------------------------------------
+# aws/sagemaker-python-sdk v2.257.6 (commit fc582aaa46faf7b7e16ab1e13840869712174cd0).
+
+
+def v2_distribution(distribution: dict[str, Any] | None, distribution_groups: list[str] | None) -> dict[str, Any]:
+    """`estimator.distribution` as v2 stores it: src/sagemaker/pytorch/estimator.py `PyTorch.__init__` copies
+    a pytorchddp distribution into `{"smdistributed": {"dataparallel": ...}}`, src/sagemaker/fw_utils.py
+    `validate_distribution` sets "instance_groups" to the chosen groups' names, then `self.distribution =
+    distribution or {}`."""
+    if distribution is None:
+        return {}
+    stored = dict(distribution)
+    if "pytorchddp" in stored:
+        stored["smdistributed"] = {"dataparallel": stored["pytorchddp"]}
+        del stored["pytorchddp"]
+    if distribution_groups:
+        stored["instance_groups"] = list(distribution_groups)
+    return stored
+
+
+def v2_tags(tags: Any) -> Any:
+    """`estimator.tags` as v2 stores it: src/sagemaker/utils.py `format_tags` turns a dict into
+    [{"Key": str(k), "Value": str(v)}, ...] and returns anything else as passed (a list, None); the JumpStart
+    tags src/sagemaker/estimator.py `EstimatorBase.__init__` may add are for JumpStart URIs only."""
+    if isinstance(tags, dict):
+        return [{"Key": str(k), "Value": str(v)} for k, v in tags.items()]
+    return tags
+
+
+# -- checks the SageMaker provider makes too, made first with the v2 argument names -----------------------------
+
+
+def check_network(args: Arguments) -> None:
+    """subnets and security_group_ids go together. v2 (aws/sagemaker-python-sdk v2.257.6, commit
+    fc582aaa46faf7b7e16ab1e13840869712174cd0, src/sagemaker/vpc_utils.py `to_dict`) silently sends no VpcConfig
+    when either is None, so the job would run outside the VPC: refused here instead."""
+    if bool(args.subnets) != bool(args.security_group_ids):
+        given, missing = ("subnets", "security_group_ids") if args.subnets else ("security_group_ids", "subnets")
+        raise CloudDDPError(
+            f"PyTorch({given}={getattr(args, given)!r}): a VPC job needs both subnets and security_group_ids; "
+            f"pass {missing}=[...] too (the SageMaker SDK v2 would drop the VpcConfig and run outside the VPC)."
+        )
+
+
+def check_stopping(args: Arguments) -> None:
+    """use_spot_instances, max_wait and max_run as SageMaker checks them. v2 (same commit, src/sagemaker/job.py
+    `_prepare_stop_condition`) sends MaxWaitTimeInSeconds whenever max_wait is set, spot or not, and the
+    service refuses a max_wait without spot, a spot job without one, or one shorter than max_run."""
+    spot, max_wait, max_run = args.use_spot_instances, args.max_wait, args.max_run
+    if max_run > validation.MAX_RUNTIME_SECONDS:
+        raise _refuse("max_run", max_run, f"SageMaker's maximum is 28 days ({validation.MAX_RUNTIME_SECONDS} seconds)")
+    if max_wait is not None and not spot:
+        raise _refuse("max_wait", max_wait, "applies to spot jobs only: pass use_spot_instances=True too, or "
+                      "leave max_wait out")  # fmt: skip
+    if spot and max_wait is None:
+        raise CloudDDPError(
+            f"PyTorch(use_spot_instances=True) needs max_wait=: the seconds to wait for spot capacity plus the run, "
+            f"at least max_run ({max_run})."
+        )
+    if spot and max_wait is not None and max_wait < max_run:
+        raise _refuse("max_wait", max_wait, f"is shorter than max_run={max_run}; SageMaker requires max_wait >= "
+                      "max_run for spot jobs")  # fmt: skip
+
+
+def check_channels(inputs: Any, channels: dict[str, str]) -> None:
+    """fit(inputs) on a SageMaker instance type: channel names and URIs SageMaker takes (the provider's checks,
+    named as the notebook wrote them). v2 (same commit, src/sagemaker/job.py `_format_string_uri_input`) takes
+    s3:// URIs there; file:// is for local mode only."""
+    from cloudddp.providers.sagemaker.request import CODE_CHANNEL  # boto3 only when a job is sent
+
+    for channel, uri in channels.items():
+        where = f"fit(inputs={inputs!r})" if isinstance(inputs, str) else f"fit(inputs={{{channel!r}: {uri!r}}})"
+        if not validation.CHANNEL_NAME.match(channel):
+            raise CloudDDPError(f"{where}: channel names are 1-64 letters, digits, '.', '-' or '_'.")
+        if channel == CODE_CHANNEL:
+            raise CloudDDPError(f"{where}: the channel name {CODE_CHANNEL!r} is cloudddp's; rename it.")
+        if uri.startswith("s3://"):
+            if not validation.S3_URI.match(uri) or len(uri) > validation.MAX_S3_URI:
+                raise CloudDDPError(f"{where}: {uri!r} is not an s3://bucket/prefix URI.")
+        elif "://" in uri:
+            local = " (file:// works with instance_type='local')" if uri.startswith("file://") else ""
+            raise CloudDDPError(f"{where}: a SageMaker job reads s3:// URIs{local}.")
+        elif not Path(uri).exists():
+            raise CloudDDPError(f"{where}: the local path {Path(uri).resolve()} does not exist.")

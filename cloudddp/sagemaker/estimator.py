@@ -218,6 +218,17 @@ class PyTorch(metaclass=_RefusingMethods):
         # v2 keeps these as passed (estimator.py, v2.257.6 fc582aaa: `self.instance_count = instance_count`):
         # beside instance_groups, instance_count and instance_type read None, not the groups' total.
         self._as_passed = {name: kwargs.get(name) for name in ("instance_count", "instance_type", "instance_groups")}
+        # The v2 attributes stored as v2 stores them (aws/sagemaker-python-sdk v2.257.6, commit
+        # fc582aaa46faf7b7e16ab1e13840869712174cd0, src/sagemaker/estimator.py `EstimatorBase.__init__`:
+        # `self.output_kms_key = resolve_value_from_config(output_kms_key, ...)`, `self.volume_kms_key`,
+        # `self.debugger_hook_config = resolve_value_from_config(direct_input=debugger_hook_config, ...)`, all as
+        # passed with no SageMaker config file; `self.tags = format_tags(tags)`; pytorch/estimator.py:
+        # `self.distribution = distribution or {}`). cloudddp's own reading of them is in self.args.
+        self.distribution = arguments.v2_distribution(distribution, self.args.distribution_groups)
+        self.tags = arguments.v2_tags(kwargs.get("tags"))
+        self.output_kms_key: str | None = kwargs.get("output_kms_key")
+        self.volume_kms_key: str | None = kwargs.get("volume_kms_key")
+        self.debugger_hook_config: Any = kwargs.get("debugger_hook_config")
         # Created here as the SDK v2 does: a missing region fails at construction, not at fit().
         self.sagemaker_session = self.sagemaker_session or Session()
         self.latest_training_job: TrainingJob | None = None
@@ -234,6 +245,22 @@ class PyTorch(metaclass=_RefusingMethods):
         if name in Arguments.__dataclass_fields__:
             return getattr(self.args, name)
         raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
+    def training_image_uri(self, region: str | None = None) -> str:
+        """The training image: image_uri, else v2's PyTorch image for the instance type (aws/sagemaker-python-sdk
+        v2.257.6, commit fc582aaa46faf7b7e16ab1e13840869712174cd0, src/sagemaker/estimator.py
+        `Framework.training_image_uri(region=None)`: the session's region unless one is given)."""
+        a = self.args
+        if a.image_uri:
+            return a.image_uri
+        image_for = image_instance_type(a.instance_groups) if a.instance_groups else a.instance_type
+        region = region or self.session().boto_region_name
+        return training_image_uri(a.framework_version or "", a.py_version or "", image_for, region)
+
+    def enable_network_isolation(self) -> bool:
+        """v2's method (src/sagemaker/estimator.py `EstimatorBase.enable_network_isolation`, v2.257.6 fc582aaa):
+        whether the job runs with network isolation."""
+        return self.args.network_isolation
 
     def hyperparameters(self) -> dict[str, str]:
         """The user's hyperparameters JSON-encoded, as v2's `hyperparameters()` returns (and the job receives) them."""
@@ -266,7 +293,7 @@ class PyTorch(metaclass=_RefusingMethods):
             if self.args.local:
                 self._fit_local(channels, wait, logs, job_name, Path(scratch))
             else:
-                self._fit_sagemaker(channels, wait, logs, job_name, Path(scratch))
+                self._fit_sagemaker(inputs, channels, wait, logs, job_name, Path(scratch))
 
     def _common(self, source: str, entry: str, name: str, channels: dict[str, str]) -> dict[str, Any]:
         a = self.args
@@ -280,8 +307,7 @@ class PyTorch(metaclass=_RefusingMethods):
         """The JobSpec for a real instance type: what fit() hands to run_job("sagemaker", ...)."""
         a, session = self.args, self.session()
         region = session.boto_region_name
-        image_for = image_instance_type(a.instance_groups) if a.instance_groups else a.instance_type
-        image = a.image_uri or training_image_uri(a.framework_version or "", a.py_version or "", image_for, region)
+        image = self.training_image_uri(region)
         check_image_python(a.py_version, image)
         if a.instance_groups:  # before the default bucket is made: nothing happens for a refused cluster
             check_instance_groups(a.instance_groups, a.distribution_groups, training_instance_types(),
@@ -291,7 +317,8 @@ class PyTorch(metaclass=_RefusingMethods):
             output = a.output_path
         else:  # v2: the session's default bucket and prefix, for the output and the code alike
             bucket, prefix = session.default_bucket(), (getattr(session, "default_bucket_prefix", None) or "")
-            output = f"s3://{bucket}/" + (f"{prefix.strip('/')}/" if prefix else "")
+            folder = prefix.strip("/")  # a prefix of "/" is none, as the provider's keys drop it
+            output = f"s3://{bucket}/" + (f"{folder}/" if folder else "")
         source, entry = merged_source(a, scratch)
         data = self._common(source, entry, job_name or base_name(a, image), channels)
         data["output"] = output
@@ -324,13 +351,38 @@ class PyTorch(metaclass=_RefusingMethods):
             )
         return self.latest_training_job
 
+    def _check_output_bucket(self, bucket: str) -> None:
+        """output_path's bucket must exist: the source goes there too and it is the user's, so it is not made.
+        (v2, aws/sagemaker-python-sdk v2.257.6 fc582aaa, src/sagemaker/estimator.py `_stage_user_code_in_s3`,
+        uploads the source to output_path's bucket and fails with S3's NoSuchBucket.) Other errors are the
+        provider's to report, when it checks the bucket itself."""
+        from botocore.exceptions import ClientError
+
+        try:
+            self.s3().head_bucket(Bucket=bucket)
+        except ClientError as exc:
+            if str(exc.response.get("Error", {}).get("Code", "")) in ("404", "NoSuchBucket", "NotFound"):
+                raise CloudDDPError(
+                    f"PyTorch(output_path={self.args.output_path!r}): the bucket {bucket!r} does not exist. Create "
+                    f"it, or leave output_path out to use the session's default bucket."
+                ) from None
+
     def _fit_sagemaker(
-        self, channels: dict[str, str], wait: bool, logs: bool | str, job_name: str | None, scratch: Path
+        self,
+        inputs: Any,
+        channels: dict[str, str],
+        wait: bool,
+        logs: bool | str,
+        job_name: str | None,
+        scratch: Path,
     ) -> None:
         self._local_job, self._local_model_uri = None, None
         from cloudddp.sagemaker.sdk_provider import DebuggerChoice, SDKv2SageMaker  # boto3 only when a job is sent
 
+        arguments.check_channels(inputs, channels)
         spec = self.sagemaker_spec(channels, job_name, scratch)
+        if self.args.output_path:
+            self._check_output_bucket(spec.sagemaker.bucket or "")
         # The session's own boto3 session (credentials, profile, region), v2's job names and debugger fields.
         a = self.args
         provider = SDKv2SageMaker(

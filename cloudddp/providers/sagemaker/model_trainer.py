@@ -60,7 +60,7 @@ def trainer_options(spec: JobSpec, bucket: str, configs: Any) -> dict[str, Any]:
     if sm.bucket or spec.output or sm.kms_key:
         output = spec.output if spec.output and spec.output.startswith("s3://") else None
         if output is None and sm.bucket:
-            output = f"s3://{sm.bucket}/{sm.prefix.strip('/')}/"
+            output = Staging(bucket=sm.bucket, prefix=sm.prefix, job_name=spec.name).folder_uri()
         options["output_data_config"] = configs.OutputDataConfig(s3_output_path=output, kms_key_id=sm.kms_key)
     if sm.subnets or sm.network_isolation or sm.inter_container_encryption:
         options["networking"] = configs.Networking(

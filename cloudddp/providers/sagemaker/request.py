@@ -72,6 +72,12 @@ class Staging:
     def uri(self, *parts: str) -> str:
         return f"s3://{self.bucket}/{self.key(*parts)}"
 
+    def folder_uri(self, *parts: str) -> str:
+        """The folder's URI ending in one "/": `s3://bucket/` when the prefix normalises to nothing ("" or "/"),
+        as the code and input keys drop the empty prefix (never `s3://bucket//`)."""
+        key = self.key(*parts)
+        return f"s3://{self.bucket}/" + (f"{key}/" if key else "")
+
     @property
     def code_key(self) -> str:
         return self.key(self.job_name, "source", ARCHIVE_NAME)
@@ -304,7 +310,7 @@ def container_settings(
 
 
 def output_path(spec: JobSpec, staging: Staging, warnings: list[str]) -> str:
-    output = spec.output if spec.output and spec.output.startswith("s3://") else staging.uri() + "/"
+    output = spec.output if spec.output and spec.output.startswith("s3://") else staging.folder_uri()
     if spec.output and not spec.output.startswith("s3://"):
         warnings.append(f"output {spec.output!r} is local; on SageMaker the model goes to {output}<job>/output/")
     return check.check_s3_uri(output, "output")

@@ -83,7 +83,7 @@ def test_distributions_other_than_torchrun_are_refused(distribution: Any, messag
 
 @pytest.mark.parametrize("name", ["torch_distributed", "pytorchddp"])
 def test_torchrun_distributions_are_taken(name: str, source: Path) -> None:
-    assert estimator(source, distribution={name: {"enabled": True}}).distribution == name
+    assert estimator(source, distribution={name: {"enabled": True}}).args.distribution == name
 
 
 @pytest.mark.parametrize(
