@@ -73,7 +73,10 @@ class Storage:
 def job_name(spec: JobSpec) -> str:
     """Kubernetes names are lower case; the operator derives pod and service names from it."""
     name = spec.name.lower()
-    check_subdomain(name, "job name")
+    try:
+        check_subdomain(name, "job name")
+    except ValueError as exc:  # a name the spec takes (trail-) that Kubernetes does not
+        raise CloudDDPError(f"name={spec.name!r}: {exc}") from None
     return name
 
 

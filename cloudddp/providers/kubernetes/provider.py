@@ -10,6 +10,7 @@ job (the operator then deletes its pods). The client calls mirror Kubeflow's own
 
 from __future__ import annotations
 
+import contextlib
 import os
 import queue
 import re
@@ -20,6 +21,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+import urllib3
 import yaml
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
@@ -182,6 +184,8 @@ def unknown_fields_error(exc: ApiException, manifest: ManifestRequest, what: str
 def parse_job_id(job_id: str, namespace: str) -> tuple[str, str, str]:
     """`plural/namespace/name`, `namespace/name` or `name` -> (plural, namespace, name)."""
     parts = job_id.split("/")
+    if not all(parts):  # `pytorchjobs/team/` (an unset $JOB): a DELETE of it would be a deletecollection
+        parts = []
     if len(parts) == 3 and parts[0] in POD_SELECTORS:
         return parts[0], parts[1], parts[2]
     if len(parts) == 2:
@@ -204,6 +208,37 @@ class KubernetesProvider(Provider):
         if self._api is None:
             self._api = load_api_client(self.settings)
         return self._api
+
+    # -- the calls that reach the cluster, each reported in one paragraph if it cannot ------------------------
+    @contextlib.contextmanager
+    def reaching(self, what: str) -> Iterator[None]:
+        """The API server not answering (refused, timed out, TLS) as one paragraph naming it, not urllib3's
+        traceback; the API's own refusals (ApiException) are reported where they are caught."""
+        try:
+            yield
+        except urllib3.exceptions.HTTPError as exc:
+            server = self._api[0].configuration.host if self._api else "the Kubernetes API server"
+            reason = getattr(exc, "reason", None) or exc
+            raise CloudDDPError(
+                f"{server} could not be reached to {what}: {reason}. Check that the cluster is up and that the "
+                f"kubeconfig ({os.environ.get('KUBECONFIG') or '~/.kube/config'}) names its server."
+            ) from None
+
+    def submit(self, request: JobRequest) -> JobHandle:
+        with self.reaching("create the job"):
+            return self._submit(request)
+
+    def status(self, job_id: str) -> JobStatus:
+        with self.reaching(f"read {job_id}"):
+            return self._status(job_id)
+
+    def logs(self, job_id: str, follow: bool = False) -> Iterator[str]:
+        with self.reaching(f"read the logs of {job_id}"):
+            yield from self._logs(job_id, follow)
+
+    def cancel(self, job_id: str) -> None:
+        with self.reaching(f"stop {job_id}"):
+            self._cancel(job_id)
 
     # -- render / submit ----------------------------------------------------------------
     def render(self, spec: JobSpec) -> JobRequest:
@@ -228,7 +263,7 @@ class KubernetesProvider(Provider):
         chosen = next((c for c in contexts if c["name"] == settings.context), current) if settings.context else current
         return (chosen or {}).get("context", {}).get("namespace") or "default"
 
-    def submit(self, request: JobRequest) -> JobHandle:
+    def _submit(self, request: JobRequest) -> JobHandle:
         manifest: ManifestRequest = request.request
         self.settings = settings_of(request.spec)
         self._api = None
@@ -282,7 +317,7 @@ class KubernetesProvider(Provider):
         except ApiException as exc:
             raise api_error(exc, f"reading {plural} {where}") from None
 
-    def status(self, job_id: str) -> JobStatus:
+    def _status(self, job_id: str) -> JobStatus:
         job = self.read_job(job_id)
         conditions = [c for c in (job.get("status") or {}).get("conditions") or [] if c.get("status") == "True"]
         last = conditions[-1] if conditions else {}
@@ -303,7 +338,7 @@ class KubernetesProvider(Provider):
             raise api_error(exc, f"listing the pods of {where}") from None
         return sorted(found, key=lambda pod: pod.metadata.name)
 
-    def logs(self, job_id: str, follow: bool = False) -> Iterator[str]:
+    def _logs(self, job_id: str, follow: bool = False) -> Iterator[str]:
         """Each pod's log, lines prefixed with `[pod]`; with follow, pods are streamed as they start."""
         _, _, plural, where = self.locate(job_id)
         namespace = where.split("/")[0]
@@ -365,7 +400,7 @@ class KubernetesProvider(Provider):
             if done and not open_streams:
                 return
 
-    def cancel(self, job_id: str) -> None:
+    def _cancel(self, job_id: str) -> None:
         group, version, plural, where = self.locate(job_id)
         namespace, name = where.split("/")
         try:

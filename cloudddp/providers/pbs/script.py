@@ -28,6 +28,7 @@ from cloudddp.providers.slurm.shell import (
     launcher_words,
     quote,
     refuse_url_credentials,
+    shared_folder,
     split_environment,
     walltime,
 )
@@ -59,7 +60,9 @@ class QsubRequest:
 
 
 def runs_dir_of(spec: JobSpec, settings: PBSSettings) -> Path:
-    return Path(spec.output or settings.runs_dir).expanduser().resolve()
+    if spec.output:
+        return shared_folder(spec.output, "output", "pbs")
+    return shared_folder(settings.runs_dir, "pbs.runs_dir", "pbs")
 
 
 def resource_line(spec: JobSpec, settings: PBSSettings) -> str:
@@ -129,7 +132,7 @@ def node_script(spec: JobSpec, settings: PBSSettings) -> str:
     plain, _ = split_environment(spec)
     variables = data_variables(spec, "pbs")
     if spec.checkpoint:
-        variables["CLOUDDDP_CHECKPOINT_DIR"] = str(Path(spec.checkpoint).expanduser().resolve())
+        variables["CLOUDDDP_CHECKPOINT_DIR"] = str(shared_folder(spec.checkpoint, "checkpoint", "pbs"))
     launcher = quote(launcher_words(spec, settings.launcher, settings.host_map, settings.launcher_args))
     lines = [
         "#!/bin/bash",

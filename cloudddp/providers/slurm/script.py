@@ -38,6 +38,7 @@ from cloudddp.providers.slurm.shell import (
     launcher_words,
     quote,
     refuse_url_credentials,
+    shared_folder,
     split_environment,
 )
 from cloudddp.spec import JobSpec
@@ -61,7 +62,9 @@ class SbatchRequest:
 
 
 def runs_dir_of(spec: JobSpec, settings: SlurmSettings) -> Path:
-    return Path(spec.output or settings.runs_dir).expanduser().resolve()
+    if spec.output:
+        return shared_folder(spec.output, "output", "slurm")
+    return shared_folder(settings.runs_dir, "slurm.runs_dir", "slurm")
 
 
 def node_count(spec: JobSpec) -> list[str]:
@@ -167,7 +170,7 @@ def job_variables(spec: JobSpec, runs_dir: Path) -> list[str]:
     lines = [f'export CLOUDDDP_RUN_DIR={shlex.quote(str(runs_dir))}/"$SLURM_JOB_NAME-$SLURM_JOB_ID"']
     lines.append('export CLOUDDDP_MODEL_DIR="$CLOUDDDP_RUN_DIR/model"')
     if spec.checkpoint:  # shared by reruns of the spec (resume); else this run's own folder
-        lines += export_lines({"CLOUDDDP_CHECKPOINT_DIR": str(Path(spec.checkpoint).expanduser().resolve())})
+        lines += export_lines({"CLOUDDDP_CHECKPOINT_DIR": str(shared_folder(spec.checkpoint, "checkpoint", "slurm"))})
     else:
         lines.append('export CLOUDDDP_CHECKPOINT_DIR="$CLOUDDDP_RUN_DIR/checkpoints"')
     lines += export_lines(data_variables(spec, "slurm"))

@@ -123,6 +123,17 @@ def data_variables(spec: JobSpec, provider: str) -> dict[str, str]:
     return variables
 
 
+def shared_folder(where: str, field_name: str, provider: str) -> Path:
+    """A folder the job writes (output, checkpoint) on the cluster's shared filesystem. A URI is refused: as a
+    path it became a folder named `s3:` (and a password in it went into the script)."""
+    if "://" in where:
+        raise CloudDDPError(
+            f"{field_name}={where!r}: the {provider} provider writes to folders on the cluster's shared filesystem; "
+            f"give a path there (and copy the results to object storage from it afterwards)."
+        )
+    return Path(where).expanduser().resolve()
+
+
 def export_lines(variables: dict[str, str]) -> list[str]:
     return [f"export {name}={shlex.quote(value)}" for name, value in variables.items()]
 
