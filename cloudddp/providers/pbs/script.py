@@ -28,6 +28,7 @@ from cloudddp.providers.slurm.shell import (
     launcher_words,
     quote,
     refuse_url_credentials,
+    runs_dir_of,
     shared_folder,
     split_environment,
     walltime,
@@ -57,12 +58,6 @@ class QsubRequest:
     @property
     def argv(self) -> list[str]:
         return ["qsub"]
-
-
-def runs_dir_of(spec: JobSpec, settings: PBSSettings) -> Path:
-    if spec.output:
-        return shared_folder(spec.output, "output", "pbs")
-    return shared_folder(settings.runs_dir, "pbs.runs_dir", "pbs")
 
 
 def resource_line(spec: JobSpec, settings: PBSSettings) -> str:
@@ -181,7 +176,7 @@ exit "$code"
 
 def render_qsub(spec: JobSpec, settings: PBSSettings) -> QsubRequest:
     spec.require_source()
-    runs_dir = runs_dir_of(spec, settings)
+    runs_dir = runs_dir_of(spec, settings.runs_dir, "pbs")
     _, secret = split_environment(spec)
     lines = [
         "#!/bin/bash",

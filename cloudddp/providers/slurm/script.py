@@ -38,6 +38,7 @@ from cloudddp.providers.slurm.shell import (
     launcher_words,
     quote,
     refuse_url_credentials,
+    runs_dir_of,
     shared_folder,
     split_environment,
 )
@@ -59,12 +60,6 @@ class SbatchRequest:
     @property
     def argv(self) -> list[str]:
         return ["sbatch", "--parsable"]
-
-
-def runs_dir_of(spec: JobSpec, settings: SlurmSettings) -> Path:
-    if spec.output:
-        return shared_folder(spec.output, "output", "slurm")
-    return shared_folder(settings.runs_dir, "slurm.runs_dir", "slurm")
 
 
 def node_count(spec: JobSpec) -> list[str]:
@@ -208,7 +203,7 @@ exit "$code"
 
 def render_sbatch(spec: JobSpec, settings: SlurmSettings) -> SbatchRequest:
     spec.require_source()
-    runs_dir = runs_dir_of(spec, settings)
+    runs_dir = runs_dir_of(spec, settings.runs_dir, "slurm")
     _, secret = split_environment(spec)
     lines = [
         "#!/bin/bash",

@@ -134,6 +134,13 @@ def shared_folder(where: str, field_name: str, provider: str) -> Path:
     return Path(where).expanduser().resolve()
 
 
+def runs_dir_of(spec: JobSpec, runs_dir: str, provider: str) -> Path:
+    """Where the job's run folders go: the spec's output, else the provider's runs_dir setting."""
+    if spec.output:
+        return shared_folder(spec.output, "output", provider)
+    return shared_folder(runs_dir, f"{provider}.runs_dir", provider)
+
+
 def export_lines(variables: dict[str, str]) -> list[str]:
     return [f"export {name}={shlex.quote(value)}" for name, value in variables.items()]
 
