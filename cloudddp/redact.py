@@ -13,7 +13,12 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-SECRET_NAME = re.compile(r"(SECRET|PASSWORD|PASSWD|TOKEN|CREDENTIAL|PRIVATE|API_?KEY|ACCESS_?KEY|SESSION_?KEY)", re.I)
+# TOKEN but not TOKENIZER/TOKENS: HuggingFace's TOKENIZERS_PARALLELISM=false and MAX_NEW_TOKENS=256 are settings (a
+# job that set them was refused on OCI and Kubernetes, and every "false" in its logs was hidden). PRIVATE only as
+# PRIVATE_KEY: AWS Batch's AWS_BATCH_JOB_MAIN_NODE_PRIVATE_IPV4_ADDRESS is an address.
+SECRET_NAME = re.compile(
+    r"(SECRET|PASSWORD|PASSWD|PASSPHRASE|TOKEN(?!IZ|S)|CREDENTIAL|PRIVATE_?KEY|API_?KEY|ACCESS_?KEY|SESSION_?KEY)", re.I
+)
 REDACTED = "***"
 # scheme://userinfo@host: userinfo runs to the last '@' before the path (passwords may hold '@' unencoded).
 URL_USERINFO = re.compile(r"(?P<scheme>\b[A-Za-z][A-Za-z0-9+.\-]*://)(?P<userinfo>[^/?#\s@]*(?:@[^/?#\s@]*)*)@")

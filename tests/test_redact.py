@@ -10,10 +10,12 @@ from helpers import run_cli
 
 from cloudddp.errors import CloudDDPError
 from cloudddp.redact import (
+    is_secret_name,
     redact,
     redact_log_line,
     redact_text,
     secret_environment_warning,
+    secret_values,
     secret_variables,
 )
 
@@ -149,3 +151,47 @@ def test_oci_refuses_a_url_password_in_the_job_environment_and_names_the_vault()
         check_environment({"DB_URL": "postgres://user:s3cr3t@db/x", "EPOCHS": "3"}, ["DB_URL", "EPOCHS"])
     assert "DB_URL" in str(info.value) and "OCI Vault" in str(info.value) and "s3cr3t" not in str(info.value)
     check_environment({"DB_URL": "postgres://db/x"}, ["DB_URL"])  # no credentials in it: fine
+
+
+@pytest.mark.parametrize(
+    ("name", "secret"),
+    [
+        ("HF_TOKEN", True),
+        ("AWS_SESSION_TOKEN", True),
+        ("HUGGING_FACE_HUB_TOKEN", True),
+        ("GITHUB_TOKEN_FILE", True),
+        ("SSH_PRIVATE_KEY", True),
+        ("OCI_KEY_PASSPHRASE", True),
+        ("PGPASSWORD", True),
+        ("TOKENIZERS_PARALLELISM", False),  # HuggingFace tokenizers' fork warning switch
+        ("MAX_NEW_TOKENS", False),
+        ("AWS_BATCH_JOB_MAIN_NODE_PRIVATE_IPV4_ADDRESS", False),  # what the awsbatch detection reads
+    ],
+)
+def test_a_secret_name_is_told_from_a_setting_that_only_mentions_tokens(name: str, secret: bool) -> None:
+    assert is_secret_name(name) is secret
+
+
+def test_a_log_line_keeps_a_tokenizer_setting_and_its_value() -> None:
+    line = "TOKENIZERS_PARALLELISM=false MAX_NEW_TOKENS=256 done: false"
+    assert redact_log_line(line, secret_values({"TOKENIZERS_PARALLELISM": "false", "HF_TOKEN": "hf_abcdef"})) == line
+
+
+def test_kubernetes_takes_tokenizers_parallelism_in_the_environment(tmp_path: Path) -> None:
+    """It was refused as a secret ("keep it in a Kubernetes Secret"), as on OCI."""
+    result = run_cli("render", "-p", "kubernetes", "--image", "ghcr.io/org/train:1", "-e", "TOKENIZERS_PARALLELISM=false",
+                     "-e", "MAX_NEW_TOKENS=256", "sources/train_ddp.py", env={"KUBECONFIG": str(tmp_path / "none")})  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    container = yaml.safe_load(result.stdout)["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"][
+        "containers"
+    ][0]
+    shown = {item["name"]: item.get("value") for item in container["env"]}
+    assert shown["TOKENIZERS_PARALLELISM"] == "false" and shown["MAX_NEW_TOKENS"] == "256"
+
+
+def test_oci_takes_tokenizers_parallelism_and_still_refuses_a_token() -> None:
+    from cloudddp.providers.oci.validation import check_environment
+
+    check_environment({"TOKENIZERS_PARALLELISM": "false"}, ["TOKENIZERS_PARALLELISM"])  # raised "looks like a secret"
+    with pytest.raises(CloudDDPError, match="HF_TOKEN: looks like a secret"):
+        check_environment({"HF_TOKEN": "hf_abcdef"}, ["HF_TOKEN"])
