@@ -7,6 +7,7 @@ never a traceback. `launch` and `Estimator.fit` share `cloudddp.session.run_job`
 from __future__ import annotations
 
 import inspect
+import os
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -361,10 +362,14 @@ def logs(
       cloudddp logs -p oci ocid1.datasciencejobrun.oc1.iad.xxxx
     """
     from cloudddp.providers import get_provider
-    from cloudddp.redact import redact_log_line
+    from cloudddp.redact import redact_log_line, secret_values
 
+    # A job's own secret values are stored nowhere cloudddp can read them back (local, Slurm, PBS). They usually
+    # come from the user's shell (`-e HF_TOKEN=$HF_TOKEN`; Slurm and PBS pass them by name from the submitting
+    # one), so hiding the values of this shell's secret-named variables covers a job printing a bare token there.
+    secrets = secret_values(os.environ)
     for line in get_provider(provider).logs(job, follow=follow):
-        print(redact_log_line(line), flush=True)
+        print(redact_log_line(line, secrets), flush=True)
 
 
 @app.command()

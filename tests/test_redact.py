@@ -141,6 +141,10 @@ def test_local_run_keeps_the_password_out_of_request_yaml_and_printed_logs(tmp_p
     logs = run_cli("logs", str(request.parent))
     assert logs.returncode == 0 and "DB_PASSWORD=***" in logs.stdout, logs.stdout + logs.stderr
     assert "hunter2" not in logs.stdout and "s3cr3t" not in logs.stdout
+    # The bare token: a local run keeps no secret values, so `logs` hides it where this shell holds it.
+    assert "hub login hf_abcdef" in logs.stdout  # what the job printed, and cloudddp cannot know
+    logs = run_cli("logs", str(request.parent), env={"HF_TOKEN": "hf_abcdef"})
+    assert logs.returncode == 0 and "hub login ***" in logs.stdout and "hf_abcdef" not in logs.stdout, logs.stdout
 
 
 def test_oci_refuses_a_url_password_in_the_job_environment_and_names_the_vault() -> None:
