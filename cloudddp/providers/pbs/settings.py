@@ -7,12 +7,42 @@ from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from cloudddp.providers.slurm.shell import WALLTIME
 from cloudddp.spec import Section
 
 # PBS's size values (mem): digits, then k/m/g/t/p and an optional b or w, or b or w alone; any case
 # (openpbs/openpbs src/lib/Libattr/attr_fn_size.c to_size, commit cd7ab5edaf03dcac2f1cb9e2f42d75eb117d468a).
 PBS_SIZE = re.compile(r"^[0-9]+([kmgtp][bw]?|[bw])?$", re.IGNORECASE)
+# qsub -l walltime= as OpenPBS reads it: qsub checks the value with decode_time (walltime's verify function
+# verify_datatype_time in src/lib/Libattr/master_resc_def_all.xml and src/lib/Libecl/ecl_verify_datatypes.c), the
+# server decodes it with the same function (openpbs/openpbs src/lib/Libattr/attr_fn_time.c decode_time, commit
+# cd7ab5edaf03dcac2f1cb9e2f42d75eb117d468a): ASCII digits and at most two ':', each right after a digit, read as
+# [[HOURS:]MINUTES:]SECONDS with no field bounded ("90:00" is 90 minutes, "3600" an hour); a trailing ':' adds
+# an empty field, read as 0 (strtol of ""). Then optionally '.' right after a digit and digits only: a fraction
+# of a second (its first three digits: 500 or more adds a second). No sign, space or other character; at most
+# PBS_MAX_TIME (LONG_MAX - 1) seconds. An empty value unsets the limit there: refused here, it is no walltime.
+PBS_WALLTIME = re.compile(r"[0-9]+(?::[0-9]+){0,2}(?:\.[0-9]*)?|[0-9]+(?::[0-9]+)?:")
+PBS_MAX_TIME = 2**63 - 2
+PBS_WALLTIME_ERROR = (
+    "must be a PBS walltime (qsub -l walltime): SECONDS, MINUTES:SECONDS or HOURS:MINUTES:SECONDS in whole "
+    "numbers, the seconds optionally with a fraction (e.g. 3600, 90:00, 36:00:00, 1:30.5), hours unbounded"
+)
+
+
+def pbs_walltime_seconds(value: str) -> int:
+    """Whole seconds in a walltime PBS_WALLTIME matches, before decode_time rounds the fraction."""
+    seconds = 0
+    for field in value.partition(".")[0].split(":"):
+        seconds = seconds * 60 + int(field or "0")
+    return seconds
+
+
+def check_pbs_walltime(value: str) -> str:
+    """`value` if qsub -l walltime takes it (see PBS_WALLTIME), passed on unchanged; ValueError if not."""
+    if not PBS_WALLTIME.fullmatch(value) or pbs_walltime_seconds(value) > PBS_MAX_TIME:
+        raise ValueError(PBS_WALLTIME_ERROR)
+    return value
+
+
 # `-l place=[arrangement][:sharing][:grouping]`, each at most once, in any order (openpbs doc/man1/qalter.1B).
 PLACE_KINDS = {"arrangement": {"free", "pack", "scatter", "vscatter"}, "sharing": {"excl", "shared", "exclhost"}}
 
@@ -37,7 +67,7 @@ class PBSSettings(Section):
 
     queue: str | None = None
     account: str | None = None
-    walltime: str | None = Field(default=None, description="HH:MM:SS; default: the spec's max_runtime")
+    walltime: str | None = Field(default=None, description="seconds or [[HH:]MM:]SS; default: the spec's max_runtime")
     ncpus: int = Field(default=1, ge=1, description="CPUs per node (select chunk)")
     ngpus: int = Field(default=0, ge=0, description="GPUs per node (select chunk)")
     mem: str | None = Field(default=None, description="memory per node, e.g. 32gb")
@@ -61,9 +91,7 @@ class PBSSettings(Section):
     @field_validator("walltime")
     @classmethod
     def _walltime(cls, value: str | None) -> str | None:
-        if value is not None and not WALLTIME.fullmatch(value):
-            raise ValueError("must be HH:MM:SS (hours may exceed 24, e.g. 36:00:00)")
-        return value
+        return check_pbs_walltime(value) if value is not None else None
 
     @field_validator("place")
     @classmethod

@@ -9,8 +9,22 @@ from pydantic import Field, field_validator
 from cloudddp.providers.slurm.shell import walltime
 from cloudddp.spec import Section
 
-# Slurm's own time formats (sbatch --time): minutes, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS.
-SLURM_TIME = re.compile(r"^(\d+|\d+:\d{2}|\d+:\d{2}:\d{2}|\d+-\d+|\d+-\d+:\d{2}|\d+-\d+:\d{2}:\d{2})$")
+# sbatch --time as Slurm reads it (SchedMD/slurm src/common/parse_time.c, commit
+# 284c3b95f08a2dc2478499837b03355e1b9c5c75): _is_valid_timespec lets through only digits, '-' and ':' (one '-' at
+# most, before any ':'; two ':' at most, with a number on both sides of each); time_str2secs reads
+# "days-[hours[:minutes[:seconds]]]" (sscanf "%d-%d:%d:%d", so "2-" is two days), else hours:minutes:seconds,
+# else minutes[:seconds], no field bounded ("1:90" is 2.5 minutes); time_str2mins rounds up to a minute.
+# "-1", "INFINITE" and "UNLIMITED" (any case: xstrcasecmp) mean no limit, as does 0 (src/common/slurm_opt.c
+# arg_set_time_limit). Refused here though the timespec check passes them: "-N" other than "-1" (sscanf reads
+# a negative day count), and more than 2**31 - 60 seconds (the sums and ROUNDUP are C int arithmetic).
+SLURM_TIME = re.compile(r"(?:[0-9]+-)?[0-9]+(?::[0-9]+){0,2}|[0-9]+-")
+SLURM_NO_LIMIT = ("-1", "infinite", "unlimited")
+SLURM_MAX_SECONDS = 2**31 - 1 - 59
+SLURM_TIME_ERROR = (
+    "must be a Slurm time limit (sbatch --time) in whole numbers: MINUTES, MINUTES:SECONDS, HOURS:MINUTES:SECONDS, "
+    "DAYS-HOURS, DAYS-HOURS:MINUTES or DAYS-HOURS:MINUTES:SECONDS (e.g. 90, 2:0, 36:00:00, 1-12, 2-00:00:00; "
+    f"at most {SLURM_MAX_SECONDS} seconds), or INFINITE, UNLIMITED or -1 for no limit"
+)
 
 # sbatch --mem: a whole number of megabytes, or with K, M, G or T and an optional B, any case (SchedMD/slurm
 # src/common/proc_args.c str_to_mbytes, commit 284c3b95f08a2dc2478499837b03355e1b9c5c75).
@@ -43,9 +57,7 @@ class SlurmSettings(Section):
     @field_validator("time")
     @classmethod
     def _slurm_time(cls, value: str | None) -> str | None:
-        if value is not None and not SLURM_TIME.fullmatch(value):
-            raise ValueError("must be a Slurm time: MINUTES, HH:MM:SS, D-HH:MM:SS, ...")
-        return value
+        return check_slurm_time(value) if value is not None else None
 
     @field_validator("mem")
     @classmethod
@@ -53,6 +65,25 @@ class SlurmSettings(Section):
         if value is not None and not SLURM_SIZE.fullmatch(value):
             raise ValueError("must be a Slurm size: a whole number of megabytes, or with K, M, G or T (e.g. 64G)")
         return value
+
+
+def slurm_time_seconds(value: str) -> int:
+    """Seconds in a time SLURM_TIME matches, summed as time_str2secs does (before the round-up to a minute)."""
+    numbers = [int(part) for part in re.split("[-:]", value) if part]
+    if "-" in value:
+        weights: tuple[int, ...] = (86400, 3600, 60, 1)  # days-hours:minutes:seconds
+    else:
+        weights = {1: (60,), 2: (60, 1), 3: (3600, 60, 1)}[len(numbers)]
+    return sum(number * weight for number, weight in zip(numbers, weights, strict=False))
+
+
+def check_slurm_time(value: str) -> str:
+    """`value` if sbatch --time takes it (see SLURM_TIME), passed on unchanged; ValueError if not."""
+    if value.isascii() and value.lower() in SLURM_NO_LIMIT:
+        return value
+    if not SLURM_TIME.fullmatch(value) or slurm_time_seconds(value) > SLURM_MAX_SECONDS:
+        raise ValueError(SLURM_TIME_ERROR)
+    return value
 
 
 def slurm_walltime(settings: SlurmSettings, max_runtime: int) -> str:

@@ -19,8 +19,6 @@ from cloudddp.redact import argument_with_url_password, has_url_credentials, is_
 if TYPE_CHECKING:  # the spec module builds JobSpec from the registry, which imports this package
     from cloudddp.spec import JobSpec
 
-# HH:MM:SS with any number of hours (Slurm and PBS both accept it; PBS also takes plain seconds).
-WALLTIME = re.compile(r"^(\d+):([0-5]\d):([0-5]\d)$")
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 # A directive is one line: a newline would end it and start a command, and sbatch stops reading
 # directives at the first command (SchedMD/slurm src/sbatch/opt.c _opt_batch_script,
@@ -40,17 +38,10 @@ class ScriptJobRequest(JobRequest):
 
 
 def walltime(seconds: int) -> str:
-    """Seconds as HH:MM:SS, hours unbounded (`90000` -> `25:00:00`)."""
+    """Seconds as HH:MM:SS, hours unbounded (`90000` -> `25:00:00`): both sbatch --time and qsub -l walltime
+    read it (the time formats each accepts: slurm/settings.py SLURM_TIME, pbs/settings.py PBS_WALLTIME)."""
     hours, rest = divmod(seconds, 3600)
     return f"{hours:02d}:{rest // 60:02d}:{rest % 60:02d}"
-
-
-def check_walltime(value: str, field: str) -> str:
-    if not WALLTIME.fullmatch(value):
-        raise CloudDDPError(
-            f"{field}={value!r} is not a walltime: write HH:MM:SS (hours may exceed 24, e.g. 36:00:00)."
-        )
-    return value
 
 
 def check_directive_value(field: str, value: str) -> str:

@@ -99,7 +99,7 @@ def test_a_queue_and_account_are_one_word_each(tmp_path: Path) -> None:
         ({"account": 'a "b"'}, "pbs.account='a \"b\"': a double quote cannot go"),
         ({"qsub_args": ["-l pmem=4gb", "-m n\necho INJECTED"]}, "pbs.qsub_args[1]='-m n\\necho INJECTED'"),
         ({"runs_dir": "/tmp/it's here"}, "pbs.runs_dir=\"/tmp/it's here\": qsub's -v list cannot carry a quote"),
-        ({"walltime": "01:00:00\n"}, "pbs.walltime: Value error, must be HH:MM:SS"),
+        ({"walltime": "01:00:00\n"}, "pbs.walltime: Value error, must be a PBS walltime"),
         ({"mem": "32gb\n"}, "pbs.mem: Value error, must be a PBS size"),
     ],
 )

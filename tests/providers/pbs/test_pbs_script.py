@@ -112,7 +112,7 @@ def test_secret_values_stay_out_of_the_script_and_its_dry_run(tmp_path: Path) ->
 @pytest.mark.parametrize(
     ("change", "message"),
     [
-        ({"pbs": {"walltime": "2h"}}, "pbs.walltime: Value error, must be HH:MM:SS"),
+        ({"pbs": {"walltime": "2h"}}, "pbs.walltime: Value error, must be a PBS walltime"),
         ({"pbs": {"starter": "ssh"}}, "pbs.starter: Input should be 'pbsdsh' or 'mpiexec'"),
         ({"pbs": {"ncpus": 0}}, "pbs.ncpus: Input should be greater than or equal to 1"),
         ({"pbs": {"mem": "32 GB"}}, "pbs.mem: Value error, must be a PBS size"),
@@ -142,7 +142,7 @@ def test_bad_input_is_named(tmp_path: Path, change: dict[str, Any], message: str
 
 @pytest.mark.parametrize(
     ("flags", "message"),
-    [(["--walltime", "2h"], "pbs.walltime: Value error, must be HH:MM:SS"), (["--nodes", "0"], "nodes: "),
+    [(["--walltime", "2h"], "pbs.walltime: Value error, must be a PBS walltime"), (["--nodes", "0"], "nodes: "),
      (["--pbs-mem", "lots"], "pbs.mem: Value error, must be a PBS size")],
 )  # fmt: skip
 def test_bad_input_from_the_cli_is_one_paragraph_and_exit_2(tmp_path: Path, flags: list[str], message: str) -> None:
