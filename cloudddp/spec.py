@@ -236,19 +236,36 @@ def shown_value(item: Any) -> str:
 
 
 class SpecLoader(yaml.SafeLoader):
-    """PyYAML's safe loader with YAML 1.2's booleans: only true/false (any case) are booleans.
+    """PyYAML's safe loader with YAML 1.2's booleans (only true/false, any case) and no base-60 numbers.
 
     PyYAML follows YAML 1.1, where yes/no/on/off/y/n are booleans too: an environment variable or a
-    channel named `on` became the key True, and `DEBUG: off` the value False. In a job spec they are
-    the words the user wrote."""
+    channel named `on` became the key True, and `DEBUG: off` the value False. YAML 1.1 also reads
+    digits separated by colons as base 60: `walltime: 36:00:00` became the number 129600 (refused: not
+    a walltime), `time: "30:00"` unquoted became 1800, an environment value `05:30` became 330. YAML 1.2
+    has neither (its core schema, yaml.org/spec/1.2.2 section 10.3.2); in a job spec they are the words
+    the user wrote. PyYAML's other int and float forms are kept."""
 
 
-BOOL_TAG = "tag:yaml.org,2002:bool"
+BOOL_TAG, INT_TAG, FLOAT_TAG = "tag:yaml.org,2002:bool", "tag:yaml.org,2002:int", "tag:yaml.org,2002:float"
 SpecLoader.yaml_implicit_resolvers = {
-    first: [(tag, pattern) for tag, pattern in resolvers if tag != BOOL_TAG]
+    first: [(tag, pattern) for tag, pattern in resolvers if tag not in (BOOL_TAG, INT_TAG, FLOAT_TAG)]
     for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
 }
 SpecLoader.add_implicit_resolver(BOOL_TAG, re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"), list("tTfF"))
+# PyYAML 6.0's int and float patterns (yaml/resolver.py) without their base-60 alternatives.
+SpecLoader.add_implicit_resolver(
+    INT_TAG,
+    re.compile(r"^(?:[-+]?0b[0-1_]+|[-+]?0[0-7_]+|[-+]?(?:0|[1-9][0-9_]*)|[-+]?0x[0-9a-fA-F_]+)$"),
+    list("-+0123456789"),
+)
+SpecLoader.add_implicit_resolver(
+    FLOAT_TAG,
+    re.compile(
+        r"^(?:[-+]?(?:[0-9][0-9_]*)\.[0-9_]*(?:[eE][-+][0-9]+)?|\.[0-9][0-9_]*(?:[eE][-+][0-9]+)?"
+        r"|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$"
+    ),
+    list("-+0123456789."),
+)
 
 
 def read_yaml(path: Path, loader: type[yaml.SafeLoader] = SpecLoader) -> dict[str, Any]:

@@ -1,4 +1,4 @@
-"""How a job spec file is read: YAML 1.2's booleans, and no true/false where a number is due."""
+"""How a job spec file is read: YAML 1.2's booleans and no base-60 numbers, and no true/false where a number is due."""
 
 from __future__ import annotations
 
@@ -62,6 +62,31 @@ def test_yes_no_on_off_are_the_words_written(spec_file: Path) -> None:
     assert result.returncode == 0, result.stderr
     assert "export on=x\n" in result.stdout and "export DEBUG=off\n" in result.stdout
     assert "--amp yes --n 3" in result.stdout
+
+
+def test_colon_separated_times_are_the_words_written_not_base_60_numbers(spec_file: Path) -> None:
+    # YAML 1.1 (PyYAML's default) read 36:00:00 as 129600 and 05:30 as 330: the walltime was refused
+    # ("Input should be a valid string") and the variable held another value.
+    spec_file.write_text(
+        "entry_point: train.py\nenvironment: {TZ_OFFSET: 05:30}\nhyperparameters: {warmup: 1:30.5}\n"
+        "pbs: {walltime: 36:00:00}\nslurm: {time: 30:00}\n"
+    )
+    pbs = run_cli("render", "-p", "pbs", "-f", str(spec_file), cwd=spec_file.parent)
+    assert pbs.returncode == 0, pbs.stderr
+    assert "\n#PBS -l walltime=36:00:00\n" in pbs.stdout and "TZ_OFFSET=05:30" in pbs.stdout
+    assert "--warmup 1:30.5" in pbs.stdout
+    slurm = run_cli("render", "-p", "slurm", "-f", str(spec_file), cwd=spec_file.parent)
+    assert slurm.returncode == 0, slurm.stderr
+    assert "\n#SBATCH --time=30:00\n" in slurm.stdout
+
+
+def test_numbers_without_colons_are_still_numbers(spec_file: Path) -> None:
+    spec_file.write_text(
+        "entry_point: train.py\nnodes: 0x2\nmax_runtime: 7_200\nhyperparameters: {lr: 1.5e-3, n: -3}\n"
+    )
+    spec = load_spec(spec_file)
+    assert (spec.nodes, spec.max_runtime) == (2, 7200)
+    assert spec.hyperparameters == {"lr": 0.0015, "n": -3}
 
 
 def test_true_and_false_in_any_case_stay_booleans(spec_file: Path) -> None:
