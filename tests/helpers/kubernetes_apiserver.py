@@ -8,9 +8,14 @@ API server checks for these calls:
   is a DNS-1123 subdomain, the object validates against the CRD's OpenAPI v3 schema (422 Invalid
   with the causes), and fields the schema does not know are pruned with a `Warning` header, as the
   server does with its default fieldValidation=Warn, or refused with 400 BadRequest under
-  fieldValidation=Strict (Ignore is not told apart from Warn); a TrainJob must also pass Trainer's validating
-  webhook against the installed runtime (403, `trainjob_webhook_errors`); a second object of one name
-  is 409 AlreadyExists;
+  fieldValidation=Strict (Ignore is not told apart from Warn); the CRD's CEL rules on metadata.name (a TrainJob's
+  DNS-1035 label, 422 Invalid); a PyTorchJob must pass the training operator's validating webhook and a TrainJob
+  Trainer's against the installed runtime (403, `pytorchjob_webhook_errors`, `trainjob_webhook_errors`); a second
+  object of one name is 409 AlreadyExists;
+- what the cluster refuses only after it accepted the job, when the operator or JobSet creates the job's Services,
+  Jobs and pods (`derived_object_errors`: Service and JobSet pod names, volume mount subPaths, nodeSelector labels):
+  a real server takes the job, which then never starts; this fake has no operator, so it refuses the job itself
+  (422 Invalid, the message naming the object that could not be made), so that a test sees it;
 - reads, deletes and pod logs of missing objects are 404 NotFound; a log of a container that has
   not started is 400, as is a container name the pod does not have.
 Errors are `Status` objects shaped as kubernetes/apimachinery pkg/api/errors/errors.go builds them.
@@ -53,6 +58,63 @@ CUSTOM = re.compile(
 PODS = re.compile(r"^/api/v1/namespaces/(?P<ns>[^/]+)/pods(/(?P<name>[^/]+)(?P<log>/log)?)?$")
 PVC = re.compile(r"^/api/v1/namespaces/(?P<ns>[^/]+)/persistentvolumeclaims/(?P<name>[^/]+)$")
 DNS_SUBDOMAIN = re.compile(r"^(?=.{1,253}$)[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+SUBDOMAIN_FMT = "[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*"
+
+
+# Ported from kubernetes/apimachinery pkg/util/validation/validation.go, tag v0.34.0, commit
+# b72d93d174332f952a8d431419fece5e6f044bcb (IsDNS1035Label, IsQualifiedName, IsValidLabelValue, RegexError,
+# MaxLenError, messages as there) and written here again, not imported from cloudddp: the fake checks cloudddp.
+DNS1035_FMT = "[a-z]([-a-z0-9]*[a-z0-9])?"
+DNS1035_MSG = ("a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an alphabetic "
+               "character, and end with an alphanumeric character")  # fmt: skip
+QNAME_FMT = "([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]"
+QNAME_MSG = (
+    "must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character"
+)
+LABEL_VALUE_MSG = ("a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and "
+                   "must start and end with an alphanumeric character")  # fmt: skip
+SUBDOMAIN_MSG = ("a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and "
+                 "must start and end with an alphanumeric character")  # fmt: skip
+
+
+def regex_error(message: str, fmt: str, *examples: str) -> str:
+    shown = "".join(f"{' or ' if i else ''}'{example}', " for i, example in enumerate(examples))
+    return f"{message} (e.g. {shown}regex used for validation is '{fmt}')"
+
+
+def is_dns1035_label(value: str) -> list[str]:
+    errors = [] if len(value) <= 63 else ["must be no more than 63 characters"]
+    if not re.fullmatch(DNS1035_FMT, value):
+        errors.append(regex_error(DNS1035_MSG, DNS1035_FMT, "my-name", "abc-123"))
+    return errors
+
+
+def is_qualified_name(value: str) -> list[str]:
+    parts = value.split("/")
+    if len(parts) > 2:
+        return ["a qualified name " + regex_error(QNAME_MSG, QNAME_FMT, "MyName", "my.name", "123-abc")
+                + " with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')"]  # fmt: skip
+    errors, name = [], parts[-1]
+    if len(parts) == 2 and not parts[0]:
+        errors.append("prefix part must be non-empty")
+    elif len(parts) == 2:
+        errors += ["prefix part must be no more than 253 characters"] if len(parts[0]) > 253 else []
+        errors += [] if re.fullmatch(SUBDOMAIN_FMT, parts[0]) else [
+            "prefix part " + regex_error(SUBDOMAIN_MSG, SUBDOMAIN_FMT, "example.com")]  # fmt: skip
+    if not name:
+        errors.append("name part must be non-empty")
+    elif len(name) > 63:
+        errors.append("name part must be no more than 63 characters")
+    if not re.fullmatch(QNAME_FMT, name):
+        errors.append("name part " + regex_error(QNAME_MSG, QNAME_FMT, "MyName", "my.name", "123-abc"))
+    return errors
+
+
+def is_valid_label_value(value: str) -> list[str]:
+    errors = [] if len(value) <= 63 else ["must be no more than 63 characters"]
+    if not re.fullmatch(f"({QNAME_FMT})?", value):
+        errors.append(regex_error(LABEL_VALUE_MSG, f"({QNAME_FMT})?", "MyValue", "my_value", "12345"))
+    return errors
 
 
 def crd_schema(plural: str, crd_file: str | None = None) -> dict[str, Any]:
@@ -99,7 +161,10 @@ def trainjob_webhook_errors(obj: dict[str, Any]) -> list[str]:
     jobs = {job["name"]: {c["name"] for part in ("initContainers", "containers")
                           for c in job["template"]["spec"]["template"]["spec"].get(part, [])}
             for job in runtime["spec"]["template"]["spec"]["replicatedJobs"]}  # fmt: skip
-    errors = []
+    # v2.0.1's ValidateCreate: IsDNS1035Label(trainJob.Name). From v2.1.0 the CRD's CEL rules say the same (422,
+    # before any webhook: crd_rule_errors), so at those releases a bad name never gets here.
+    name = obj.get("metadata", {}).get("name", "")
+    errors = [f"metadata.name: Invalid value: {json.dumps(name)}: {e}" for e in is_dns1035_label(name)]
     reserved = sorted(TORCHRUN_RESERVED & {e["name"] for e in spec.get("trainer", {}).get("env", [])})
     if reserved:
         errors.append(
@@ -147,6 +212,129 @@ def overridden_pods(spec: dict[str, Any]) -> list[tuple[str, str, dict[str, Any]
     for override in spec.get("podSpecOverrides", []):
         found += [("podSpecOverrides", t["name"], override) for t in override["targetJobs"]]
     return found
+
+
+def pytorchjob_webhook_errors(obj: dict[str, Any]) -> list[str]:
+    """The training operator's validating webhook on a PyTorchJob's name (kubeflow/training-operator tag v1.9.0,
+    commit 6f74c7f6b2ed6c27aabd82d0a316b23f0646059c, pkg/webhooks/pytorch/pytorchjob_webhook.go validatePyTorchJob:
+    NameIsDNS1035Label, the messages joined by "," after "should match: "). The spec checks the CRD schema covers."""
+    name = obj.get("metadata", {}).get("name", "")
+    errors = is_dns1035_label(name)
+    return [f"metadata.name: Invalid value: {json.dumps(name)}: should match: {','.join(errors)}"] if errors else []
+
+
+CEL_NAME_MATCHES = re.compile(r"self\.metadata\.name\.matches\('(?P<regex>[^']*)'\)")
+CEL_NAME_SIZE = re.compile(r"size\(self\.metadata\.name\) <= (?P<most>[0-9]+)")
+
+
+def crd_rule_errors(schema: dict[str, Any], obj: dict[str, Any]) -> list[str]:
+    """The CRD's own CEL rules on the object as a whole (x-kubernetes-validations at the schema's root): the two on
+    metadata.name that Trainer's TrainJob CRD has from v2.1.0 (pkg/apis/trainer/v1alpha1/trainjob_types.go, tag
+    v2.3.0, commit 658725bdae5c7e3a0854d93ac6ff492e109a22ab). A root rule of another form is not guessed at."""
+    name = obj.get("metadata", {}).get("name", "")
+    errors = []
+    for rule in schema.get("x-kubernetes-validations", []):
+        if match := CEL_NAME_MATCHES.fullmatch(rule["rule"]):
+            holds = re.search(match["regex"], name) is not None
+        elif match := CEL_NAME_SIZE.fullmatch(rule["rule"]):
+            holds = len(name) <= int(match["most"])
+        else:
+            raise NotImplementedError(f"the fake API server cannot evaluate the CRD rule {rule['rule']!r}")
+        errors += [] if holds else [f'Invalid value: "object": {rule["message"]}']  # at the root: field <nil>
+    return errors
+
+
+def derived_object_errors(plural: str, obj: dict[str, Any]) -> list[str]:
+    """What the API server refuses when the operator or JobSet makes the job's Services, Jobs and pods."""
+    pods = replica_pods(obj) if plural == "pytorchjobs" else [pod for _, _, pod in overridden_pods(obj["spec"])]
+    names = service_name_errors(obj) if plural == "pytorchjobs" else jobset_name_errors(obj)
+    return names + [f"the job's pods: {error}" for pod in pods for error in pod_spec_errors(pod)]
+
+
+def replica_pods(obj: dict[str, Any]) -> list[dict[str, Any]]:
+    return [replica["template"].get("spec", {}) for replica in obj["spec"]["pytorchReplicaSpecs"].values()]
+
+
+def service_name_errors(obj: dict[str, Any]) -> list[str]:
+    """The training operator's Services, one per replica, `<job>-<type lower>-<index>` (kubeflow/training-operator
+    v1.9.0, commit 6f74c7f6: pkg/controller.v1/common/service.go ReconcileServices/CreateNewService, util.go
+    GenGeneralName; an elastic job's HPA, pytorch/hpa.go, grows the Workers to maxReplicas), are refused unless
+    their names are DNS-1035 labels (kubernetes/kubernetes pkg/apis/core/validation/validation.go
+    ValidateServiceName = NameIsDNS1035Label, commit 000f26050b9be6fb3d79fae95e06b47fc96128cd)."""
+    grown = obj["spec"].get("elasticPolicy", {}).get("maxReplicas", 0)
+    errors = []
+    for kind, replica in obj["spec"]["pytorchReplicaSpecs"].items():
+        last = max(replica.get("replicas", 1), grown if kind == "Worker" else 0) - 1
+        service = f"{obj['metadata']['name']}-{kind.lower()}-{last}"
+        errors += [f"Service {json.dumps(service)} is invalid: metadata.name: Invalid value: {json.dumps(service)}: "
+                   f"{e}" for e in is_dns1035_label(service)]  # fmt: skip
+    return errors
+
+
+def jobset_name_errors(obj: dict[str, Any]) -> list[str]:
+    """JobSet's webhook on the JobSet Trainer makes of a TrainJob, named as it (kubernetes-sigs/jobset tag v0.12.0,
+    commit f22e565ac3cc3265c7c45ef67ecffdc689af5d77, pkg/webhooks/jobset_webhook.go ValidateCreate): the longest job
+    name (pkg/util/placement GenJobName) and, Indexed being JobSet's default completionMode, the longest pod name
+    (GenPodName + "-abcde") of each replicated job must be DNS-1035 labels; a name too long gets JobSet's message."""
+    name = obj["metadata"]["name"]
+    runtime = yaml.safe_load(RUNTIMES[obj["spec"]["runtimeRef"]["name"]].read_text())
+    errors = []
+    for index, job in enumerate(runtime["spec"]["template"]["spec"]["replicatedJobs"]):
+        job_name = f"{name}-{job['name']}-{job.get('replicas', 1) - 1}"
+        pod_name = f"{job_name}-{jobset_pods(obj, runtime, job) - 1}-abcde"
+        where = f"spec.replicatedJobs[{index}].name: Invalid value: {json.dumps(job_name)}"
+        errors += [f"{where}: {too_long(error, 'job')}" for error in is_dns1035_label(job_name)]
+        errors += [f"{where}: {too_long(error, 'pod')}" for error in is_dns1035_label(pod_name)]
+    return errors
+
+
+def jobset_pods(obj: dict[str, Any], runtime: dict[str, Any], job: dict[str, Any]) -> int:
+    """The pods (completions) of one of the runtime's jobs: its parallelism (1 unless set), the trainer's job
+    numNodes (kubeflow/trainer tag v2.3.0, commit 658725bd: pkg/runtime/core/trainingruntime.go, the torch
+    plugin's torch.go, and jobset/jobset.go SyncParallelCount setting completions to that count)."""
+    labels = job["template"].get("metadata", {}).get("labels", {})
+    if labels.get("trainer.kubeflow.org/trainjob-ancestor-step") != "trainer":
+        return int(job["template"]["spec"].get("parallelism", 1))
+    default = runtime["spec"].get("mlPolicy", {}).get("numNodes", 1)
+    return int(obj["spec"].get("trainer", {}).get("numNodes", default))
+
+
+def too_long(error: str, what: str) -> str:
+    """JobSet's own words for a generated name over 63 characters (jobNameTooLongErrorMsg, podNameTooLongErrorMsg)."""
+    if error == "must be no more than 63 characters":
+        return f"JobSet name is too long, {what} names generated for this JobSet will exceed 63 characters"
+    return error
+
+
+def pod_spec_errors(pod: dict[str, Any]) -> list[str]:
+    """kubernetes/kubernetes pkg/apis/core/validation/validation.go (commit 000f26050b9be6fb3d79fae95e06b47fc96128cd,
+    read from a stored copy of the file): ValidatePodSpec validates nodeSelector as labels
+    (unversionedvalidation.ValidateLabels: IsQualifiedName keys, IsValidLabelValue values), and ValidateVolumeMounts
+    each subPath with validateLocalDescendingPath (not absolute, no '..' element; the error's path is the list's)."""
+    errors = []
+    for key, value in pod.get("nodeSelector", {}).items():
+        errors += [f"spec.nodeSelector: Invalid value: {json.dumps(key)}: {e}" for e in is_qualified_name(key)]
+        errors += [f"spec.nodeSelector: Invalid value: {json.dumps(value)}: {e}" for e in is_valid_label_value(value)]
+    for part in ("initContainers", "containers"):
+        for index, container in enumerate(pod.get(part, [])):
+            for mount in container.get("volumeMounts", []):
+                errors += sub_path_errors(mount.get("subPath", ""), f"spec.{part}[{index}].volumeMounts.subPath")
+    return errors
+
+
+def sub_path_errors(sub_path: str, where: str) -> list[str]:
+    """validateLocalDescendingPath and validatePathNoBacksteps (one error for any number of '..')."""
+    errors = [f"{where}: Invalid value: {json.dumps(sub_path)}: must be a relative path"] if sub_path[:1] == "/" else []
+    if ".." in sub_path.split("/"):
+        errors.append(f"{where}: Invalid value: {json.dumps(sub_path)}: must not contain '..'")
+    return errors
+
+
+# plural -> (the validating webhook's name, its refusals)
+WEBHOOKS = {
+    "pytorchjobs": ("validator.pytorchjob.training-operator.kubeflow.org", pytorchjob_webhook_errors),
+    "trainjobs": ("validator.trainjob.trainer.kubeflow.org", trainjob_webhook_errors),
+}
 
 
 def status_error(code: int, reason: str, message: str, details: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -326,19 +514,9 @@ class FakeAPIServer:
         if not DNS_SUBDOMAIN.match(name):
             return 422, status_error(422, "Invalid", f"{kind}.{group} {name!r} is invalid: metadata.name: Invalid value: {name!r}",
                                      {"name": name, "group": group, "kind": kind})  # fmt: skip
-        errors = sorted(crd_validator(plural, crd_file).iter_errors(obj), key=lambda e: list(e.path))
-        if errors:
-            causes = [{"field": ".".join(str(p) for p in e.path), "message": e.message} for e in errors]
-            message = f"{kind}.{group} {name!r} is invalid: " + "; ".join(
-                f"{c['field']}: {c['message']}" for c in causes
-            )
-            return 422, status_error(
-                422, "Invalid", message, {"name": name, "group": group, "kind": kind, "causes": causes}
-            )
-        denied = trainjob_webhook_errors(obj) if plural == "trainjobs" else []
-        if denied:  # controller-runtime answers a validator's field errors with Denied: 403
-            return 403, status_error(403, "Forbidden", 'admission webhook "validator.trainjob.trainer.kubeflow.org" '
-                                     "denied the request: " + "; ".join(denied))  # fmt: skip
+        refused = self.admission(plural, obj, crd_file)
+        if refused:
+            return refused
         if (plural, namespace, name) in self.objects:
             return 409, status_error(409, "AlreadyExists", f"{qualified} {json.dumps(name)} already exists",
                                      {"name": name, "group": group, "kind": plural})  # fmt: skip
@@ -349,6 +527,32 @@ class FakeAPIServer:
                            "creationTimestamp": "2026-11-22T10:00:00Z", "generation": 1}  # fmt: skip
         self.objects[(plural, namespace, name)] = obj
         return 201, obj
+
+    @staticmethod
+    def admission(plural: str, obj: dict[str, Any], crd_file: str | None) -> tuple[int, Any] | None:
+        """The CRD's schema and CEL rules (422), the validating webhook (403), then what the cluster would refuse
+        once the operator makes the job's objects (422 here; see the module's docstring); None if all pass."""
+        group, _, kind, _ = RESOURCES[plural]
+        name = obj["metadata"]["name"]
+        details = {"name": name, "group": group, "kind": kind}
+        errors = sorted(crd_validator(plural, crd_file).iter_errors(obj), key=lambda e: list(e.path))
+        causes = [{"field": ".".join(str(p) for p in e.path), "message": e.message} for e in errors]
+        causes += [{"field": "<nil>", "message": rule} for rule in crd_rule_errors(crd_schema(plural, crd_file), obj)]
+        if causes:
+            message = f"{kind}.{group} {name!r} is invalid: " + "; ".join(
+                f"{c['field']}: {c['message']}" for c in causes
+            )
+            return 422, status_error(422, "Invalid", message, {**details, "causes": causes})
+        webhook, refusals = WEBHOOKS[plural]
+        denied = refusals(obj)
+        if denied:  # controller-runtime answers a validator's field errors with Denied: 403
+            return 403, status_error(403, "Forbidden", f'admission webhook "{webhook}" denied the request: '
+                                     + "; ".join(denied))  # fmt: skip
+        derived = derived_object_errors(plural, obj)
+        if derived:
+            message = f"{kind}.{group} {name!r} would never start: " + "; ".join(derived)
+            return 422, status_error(422, "Invalid", message, details)
+        return None
 
     def read(self, plural: str, namespace: str, name: str) -> tuple[int, Any]:
         if (plural, namespace, name) not in self.objects:

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from cloudddp.errors import CloudDDPError
-from cloudddp.providers.kubernetes.settings import KubernetesSettings, check_subdomain
+from cloudddp.providers.kubernetes.settings import DNS_1035_LABEL, DNS_1035_MAX, KubernetesSettings, check_subdomain
 from cloudddp.redact import argument_with_url_password, has_url_credentials, is_secret_name
 from cloudddp.staging.location import S3_BUCKET
 
@@ -70,14 +70,33 @@ class Storage:
     claims: list[str] = field(default_factory=list)  # PVCs every node mounts (checked for RWO at submit)
 
 
-def job_name(spec: JobSpec) -> str:
-    """Kubernetes names are lower case; the operator derives pod and service names from it."""
+@dataclass
+class DerivedName:
+    """The longest name the cluster derives from the job's name, as `<name>` + `suffix`, and what makes it."""
+
+    kind: str  # the job's kind, as the error names it
+    suffix: str  # e.g. "-worker-10": the longest the job's replica count gives
+    why: str  # who derives it and what limits it
+    nodes: int
+
+
+def job_name(spec: JobSpec, derived: DerivedName) -> str:
+    """The job's metadata.name (lower case): a DNS-1035 label that leaves room for `derived.suffix`.
+
+    Both Kubeflow APIs take only DNS-1035 labels (pytorchjob.py and trainjob.py cite where), and the names the
+    cluster derives from it (Services, JobSet pods) must be DNS-1035 labels of at most 63 characters too.
+    """
     name = spec.name.lower()
-    try:
-        check_subdomain(name, "job name")
-    except ValueError as exc:  # a name the spec takes (trail-) that Kubernetes does not
-        raise CloudDDPError(f"name={spec.name!r}: {exc}") from None
-    return name
+    limit = DNS_1035_MAX - len(derived.suffix)
+    if DNS_1035_LABEL.fullmatch(name) and len(name) <= limit:
+        return name
+    problem = f"has {len(name)} characters" if len(name) > limit else "is not such a label"
+    raise CloudDDPError(
+        f"name={spec.name!r}: a {derived.kind}'s name must be a DNS-1035 label (lower-case letters, digits and "
+        f"'-', starting with a letter and ending with a letter or digit) of at most {limit} characters for this "
+        f"job's {derived.nodes} node{'s' if derived.nodes > 1 else ''}: {derived.why}, and '<name>{derived.suffix}' "
+        f"is the longest here. This name {problem}; give the job another one (name: / --name)."
+    )
 
 
 def split_pvc(uri: str, field_name: str) -> tuple[str, str]:
@@ -87,7 +106,19 @@ def split_pvc(uri: str, field_name: str) -> tuple[str, str]:
         check_subdomain(claim, "PersistentVolumeClaim name")
     except ValueError as exc:
         raise CloudDDPError(f"{field_name}={uri!r}: {exc}.") from None
-    return claim, sub_path.strip("/")
+    sub_path = sub_path.strip("/")  # so the subPath is never absolute
+    # A volume mount's subPath may not have a '..' element nor be absolute: kubernetes/kubernetes
+    # pkg/apis/core/validation/validation.go, ValidateVolumeMounts -> validateLocalDescendingPath /
+    # validatePathNoBacksteps, read at commit 000f26050b9be6fb3d79fae95e06b47fc96128cd (from a stored copy of that
+    # file; the repository is too big to fetch whole). The API server refuses such a pod only when the operator
+    # creates it, so the job would hang with no pods.
+    if ".." in sub_path.split("/"):
+        raise CloudDDPError(
+            f"{field_name}={uri!r}: the path inside the claim, {sub_path!r}, has a '..' element; it is mounted as "
+            f"the volume's subPath, which Kubernetes takes only below the claim's root (no '..', not absolute). "
+            f"Write pvc://{claim}/PATH with PATH a folder of the claim."
+        )
+    return claim, sub_path
 
 
 def mount_claim(storage: Storage, uri: str, field_name: str, path: str, read_only: bool) -> None:

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from cloudddp.errors import CloudDDPError
 from cloudddp.providers.kubernetes.manifest import (
     PYTORCHJOB,
+    DerivedName,
     Storage,
     command,
     environment,
@@ -22,7 +23,7 @@ from cloudddp.providers.kubernetes.manifest import (
     require_image,
     resources,
 )
-from cloudddp.providers.kubernetes.settings import ElasticSettings, KubernetesSettings
+from cloudddp.providers.kubernetes.settings import DNS_1035_MAX, ElasticSettings, KubernetesSettings
 
 if TYPE_CHECKING:
     from cloudddp.spec import JobSpec
@@ -100,6 +101,27 @@ def elastic_policy(spec: JobSpec, elastic: ElasticSettings) -> dict[str, Any]:
     return policy
 
 
+def service_names(job_spec: dict[str, Any]) -> DerivedName:
+    """The longest Service name the training operator derives for this job (kubeflow/training-operator tag v1.9.0,
+    commit 6f74c7f6b2ed6c27aabd82d0a316b23f0646059c): pkg/controller.v1/common/service.go ReconcileServices makes one
+    Service per replica index, named by CreateNewService with util.go GenGeneralName `<job>-<type lower>-<index>`;
+    an elastic job's HPA (pytorch/hpa.go) may grow the Workers to maxReplicas. At the same tag the operator's webhook,
+    pkg/webhooks/pytorch/pytorchjob_webhook.go validatePyTorchJob, refuses a job name that is not a DNS-1035 label
+    (NameIsDNS1035Label). A Service name is a DNS-1035 label too (kubernetes/kubernetes
+    pkg/apis/core/validation/validation.go ValidateServiceName = NameIsDNS1035Label, read at commit
+    000f26050b9be6fb3d79fae95e06b47fc96128cd from a stored copy of the file), so it bounds the job name's length."""
+    grown = job_spec.get("elasticPolicy", {}).get("maxReplicas", 0)
+    counts = {kind: max(replica["replicas"], grown if kind == "Worker" else 0)
+              for kind, replica in job_spec["pytorchReplicaSpecs"].items()}  # fmt: skip
+    suffixes = [f"-{kind.lower()}-{count - 1}" for kind, count in counts.items()]
+    suffix = max(reversed(suffixes), key=len)  # a tie goes to the Workers, whose index grows with the job
+    why = (
+        "the training operator names a Service '<name>-<replica type>-<index>' after each replica, and a Service "
+        f"name must be a DNS-1035 label of at most {DNS_1035_MAX} characters"
+    )
+    return DerivedName("PyTorchJob", suffix, why, sum(counts.values()))
+
+
 def pytorchjob(spec: JobSpec, settings: KubernetesSettings, storage: Storage, namespace: str) -> dict[str, Any]:
     group, version, _, kind = PYTORCHJOB
     template = pod_template(spec, settings, storage)
@@ -124,7 +146,7 @@ def pytorchjob(spec: JobSpec, settings: KubernetesSettings, storage: Storage, na
         "apiVersion": f"{group}/{version}",
         "kind": kind,
         "metadata": {
-            "name": job_name(spec),
+            "name": job_name(spec, service_names(job_spec)),
             "namespace": namespace,
             "labels": {"app.kubernetes.io/managed-by": "cloudddp"},
         },

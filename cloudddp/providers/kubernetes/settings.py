@@ -14,6 +14,17 @@ from cloudddp.spec import Section
 DNS_SUBDOMAIN = re.compile(r"^(?=.{1,253}$)[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 QUANTITY = re.compile(r"^[0-9]+(\.[0-9]+)?(m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei)?$")
+# kubernetes/apimachinery pkg/util/validation/validation.go, tag v0.34.0, commit
+# b72d93d174332f952a8d431419fece5e6f044bcb (at master, commit eed236ceee2c19c2753a3d93ac0631dc20750454, the label
+# rules moved unchanged to pkg/api/validate/content/kube.go as IsLabelKey / IsLabelValue):
+# - IsDNS1035Label: [a-z]([-a-z0-9]*[a-z0-9])?, at most DNS1035LabelMaxLength = 63 (Service names, Kubeflow job names);
+# - IsQualifiedName (label keys): an optional DNS-1123 subdomain prefix and '/', then a name of at most 63
+#   characters matching ([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]; more than one '/' is refused;
+# - IsValidLabelValue: empty, or at most LabelValueMaxLength = 63 characters of the same form as that name.
+DNS_1035_LABEL = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?")
+DNS_1035_MAX = 63
+QUALIFIED_NAME = re.compile(r"([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]")
+LABEL_MAX = 63
 
 
 def check_subdomain(value: str, what: str) -> str:
@@ -23,6 +34,46 @@ def check_subdomain(value: str, what: str) -> str:
             f"starting and ending with a letter or digit, at most 253 characters"
         )
     return value
+
+
+def label_key_problem(key: str) -> str | None:
+    """Why `key` is not a Kubernetes label key (IsQualifiedName), or None if it is one."""
+    if key.count("/") > 1:
+        return "it has more than one '/' (write PREFIX/NAME or NAME)"
+    prefix, slash, name = key.rpartition("/")
+    if slash and not DNS_SUBDOMAIN.fullmatch(prefix):
+        return f"its prefix {prefix!r} is not a DNS subdomain (lower-case letters, digits, '-' and '.', at most 253)"
+    if len(name) > LABEL_MAX or not QUALIFIED_NAME.fullmatch(name):
+        return (
+            f"its name {name!r} is not 1-{LABEL_MAX} letters, digits, '-', '_' or '.' starting and ending with "
+            f"a letter or digit"
+        )
+    return None
+
+
+def label_value_problem(value: str) -> str | None:
+    """Why `value` is not a Kubernetes label value (IsValidLabelValue), or None if it is one (empty is one)."""
+    if value and (len(value) > LABEL_MAX or not QUALIFIED_NAME.fullmatch(value)):
+        return (
+            f"it is not empty or 1-{LABEL_MAX} letters, digits, '-', '_' or '.' starting and ending with a letter "
+            f"or digit"
+        )
+    return None
+
+
+def check_node_selector(selector: dict[str, str]) -> dict[str, str]:
+    """A pod's nodeSelector is validated as labels: kubernetes/kubernetes pkg/apis/core/validation/validation.go
+    ValidatePodSpec calls unversionedvalidation.ValidateLabels(spec.NodeSelector) (read at commit
+    000f26050b9be6fb3d79fae95e06b47fc96128cd), which is IsQualifiedName on each key and IsValidLabelValue on each
+    value (apimachinery pkg/apis/meta/v1/validation/validation.go ValidateLabels, tag v0.34.0, commit b72d93d1)."""
+    for key, value in selector.items():
+        problem = label_key_problem(key)
+        if problem:
+            raise ValueError(f"node selector key {key!r} is not a Kubernetes label key: {problem}")
+        problem = label_value_problem(value)
+        if problem:
+            raise ValueError(f"node selector {key}={value!r}: the value is not a Kubernetes label value: {problem}")
+    return selector
 
 
 class Toleration(BaseModel):
@@ -108,6 +159,11 @@ class KubernetesSettings(Section):
                 raise ValueError(f"{variable}={reference!r}: write SECRET/KEY (the Secret's name and the key in it)")
             check_subdomain(secret, "Secret name")
         return value
+
+    @field_validator("node_selector")
+    @classmethod
+    def _node_selector(cls, value: dict[str, str]) -> dict[str, str]:
+        return check_node_selector(value)
 
     @field_validator("s3_endpoint")
     @classmethod

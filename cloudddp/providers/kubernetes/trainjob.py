@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 from cloudddp.errors import CloudDDPError
 from cloudddp.providers.kubernetes.manifest import (
     TRAINJOB,
+    DerivedName,
     Storage,
     command,
     environment,
@@ -36,7 +37,7 @@ from cloudddp.providers.kubernetes.manifest import (
     require_image,
     resources,
 )
-from cloudddp.providers.kubernetes.settings import KubernetesSettings
+from cloudddp.providers.kubernetes.settings import DNS_1035_MAX, KubernetesSettings
 
 if TYPE_CHECKING:
     from cloudddp.spec import JobSpec
@@ -118,6 +119,27 @@ def node_command(settings: KubernetesSettings, storage: Storage, argv: list[str]
     ]
 
 
+def pod_names(nodes: int) -> DerivedName:
+    """The longest pod name JobSet derives for the TrainJob's `node` job, which it checks before creating anything.
+
+    The TrainJob's name must be a DNS-1035 label of at most 63 characters: from kubeflow/trainer v2.1.0 the CRD's
+    CEL rules (pkg/apis/trainer/v1alpha1/trainjob_types.go, tag v2.3.0, commit
+    658725bdae5c7e3a0854d93ac6ff492e109a22ab; same at v2.1.0, commit 73c9bece), at v2.0.1 the webhook
+    (pkg/webhooks/trainjob_webhook.go ValidateCreate, IsDNS1035Label; commit 332ad393). The JobSet has the TrainJob's
+    name and runs the `node` job once (replicas 1) with `numNodes` indexed pods (trainer
+    pkg/runtime/framework/plugins/jobset/jobset.go SyncParallelCount, v2.3.0). JobSet's webhook (kubernetes-sigs/jobset
+    pkg/webhooks/jobset_webhook.go ValidateCreate, tag v0.12.0, commit f22e565ac3cc3265c7c45ef67ecffdc689af5d77, the
+    release trainer v2.3.0 requires; the same check at v0.8.2 and v0.10.1 for v2.0.1 and v2.1.0) refuses a JobSet
+    whose longest pod name, placement.GenPodName `<jobset>-<job>-<job index>-<pod index>` + "-abcde", is not a
+    DNS-1035 label of at most 63 characters. Refused there, the TrainJob would exist and never start.
+    """
+    why = (
+        f"JobSet names each pod '<name>-{TRAINER_JOB}-0-<index>-<5 random characters>' and refuses a job whose pod "
+        f"names would not be DNS-1035 labels of at most {DNS_1035_MAX} characters"
+    )
+    return DerivedName("TrainJob", f"-{TRAINER_JOB}-0-{nodes - 1}-abcde", why, nodes)
+
+
 def trainjob(spec: JobSpec, settings: KubernetesSettings, storage: Storage, namespace: str) -> dict[str, Any]:
     unsupported(spec, settings)
     group, version, _, kind = TRAINJOB
@@ -143,7 +165,7 @@ def trainjob(spec: JobSpec, settings: KubernetesSettings, storage: Storage, name
         "apiVersion": f"{group}/{version}",
         "kind": kind,
         "metadata": {
-            "name": job_name(spec),
+            "name": job_name(spec, pod_names(spec.nodes)),
             "namespace": namespace,
             "labels": {"app.kubernetes.io/managed-by": "cloudddp"},
         },

@@ -110,6 +110,20 @@ def test_a_trainjob_with_nothing_to_patch_runs_on_trainer_v2_1(api: tuple[FakeAP
     assert fake.objects[("trainjobs", "training", "resnet")]["spec"] == request.request.body["spec"]
 
 
+@pytest.mark.parametrize(("api_version", "limit"), [("v1", 54), ("trainer-v2", 48)])
+def test_a_name_at_the_limit_is_created_and_one_over_it_is_never_sent(
+    api: tuple[FakeAPIServer, Path], api_version: str, limit: int
+) -> None:
+    fake, kubeconfig = api
+    provider = KubernetesProvider()
+    spec = spec_for(kubeconfig, nodes=3, kubeflow_api=api_version)
+    job_id = provider.submit(provider.render(build_spec({**spec.model_dump(), "name": "a" * limit}))).job_id
+    assert job_id.endswith(f"/training/{'a' * limit}") and len(fake.objects) == 1
+    with pytest.raises(CloudDDPError, match=f"of at most {limit} characters for this job's 3 nodes"):
+        provider.render(build_spec({**spec.model_dump(), "name": "a" * (limit + 1)}))
+    assert [verb for verb, _ in fake.requests].count("POST") == 1
+
+
 def test_a_second_job_of_the_same_name_shows_the_servers_refusal(api: tuple[FakeAPIServer, Path]) -> None:
     _, kubeconfig = api
     submit(kubeconfig)
@@ -324,6 +338,138 @@ def test_fake_rejects_an_invalid_name(served: tuple[FakeAPIServer, str, dict[str
     body["metadata"]["name"] = "Resnet_1"
     code, _, answer = raw_request(url, fake.token, "POST", COLLECTION, body)
     assert (code, answer["reason"]) == (422, "Invalid")
+
+
+TRAINJOBS = "/apis/trainer.kubeflow.org/v1alpha1/namespaces/training/trainjobs"
+DNS1035 = ("a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an alphabetic "
+           "character, and end with an alphanumeric character (e.g. 'my-name',  or 'abc-123', regex used for "
+           "validation is '[a-z]([-a-z0-9]*[a-z0-9])?')")  # fmt: skip
+
+
+def trainjob_body(kubeconfig: Path, release: str = "v2.2", **kubernetes: Any) -> dict[str, Any]:
+    spec = spec_for(kubeconfig, kubeflow_api="trainer-v2", trainer_release=release, **kubernetes)
+    return KubernetesProvider().render(spec).request.body  # type: ignore[no-any-return]
+
+
+def test_fake_refuses_a_pytorchjob_name_the_operators_webhook_refuses(
+    served: tuple[FakeAPIServer, str, dict[str, Any]],
+) -> None:
+    fake, url, body = served
+    body["metadata"]["name"] = "9start"  # a DNS-1123 subdomain, so the API server's own name check passes
+    code, _, answer = raw_request(url, fake.token, "POST", COLLECTION, body)
+    assert (code, answer["reason"]) == (403, "Forbidden") and fake.objects == {}
+    assert answer["message"] == ('admission webhook "validator.pytorchjob.training-operator.kubeflow.org" denied the '
+                                 f'request: metadata.name: Invalid value: "9start": should match: {DNS1035}')  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("name", "elastic", "service"),
+    [("a" * 55, None, "a" * 55 + "-master-0"),  # the Master's and the Worker's Services: 64 characters
+     ("a" * 54, {"rdzvBackend": "c10d", "minReplicas": 1, "maxReplicas": 12}, "a" * 54 + "-worker-11")],
+)  # fmt: skip
+def test_fake_refuses_a_pytorchjob_whose_service_names_would_be_too_long(
+    served: tuple[FakeAPIServer, str, dict[str, Any]], name: str, elastic: Any, service: str
+) -> None:
+    fake, url, body = served
+    body["metadata"]["name"] = name
+    if elastic:
+        body["spec"]["elasticPolicy"] = elastic
+        body["spec"]["pytorchReplicaSpecs"].pop("Master")
+    code, _, answer = raw_request(url, fake.token, "POST", COLLECTION, body)
+    assert (code, answer["reason"]) == (422, "Invalid") and fake.objects == {}
+    error = (
+        f'Service "{service}" is invalid: metadata.name: Invalid value: "{service}": must be no more than 63 characters'
+    )
+    assert error in answer["message"]
+
+
+@pytest.mark.parametrize(
+    ("name", "rule"),
+    [("9start", "metadata.name must match RFC 1035 DNS label format"),
+     ("a" * 64, "metadata.name must be no more than 63 characters")],
+)  # fmt: skip
+def test_fake_refuses_a_trainjob_name_by_the_crds_rules(api: tuple[FakeAPIServer, Path], name: str, rule: str) -> None:
+    fake, kubeconfig = api
+    body = trainjob_body(kubeconfig)
+    body["metadata"]["name"] = name
+    code, _, answer = raw_request(fake_url(fake), fake.token, "POST", TRAINJOBS, body)
+    assert (code, answer["reason"]) == (422, "Invalid") and fake.objects == {}
+    assert f'<nil>: Invalid value: "object": {rule}' in answer["message"]
+
+
+def test_fake_refuses_a_trainjob_name_by_trainer_v2_0s_webhook(api: tuple[FakeAPIServer, Path]) -> None:
+    fake, kubeconfig = api
+    fake.crd_files["trainjobs"] = OLDER_TRAINJOB_CRDS["v2.0"]  # no CEL rules: the webhook checks the name
+    body = trainjob_body(kubeconfig, release="v2.0")
+    body["metadata"]["name"] = "9start"
+    code, _, answer = raw_request(fake_url(fake), fake.token, "POST", TRAINJOBS, body)
+    assert (code, answer["reason"]) == (403, "Forbidden") and fake.objects == {}
+    assert answer["message"] == ('admission webhook "validator.trainjob.trainer.kubeflow.org" denied the request: '
+                                 f'metadata.name: Invalid value: "9start": {DNS1035}')  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("name", "too_long"),
+    [("a" * 49, ["pod"]),  # a...a-node-0-1-abcde: 64 characters
+     ("a" * 57, ["job", "pod"])],  # a...a-node-0: 64
+)  # fmt: skip
+def test_fake_refuses_a_trainjob_whose_jobset_names_would_be_too_long(
+    api: tuple[FakeAPIServer, Path], name: str, too_long: list[str]
+) -> None:
+    fake, kubeconfig = api
+    body = trainjob_body(kubeconfig)
+    body["metadata"]["name"] = name
+    code, _, answer = raw_request(fake_url(fake), fake.token, "POST", TRAINJOBS, body)
+    assert (code, answer["reason"]) == (422, "Invalid") and fake.objects == {}
+    for what in too_long:
+        error = f"JobSet name is too long, {what} names generated for this JobSet will exceed 63 characters"
+        assert f'spec.replicatedJobs[0].name: Invalid value: "{name}-node-0": {error}' in answer["message"]
+    assert answer["message"].count("JobSet name is too long") == len(too_long)
+
+
+@pytest.mark.parametrize(("sub_path", "error"), [("../x", "must not contain '..'"), ("/x", "must be a relative path")])
+def test_fake_refuses_a_sub_path_outside_the_volume(api: tuple[FakeAPIServer, Path], sub_path: str, error: str) -> None:
+    fake, kubeconfig = api
+    pytorchjob = KubernetesProvider().render(spec_for(kubeconfig)).request.body
+    trainjob = trainjob_body(kubeconfig)
+    pytorchjob["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]["volumeMounts"][0][
+        "subPath"] = sub_path  # fmt: skip
+    trainjob["spec"]["runtimePatches"][0]["trainingRuntimeSpec"]["template"]["spec"]["replicatedJobs"][0]["template"][
+        "spec"]["template"]["spec"]["containers"][0]["volumeMounts"][0]["subPath"] = sub_path  # fmt: skip
+    for path, body in ((COLLECTION, pytorchjob), (TRAINJOBS, trainjob)):
+        code, _, answer = raw_request(fake_url(fake), fake.token, "POST", path, body)
+        assert (code, answer["reason"]) == (422, "Invalid"), answer
+        assert f'spec.containers[0].volumeMounts.subPath: Invalid value: "{sub_path}": {error}' in answer["message"]
+    assert fake.objects == {}
+
+
+@pytest.mark.parametrize(
+    ("selector", "error"),
+    [({"bad key": "x"}, 'spec.nodeSelector: Invalid value: "bad key": name part must consist of alphanumeric '
+      "characters, '-', '_' or '.', and must start and end with an alphanumeric character"),
+     ({"Example.com/gpu": "x"}, 'spec.nodeSelector: Invalid value: "Example.com/gpu": prefix part a lowercase RFC '
+      "1123 subdomain must consist of"),
+     ({"a/b/c": "x"}, 'spec.nodeSelector: Invalid value: "a/b/c": a qualified name must consist of'),
+     ({"gpu": "a b"}, 'spec.nodeSelector: Invalid value: "a b": a valid label must be an empty string or consist of'),
+     ({"gpu": "v" * 64}, f'spec.nodeSelector: Invalid value: "{"v" * 64}": must be no more than 63 characters')],
+)  # fmt: skip
+def test_fake_refuses_a_node_selector_that_is_not_labels(
+    api: tuple[FakeAPIServer, Path], selector: dict[str, str], error: str
+) -> None:
+    fake, kubeconfig = api
+    pytorchjob = KubernetesProvider().render(spec_for(kubeconfig)).request.body
+    trainjob = trainjob_body(kubeconfig, node_selector={"pool": "gpu"})
+    pytorchjob["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["nodeSelector"] = selector
+    trainjob["spec"]["runtimePatches"][0]["trainingRuntimeSpec"]["template"]["spec"]["replicatedJobs"][0]["template"][
+        "spec"]["template"]["spec"]["nodeSelector"] = selector  # fmt: skip
+    for path, body in ((COLLECTION, pytorchjob), (TRAINJOBS, trainjob)):
+        code, _, answer = raw_request(fake_url(fake), fake.token, "POST", path, body)
+        assert (code, answer["reason"]) == (422, "Invalid") and error in answer["message"], answer
+    assert fake.objects == {}
+
+
+def fake_url(fake: FakeAPIServer) -> str:
+    return f"http://127.0.0.1:{fake.httpd.server_address[1]}"
 
 
 def test_fake_prunes_unknown_fields_with_a_warning(served: tuple[FakeAPIServer, str, dict[str, Any]]) -> None:
