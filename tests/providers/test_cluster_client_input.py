@@ -51,7 +51,7 @@ def test_a_job_name_kubernetes_does_not_take_is_exit_2(script: Path) -> None:
     result = run_cli("render", "-p", "kubernetes", "--image", "reg/train:1", "--name", "trail-", str(script),
                      cwd=script.parent)  # fmt: skip
     assert result.returncode == 2 and "Traceback" not in result.stderr
-    assert "name='trail-'" in result.stderr and "not a valid Kubernetes name" in result.stderr
+    assert "name='trail-'" in result.stderr and "must be a DNS-1035 label" in result.stderr
 
 
 @pytest.mark.parametrize(("command", "doing"), [("status", "read"), ("logs", "read the logs of"), ("cancel", "stop")])
