@@ -37,6 +37,10 @@ NAME = "sagemaker"
 DEFAULT_CONFIG_DIR = "/opt/ml/input/config"
 MASTER_PORT = 7777
 PLATFORM_PREFIX = "sagemaker_"  # params.SAGEMAKER_PREFIX: the SDK's own hyperparameters
+# The toolkit's own keys without that prefix (params.SAGEMAKER_HYPERPARAMETERS, aws/sagemaker-training-toolkit
+# src/sagemaker_training/params.py, commit 33839372faf8017edb7dafc6290c1ef63557b404): hyperparameter tuning adds
+# _tuning_objective_metric to every training job it starts; neither reaches the script.
+PLATFORM_KEYS = frozenset({"_tuning_objective_metric", "default_user_module_name"})
 DISTRIBUTION_GROUPS = "sagemaker_distribution_instance_groups"
 
 
@@ -137,8 +141,9 @@ def read_hyperparameters(environ: Mapping[str, str]) -> dict[str, Any]:
 
 
 def user_hyperparameters(hyperparameters: Mapping[str, Any]) -> dict[str, Any]:
-    """Without the SDK's own `sagemaker_*` keys (mapping.split_by_criteria with params.SAGEMAKER_PREFIX)."""
-    return {k: v for k, v in hyperparameters.items() if not k.startswith(PLATFORM_PREFIX)}
+    """Without the SDK's and the toolkit's own keys: environment.py splits them off with
+    mapping.split_by_criteria(keys=params.SAGEMAKER_HYPERPARAMETERS, prefix=params.SAGEMAKER_PREFIX)."""
+    return {k: v for k, v in hyperparameters.items() if not k.startswith(PLATFORM_PREFIX) and k not in PLATFORM_KEYS}
 
 
 def _decode(value: Any) -> str:

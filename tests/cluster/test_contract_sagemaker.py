@@ -62,6 +62,22 @@ def test_bring_your_own_launcher_passes_hyperparameters_as_the_toolkit_does(tmp_
     assert json.loads(exported["SM_USER_ARGS"]) == ROUND_TRIP_ARGS.split()
 
 
+def test_a_tuning_jobs_objective_metric_never_reaches_the_script(tmp_path: Path) -> None:
+    """Hyperparameter tuning adds _tuning_objective_metric to each training job's hyperparameters; the toolkit keeps
+    it and default_user_module_name from the script (params.SAGEMAKER_HYPERPARAMETERS, split off in environment.py
+    with mapping.split_by_criteria; aws/sagemaker-training-toolkit commit 33839372faf8017edb7dafc6290c1ef63557b404).
+    Passed on, an argparse script failed with "unrecognized arguments"."""
+    sdk_file = {"epochs": "2", "_tuning_objective_metric": '"validation:accuracy"', "default_user_module_name": '"m"'}
+    env = write_config(tmp_path, {"current_host": "algo-1", "hosts": ["algo-1"]}, sdk_file)
+    result = run_launcher("--dry-run", "--hyperparameters-as-args", SCRIPT, env=env)
+    assert result.returncode == 0, result.stderr
+    argv = json.loads(result.stdout)["argv"]
+    assert argv[argv.index(SCRIPT) + 1 :] == ["--epochs", "2"]
+    exported = sagemaker.framework_environment(env)
+    assert json.loads(exported["SM_HPS"]) == {"epochs": 2} and json.loads(exported["SM_USER_ARGS"]) == ["--epochs", "2"]
+    assert not [name for name in exported if "TUNING" in name or "MODULE_NAME" in name]
+
+
 def test_one_letter_keys_are_single_dash_and_keys_are_sorted(tmp_path: Path) -> None:
     env = write_config(tmp_path, {"current_host": "algo-1", "hosts": ["algo-1"]}, {"z": '"1"', "b": "2", "lr": "0.1"})
     assert sagemaker.hyperparameter_args(env) == ["-b", "2", "--lr", "0.1", "-z", "1"]
