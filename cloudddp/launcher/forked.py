@@ -75,6 +75,7 @@ def _run_child(module: str, args: list[str], env: Mapping[str, str], before: Cal
         signal.signal(signal.SIGINT, signal.default_int_handler)
         os.environ.clear()
         os.environ.update(env)
+        sys.path[:] = python_m_path(sys.path, env)
         sys.argv = [module, *args]
         try:
             runpy.run_module(module, run_name="__main__", alter_sys=True)
@@ -90,6 +91,15 @@ def _run_child(module: str, args: list[str], env: Mapping[str, str], before: Cal
             with contextlib.suppress(Exception):  # a closed stream must not keep the child alive
                 stream.flush()
         os._exit(code)
+
+
+def python_m_path(path: Sequence[str], env: Mapping[str, str]) -> list[str]:
+    """`sys.path` as `python -m` starts with it: the current folder first, in place of the launcher's own first
+    entry (the folder of the script that started it: `bin/` for the console script); neither with safe paths
+    (`-P` / PYTHONSAFEPATH, 3.11+), as the docs of sys.path and -m say. Without this, `cloudddp-launch -m pkg.mod`
+    on the direct path could not import a package of the current folder, which `python -m` finds."""
+    rest = list(path if getattr(sys.flags, "safe_path", False) else path[1:])
+    return rest if env.get("PYTHONSAFEPATH") and sys.version_info >= (3, 11) else [os.getcwd(), *rest]
 
 
 def exit_code(status: int) -> int:
