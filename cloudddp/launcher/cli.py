@@ -317,7 +317,8 @@ def run(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = N
         plan = plan_for(args, environ)
         outcome.node_rank, outcome.planned, outcome.failure_file = plan.node_rank, True, plan.failure_file
         extra = [*store_host_args(plan), *args.torchrun_arg]  # the user's --rdzv-conf keys win
-        command = torchrun_argv(plan, target, extra_args=extra, rdzv_timeout=timeout)
+        inherited = environ.get("PET_RDZV_CONF", "")
+        command = torchrun_argv(plan, target, extra_args=extra, rdzv_timeout=timeout, inherited_conf=inherited)
         port = control_port(plan, args, environ)
     if args.dry_run:
         report = plan.to_dict() if plan else {"provider": "torchelastic", "under_torchrun": True}

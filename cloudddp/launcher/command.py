@@ -61,9 +61,14 @@ def torchrun_argv(
     *,
     extra_args: Sequence[str] = (),
     rdzv_timeout: float | None = None,
+    inherited_conf: str = "",
     python: str = sys.executable,
 ) -> list[str]:
-    """The `python -m torch.distributed.run ...` command line for this node."""
+    """The `python -m torch.distributed.run ...` command line for this node.
+
+    `inherited_conf`: the environment's PET_RDZV_CONF (Kubeflow's operator sets it from elasticPolicy.rdzvConf).
+    torchrun reads it only as the default of --rdzv-conf, which any --rdzv-conf given replaces
+    (torch/distributed/argparse_util.py env), so it goes into the merged --rdzv-conf, below every other key."""
     argv = [
         python, "-m", "torch.distributed.run",
         f"--nnodes={plan.nnodes}",
@@ -82,7 +87,7 @@ def torchrun_argv(
         argv.append(f"--rdzv-endpoint={plan.endpoint}")
     if plan.local_addr:
         argv.append(f"--local-addr={plan.local_addr}")
-    items = []
+    items = inherited_conf.split(",")
     if rdzv_timeout is not None:
         # The static handler reads "timeout"; the dynamic ones (c10d, etcd-v2) "join_timeout". Both take
         # whole seconds (int(...) in static_tcp_rendezvous.py, get_as_int in dynamic_rendezvous.py): round

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 from fixtures.kubeflow_upstream import v1_elastic_worker, v1_pod, v2_node
+from helpers import REPO, run_launcher
 
 from cloudddp.cluster import DetectOptions, kubeflow
 from cloudddp.cluster.environment import EmulatedCluster
@@ -60,3 +62,20 @@ def test_emulation_sets_every_variable_the_operator_sets(tmp_path: Path) -> None
     for rank, node in enumerate(nodes):
         expected = v1_pod("resnet", rank, 3, nproc="2")
         assert {k: node.env.get(k) for k in expected} == expected
+
+
+def test_the_operators_rdzv_conf_is_kept_when_the_launcher_adds_its_own() -> None:
+    """torchrun reads PET_RDZV_CONF only as --rdzv-conf's default, which any --rdzv-conf replaces: the operator's
+    elasticPolicy.rdzvConf (read_timeout here) was lost once --rdzv-timeout added join_timeout."""
+    pod = v1_elastic_worker("job", 1, 1, 3, rdzv_conf={"read_timeout": "600", "join_timeout": "50"})
+    script = str(REPO / "sources" / "allreduce_check.py")
+    result = run_launcher("--dry-run", "--rdzv-timeout", "100", "--torchrun-arg=--rdzv-conf=read_timeout=700", script,
+                          env=pod)  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    confs = [arg for arg in json.loads(result.stdout)["argv"] if arg.startswith("--rdzv-conf")]
+    # Every key, once; what the launcher was told wins over the pod's environment, the user's torchrun arg over both.
+    assert confs == ["--rdzv-conf=join_timeout=100,read_timeout=700"]
+    alone = run_launcher("--dry-run", "--rdzv-timeout", "100", script, env=pod)
+    assert [a for a in json.loads(alone.stdout)["argv"] if a.startswith("--rdzv-conf")] == [
+        "--rdzv-conf=read_timeout=600,join_timeout=100"
+    ]
