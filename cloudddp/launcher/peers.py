@@ -26,6 +26,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
+from urllib.parse import quote
 
 RETRY_SECONDS = 0.1  # node 0's listener usually appears within milliseconds of ours
 
@@ -42,7 +43,9 @@ class PeerWatch:
         hosts: list[str] | None = None,
     ) -> None:
         self.node_rank, self.nnodes = node_rank, nnodes
-        self.master_addr, self.port, self.rdzv_id = master_addr, port, rdzv_id
+        # On the wire percent-encoded: the protocol splits lines at whitespace, so an id with a space (--rdzv-id
+        # "my job") never matched and fail-fast was silently off. Common ids (job names, OCIDs) are unchanged.
+        self.master_addr, self.port, self.rdzv_id = master_addr, port, quote(rdzv_id, safe="")
         self.on_abort = on_abort
         self.hosts = hosts or []  # the platform's host list, rank order (static jobs): names the missing ones
         self.finished = threading.Event()  # our own torchrun has ended

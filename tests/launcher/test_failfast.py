@@ -26,12 +26,15 @@ CHECK = str(SOURCES / "allreduce_check.py")
 STOP_BOUND = 15.0
 
 
-def start_node(rank: int, port: int, tmp: Path, *script_args: str) -> subprocess.Popen[bytes]:
+def start_node(
+    rank: int, port: int, tmp: Path, *script_args: str, launcher_args: tuple[str, ...] = ()
+) -> subprocess.Popen[bytes]:
     env = {"SM_HOSTS": '["algo-1","algo-2"]', "SM_CURRENT_HOST": f"algo-{rank + 1}", "SM_INPUT_CONFIG_DIR": str(tmp / "none"),
            "SM_NUM_GPUS": "0", "CLOUDDDP_HOST_MAP": "algo-1=127.0.0.1,algo-2=127.0.0.1"}  # fmt: skip
     with open(tmp / f"node{rank}.log", "wb") as log:
         return subprocess.Popen(
-            [PYTHON, "-m", "cloudddp.launcher", "--master-port", str(port), CHECK, "--out-dir", str(tmp / "out"), *script_args],
+            [PYTHON, "-m", "cloudddp.launcher", "--master-port", str(port), *launcher_args, CHECK, "--out-dir", str(tmp / "out"),
+             *script_args],
             cwd=REPO, env=clean_env(env), stdout=log, stderr=subprocess.STDOUT,
         )  # fmt: skip
 
@@ -54,9 +57,14 @@ def no_worker_left(tmp: Path) -> bool:
     return not [pid for pid in pids if is_running(pid)]
 
 
-def test_a_node_failing_before_init_stops_the_other_within_seconds_with_its_code(tmp_path: Path) -> None:
+# With a space in the rendezvous id, the fail-fast channel's HELLO never matched and node 0 waited for ever.
+@pytest.mark.parametrize("launcher_args", [(), ("--rdzv-id", "my job")], ids=["platform id", "id with a space"])
+def test_a_node_failing_before_init_stops_the_other_within_seconds_with_its_code(
+    tmp_path: Path, launcher_args: tuple[str, ...]
+) -> None:
     port = free_port()
-    nodes = [start_node(rank, port, tmp_path, "--fail-rank", "1", "--fail-code", "3") for rank in range(2)]
+    nodes = [start_node(rank, port, tmp_path, "--fail-rank", "1", "--fail-code", "3", launcher_args=launcher_args)
+             for rank in range(2)]  # fmt: skip
     ended = wait_all(nodes, timeout=120)
     logs = [(tmp_path / f"node{r}.log").read_text() for r in range(2)]
     failing_code, failed_at = ended[1]
