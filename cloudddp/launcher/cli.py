@@ -47,7 +47,7 @@ from cloudddp.launcher.command import (
 )
 from cloudddp.launcher.diagnostics import check, rendezvous_failure, rendezvous_verdict
 from cloudddp.launcher.exit_record import record_exit
-from cloudddp.launcher.network import parse_host_map, wait_for_host
+from cloudddp.launcher.network import parse_host_map, resolves, wait_for_host
 from cloudddp.launcher.peers import PeerWatch
 from cloudddp.launcher.supervisor import Supervisor
 
@@ -248,6 +248,11 @@ def plan_for(args: argparse.Namespace, environ: Mapping[str, str]) -> ClusterPla
     # Our default ("gpus-or-1") becomes a number here, so every printed plan (--check too) shows one.
     plan.set("nproc_per_node", resolve_nproc(plan.nproc_per_node, environ),
              plan.sources.get("nproc_per_node", "default"))  # fmt: skip
+    if plan.nnodes == 1 and plan.rdzv_backend == "static" and not resolves(plan.master_addr):
+        # torchrun would retry the name for ever (c10d "cannot be retrieved"), and a one-node job meets only
+        # itself: Slurm node names, SageMaker's algo-1 outside SageMaker's network need not resolve.
+        plan.set("master_addr", "127.0.0.1", f"loopback: {plan.master_addr!r} does not resolve, and one node "
+                 f"meets only itself")  # fmt: skip
     return plan
 
 

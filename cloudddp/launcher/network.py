@@ -21,6 +21,14 @@ def parse_host_map(text: str, what: str = "CLOUDDDP_HOST_MAP") -> dict[str, str]
     return mapping
 
 
+def resolves(host: str, resolve: Callable[[str], object] = lambda h: socket.getaddrinfo(h, None)) -> bool:
+    try:
+        resolve(host)
+        return True
+    except (socket.gaierror, UnicodeError):
+        return False
+
+
 def wait_for_host(
     host: str,
     timeout: float,

@@ -254,3 +254,31 @@ def test_a_duration_option_takes_finite_seconds_only(option: str, value: str) ->
     result = run_launcher("--dry-run", f"{option}={value}", str(SOURCES / "allreduce_check.py"))
     assert result.returncode == 2 and "Traceback" not in result.stderr
     assert f"argument {option}: {value!r} is not a number of seconds (finite, 0 or more)" in result.stderr
+
+
+def test_a_one_node_job_whose_host_name_does_not_resolve_meets_on_loopback(tmp_path: Path) -> None:
+    """torchrun retried such a name for ever ("The IPv6 network addresses of (n, port) cannot be retrieved"): a
+    one-node Slurm job on a cluster whose node names are not host names hung until its time limit."""
+    env = {"SLURM_JOB_ID": "88", "SLURM_JOB_NODELIST": UNRESOLVABLE, "SLURM_NNODES": "1", "SLURM_NODEID": "0"}
+    dry = run_launcher("--dry-run", "--nproc-per-node", "1", SCRIPT, env=env)
+    assert dry.returncode == 0, dry.stderr
+    plan = json.loads(dry.stdout)
+    assert plan["master_addr"] == "127.0.0.1" and "--master-addr=127.0.0.1" in plan["argv"]
+    assert UNRESOLVABLE in plan["sources"]["master_addr"]
+    script = tmp_path / "hello.py"
+    script.write_text("import os\nprint('hello from', os.environ['MASTER_ADDR'], flush=True)\n")
+    ran = run_launcher("--nproc-per-node", "1", str(script), env=env, timeout=120)
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    assert "hello from 127.0.0.1" in ran.stdout
+
+
+def test_a_resolvable_one_node_master_and_a_two_node_job_keep_their_names() -> None:
+    one = run_launcher("--dry-run", "--master-addr", "localhost", SCRIPT)
+    assert json.loads(one.stdout)["master_addr"] == "localhost"
+    env = {"SLURM_JOB_ID": "88", "SLURM_STEP_NODELIST": f"{UNRESOLVABLE},n2", "SLURM_STEP_NUM_NODES": "2",
+           "SLURM_NODEID": "0", "SLURM_STEP_ID": "0"}  # fmt: skip
+    two = run_launcher("--dry-run", SCRIPT, env=env)
+    assert two.returncode == 0, two.stderr
+    assert (
+        json.loads(two.stdout)["master_addr"] == UNRESOLVABLE
+    )  # two nodes: waited for, then named if it never resolves
