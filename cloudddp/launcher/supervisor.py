@@ -16,6 +16,11 @@
   is not enough. We become a child subreaper: whatever torchrun leaves behind is
   re-parented to us, and at exit we terminate every descendant, then SIGKILL it after
   a grace period.
+- As the subreaper we are also the parent of every orphan that exits during the run (a
+  script that runs `cmd &` each step leaves one a step): the wait loop reaps those zombies
+  about once a second, or a long run would fill the pod's or cgroup's PID limit (and as a
+  container's PID 1 nothing else would ever reap them). It never reaps the child we started:
+  its status is Popen's (or ForkedModule's) to collect, or the exit code would be lost.
 """
 
 from __future__ import annotations
@@ -27,7 +32,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 
 from cloudddp.launcher.forked import ForkedModule, forkable
 
@@ -37,6 +42,7 @@ TERMINATING = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 NOTIFYING = (signal.SIGUSR1, signal.SIGUSR2)
 ABORT_GRACE = 2.0  # seconds between SIGTERM and SIGKILL once another node has failed
 POLL_SECONDS = 0.05  # how often the wait loop looks at deadlines; exit is noticed at once
+REAP_SECONDS = 1.0  # how often the wait loop reaps exited orphans (a few small /proc reads each time)
 
 
 def _prctl(option: int, value: int) -> bool:
@@ -119,6 +125,53 @@ def _reap_orphans() -> None:
             return
         if pid == 0:
             return
+
+
+def _own_children() -> list[int]:
+    """Our child pids (zombies included). Every thread's list: an orphan goes to any live thread of ours."""
+    me = os.getpid()
+    if not os.path.exists(f"/proc/{me}/task/{me}/children"):  # a kernel without CONFIG_PROC_CHILDREN
+        return _children_map().get(me, [])
+    found: list[int] = []
+    for task in os.listdir(f"/proc/{me}/task"):
+        # A thread that has just ended has no file any more.
+        with contextlib.suppress(OSError), open(f"/proc/{me}/task/{task}/children", "rb") as handle:
+            found.extend(int(pid) for pid in handle.read().split())
+    return found
+
+
+def _job_zombie(pid: int, me: int, my_session: int) -> bool:
+    """True for a zombie child of ours from outside our session: a process of the job's tree.
+
+    The child we start gets a session of its own and nothing below it can ever join ours (setsid only makes
+    new ones), so a zombie in our session is a process the launcher itself started (in another thread, say):
+    its status belongs to whoever started it."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            stat = handle.read()
+    except OSError:
+        return False
+    fields = stat[stat.rfind(b")") + 2 :].split()  # state, ppid, pgrp, session, ...
+    return fields[0] == b"Z" and int(fields[1]) == me and int(fields[3]) != my_session
+
+
+def reap_job_orphans(keep: Collection[int]) -> list[int]:
+    """Reap the exited orphans of the job re-parented to us, never a pid in `keep`; return their pids.
+
+    Each pid is reaped with its own waitpid, never waitpid(-1): that could take the exit status of the
+    child in `keep` (the running torchrun) from Popen, which would then report 0. A zombie child of ours
+    stays until we reap it, so its pid cannot be reused between the check and the waitpid."""
+    if not sys.platform.startswith("linux"):
+        return []  # no subreaper elsewhere (see _prctl): orphans are not ours to reap
+    me, my_session = os.getpid(), os.getsid(0)
+    reaped: list[int] = []
+    for pid in _own_children():
+        if pid in keep or not _job_zombie(pid, me, my_session):
+            continue
+        with contextlib.suppress(ChildProcessError):
+            if os.waitpid(pid, os.WNOHANG)[0] == pid:
+                reaped.append(pid)
+    return reaped
 
 
 def shell_exit_code(returncode: int) -> int:
@@ -212,10 +265,14 @@ class Supervisor:
 
     def _wait(self) -> int:
         assert self.proc is not None
+        next_reap = time.monotonic() + REAP_SECONDS
         while True:
             try:
                 return self.proc.wait(timeout=POLL_SECONDS)
             except subprocess.TimeoutExpired:
+                if time.monotonic() >= next_reap:  # zombies of a long run: see the module's docstring
+                    reap_job_orphans(keep={self.proc.pid})
+                    next_reap = time.monotonic() + REAP_SECONDS
                 if self.kill_deadline is not None and time.monotonic() > self.kill_deadline:
                     # torchrun did not stop within the grace period: stop everything now.
                     _signal_all([*descendants(os.getpid())], signal.SIGKILL)
