@@ -248,6 +248,17 @@ def plan_for(args: argparse.Namespace, environ: Mapping[str, str]) -> ClusterPla
     # Our default ("gpus-or-1") becomes a number here, so every printed plan (--check too) shows one.
     plan.set("nproc_per_node", resolve_nproc(plan.nproc_per_node, environ),
              plan.sources.get("nproc_per_node", "default"))  # fmt: skip
+    rank_source = plan.sources.get("node_rank", "default")
+    if (
+        plan.rdzv_backend != "static"
+        and isinstance(plan.nnodes, int)
+        and rank_source.startswith(("assigned", "default"))
+    ):
+        # The rendezvous numbers the nodes (a Workers-only PyTorchJob with a fixed PET_NNODES: the operator sets no
+        # rank without a Master, envvar.go): every node would plan itself node 0, start the fail-fast channel as
+        # node 0 and report ranks it does not know. As MIN:MAX it is planned as the rendezvous job it is.
+        plan.set("nnodes", f"{plan.nnodes}:{plan.nnodes}", f"{plan.sources.get('nnodes', 'default')}, node ranks "
+                 f"assigned by the {plan.rdzv_backend} rendezvous")  # fmt: skip
     if plan.nnodes == 1 and plan.rdzv_backend == "static" and not resolves(plan.master_addr):
         # torchrun would retry the name for ever (c10d "cannot be retrieved"), and a one-node job meets only
         # itself: Slurm node names, SageMaker's algo-1 outside SageMaker's network need not resolve.

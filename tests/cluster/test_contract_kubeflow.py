@@ -79,3 +79,19 @@ def test_the_operators_rdzv_conf_is_kept_when_the_launcher_adds_its_own() -> Non
     assert [a for a in json.loads(alone.stdout)["argv"] if a.startswith("--rdzv-conf")] == [
         "--rdzv-conf=read_timeout=600,join_timeout=100"
     ]
+
+
+def test_a_workers_only_job_with_a_fixed_node_count_is_planned_as_the_rendezvous_numbers_it() -> None:
+    """An elasticPolicy without min/maxReplicas gives PET_NNODES = the Worker count (elastic.go generateEnvNnodes at
+    ee1162919408cbca4a899f2916cfcd0ecd562881), and without a Master the operator sets no RANK (envvar.go). Every pod
+    planned itself node 0: each started the fail-fast channel as node 0, and a failing pod reported itself as the
+    rank that never reached node 0 while the other waited out torchrun's 300 s exit barrier."""
+    pod = {**v1_elastic_worker("job", 1, 1, 2), "PET_NNODES": "2"}
+    result = run_launcher("--dry-run", str(REPO / "sources" / "allreduce_check.py"), env=pod)
+    assert result.returncode == 0, result.stderr
+    plan = json.loads(result.stdout)
+    assert plan["nnodes"] == "2:2" and "--nnodes=2:2" in plan["argv"]
+    assert "assigned by the c10d rendezvous" in plan["sources"]["nnodes"]
+    assert not any(arg.startswith("--node-rank") for arg in plan["argv"])
+    fixed = run_launcher("--dry-run", str(REPO / "sources" / "allreduce_check.py"), env=v1_pod("job", 1, 2))
+    assert json.loads(fixed.stdout)["nnodes"] == 2  # a job with a Master: ranks from the operator, as before
