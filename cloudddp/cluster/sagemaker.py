@@ -226,8 +226,10 @@ def participating_hosts(config: dict[str, Any], chosen_groups: list[str] | None,
             f"sagemaker: instance group(s) {', '.join(unknown)} chosen for distribution are not "
             f"in {source} (its groups: {', '.join(sorted(map(str, known)))})."
         )
-    members = {h for g in chosen_groups for h in known[g]["hosts"]}
-    return [h for h in hosts if h in members]
+    # The toolkit's order (environment.py get_distribution_hosts, aws/sagemaker-training-toolkit commit
+    # 33839372faf8017edb7dafc6290c1ef63557b404): each chosen group's hosts as listed, the groups in
+    # resourceconfig.json's order; the first is the master. Not config["hosts"] filtered: its order may differ.
+    return [h for g in groups if g["instance_group_name"] in chosen_groups for h in g["hosts"]]
 
 
 def neuron_cores(instance_type: str, environ: Mapping[str, str]) -> int:

@@ -170,3 +170,20 @@ def test_the_local_emulation_passes_hyperparameters_as_the_toolkit_does(tmp_path
     node.write_files()
     assert "--hyperparameters-as-args" in node.launcher_args
     assert sagemaker.hyperparameter_args(node.env) == ["--aug", "True", "-b", "32", "--lr", "0.1"]
+
+
+def test_distribution_hosts_follow_the_toolkits_order_not_the_host_list(tmp_path: Path) -> None:
+    """environment.py get_distribution_hosts (aws/sagemaker-training-toolkit commit
+    33839372faf8017edb7dafc6290c1ef63557b404): each chosen group's hosts as its instance_groups entry lists them,
+    the groups in resourceconfig.json's order; the first is the master. Filtering `hosts` gave another master
+    and other ranks than the toolkit, whose framework containers may run on the same job."""
+    groups = [{"instance_group_name": "g1", "instance_type": "ml.p4d.24xlarge", "hosts": ["algo-3", "algo-4"]},
+              {"instance_group_name": "g2", "instance_type": "ml.p4d.24xlarge", "hosts": ["algo-2", "algo-1"]}]  # fmt: skip
+    plans = {}
+    for host in ("algo-1", "algo-2", "algo-3", "algo-4"):
+        resource = {"current_host": host, "hosts": ["algo-1", "algo-2", "algo-3", "algo-4"], "instance_groups": groups,
+                    "current_group_name": "g1" if host in ("algo-3", "algo-4") else "g2"}  # fmt: skip
+        env = write_config(tmp_path / host, resource)
+        plans[host] = sagemaker.plan(env, DetectOptions(instance_groups=["g2", "g1"]))
+    assert {p.master_addr for p in plans.values()} == {"algo-3"}
+    assert {h: p.node_rank for h, p in plans.items()} == {"algo-3": 0, "algo-4": 1, "algo-2": 2, "algo-1": 3}
