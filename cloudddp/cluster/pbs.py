@@ -88,6 +88,20 @@ def host_position(hosts: list[str], names: list[str], path: str) -> int:
     )
 
 
+def check_rank_is_this_host(hosts: list[str], rank: int, rank_name: str, names: list[str], path: str) -> None:
+    """The MPI rank must be this host's place in the node file where this host is in it: node 0 holds the store
+    at the first host. A rank elsewhere is more than one launcher on a host (`mpiexec -n 4` over 2 hosts gives
+    ranks 0 and 1 on the first), whose ranks beyond the hosts were refused without a word on the real cause."""
+    mine = [i for i, host in enumerate(hosts) if any(same_host(host, name) for name in names)]
+    if mine and rank not in mine:
+        raise CloudDDPError(
+            f"pbs: {rank_name}={rank}, but this host ({', '.join(names)}) is node {mine[0]} in PBS_NODEFILE={path!r} "
+            f"({', '.join(hosts)}): more than one launcher was started on a host, or in another order than the node "
+            f"file. Start one per host, in the node file's order (OpenPBS: mpiexec --hostfile $PBS_NODEFILE -ppn 1; "
+            f"Open MPI: --map-by ppr:1:node), or use the default starter, pbsdsh."
+        )
+
+
 def plan(environ: Mapping[str, str], options: DetectOptions) -> ClusterPlan:
     env = EnvReader(environ, NAME)
     job_id = env.str("PBS_JOBID")
@@ -98,6 +112,7 @@ def plan(environ: Mapping[str, str], options: DetectOptions) -> ClusterPlan:
     if rank_name is not None:
         node_rank = env.int(rank_name, minimum=0)
         check_rank(node_rank, nnodes, rank_name, "the number of hosts in PBS_NODEFILE")
+        check_rank_is_this_host(hosts, node_rank, rank_name, options.this_host_names(), path)
         rank_source = rank_name
     else:
         node_rank = host_position(hosts, options.this_host_names(), path)

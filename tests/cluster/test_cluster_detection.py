@@ -289,11 +289,21 @@ def test_pbs_fqdns_in_different_domains_do_not_match(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("name", ["PMI_RANK", "OMPI_COMM_WORLD_RANK"])
-def test_pbs_mpi_rank_takes_precedence_over_host_position(tmp_path: Path, name: str) -> None:
+def test_pbs_mpi_rank_gives_the_node_rank(tmp_path: Path, name: str) -> None:
     path = write_nodefile(tmp_path, ["node1", "node2", "node3"])
-    plan = pbs.plan(pbs_env(path, **{name: "2"}), DetectOptions(hostnames=["node1"]))
+    plan = pbs.plan(pbs_env(path, **{name: "2"}), DetectOptions(hostnames=["node3"]))
     assert plan.node_rank == 2
     assert plan.sources["node_rank"] == name
+    # A host the node file does not name (an emulation mapping names to addresses): the rank alone decides.
+    assert pbs.plan(pbs_env(path, **{name: "1"}), DetectOptions(hostnames=["laptop"])).node_rank == 1
+
+
+def test_pbs_two_launchers_on_one_host_are_named_as_such(tmp_path: Path) -> None:
+    """mpiexec -n 4 over a node file vm,vm,othernode,othernode put ranks 0 and 1 on vm: rank 1 took vm for node 1
+    (node 0 holds the store at the first host), and ranks 2 and 3 were refused as out of range."""
+    path = write_nodefile(tmp_path, ["vm", "vm", "othernode", "othernode"])
+    error_from(lambda: pbs.plan(pbs_env(path, PMI_RANK="1"), DetectOptions(hostnames=["vm"])),
+               "PMI_RANK=1", "is node 0 in PBS_NODEFILE", "more than one launcher", "-ppn 1")  # fmt: skip
 
 
 def test_pbs_mpi_rank_beyond_the_hosts_is_an_error(tmp_path: Path) -> None:
