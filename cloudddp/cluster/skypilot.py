@@ -35,7 +35,8 @@ def plan(environ: Mapping[str, str], options: DetectOptions) -> ClusterPlan:
             f"{len(ips)} address(es) ({', '.join(ips)}); they must agree."
         )
     node_rank = env.int("SKYPILOT_NODE_RANK", minimum=0)
-    check_rank(node_rank, nnodes, "SKYPILOT_NODE_RANK", "SKYPILOT_NUM_NODES")
+    nodes_from = "SKYPILOT_NUM_NODES" if env.has("SKYPILOT_NUM_NODES") else "the number of IPs in SKYPILOT_NODE_IPS"
+    check_rank(node_rank, nnodes, "SKYPILOT_NODE_RANK", nodes_from)
 
     result = ClusterPlan(provider=NAME)
     if env.has("SKYPILOT_TASK_ID"):

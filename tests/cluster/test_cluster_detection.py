@@ -611,6 +611,9 @@ def test_skypilot_node_count_disagreeing_with_ips_is_an_error() -> None:
 
 def test_skypilot_rank_beyond_the_nodes_is_an_error() -> None:
     error_from(lambda: skypilot.plan(sky_env(3), OPTIONS), "SKYPILOT_NODE_RANK=3", "SKYPILOT_NUM_NODES=3")
+    without_count = {k: v for k, v in sky_env(3).items() if k != "SKYPILOT_NUM_NODES"}
+    message = str(error_from(lambda: skypilot.plan(without_count, OPTIONS), "the number of IPs in SKYPILOT_NODE_IPS=3"))
+    assert "SKYPILOT_NUM_NODES" not in message  # it named a variable that was not set
 
 
 def test_skypilot_non_integer_rank_is_an_error() -> None:

@@ -282,3 +282,8 @@ def test_a_resolvable_one_node_master_and_a_two_node_job_keep_their_names() -> N
     assert (
         json.loads(two.stdout)["master_addr"] == UNRESOLVABLE
     )  # two nodes: waited for, then named if it never resolves
+
+
+def test_a_node_rank_beyond_an_elastic_range_is_exit_2() -> None:
+    expect_exit_2("--dry-run", "--nnodes", "2:2", "--node-rank", "5", SCRIPT,
+                  names=("node rank 5", "out of range", "nnodes=2:2"))  # fmt: skip
