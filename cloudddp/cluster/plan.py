@@ -126,13 +126,13 @@ class EnvReader:
                 f"{self.provider}: the environment variable {name} is not set, "
                 f"but the {self.provider} environment needs it."
             )
-        return parse_int(raw, f"the environment variable {name}", minimum=minimum)
+        return parse_int(raw, f"{self.provider}: the environment variable {name}", minimum=minimum)
 
     def port(self, name: str, default: int | None = None) -> int:
         """A TCP port from a variable: 1-65535, else an error naming the variable."""
         if self.environ.get(name, "") == "" and default is not None:
             return default
-        return parse_port(self.str(name), f"the environment variable {name}")
+        return parse_port(self.str(name), f"{self.provider}: the environment variable {name}")
 
     def json(self, name: str, check: Callable[[Any], bool], expected: str) -> Any:
         raw = self.str(name)

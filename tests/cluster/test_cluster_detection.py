@@ -921,3 +921,11 @@ def test_provider_aliases_are_accepted(clean: dict[str, str]) -> None:
 
 def test_unknown_provider_is_an_error_naming_it(clean: dict[str, str]) -> None:
     error_from(lambda: detect_provider(clean, "lsf"), "'lsf'", "slurm")
+
+
+def test_a_bad_number_or_port_in_a_platform_variable_names_the_platform() -> None:
+    from cloudddp.cluster.plan import EnvReader
+
+    reader = EnvReader({"SM_NUM_GPUS": "x", "MASTER_PORT": "99999"}, "sagemaker")
+    error_from(lambda: reader.int("SM_NUM_GPUS"), "sagemaker: the environment variable SM_NUM_GPUS='x'")
+    error_from(lambda: reader.port("MASTER_PORT"), "sagemaker: the environment variable MASTER_PORT='99999'")
