@@ -35,8 +35,10 @@ def test_an_object_storage_uri_is_no_shared_folder(
 
 @pytest.mark.parametrize("job_id", ["pytorchjobs/team/", "team/", "trainjobs//x", "/x", ""])
 def test_a_kubernetes_job_id_with_an_empty_part_is_refused(job_id: str) -> None:
-    # `DELETE .../namespaces/team/pytorchjobs/` is a deletecollection for the API server (kubernetes
-    # apiserver/pkg/endpoints/request/requestinfo.go): every job in the namespace.
+    # `DELETE .../namespaces/team/pytorchjobs/` is a deletecollection for the API server: every job in the namespace
+    # (kubernetes/kubernetes staging/src/k8s.io/apiserver/pkg/endpoints/request/requestinfo.go NewRequestInfo at
+    # 01bb682e31036fd3ec8e7a158455aa3da9f51a41: splitPath trims the '/', and a DELETE with no name becomes
+    # "deletecollection").
     with pytest.raises(CloudDDPError, match="is not a Kubernetes job id"):
         parse_job_id(job_id, "default")
 
