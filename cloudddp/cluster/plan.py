@@ -73,6 +73,11 @@ class ClusterPlan:
                          f"{self.sources.get('rdzv_endpoint', 'default')}")  # fmt: skip
 
     @property
+    def max_nodes(self) -> int:
+        """The most nodes this job can have: nnodes, or MAX of an elastic MIN:MAX."""
+        return self.nnodes if isinstance(self.nnodes, int) else int(str(self.nnodes).rpartition(":")[2])
+
+    @property
     def endpoint(self) -> str:
         """The rendezvous endpoint torchrun will use (static: the master's address)."""
         if self.rdzv_endpoint:

@@ -181,8 +181,7 @@ def apply_overrides(plan: ClusterPlan, args: argparse.Namespace) -> None:
     if args.max_restarts is not None:
         plan.set("max_restarts", parse_int(args.max_restarts, "--max-restarts", minimum=0), "--max-restarts")
     settle_rendezvous(plan)
-    most = plan.nnodes if isinstance(plan.nnodes, int) else int(str(plan.nnodes).rpartition(":")[2])  # MIN:MAX
-    if not 0 <= plan.node_rank < most:
+    if not 0 <= plan.node_rank < plan.max_nodes:
         raise CloudDDPError(
             f"node rank {plan.node_rank} (from {plan.sources.get('node_rank', 'default')}) is out of range "
             f"for nnodes={plan.nnodes} (from {plan.sources.get('nnodes', 'default')})."

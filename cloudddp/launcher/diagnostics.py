@@ -122,7 +122,7 @@ def serve_node_0(plan: ClusterPlan, window: float, findings: Findings) -> None:
     except OSError as exc:
         findings.problems.append(f"TCP: cannot listen on the master port {plan.master_port} ({exc.strerror or exc})")
         return
-    expected = plan.nnodes if isinstance(plan.nnodes, int) else int(str(plan.nnodes).split(":")[-1])
+    expected = plan.max_nodes
     came: dict[int, str] = {}
     deadline = time.monotonic() + window
     with server:
