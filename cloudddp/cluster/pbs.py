@@ -66,12 +66,17 @@ def same_host(a: str, b: str) -> bool:
     return False
 
 
+def matching_positions(hosts: list[str], names: list[str]) -> list[int]:
+    """The indexes of `hosts` that are this host by any of its `names` (short name and FQDN both ways)."""
+    return [i for i, host in enumerate(hosts) if any(same_host(host, name) for name in names)]
+
+
 def host_position(hosts: list[str], names: list[str], path: str) -> int:
     """This host's index among `hosts`, matching short names and FQDNs both ways."""
     exact = [i for i, host in enumerate(hosts) if any(host.lower() == name.lower() for name in names)]
     if len(exact) == 1:
         return exact[0]
-    matches = [i for i, host in enumerate(hosts) if any(same_host(host, name) for name in names)]
+    matches = matching_positions(hosts, names)
     if len(matches) == 1:
         return matches[0]
     listed = ", ".join(hosts)
@@ -92,7 +97,7 @@ def check_rank_is_this_host(hosts: list[str], rank: int, rank_name: str, names: 
     """The MPI rank must be this host's place in the node file where this host is in it: node 0 holds the store
     at the first host. A rank elsewhere is more than one launcher on a host (`mpiexec -n 4` over 2 hosts gives
     ranks 0 and 1 on the first), whose ranks beyond the hosts were refused without a word on the real cause."""
-    mine = [i for i, host in enumerate(hosts) if any(same_host(host, name) for name in names)]
+    mine = matching_positions(hosts, names)
     if mine and rank not in mine:
         raise CloudDDPError(
             f"pbs: {rank_name}={rank}, but this host ({', '.join(names)}) is node {mine[0]} in PBS_NODEFILE={path!r} "
