@@ -236,14 +236,15 @@ def shown_value(item: Any) -> str:
 
 
 class SpecLoader(yaml.SafeLoader):
-    """PyYAML's safe loader with YAML 1.2's booleans (only true/false, any case) and no base-60 numbers.
+    """PyYAML's safe loader with YAML 1.2's core schema for booleans, integers and floats.
 
     PyYAML follows YAML 1.1, where yes/no/on/off/y/n are booleans too: an environment variable or a
     channel named `on` became the key True, and `DEBUG: off` the value False. YAML 1.1 also reads
-    digits separated by colons as base 60: `walltime: 36:00:00` became the number 129600 (refused: not
-    a walltime), `time: "30:00"` unquoted became 1800, an environment value `05:30` became 330. YAML 1.2
-    has neither (its core schema, yaml.org/spec/1.2.2 section 10.3.2); in a job spec they are the words
-    the user wrote. PyYAML's other int and float forms are kept."""
+    digits separated by colons as base 60 (`walltime: 36:00:00` became 129600, refused as no walltime;
+    an environment value `05:30` became 330), a leading zero as octal (`seed: 0700` became 448, where
+    the script given `--seed 0700` reads 700) and drops underscores (`1_000` became 1000). YAML 1.2's
+    core schema (yaml.org/spec/1.2.2 section 10.3.2) has none of these: `0700` is 700, `0o700` is
+    octal, `0x1F` hex, `1e3` a float, and `36:00:00`, `on` and `1_000` are the words written."""
 
 
 BOOL_TAG, INT_TAG, FLOAT_TAG = "tag:yaml.org,2002:bool", "tag:yaml.org,2002:int", "tag:yaml.org,2002:float"
@@ -251,21 +252,34 @@ SpecLoader.yaml_implicit_resolvers = {
     first: [(tag, pattern) for tag, pattern in resolvers if tag not in (BOOL_TAG, INT_TAG, FLOAT_TAG)]
     for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
 }
+# The core schema's regular expressions (section 10.3.2), in its order: int before float.
 SpecLoader.add_implicit_resolver(BOOL_TAG, re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"), list("tTfF"))
-# PyYAML 6.0's int and float patterns (yaml/resolver.py) without their base-60 alternatives.
 SpecLoader.add_implicit_resolver(
-    INT_TAG,
-    re.compile(r"^(?:[-+]?0b[0-1_]+|[-+]?0[0-7_]+|[-+]?(?:0|[1-9][0-9_]*)|[-+]?0x[0-9a-fA-F_]+)$"),
-    list("-+0123456789"),
+    INT_TAG, re.compile(r"^(?:[-+]?[0-9]+|0o[0-7]+|0x[0-9a-fA-F]+)$"), list("-+0123456789")
 )
 SpecLoader.add_implicit_resolver(
     FLOAT_TAG,
     re.compile(
-        r"^(?:[-+]?(?:[0-9][0-9_]*)\.[0-9_]*(?:[eE][-+][0-9]+)?|\.[0-9][0-9_]*(?:[eE][-+][0-9]+)?"
-        r"|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$"
+        r"^(?:[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$"
     ),
     list("-+0123456789."),
 )
+
+
+def construct_core_int(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> int:
+    """An integer as YAML 1.2 reads it: decimal even with leading zeros, 0o octal, 0x hex.
+
+    PyYAML's constructor reads `0700` as octal and cannot read `0o700`; an explicit `!!int` in
+    another form (`!!int 0b101`) is still PyYAML's."""
+    text = str(loader.construct_scalar(node))
+    if re.fullmatch(r"[-+]?[0-9]+", text):
+        return int(text, 10)
+    if re.fullmatch(r"0o[0-7]+|0x[0-9a-fA-F]+", text):
+        return int(text, 0)
+    return yaml.SafeLoader.construct_yaml_int(loader, node)
+
+
+SpecLoader.add_constructor(INT_TAG, construct_core_int)
 
 
 def read_yaml(path: Path, loader: type[yaml.SafeLoader] = SpecLoader) -> dict[str, Any]:

@@ -1,4 +1,4 @@
-"""How a job spec file is read: YAML 1.2's booleans and no base-60 numbers, and no true/false where a number is due."""
+"""How a job spec file is read: YAML 1.2's core schema (booleans, integers, floats), and no true/false where a number is due."""
 
 from __future__ import annotations
 
@@ -87,6 +87,31 @@ def test_numbers_without_colons_are_still_numbers(spec_file: Path) -> None:
     spec = load_spec(spec_file)
     assert (spec.nodes, spec.max_runtime) == (2, 7200)
     assert spec.hyperparameters == {"lr": 0.0015, "n": -3}
+
+
+def test_numbers_are_read_as_yaml_1_2_reads_them_not_as_yaml_1_1(spec_file: Path) -> None:
+    # YAML 1.1 (PyYAML's default) read 0700 as octal 448 and 1_000 as 1000, and could not read 0o17;
+    # 1e3 was a string (1.1's floats need a dot). Core schema: yaml.org/spec/1.2.2 section 10.3.2.
+    spec_file.write_text(
+        "entry_point: train.py\nenvironment: {N: 1_000}\n"
+        "hyperparameters: {seed: 0700, m: -007, o: 0o17, h: 0x1F, f: 1e3, g: .5, n: 1_000, ip: 1.2.3.4}\n"
+    )
+    spec = load_spec(spec_file)
+    assert spec.environment == {"N": "1_000"}
+    assert spec.hyperparameters == {
+        "seed": 700, "m": -7, "o": 15, "h": 31, "f": 1000.0, "g": 0.5, "n": "1_000", "ip": "1.2.3.4"
+    }  # fmt: skip
+    result = run_cli("render", "-p", "slurm", "-f", str(spec_file), cwd=spec_file.parent)
+    assert result.returncode == 0, result.stderr
+    assert "--seed 700 " in result.stdout and "--n 1_000" in result.stdout and "export N=1_000\n" in result.stdout
+
+
+def test_a_zero_padded_number_in_the_environment_is_refused_not_changed(spec_file: Path) -> None:
+    # Unquoted, 02134 is a number (1116 in YAML 1.1); an environment holds only strings.
+    spec_file.write_text("entry_point: train.py\nenvironment: {ZIP: 02134}\n")
+    result = run_cli("launch", "-f", str(spec_file), "--dry-run", cwd=spec_file.parent)
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert "environment.ZIP: Input should be a valid string (got 2134)" in result.stderr
 
 
 def test_true_and_false_in_any_case_stay_booleans(spec_file: Path) -> None:
