@@ -242,7 +242,9 @@ def environment(spec: JobSpec, settings: KubernetesSettings, storage: Storage) -
     # The user's own value wins (CLOUDDDP_MODEL_DIR elsewhere, say), as on the Slurm, PBS, OCI and local nodes.
     plain = {**spec.environment, **{k: v for k, v in storage.env.items() if k not in spec.environment}}
     both = sorted(set(plain) & set(settings.secret_env))
-    if both:  # the kubelet would keep the last entry of a repeated name without a word
+    # The kubelet would keep the last entry of a repeated name without a word: makeEnvironmentVariables
+    # fills a map, tmpEnv[envVar.Name] = runtimeVal (kubernetes/kubernetes pkg/kubelet/kubelet_pods.go at 001a80e9).
+    if both:
         raise CloudDDPError(
             f"kubernetes.secret_env.{both[0]}: {both[0]} is also set "
             f"{'in environment' if both[0] in spec.environment else 'by cloudddp'}; give each variable one source."

@@ -347,6 +347,9 @@ def test_the_users_own_model_folder_wins_as_on_every_other_provider() -> None:
 
 @pytest.mark.parametrize(("environment", "where"), [({"DB_HOST": "db"}, "in environment"), ({}, "by cloudddp")])
 def test_a_secret_variable_also_set_another_way_is_refused(environment: dict[str, str], where: str) -> None:
+    # Two entries of one name would reach the kubelet, which keeps the last: makeEnvironmentVariables fills a map,
+    # tmpEnv[envVar.Name] = runtimeVal (kubernetes/kubernetes pkg/kubelet/kubelet_pods.go at
+    # 001a80e975bb880d0fe60b304d30950fe661f278). The secret or the plain value would be lost silently.
     name = "DB_HOST" if environment else "CLOUDDDP_MODEL_DIR"
     spec = build_spec({"name": "resnet", "entry_point": "train_ddp.py", "source_dir": str(SOURCES),
                        "environment": environment, "kubernetes": {"image": IMAGE, "secret_env": {name: "s/k"}}})  # fmt: skip
