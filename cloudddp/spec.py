@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, create_model, field_validator
 
+from cloudddp.cluster.environment import channel_variable
 from cloudddp.errors import CloudDDPError
 
 NprocPerNode = int | Literal["gpu", "cpu", "auto"]
@@ -87,6 +88,16 @@ class JobSpecBase(Section):
                 raise ValueError(f"channel name {channel!r} must be letters, digits, '.', '_' or '-'")
             if not where.strip():  # Path("") is the current folder: it would be staged whole
                 raise ValueError(f"channel {channel!r} has an empty path; give a folder, or an s3:// or oci:// URI")
+        # One variable holds one folder: `train` and `TRAIN` (or `a-b` and `a_b`) would leave the script one of them.
+        seen: dict[str, str] = {}
+        for channel in value:
+            variable = channel_variable(channel)
+            if variable in seen:
+                raise ValueError(
+                    f"channels {seen[variable]!r} and {channel!r} would reach the script as one variable, "
+                    f"{variable}; rename one of them"
+                )
+            seen[variable] = channel
         return value
 
     @field_validator("output", "checkpoint")

@@ -165,3 +165,22 @@ def test_a_key_given_twice_with_different_values_is_refused_not_dropped(spec_fil
     assert result.returncode == 2 and "Traceback" not in result.stderr
     assert "train=... is given twice, with different values; give it once" in result.stderr
     assert "./a" not in result.stderr  # values are not shown: an --env value may be a secret
+
+
+@pytest.mark.parametrize(
+    ("first", "second", "variable"), [("train", "TRAIN", "TRAIN"), ("my-data", "my_data", "MY_DATA")]
+)
+def test_two_channels_the_script_would_read_from_one_variable_are_refused(
+    spec_file: Path, first: str, second: str, variable: str
+) -> None:
+    # Both reached the nodes as CLOUDDDP_CHANNEL_TRAIN: OCI filled it with one channel's staged version
+    # and pointed it at the other's folder, so the job failed after the upload with FileNotFoundError.
+    (spec_file.parent / "a").mkdir()
+    (spec_file.parent / "b").mkdir()
+    result = run_cli("launch", "-p", "local", "-i", f"{first}=a", "-i", f"{second}=b", "--dry-run", "train.py",
+                     cwd=spec_file.parent)  # fmt: skip
+    assert result.returncode == 2 and "Traceback" not in result.stderr and result.stdout == ""
+    assert (
+        f"channels {first!r} and {second!r} would reach the script as one variable, CLOUDDDP_CHANNEL_{variable}; "
+        "rename one of them"
+    ) in result.stderr

@@ -97,6 +97,14 @@ class EmulatedEnvironment(Environment, Protocol):
     def emulate(self, cluster: EmulatedCluster) -> list[EmulatedNode]: ...
 
 
+def channel_variable(channel: str) -> str:
+    """The variable a channel's folder reaches the script in outside SageMaker: CLOUDDDP_CHANNEL_<NAME>.
+
+    Channel names may hold '-' and '.' (SageMaker's pattern); a variable name may not, so they become '_'
+    (`my-data` is CLOUDDDP_CHANNEL_MY_DATA) on every provider and in the local emulation alike."""
+    return "CLOUDDDP_CHANNEL_" + channel.upper().replace("-", "_").replace(".", "_")
+
+
 def host_map_arg(names: list[str]) -> str:
     """`--host-map` value sending the platform's host names to loopback."""
     return ",".join(f"{name}={LOOPBACK}" for name in names)
@@ -116,6 +124,6 @@ def generic_node(cluster: EmulatedCluster, name: str, rank: int) -> EmulatedNode
     node.env = {
         "CLOUDDDP_MODEL_DIR": str(node.model_dir),
         "CLOUDDDP_CHECKPOINT_DIR": str(node.checkpoint_dir),
-        **{f"CLOUDDDP_CHANNEL_{c.upper()}": str(p) for c, p in node.channels.items()},
+        **{channel_variable(c): str(p) for c, p in node.channels.items()},
     }
     return node

@@ -49,3 +49,18 @@ def test_every_platform_module_keeps_the_documented_protocol() -> None:
     assert all(isinstance(module, Environment) for module in BY_NAME.values())
     assert all(isinstance(module, EmulatedEnvironment) for module in EMULATIONS.values())
     assert not isinstance(BY_NAME["awsbatch"], EmulatedEnvironment)  # the check can fail: no emulate() there
+
+
+@pytest.mark.parametrize("platform", sorted(set(EMULATIONS) - {"sagemaker"}))
+def test_a_channel_with_dashes_and_dots_reaches_the_script_as_the_real_providers_name_it(
+    platform: str, tmp_path: Path
+) -> None:
+    # Slurm's batch script and the Kubernetes manifest name `my-data` CLOUDDDP_CHANNEL_MY_DATA (a shell can read
+    # it); the emulation gave CLOUDDDP_CHANNEL_MY-DATA, so a script tried locally found no data on the cluster.
+    cluster = EmulatedCluster(nodes=1, job_name="rt-job", run_dir=tmp_path, channels=("my-data", "v1.2"))
+    (node,) = EMULATIONS[platform].emulate(cluster)
+    channels = {name: value for name, value in node.env.items() if name.startswith("CLOUDDDP_CHANNEL_")}
+    assert channels == {
+        "CLOUDDDP_CHANNEL_MY_DATA": str(node.channels["my-data"]),
+        "CLOUDDDP_CHANNEL_V1_2": str(node.channels["v1.2"]),
+    }

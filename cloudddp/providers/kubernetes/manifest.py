@@ -23,6 +23,7 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from cloudddp.cluster.environment import channel_variable
 from cloudddp.errors import CloudDDPError
 from cloudddp.providers.kubernetes.settings import DNS_1035_LABEL, DNS_1035_MAX, KubernetesSettings, check_subdomain
 from cloudddp.redact import argument_with_url_password, has_url_credentials, is_secret_name
@@ -181,7 +182,7 @@ def storage_for(spec: JobSpec, settings: KubernetesSettings) -> Storage:
     pulled = []
     for channel, uri in sorted(spec.inputs.items()):
         target = f"{DATA_ROOT}/{channel}"
-        storage.env[f"CLOUDDDP_CHANNEL_{channel.upper().replace('-', '_').replace('.', '_')}"] = target
+        storage.env[channel_variable(channel)] = target
         if uri.startswith("pvc://"):
             mount_claim(storage, uri, f"inputs.{channel}", target, read_only=True)
         elif uri.startswith("s3://"):

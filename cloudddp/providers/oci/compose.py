@@ -32,6 +32,7 @@ from typing import Any
 import yaml
 
 import cloudddp
+from cloudddp.cluster.environment import channel_variable
 from cloudddp.cluster.oci import MASTER_PORT
 from cloudddp.errors import CloudDDPError
 from cloudddp.providers.oci.validation import shown
@@ -106,7 +107,7 @@ def compose_dict(spec: JobSpec, output_root: str = "./cloudddp-compose") -> dict
             volumes.append(ADS_KEY_MOUNT)
         for channel in sorted(spec.inputs):
             volumes.append(f"{Path(spec.inputs[channel]).resolve()}:/data/{channel}:ro")
-            environment[f"CLOUDDDP_CHANNEL_{channel.upper()}"] = f"/data/{channel}"
+            environment[channel_variable(channel)] = f"/data/{channel}"
         command = ["-m", spec.entry_point] if spec.module else [spec.entry_point]
         if spec.nproc_per_node is not None:
             command = [f"--nproc-per-node={spec.nproc_per_node}", *command]

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from cloudddp.cluster.environment import channel_variable
 from cloudddp.errors import CloudDDPError
 from cloudddp.providers.oci import node, validation
 from cloudddp.spec import JobSpec
@@ -161,7 +162,6 @@ def check_settings(spec: JobSpec, environ: Mapping[str, str]) -> tuple[str, str,
     )  # fmt: skip
     validation.check_block_storage(settings.block_storage_gb)
     validate_locals(spec)
-    validation.check_channel_names(sorted(spec.inputs))
     origins = {"compartment_id": compartment_from, "project_id": project_from}
     return compartment_id, project_id, origins, image, flex  # type: ignore[return-value]  # checked: required
 
@@ -176,9 +176,9 @@ def data_paths(spec: JobSpec, work: Mount, stamp: str, run_prefix: str) -> DataP
         if where.startswith("oci://"):
             mount = mount_for(where, f"cloudddp-in-{channel}", f"inputs.{channel}")
             mounts.append(mount)
-            env[f"CLOUDDDP_CHANNEL_{channel.upper()}"] = mount.path
+            env[channel_variable(channel)] = mount.path
         else:
-            variable = f"CLOUDDDP_CHANNEL_{channel.upper()}"
+            variable = channel_variable(channel)
             uploads.append(Upload(str(Path(where).resolve()), f"{work.prefix}/inputs/{channel}", "folder", variable))
             env[variable] = f"{work.path}/inputs/{channel}/{VERSION_AT_SUBMIT}"
     if spec.output:

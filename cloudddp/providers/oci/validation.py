@@ -268,18 +268,6 @@ def check_container_command(entrypoint: Sequence[str], cmd: Sequence[str] | None
         )
 
 
-def check_channel_names(channels: Sequence[str]) -> None:
-    """Each channel reaches the script as CLOUDDDP_CHANNEL_<NAME>: that must be a variable name."""
-    for channel in channels:
-        variable = f"CLOUDDDP_CHANNEL_{channel.upper()}"
-        if not ENV_NAME.fullmatch(variable):
-            suggestion = re.sub(r"[^A-Za-z0-9_]", "_", channel)
-            raise CloudDDPError(
-                f"inputs.{channel}: the job would read this channel from {variable}, which is not a valid environment "
-                f"variable name (letters, digits and _). Rename the channel, e.g. {suggestion!r}."
-            )
-
-
 def check_env_names(names: Sequence[str], what: str = "environment") -> None:
     """Names a shell can read: letters, digits and _, not starting with a digit."""
     bad = [name for name in names if not ENV_NAME.fullmatch(name)]
@@ -315,15 +303,27 @@ def env_size(env: Mapping[str, str]) -> int:
     return sum(len(k) + len(v) for k, v in env.items())
 
 
+def is_vault_secret_id(value: str) -> bool:
+    """A Vault secret's OCID: it names the secret, and only a principal the Vault's policy allows can read it."""
+    match = OCID.fullmatch(value)
+    return match is not None and match["type"] == "vaultsecret"
+
+
 def check_environment(env: Mapping[str, str], user_keys: Sequence[str]) -> None:
     """The 20,000-character limit, and no secret-looking user variables (cloudddp adds none)."""
-    # A password inside a URL value (postgres://user:pass@host/db) counts too (issue 9, point 16).
-    secrets = [k for k in user_keys if is_secret_name(k) or has_url_credentials(env.get(k, ""))]
+    # A password inside a URL value (postgres://user:pass@host/db) counts too (issue 9, point 16). A Vault
+    # secret's OCID under a secret-looking name (DB_PASSWORD_SECRET_ID) is the way the README recommends.
+    secrets = [
+        k
+        for k in user_keys
+        if (is_secret_name(k) and not is_vault_secret_id(env.get(k, ""))) or has_url_credentials(env.get(k, ""))
+    ]
     if secrets:
         raise CloudDDPError(
             f"environment {', '.join(sorted(secrets))}: looks like a secret, and job environment variables are "
-            f"readable by anyone who can read the job. Keep secrets in OCI Vault and read them in the job with its "
-            f"resource principal, or rename the variable if it holds no secret."
+            f"readable by anyone who can read the job. Keep secrets in OCI Vault, pass the secret's OCID "
+            f"(ocid1.vaultsecret...) and read it in the job with its resource principal, or rename the variable if it "
+            f"holds no secret."
         )
     total = env_size(env)
     if total > MAX_ENV_CHARS:

@@ -12,6 +12,7 @@ import shlex
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from cloudddp.cluster.environment import channel_variable
 from cloudddp.errors import CloudDDPError
 from cloudddp.providers.base import JobRequest
 from cloudddp.redact import argument_with_url_password, has_url_credentials, is_secret_name, redact_text
@@ -110,7 +111,7 @@ def data_variables(spec: JobSpec, provider: str) -> dict[str, str]:
         path = Path(where).expanduser().resolve()
         if not path.exists():
             raise CloudDDPError(f"inputs.{channel}={where!r} does not exist (looked for {path}).")
-        variables[f"CLOUDDDP_CHANNEL_{channel.upper().replace('-', '_').replace('.', '_')}"] = str(path)
+        variables[channel_variable(channel)] = str(path)
     return variables
 
 

@@ -215,16 +215,17 @@ def test_a_gpu_shape_newer_than_the_table_passes_when_allowed(tmp_path: Path) ->
     render(tmp_path, environ={"CLOUDDDP_OCI_ALLOW_UNKNOWN_SHAPE": "1"}, oci={"shape": "BM.GPU.X9.8"})
 
 
-def test_channel_and_variable_names_that_are_not_environment_variable_names_are_refused(tmp_path: Path) -> None:
+def test_channel_names_with_dashes_and_dots_reach_the_script_as_variable_names(tmp_path: Path) -> None:
+    # As on Slurm and Kubernetes (cluster.environment.channel_variable); these channels were refused on OCI.
     (tmp_path / "data").mkdir()
-    with pytest.raises(CloudDDPError) as caught:
-        render(tmp_path, inputs={"my-data": str(tmp_path / "data")})
-    assert str(caught.value) == (
-        "inputs.my-data: the job would read this channel from CLOUDDDP_CHANNEL_MY-DATA, which is not a valid "
-        "environment variable name (letters, digits and _). Rename the channel, e.g. 'my_data'."
-    )
-    with pytest.raises(CloudDDPError, match=r"inputs\.v1\.2: .*CLOUDDDP_CHANNEL_V1\.2"):
-        render(tmp_path, inputs={"v1.2": "oci://data@ns/v1"})
+    parts = render(tmp_path, inputs={"my-data": str(tmp_path / "data"), "v1.2": "oci://data@ns/v1"}).parts
+    (group,) = parts.create_job.job_node_configuration_details.job_node_group_configuration_details_list
+    env = group.job_configuration_details.environment_variables
+    assert env["CLOUDDDP_CHANNEL_MY_DATA"] == "/mnt/cloudddp/inputs/my-data/v-<hash-at-submit>"
+    assert env["CLOUDDDP_CHANNEL_V1_2"] == "/mnt/cloudddp-in-v1.2"
+
+
+def test_variable_names_that_are_not_environment_variable_names_are_refused(tmp_path: Path) -> None:
     with pytest.raises(CloudDDPError, match="environment 'MY-VAR': not valid environment variable names"):
         render(tmp_path, environment={"MY-VAR": "1"})
 
@@ -263,6 +264,19 @@ def test_secret_environment_variables_never_reach_the_job(tmp_path: Path) -> Non
     with pytest.raises(CloudDDPError, match="HF_TOKEN: looks like a secret") as caught:
         render(tmp_path, environment={"HF_TOKEN": "hf_abcdef123"})
     assert "hf_abcdef123" not in str(caught.value)
+
+
+def test_a_vault_secret_ocid_under_a_secret_looking_name_is_the_recommended_way_and_passes(tmp_path: Path) -> None:
+    # README, Secrets: pass the Vault secret's OCID and read it in the job with the resource principal. Its
+    # resource type is `vaultsecret` (oci 2.189.0, oci/apm_synthetics/models/password_in_vault.py docstring).
+    secret_id = "ocid1.vaultsecret.oc1.iad.amaaaaaagpihjxqadwyc4kjhpeis2bylhzmp5r2si6mz2h4eujevnmf3zoca"
+    parts = render(tmp_path, environment={"DB_PASSWORD_SECRET_ID": secret_id}).parts
+    (group,) = parts.create_job.job_node_configuration_details.job_node_group_configuration_details_list
+    assert group.job_configuration_details.environment_variables["DB_PASSWORD_SECRET_ID"] == secret_id
+    # Any other OCID, or a secret's value, under such a name is still refused.
+    for value in ("ocid1.vault.oc1.iad.aaaaaaaexample", "hunter2-but-longer"):
+        with pytest.raises(CloudDDPError, match="DB_PASSWORD_SECRET_ID: looks like a secret"):
+            render(tmp_path, environment={"DB_PASSWORD_SECRET_ID": value})
 
 
 def test_local_output_or_checkpoint_is_refused(tmp_path: Path) -> None:
