@@ -14,6 +14,24 @@ from cloudddp.errors import CloudDDPError
 # bucket takes objects under such a name.) OCI allows more (letters, _).
 S3_BUCKET = re.compile(r"^(?!xn--|sthree-)(?!.*\.\.)(?!\d+\.\d+\.\d+\.\d+$)[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
 OCI_BUCKET = re.compile(r"^[A-Za-z0-9._-]{1,256}$")
+OCI_NAMESPACE = re.compile(r"^[A-Za-z0-9._-]+$")
+
+
+def oci_prefix_problems(prefix: str) -> list[str]:
+    """What in an Object Storage prefix the job's mount and cloudddp's staging would not agree on.
+
+    Object Storage keeps `a//b` and `a/../b` as written, while paths on a job's mount collapse them;
+    `cloudddp stage` and `launch -p oci` refuse the same prefixes, so a staged URI can be launched."""
+    segments = prefix.rstrip("/").split("/") if prefix.rstrip("/") else []
+    problems = []
+    if "" in segments:
+        problems.append("an empty segment (//)")
+    if any(segment in (".", "..") for segment in segments):
+        problems.append("a '.' or '..' segment")
+    problems += [f"a {char!r}" for char in "?#" if char in prefix]
+    if any(char.isspace() or ord(char) < 32 for char in prefix):
+        problems.append("white space or a control character")
+    return problems
 
 
 @dataclass(frozen=True)
@@ -59,7 +77,13 @@ def parse_location(uri: str) -> Location:
     if uri.startswith("oci://"):
         where, _, prefix = uri[len("oci://") :].partition("/")
         bucket, at, namespace = where.partition("@")
-        if not at or not OCI_BUCKET.match(bucket) or not namespace:
+        if not at or not OCI_BUCKET.match(bucket) or not OCI_NAMESPACE.match(namespace):
             raise CloudDDPError(f"the destination {uri!r} needs a bucket and a namespace; {shape}.")
+        if problems := oci_prefix_problems(prefix):
+            raise CloudDDPError(
+                f"the destination {uri!r}: the prefix has {' and '.join(problems)}; Object Storage would store the "
+                f"names literally, and an OCI job could not read the version there. Use a prefix like "
+                f"oci://{bucket}@{namespace}/team/project."
+            )
         return Location("oci", bucket, prefix.strip("/"), namespace)
     raise CloudDDPError(f"the destination {uri!r} is not an object storage URI; {shape}.")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -159,3 +160,21 @@ def test_shard_options_without_shards_are_refused_not_ignored(tmp_path: Path) ->
                      timeout=60)  # fmt: skip
     assert result.returncode == 2 and "Traceback" not in result.stderr
     assert "--shard-size and --shard-dir apply to --shards only" in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("uri", "problem"),
+    [("oci://bkt@ns/a//b", "an empty segment (//)"), ("oci://bkt@ns/x/../y", "a '.' or '..' segment"),
+     ("oci://bkt@ns/a b", "white space or a control character"), ("oci://bkt@ns/a?b", "a '?'")],
+)  # fmt: skip
+def test_an_oci_prefix_launch_would_refuse_is_refused_before_staging(uri: str, problem: str) -> None:
+    # `cloudddp stage` published such URIs, and `launch -p oci -i train=<that URI>` then refused them
+    # (validation.parse_work_dir): both now check the prefix with one function.
+    with pytest.raises(CloudDDPError, match=re.escape(f"the destination {uri!r}: the prefix has {problem};")):
+        parse_location(uri)
+
+
+@pytest.mark.parametrize("uri", ["oci://bkt@ns@x/p", "oci://bkt@/p", "oci://bkt@n s/p"])
+def test_an_oci_namespace_that_is_no_namespace_is_refused(uri: str) -> None:
+    with pytest.raises(CloudDDPError, match="needs a bucket and a namespace"):
+        parse_location(uri)

@@ -37,6 +37,7 @@ from collections.abc import Mapping, Sequence
 from cloudddp.errors import CloudDDPError
 from cloudddp.providers.oci.node import MAX_COMMAND_BYTES, command_bytes
 from cloudddp.redact import has_url_credentials, is_secret_name
+from cloudddp.staging.location import oci_prefix_problems
 
 MAX_ENV_CHARS = 20_000
 MIN_BLOCK_STORAGE_GB = 50
@@ -136,16 +137,7 @@ def parse_work_dir(value: str | None, field: str = "oci.work_dir") -> tuple[str,
     if not match:
         raise CloudDDPError(f"{setting} must look like oci://bucket@namespace/prefix.")
     prefix = match["prefix"] or ""
-    segments = prefix.rstrip("/").split("/") if prefix.rstrip("/") else []
-    problems = []
-    if "" in segments:
-        problems.append("an empty segment (//)")
-    if any(segment in (".", "..") for segment in segments):
-        problems.append("a '.' or '..' segment")
-    problems += [f"a {char!r}" for char in "?#" if char in prefix]
-    if any(char.isspace() or ord(char) < 32 for char in prefix):
-        problems.append("white space or a control character")
-    if problems:
+    if problems := oci_prefix_problems(prefix):
         raise CloudDDPError(
             f"{setting}: the prefix has {' and '.join(problems)}; Object Storage would store the names "
             f"literally while the job's mount and cloudddp's staging would not agree on them. Use a prefix like "
