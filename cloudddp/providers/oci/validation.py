@@ -34,6 +34,7 @@ import json
 import re
 from collections.abc import Mapping, Sequence
 
+from cloudddp.cluster.plan import parse_port
 from cloudddp.errors import CloudDDPError
 from cloudddp.providers.oci.node import MAX_COMMAND_BYTES, command_bytes
 from cloudddp.redact import has_url_credentials, is_secret_name
@@ -91,6 +92,15 @@ SHAPE_NAME = re.compile(r"(VM|BM)\.[A-Za-z0-9.-]+")
 WORK_DIR = re.compile(r"oci://(?P<bucket>[A-Za-z0-9._-]+)@(?P<namespace>[A-Za-z0-9._-]+)(?:/(?P<prefix>.*))?")
 OCIR_IMAGE = re.compile(
     r"(?P<host>[A-Za-z0-9.-]*ocir[A-Za-z0-9.-]*)/(?P<namespace>[A-Za-z0-9._-]+)/(?P<repo>[^\s:@]+)(?P<ref>[:@]\S+)?"
+)
+# The job's image, as the oci SDK documents it (2.189.0, OcirContainerJobEnvironmentConfigurationDetails.image):
+# `<region>.ocir.io/<registry>/<image>:<tag>` or `...:<tag>@digest` -- a tag in both. Path components, tag and
+# digest as the reference grammar writes them (distribution/reference regexp.go at 727f80d4: pathComponent,
+# tag, digestPat).
+PATH_COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|[-]+)[a-z0-9]+)*"
+OCIR_REFERENCE = re.compile(
+    rf"{PATH_COMPONENT}(?:/{PATH_COMPONENT})*:[A-Za-z0-9_][A-Za-z0-9_.-]{{0,127}}"
+    r"(?:@[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9A-Fa-f]{32,})?"
 )
 
 
@@ -276,10 +286,17 @@ def check_image(image: str | None) -> str:
             "oci.image is required: Data Science jobs run a container image from OCI Container Registry. Build "
             "infra/docker/Dockerfile and push it to <region-key>.ocir.io/<tenancy-namespace>/<repo>:<tag> (--image)."
         )
-    if not OCIR_IMAGE.fullmatch(image):
+    match = OCIR_IMAGE.fullmatch(image)
+    if not match:
         raise CloudDDPError(
             f"{shown('image', image)}: Data Science jobs pull images from OCI Container Registry only; expected "
             f"<region-key>.ocir.io/<tenancy-namespace>/<repo>:<tag>."
+        )
+    if not OCIR_REFERENCE.fullmatch(image.split("/", 1)[1]):
+        raise CloudDDPError(
+            f"{shown('image', image)}: expected <region-key>.ocir.io/<tenancy-namespace>/<repo>:<tag> (or "
+            f":<tag>@sha256:<digest>), as OCI Data Science takes it: a tag is required, and the namespace and "
+            f"repository are lower-case letters and digits joined by '.', '_' or '-'."
         )
     return image
 
@@ -301,8 +318,29 @@ def is_vault_secret_id(value: str) -> bool:
     return match is not None and match["type"] == "vaultsecret"
 
 
+# Set by the service on each node of a multi-node run, each node its own (shared/platforms.md; ADS's
+# driver_pytorch.py reads them): one value in the job's environment would give every node the same rank.
+SERVICE_VARIABLES = (
+    "NODE_RANK", "INITIAL_CLUSTER_SIZE", "CLUSTER_NODES_METADATA_FILE", "NODE_GROUP_NAME", "JOB_OCID", "JOB_RUN_OCID",
+)  # fmt: skip
+
+
+def check_service_variables(env: Mapping[str, str], user_keys: Sequence[str]) -> None:
+    """No user value for what the service sets on each node; MASTER_PORT, which the job side reads, a port."""
+    taken = sorted(set(user_keys) & set(SERVICE_VARIABLES))
+    if taken:
+        raise CloudDDPError(
+            f"environment {', '.join(taken)}: OCI Data Science sets {'these' if len(taken) > 1 else 'this'} on each "
+            f"node of a multi-node job run; a value in the job's environment would be the same on every node. "
+            f"Remove {'them' if len(taken) > 1 else 'it'}."
+        )
+    if "MASTER_PORT" in user_keys and env.get("MASTER_PORT", ""):  # as the job side reads it (cluster/oci.py)
+        parse_port(env["MASTER_PORT"], "environment MASTER_PORT")
+
+
 def check_environment(env: Mapping[str, str], user_keys: Sequence[str]) -> None:
     """The 20,000-character limit, and no secret-looking user variables (cloudddp adds none)."""
+    check_service_variables(env, user_keys)
     # A password inside a URL value (postgres://user:pass@host/db) counts too (issue 9, point 16). A Vault
     # secret's OCID under a secret-looking name (DB_PASSWORD_SECRET_ID) is the way the README recommends.
     secrets = [

@@ -315,3 +315,44 @@ def test_entrypoint_and_node_script_are_valid_posix_sh() -> None:
 )
 def test_ocid_format(value: str, ok: bool) -> None:
     assert bool(validation.OCID.fullmatch(value)) is ok
+
+
+@pytest.mark.parametrize(
+    "image",
+    ["iad.ocir.io/ns/train", "iad.ocir.io/ns/Train:1", "iad.ocir.io/ns/train:1@sha256:xyz",
+     "iad.ocir.io/ns/train:-1", "iad.ocir.io/NS/train:1"],
+)  # fmt: skip
+def test_an_image_the_service_would_not_pull_is_refused(tmp_path: Path, image: str) -> None:
+    # oci 2.189.0 OcirContainerJobEnvironmentConfigurationDetails.image: <region>.ocir.io/<registry>/<image>:<tag>
+    # (a tag in both documented forms); names, tags and digests as distribution/reference regexp.go (727f80d4).
+    with pytest.raises(CloudDDPError, match="a tag is required, and the namespace and repository are lower-case"):
+        render(tmp_path, oci={"image": image})
+
+
+@pytest.mark.parametrize(
+    "image",
+    ["iad.ocir.io/ns/team/train:v1.2_rc-3", f"iad.ocir.io/ns/train:1@sha256:{'a' * 64}",
+     "ocir.us-ashburn-1.oci.oraclecloud.com/ns/my__repo:latest"],
+)  # fmt: skip
+def test_documented_image_forms_pass(tmp_path: Path, image: str) -> None:
+    parts = render(tmp_path, oci={"image": image}).parts
+    (group,) = parts.create_job.job_node_configuration_details.job_node_group_configuration_details_list
+    assert group.job_environment_configuration_details.image == image
+
+
+@pytest.mark.parametrize("name", ["NODE_RANK", "INITIAL_CLUSTER_SIZE", "CLUSTER_NODES_METADATA_FILE", "JOB_RUN_OCID"])
+def test_a_variable_the_service_sets_on_each_node_is_refused(tmp_path: Path, name: str) -> None:
+    # shared/platforms.md: every node of a multi-node run gets its own NODE_RANK, INITIAL_CLUSTER_SIZE,
+    # CLUSTER_NODES_METADATA_FILE, NODE_GROUP_NAME, JOB_OCID, JOB_RUN_OCID; the job's environment is one for all.
+    with pytest.raises(CloudDDPError, match=f"environment {name}: OCI Data Science sets this on each node"):
+        render(tmp_path, environment={name: "0"})
+
+
+def test_a_master_port_the_nodes_could_not_meet_on_is_refused_before_submit(tmp_path: Path) -> None:
+    with pytest.raises(CloudDDPError, match=r"environment MASTER_PORT='abc' is not an integer"):
+        render(tmp_path, environment={"MASTER_PORT": "abc"})
+    with pytest.raises(CloudDDPError, match=r"environment MASTER_PORT='70000' is not a TCP port"):
+        render(tmp_path, environment={"MASTER_PORT": "70000"})
+    parts = render(tmp_path, environment={"MASTER_PORT": "29500"}).parts
+    (group,) = parts.create_job.job_node_configuration_details.job_node_group_configuration_details_list
+    assert group.job_configuration_details.environment_variables["MASTER_PORT"] == "29500"
