@@ -37,6 +37,7 @@ from cloudddp.cluster.plan import (
 from cloudddp.cluster.sagemaker import framework_environment, hyperparameter_args
 from cloudddp.errors import CloudDDPError
 from cloudddp.launcher.command import (
+    RDZV_CONF,
     TORCHRUN_WORDS,
     Target,
     direct_argv,
@@ -410,7 +411,7 @@ def diagnose_rendezvous(
     peers: PeerWatch | None,
 ) -> str:  # fmt: skip
     """The DNS, TCP and clock verdict line for a node whose rendezvous failed."""
-    conf = ",".join(arg.split("=", 1)[1] for arg in command if arg.startswith("--rdzv-conf="))
+    conf = ",".join(arg.split("=", 1)[1] for arg in command if arg.startswith(RDZV_CONF))
     hosts_store = (plan.rdzv_backend == "static" and plan.node_rank == 0) or "is_host=true" in conf.split(",")
     if peers is None:
         no_clock = "elastic jobs have no side channel to node 0" if not isinstance(plan.nnodes, int) else (

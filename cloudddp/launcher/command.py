@@ -69,24 +69,28 @@ def torchrun_argv(
     `inherited_conf`: the environment's PET_RDZV_CONF (Kubeflow's operator sets it from elasticPolicy.rdzvConf).
     torchrun reads it only as the default of --rdzv-conf, which any --rdzv-conf given replaces
     (torch/distributed/argparse_util.py env), so it goes into the merged --rdzv-conf, below every other key."""
+    # torchrun's underscore spellings: every torchrun takes them (torch 2.x keeps them as aliases, for
+    # backward compatibility: pytorch/pytorch#65052), while the hyphenated ones arrived with torch 2.0 and an
+    # older torchrun refuses them ("unrecognized arguments: --nproc-per-node=1", pytorch-image-models#1742):
+    # the SageMaker SDK's PyTorch 1.x images would fail at the first line.
     argv = [
         python, "-m", "torch.distributed.run",
         f"--nnodes={plan.nnodes}",
-        f"--nproc-per-node={plan.nproc_per_node}",
-        f"--rdzv-backend={plan.rdzv_backend}",
-        f"--rdzv-id={plan.rdzv_id}",
-        f"--max-restarts={plan.max_restarts}",
+        f"--nproc_per_node={plan.nproc_per_node}",
+        f"--rdzv_backend={plan.rdzv_backend}",
+        f"--rdzv_id={plan.rdzv_id}",
+        f"--max_restarts={plan.max_restarts}",
     ]  # fmt: skip
     if plan.rdzv_backend == "static":
         argv += [
-            f"--node-rank={plan.node_rank}",
-            f"--master-addr={plan.master_addr}",
-            f"--master-port={plan.master_port}",
+            f"--node_rank={plan.node_rank}",
+            f"--master_addr={plan.master_addr}",
+            f"--master_port={plan.master_port}",
         ]
     else:
-        argv.append(f"--rdzv-endpoint={plan.endpoint}")
+        argv.append(f"--rdzv_endpoint={plan.endpoint}")
     if plan.local_addr:
-        argv.append(f"--local-addr={plan.local_addr}")
+        argv.append(f"--local_addr={plan.local_addr}")
     items = inherited_conf.split(",")
     if rdzv_timeout is not None:
         # The static handler reads "timeout"; the dynamic ones (c10d, etcd-v2) "join_timeout". Both take
@@ -102,7 +106,7 @@ def torchrun_argv(
         conf.pop(key, None)
         conf[key] = item
     if conf:
-        argv.append(f"--rdzv-conf={','.join(conf.values())}")
+        argv.append(f"--rdzv_conf={','.join(conf.values())}")
     argv += [arg for arg in extra_args if not arg.startswith(RDZV_CONF)]
     if target.is_module:
         argv.append("--module")

@@ -72,12 +72,12 @@ def test_the_operators_rdzv_conf_is_kept_when_the_launcher_adds_its_own() -> Non
     result = run_launcher("--dry-run", "--rdzv-timeout", "100", "--torchrun-arg=--rdzv-conf=read_timeout=700", script,
                           env=pod)  # fmt: skip
     assert result.returncode == 0, result.stderr
-    confs = [arg for arg in json.loads(result.stdout)["argv"] if arg.startswith("--rdzv-conf")]
+    confs = [arg for arg in json.loads(result.stdout)["argv"] if arg.startswith("--rdzv_conf")]
     # Every key, once; what the launcher was told wins over the pod's environment, the user's torchrun arg over both.
-    assert confs == ["--rdzv-conf=join_timeout=100,read_timeout=700"]
+    assert confs == ["--rdzv_conf=join_timeout=100,read_timeout=700"]
     alone = run_launcher("--dry-run", "--rdzv-timeout", "100", script, env=pod)
-    assert [a for a in json.loads(alone.stdout)["argv"] if a.startswith("--rdzv-conf")] == [
-        "--rdzv-conf=read_timeout=600,join_timeout=100"
+    assert [a for a in json.loads(alone.stdout)["argv"] if a.startswith("--rdzv_conf")] == [
+        "--rdzv_conf=read_timeout=600,join_timeout=100"
     ]
 
 

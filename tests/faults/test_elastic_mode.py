@@ -50,12 +50,12 @@ def test_every_node_plans_the_elastic_range_on_node_0s_c10d_store(tmp_path: Path
     assert len(plans) == 3
     for rank, plan in enumerate(plans):
         assert plan["nnodes"] == "2:3" and plan["rdzv_backend"] == "c10d" and plan["max_restarts"] == 3
-        assert plan["rdzv_endpoint"] is None and f"--rdzv-endpoint=127.0.0.1:{29611}" in plan["argv"]
+        assert plan["rdzv_endpoint"] is None and f"--rdzv_endpoint=127.0.0.1:{29611}" in plan["argv"]
         assert len({p["rdzv_id"] for p in plans}) == 1  # one job, one rendezvous
-        conf = [a for a in plan["argv"] if a.startswith("--rdzv-conf=")]
+        conf = [a for a in plan["argv"] if a.startswith("--rdzv_conf=")]
         # Node 0 hosts the c10d store, as the master host does on a real cluster.
-        assert conf == [f"--rdzv-conf=last_call_timeout=2,is_host={'true' if rank == 0 else 'false'}"]
-        assert "--nnodes=2:3" in plan["argv"] and "--max-restarts=3" in plan["argv"]
+        assert conf == [f"--rdzv_conf=last_call_timeout=2,is_host={'true' if rank == 0 else 'false'}"]
+        assert "--nnodes=2:3" in plan["argv"] and "--max_restarts=3" in plan["argv"]
 
 
 def test_etcd_v2_sends_every_node_to_the_etcd_server(tmp_path: Path) -> None:
@@ -158,7 +158,7 @@ def test_the_host_map_rewrites_the_rendezvous_endpoints_host() -> None:
         code = launcher_run(["--dry-run", "--host-map", "etcd-service=127.0.0.1", CHECK], clean_env(env))
     plan = json.loads(out.getvalue())
     assert code == 0 and plan["rdzv_endpoint"] == "127.0.0.1:2379"
-    assert "--rdzv-endpoint=127.0.0.1:2379" in plan["argv"]
+    assert "--rdzv_endpoint=127.0.0.1:2379" in plan["argv"]
     assert plan["sources"]["rdzv_endpoint"] == "host map (etcd-service) on PET_RDZV_ENDPOINT"
 
 

@@ -47,7 +47,7 @@ def test_dry_run_prints_the_documented_keys_and_the_exact_torchrun_command() -> 
     assert (plan["provider"], plan["node_rank"], plan["nnodes"], plan["nproc_per_node"]) == ("sagemaker", 1, 2, 4)
     assert plan["master_addr"] == "algo-1" and plan["master_port"] == 7777
     assert plan["argv"][1:3] == ["-m", "torch.distributed.run"]
-    assert "--node-rank=1" in plan["argv"] and "--master-addr=algo-1" in plan["argv"]
+    assert "--node_rank=1" in plan["argv"] and "--master_addr=algo-1" in plan["argv"]
     assert plan["argv"][-3:] == [SCRIPT, "--epochs", "2"]
     assert plan["sources"]["node_rank"].startswith("SM_HOSTS")
 
@@ -83,10 +83,10 @@ def test_dynamic_rendezvous_uses_the_endpoint_and_the_right_timeout_key() -> Non
     plan = dry_run(
         "--rdzv-backend", "c10d", "--rdzv-endpoint", "h:1234", "--rdzv-timeout", "60", "--nnodes", "1:4", SCRIPT
     )
-    assert "--rdzv-endpoint=h:1234" in plan["argv"] and "--rdzv-conf=join_timeout=60" in plan["argv"]
-    assert "--nnodes=1:4" in plan["argv"] and not any(a.startswith("--node-rank") for a in plan["argv"])
+    assert "--rdzv_endpoint=h:1234" in plan["argv"] and "--rdzv_conf=join_timeout=60" in plan["argv"]
+    assert "--nnodes=1:4" in plan["argv"] and not any(a.startswith("--node_rank") for a in plan["argv"])
     static = dry_run("--rdzv-timeout", "60", SCRIPT)
-    assert "--rdzv-conf=timeout=60" in static["argv"]
+    assert "--rdzv_conf=timeout=60" in static["argv"]
 
 
 def test_under_torchrun_the_script_runs_directly_instead_of_nesting() -> None:
@@ -184,7 +184,7 @@ def test_hyperparameters_json_becomes_script_arguments(tmp_path: Path) -> None:
 def test_torchrun_argv_passes_local_addr_for_oci_style_plans() -> None:
     plan = ClusterPlan(provider="oci", nnodes=2, node_rank=1, master_addr="10.0.0.1", local_addr="10.0.0.2")
     argv = torchrun_argv(plan, Target("t.py", ["--x"]), python="py")
-    assert "--local-addr=10.0.0.2" in argv and argv[-2:] == ["t.py", "--x"]
+    assert "--local_addr=10.0.0.2" in argv and argv[-2:] == ["t.py", "--x"]
 
 
 def test_default_processes_per_node_are_visible_gpus_else_one(tmp_path: Path) -> None:
@@ -260,3 +260,26 @@ def test_the_torchrun_log_folder_is_left_to_users_who_chose_it_or_asked_for_log_
     for name in ("PET_LOG_DIR", "PET_REDIRECTS", "PET_TEE"):
         assert keeps_log_files([], {name: "3"}), name
     assert not keeps_log_files(["--rdzv-conf=timeout=60", "--log-line-prefix-template=x"], {"PET_NNODES": "2"})
+
+
+@pytest.mark.parametrize(
+    "plan",
+    [ClusterPlan(provider="oci", nnodes=2, node_rank=1, master_addr="10.0.0.1", local_addr="10.0.0.2"),
+     ClusterPlan(provider="kubeflow", nnodes="1:3", rdzv_backend="c10d", rdzv_endpoint="h:29400", max_restarts=2)],
+)  # fmt: skip
+def test_torchrun_gets_the_underscore_spelling_every_torchrun_takes(plan: ClusterPlan) -> None:
+    # torch 2.x lists both spellings (--nproc-per-node, --nproc_per_node); a torchrun older than 2.0 knows only the
+    # underscore one (pytorch-image-models#1742: "unrecognized arguments: --nproc-per-node=1"). Checked against the
+    # installed torchrun's own parser.
+    from torch.distributed.run import get_args_parser
+
+    argv = torchrun_argv(plan, Target("t.py", ["--x"]), inherited_conf="read_timeout=60", python="py")
+    parser = get_args_parser()
+    parsed = parser.parse_args(argv[3:])
+    assert parsed.training_script == "t.py" and parsed.training_script_args == ["--x"]
+    spellings = {s: a.option_strings for a in parser._actions for s in a.option_strings}
+    options = [arg.split("=", 1)[0] for arg in argv[3 : argv.index("t.py")]]
+    for option in options:
+        underscored = [s for s in spellings[option] if "_" in s]
+        assert not underscored or option in underscored, (option, spellings[option])
+    assert {"--nnodes", "--nproc_per_node", "--rdzv_backend", "--rdzv_id", "--rdzv_conf"} <= set(options)

@@ -53,8 +53,8 @@ def test_a_node_range_on_the_default_backend_gets_the_c10d_rendezvous_on_the_mas
     plan = dry_run("--nnodes", "1:2", SCRIPT)
     assert plan["nnodes"] == "1:2" and plan["rdzv_backend"] == "c10d"
     assert "range" in plan["sources"]["rdzv_backend"]
-    assert "--rdzv-backend=c10d" in plan["argv"] and "--rdzv-endpoint=127.0.0.1:29500" in plan["argv"]
-    assert not any(arg.startswith(("--master-addr", "--node-rank")) for arg in plan["argv"])
+    assert "--rdzv_backend=c10d" in plan["argv"] and "--rdzv_endpoint=127.0.0.1:29500" in plan["argv"]
+    assert not any(arg.startswith(("--master_addr", "--node_rank")) for arg in plan["argv"])
 
 
 def test_a_node_range_with_a_static_backend_named_is_refused() -> None:
@@ -80,7 +80,7 @@ def test_an_endpoint_with_the_static_rendezvous_is_refused_not_ignored(backend: 
 
 def test_an_endpoint_with_a_dynamic_rendezvous_is_the_summary_and_the_argv() -> None:
     plan = dry_run("--nnodes", "1:2", "--rdzv-endpoint", "10.0.0.9:29400", SCRIPT)
-    assert plan["rdzv_backend"] == "c10d" and "--rdzv-endpoint=10.0.0.9:29400" in plan["argv"]
+    assert plan["rdzv_backend"] == "c10d" and "--rdzv_endpoint=10.0.0.9:29400" in plan["argv"]
 
 
 # -- 3. --rdzv-timeout
@@ -99,7 +99,7 @@ def test_a_fractional_rendezvous_timeout_is_rounded_up_to_whole_seconds(
     value: str, backend: list[str], item: str
 ) -> None:
     # torch reads whole seconds; 0.5 used to become 0, a rendezvous that times out at once.
-    assert f"--rdzv-conf={item}" in dry_run("--rdzv-timeout", value, *backend, SCRIPT)["argv"]
+    assert f"--rdzv_conf={item}" in dry_run("--rdzv-timeout", value, *backend, SCRIPT)["argv"]
 
 
 # -- 4. Ctrl-C while waiting
@@ -263,7 +263,7 @@ def test_a_one_node_job_whose_host_name_does_not_resolve_meets_on_loopback(tmp_p
     dry = run_launcher("--dry-run", "--nproc-per-node", "1", SCRIPT, env=env)
     assert dry.returncode == 0, dry.stderr
     plan = json.loads(dry.stdout)
-    assert plan["master_addr"] == "127.0.0.1" and "--master-addr=127.0.0.1" in plan["argv"]
+    assert plan["master_addr"] == "127.0.0.1" and "--master_addr=127.0.0.1" in plan["argv"]
     assert UNRESOLVABLE in plan["sources"]["master_addr"]
     script = tmp_path / "hello.py"
     script.write_text("import os\nprint('hello from', os.environ['MASTER_ADDR'], flush=True)\n")

@@ -30,15 +30,15 @@ def plan(node_id: int, *flags: str) -> dict[str, Any]:
 
 
 def rdzv_conf(report: dict[str, Any]) -> list[str]:
-    return [arg for arg in report["argv"] if arg.startswith("--rdzv-conf")]
+    return [arg for arg in report["argv"] if arg.startswith("--rdzv_conf")]
 
 
 def test_the_first_node_of_the_step_hosts_the_c10d_store() -> None:
     elastic = ("--nnodes", "1:2", "--rdzv-backend", "c10d")
     for node_id in (0, 1):
         report = plan(node_id, *elastic)
-        assert f"--rdzv-endpoint=127.0.0.1:{report['master_port']}" in report["argv"]
-        assert rdzv_conf(report) == [f"--rdzv-conf=is_host={'true' if node_id == 0 else 'false'}"]
+        assert f"--rdzv_endpoint=127.0.0.1:{report['master_port']}" in report["argv"]
+        assert rdzv_conf(report) == [f"--rdzv_conf=is_host={'true' if node_id == 0 else 'false'}"]
     assert rdzv_conf(plan(0)) == []  # a static job has no store to host
     assert (
         rdzv_conf(plan(1, *elastic, "--rdzv-endpoint", "etcd:2379")) == []
@@ -49,7 +49,7 @@ def test_torchrun_gets_one_rdzv_conf_and_the_users_keys_win() -> None:
     report = plan(1, "--nnodes", "1:2", "--rdzv-backend", "c10d", "--rdzv-timeout", "30",
                   "--torchrun-arg=--rdzv-conf=last_call_timeout=2,is_host=true")  # fmt: skip
     # torchrun keeps only its last --rdzv-conf: the join timeout would otherwise be lost.
-    assert rdzv_conf(report) == ["--rdzv-conf=join_timeout=30,last_call_timeout=2,is_host=true"]
+    assert rdzv_conf(report) == ["--rdzv_conf=join_timeout=30,last_call_timeout=2,is_host=true"]
 
 
 def test_each_launcher_records_its_exit_code_for_the_batch_script(tmp_path: Path) -> None:
