@@ -36,5 +36,8 @@ def test_notebook_trains_locally_then_creates_the_sagemaker_job(
     assert "'model.pt'" in text and "'world_size': 2" in text  # the model.tar.gz read back from S3
     # The last cell created the real-instance job on the server; its name and status are what it printed.
     (job,) = moto.client("sagemaker").list_training_jobs()["TrainingJobSummaries"]
+    described = moto.client("sagemaker").describe_training_job(TrainingJobName=job["TrainingJobName"])
+    # train_ddp.py needs torch 2.1+: the guide's 1.9 image could not run it.
+    assert described["AlgorithmSpecification"]["TrainingImage"].endswith("/pytorch-training:2.5-gpu-py311")
     assert outputs[-1].splitlines()[-1].split() == [job["TrainingJobName"], job["TrainingJobStatus"]]
     assert f"cloudddp: submitted {job['TrainingJobName']} (sagemaker)" in outputs[-1]
