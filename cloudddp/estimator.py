@@ -26,7 +26,7 @@ Inputs = dict[str, str] | str | None
 
 def channels(inputs: Inputs) -> dict[str, str]:
     """fit()'s inputs as channels: a dict of channel -> folder or URI, or one folder or URI, the channel
-    "training", as in the SageMaker SDK's fit(inputs) (the drop-in's channels_of does the same)."""
+    "training", as in the SageMaker SDK's fit(inputs) (the drop-in's channels_of reads them through this)."""
     if inputs is None:
         return {}
     if isinstance(inputs, str):

@@ -25,6 +25,7 @@ from typing import Any
 
 from cloudddp.cluster.sagemaker import DISTRIBUTION_GROUPS
 from cloudddp.errors import CloudDDPError
+from cloudddp.estimator import channels
 from cloudddp.providers import JobHandle, Provider, get_provider
 from cloudddp.providers.sagemaker.instance_groups import check_instance_groups, image_instance_type
 from cloudddp.providers.sagemaker.validation import training_instance_types
@@ -82,11 +83,8 @@ def check_image_python(py_version: str | None, image: str) -> None:
 
 
 def channels_of(inputs: Any) -> dict[str, str]:
-    """v2's fit(inputs): a URI string (the channel "training") or a dict of channel -> URI."""
-    if inputs is None:
-        return {}
-    if isinstance(inputs, str):
-        return {"training": inputs}
+    """v2's fit(inputs): a URI string (the channel "training") or a dict of channel -> URI, as Estimator.fit
+    reads them (`cloudddp.estimator.channels`), with v2's own objects named where they are not supported."""
     if isinstance(inputs, dict):
         for channel, uri in inputs.items():
             if not isinstance(uri, str):
@@ -94,11 +92,12 @@ def channels_of(inputs: Any) -> dict[str, str]:
                     f"fit(inputs={{{channel!r}: {type(uri).__name__}(...)}}): cloudddp takes channel URIs as strings "
                     f"(s3:// or file://); TrainingInput and FileSystemInput options are not supported."
                 )
-        return dict(inputs)
-    raise CloudDDPError(
-        f"fit(inputs={type(inputs).__name__}(...)): pass an s3:// URI or a dict of channel name -> URI; "
-        f"TrainingInput and FileSystemInput are not supported."
-    )
+    elif inputs is not None and not isinstance(inputs, str):
+        raise CloudDDPError(
+            f"fit(inputs={type(inputs).__name__}(...)): pass an s3:// URI or a dict of channel name -> URI; "
+            f"TrainingInput and FileSystemInput are not supported."
+        )
+    return channels(inputs)
 
 
 def merged_source(args: Arguments, into: Path) -> tuple[str, str]:
