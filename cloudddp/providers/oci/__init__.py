@@ -22,7 +22,7 @@ class OCISettings(Section):
     region: str | None = None
     config_file: str = "~/.oci/config"
     profile: str = "DEFAULT"
-    auth: Literal["api_key", "resource_principal", "instance_principal"] = "api_key"
+    auth: Literal["api_key", "security_token", "resource_principal", "instance_principal"] = "api_key"
     compartment_id: str | None = None
     project_id: str | None = None
     shape: str = "VM.Standard.E4.Flex"
@@ -55,7 +55,7 @@ PROVIDER = ProviderInfo(
         Option("--work-dir", "work_dir", help="oci://bucket@namespace/prefix"),
         Option("--profile", "profile", help="~/.oci/config profile"),
         Option("--config-file", "config_file", help="OCI config file"),
-        Option("--auth", "auth", help="api_key, resource_principal or instance_principal"),
+        Option("--auth", "auth", help="api_key, security_token, resource_principal or instance_principal"),
         Option("--image", "image", help="container image URI"),
     ),
     interrupt_stops_job=False,  # Ctrl-C asks before cancelling a cloud job

@@ -3,6 +3,12 @@
 - api_key (default): a profile of `~/.oci/config` (or `oci.config_file`, or the
   `OCI_CONFIG_FILE` environment variable when the spec keeps the default path); the key
   file and its passphrase stay on this machine and are never printed.
+- security_token: a profile written by `oci session authenticate` (`security_token_file`,
+  `key_file`, `region`, no `user`), signed with `oci.auth.signers.SecurityTokenSigner` as
+  ADS does (ads/common/auth.py `SecurityToken`, oracle/accelerated-data-science @0e785b9f).
+  Chosen with OCI_CLI_AUTH=security_token, or by an api_key profile that has a
+  `security_token_file` (its key is a session key, never an uploaded API key). The token
+  is a secret: never printed.
 - resource_principal: inside OCI (a notebook session, a job run, a function); needs
   OCI_RESOURCE_PRINCIPAL_VERSION, which the service sets.
 - instance_principal: on an OCI compute instance in a dynamic group.
@@ -14,8 +20,11 @@ name the file, profile and field; they never contain key material.
 from __future__ import annotations
 
 import configparser
+import datetime as dt
 import os
-from collections.abc import Mapping
+import time
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -54,13 +63,32 @@ def config_path(settings: OCISettings, environ: Mapping[str, str]) -> Path:
     return Path(os.path.expanduser(chosen))
 
 
-def check_profile(path: Path, profile: str) -> None:
+def parse_error(exc: configparser.Error) -> str:
+    """What is wrong, by line number only: configparser's own message quotes the lines, and a
+    pasted PEM key or a `pass_phrase secret` line without "=" would be printed."""
+    if isinstance(exc, configparser.MissingSectionHeaderError):
+        return f"line {exc.lineno} comes before any [profile] header"
+    if isinstance(exc, configparser.ParsingError):
+        numbers = [str(number) for number, _ in exc.errors]
+        shown = ", ".join(numbers[:10]) + (f" and {len(numbers) - 10} more" if len(numbers) > 10 else "")
+        what = "lines {} are not `name = value` lines" if len(numbers) > 1 else "line {} is not a `name = value` line"
+        return f"{what.format(shown)} (a key belongs in key_file, not in the config)"
+    if isinstance(exc, configparser.DuplicateSectionError):
+        return f"line {exc.lineno} repeats the profile [{exc.section}]"
+    if isinstance(exc, configparser.DuplicateOptionError):
+        return f"line {exc.lineno} repeats {exc.option!r} in [{exc.section}]"
+    return type(exc).__name__
+
+
+def check_profile(path: Path, profile: str) -> Mapping[str, str]:
     """The profile exists and its key file is there: the SDK's own messages for these are vaguer."""
     parser = configparser.ConfigParser(interpolation=None)
     try:
         parser.read(path)
     except configparser.Error as exc:
-        raise CloudDDPError(f"the OCI config file {str(path)!r} is not a valid config file: {exc.message}") from None
+        raise CloudDDPError(
+            f"the OCI config file {str(path)!r} is not a valid config file: {parse_error(exc)}."
+        ) from None
     if profile == "DEFAULT":
         values: Mapping[str, str] | None = parser.defaults() or None
     else:
@@ -76,10 +104,11 @@ def check_profile(path: Path, profile: str) -> None:
         raise CloudDDPError(
             f"the OCI config file {str(path)!r}, profile [{profile}]: key_file {key_file!r} does not exist."
         )
+    return values
 
 
-def from_config_file(settings: OCISettings, environ: Mapping[str, str]) -> Credentials:
-    path = config_path(settings, environ)
+def read_profile(settings: OCISettings, environ: Mapping[str, str], path: Path) -> dict[str, Any]:
+    """The profile as the SDK reads it (oci.config.from_file), with the region the spec or OCI_REGION gives."""
     profile = settings.profile
     if not path.is_file():
         raise CloudDDPError(
@@ -101,6 +130,15 @@ def from_config_file(settings: OCISettings, environ: Mapping[str, str]) -> Crede
         config["region"] = settings.region
     elif not config.get("region") and environ.get("OCI_REGION"):
         config["region"] = environ["OCI_REGION"]
+    return config
+
+
+def from_config_file(settings: OCISettings, environ: Mapping[str, str]) -> Credentials:
+    path = config_path(settings, environ)
+    profile = settings.profile
+    config = read_profile(settings, environ, path)
+    if settings.auth == "security_token" or config.get("security_token_file"):
+        return session_credentials(config, path, profile)
     try:
         oci.config.validate_config(config)
     except oci.exceptions.InvalidConfig as exc:
@@ -112,8 +150,19 @@ def from_config_file(settings: OCISettings, environ: Mapping[str, str]) -> Crede
         raise CloudDDPError(
             f"the OCI config file {str(path)!r}, profile [{profile}]: key_file {str(key_file)!r} does not exist."
         )
-    try:
+    with key_errors(key_file, path, profile):
         signer = oci.signer.Signer.from_config(config)
+    return Credentials(
+        config=config, signer=signer, region=config.get("region"), kind="api_key",
+        origin=f"profile [{profile}] of {path}",
+    )  # fmt: skip
+
+
+@contextmanager
+def key_errors(key_file: Path, path: Path, profile: str) -> Iterator[None]:
+    """The SDK's errors for an unreadable private key, as one paragraph that names the file, never the key."""
+    try:
+        yield
     except oci.exceptions.MissingPrivateKeyPassphrase:
         raise CloudDDPError(
             f"the OCI API key {str(key_file)!r} (profile [{profile}] of {str(path)!r}) is encrypted; add its "
@@ -124,9 +173,44 @@ def from_config_file(settings: OCISettings, environ: Mapping[str, str]) -> Crede
             f"the OCI API key {str(key_file)!r} (profile [{profile}] of {str(path)!r}) is not a readable PEM private "
             f"key, or its pass_phrase is wrong."
         ) from None
+
+
+def read_session_token(token_file: str, path: Path, profile: str) -> str:
+    """The token of `oci session authenticate`, checked unexpired as ADS checks it (SecurityTokenContainer)."""
+    where = f"the OCI config file {str(path)!r}, profile [{profile}]: security_token_file"
+    renew = f"run `oci session authenticate --profile-name {profile}` (or `oci session refresh --profile {profile}`)"
+    file = Path(os.path.expanduser(token_file))
+    try:
+        token = file.read_text().strip()
+    except (OSError, UnicodeDecodeError) as exc:
+        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else "not a text file"
+        raise CloudDDPError(f"{where} {str(file)!r} cannot be read ({why}); {renew}.") from None
+    try:
+        expires = int(oci.auth.security_token_container.SecurityTokenContainer(None, token).get_jwt()["exp"])
+    except Exception:  # PyJWT's DecodeError, or a JWT without "exp"
+        raise CloudDDPError(f"{where} {str(file)!r} does not hold a session token (a JWT); {renew}.") from None
+    if expires < time.time():
+        ended = dt.datetime.fromtimestamp(expires, dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+        raise CloudDDPError(f"the session token in {str(file)!r} (profile [{profile}]) expired at {ended}; {renew}.")
+    return token
+
+
+def session_credentials(config: dict[str, Any], path: Path, profile: str) -> Credentials:
+    """A SecurityTokenSigner over the token file's content and the profile's key, as ADS builds it."""
+    for field in ("security_token_file", "key_file"):  # ADS SECURITY_TOKEN_REQUIRED (region: load_credentials)
+        if not config.get(field):
+            raise CloudDDPError(
+                f"the OCI config file {str(path)!r}, profile [{profile}]: {field} is missing; security_token auth needs "
+                f"a profile from `oci session authenticate` (security_token_file, key_file, region)."
+            )
+    token = read_session_token(str(config["security_token_file"]), path, profile)
+    key_file = Path(os.path.expanduser(str(config["key_file"])))
+    with key_errors(key_file, path, profile):
+        private_key = oci.signer.load_private_key_from_file(str(key_file), config.get("pass_phrase"))
+    signer = oci.auth.signers.SecurityTokenSigner(token, private_key)
     return Credentials(
-        config=config, signer=signer, region=config.get("region"), kind="api_key",
-        origin=f"profile [{profile}] of {path}",
+        config=config, signer=signer, region=config.get("region"), kind="security_token",
+        origin=f"session profile [{profile}] of {path}",
     )  # fmt: skip
 
 
@@ -160,6 +244,7 @@ def load_credentials(settings: OCISettings, environ: Mapping[str, str] | None = 
     environ = os.environ if environ is None else environ
     loaders = {
         "api_key": from_config_file,
+        "security_token": from_config_file,
         "resource_principal": from_resource_principal,
         "instance_principal": from_instance_principal,
     }

@@ -25,7 +25,7 @@ import re
 import tempfile
 import time
 import uuid
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Generator, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import cached_property
@@ -60,6 +60,11 @@ JOB_STATE_OF_LIFECYCLE_STATE = {
     "DELETED": "STOPPED",
 }
 FINISHED_LIFECYCLE_STATES = ("SUCCEEDED", "FAILED", "CANCELED", "DELETED")
+STOPPED_LIFECYCLE_STATES = ("CANCELED", "DELETED")
+# A stopped job whose nodes left no code of their own: SIGTERM's, as the local emulation reports
+# (providers/local/runner.py `finish`: `exit_code or 143`).
+STOPPED_EXIT_CODE = 143
+AUTH_KINDS = ("api_key", "security_token", "resource_principal", "instance_principal")
 DEFAULT_POLL = 3.0  # seconds between get_job_run/search_logs calls while following (ADS uses 3)
 
 
@@ -114,9 +119,13 @@ class Clients:
     def log_search(self) -> Any:
         return oci.loggingsearch.LogSearchClient(**self._kwargs)
 
+    @cached_property
+    def logging(self) -> Any:
+        return oci.logging.LoggingManagementClient(**self._kwargs)
+
     def endpoint(self) -> str | None:
         """The endpoint of a client built so far (Data Science first), for network errors that name no URL."""
-        for name in ("data_science", "object_storage", "log_search"):
+        for name in ("data_science", "object_storage", "log_search", "logging"):
             if name in self.__dict__:  # built: cached_property keeps it there
                 return self.__dict__[name].base_client.endpoint
         return None
@@ -129,10 +138,9 @@ def effective_settings(settings: OCISettings, environ: Mapping[str, str]) -> OCI
         for name, variable in CLI_VARIABLES.items()
         if name not in settings.model_fields_set and environ.get(variable)
     }
-    if "auth" in updates and updates["auth"] not in ("api_key", "resource_principal", "instance_principal"):
-        raise CloudDDPError(
-            f"OCI_CLI_AUTH={updates['auth']!r}: cloudddp supports api_key, resource_principal or instance_principal."
-        )
+    if "auth" in updates and updates["auth"] not in AUTH_KINDS:
+        raise CloudDDPError(f"OCI_CLI_AUTH={updates['auth']!r}: cloudddp supports {', '.join(AUTH_KINDS[:-1])} "
+                            f"or {AUTH_KINDS[-1]}.")  # fmt: skip
     return settings.model_copy(update=updates) if updates else settings
 
 
@@ -159,6 +167,10 @@ def service_error(exc: oci.exceptions.ServiceError, call: str) -> CloudDDPError:
         hint = " The OCID may be wrong, in another region, or not visible to you."
     message = str(exc.message or "").rstrip(".")
     return CloudDDPError(f"OCI refused {call}: {exc.status} {exc.code}: {message}.{hint}")
+
+
+def has_log(run: Any) -> bool:
+    return bool(run.log_details and run.log_details.log_id)
 
 
 def describe_nodes(run: Any) -> dict[str, str]:
@@ -198,6 +210,8 @@ class OCIProvider(Provider):
         self.sleep = sleep
         self._clients: dict[str, Clients] = {}
         self.timings: dict[str, float] = {}
+        # run id -> {rank: exit code}, from the nodes' last log lines, in the order they were read
+        self.node_exit_codes: dict[str, dict[int, int]] = {}
 
     # -- clients ------------------------------------------------------------------------
     def clients(self, settings: OCISettings | None = None) -> Clients:
@@ -355,16 +369,26 @@ class OCIProvider(Provider):
         except oci.exceptions.ServiceError as exc:
             raise service_error(exc, "get_job_run") from None
 
+    def exit_code(self, run: Any) -> int | None:
+        """A finished run's code: the first failing node's (from its last log line) when following read it,
+        else the lifecycle's ("exit code N" in the details, as ADS DataScienceJobRun.exit_code reads it); a
+        stopped run with neither ends 143, as the local emulation's does."""
+        failed = [code for code in self.node_exit_codes.get(run.id, {}).values() if code != 0]
+        if run.lifecycle_state == "SUCCEEDED":
+            return None
+        if run.lifecycle_state in FINISHED_LIFECYCLE_STATES and failed:
+            return failed[0]
+        match = re.search(r"exit code (\d+)", run.lifecycle_details or "")
+        if match:
+            return int(match.group(1))
+        return STOPPED_EXIT_CODE if run.lifecycle_state in STOPPED_LIFECYCLE_STATES else None
+
     def to_status(self, run: Any) -> JobStatus:
         details = run.lifecycle_details or ""
-        exit_code = None
-        match = re.search(r"exit code (\d+)", details)
-        if match:
-            exit_code = int(match.group(1))
         return JobStatus(
             job_id=run.id, state=JOB_STATE_OF_LIFECYCLE_STATE.get(run.lifecycle_state, "RUNNING"),
             reason=f"{run.lifecycle_state}: {details}" if details else run.lifecycle_state,
-            exit_code=exit_code, nodes=describe_nodes(run),
+            exit_code=self.exit_code(run), nodes=describe_nodes(run),
             artifacts=(run.freeform_tags or {}).get(request.OUTPUT_TAG),
         )  # fmt: skip
 
@@ -400,12 +424,18 @@ class OCIProvider(Provider):
     def _logs(self, job_id: str, follow: bool) -> Iterator[str]:
         run_id = self.resolve_run_id(job_id)
         run = self.get_run(run_id)
+        shown = ""
+        if not has_log(run):
+            if not self.job_logs_enabled(run):
+                yield "[oci] logging is off for this job (it has no log configuration); showing the run's state only"
+                yield from self.states_only(run, follow)
+                return
+            run, shown = yield from self.wait_for_log(run, follow)
+            if not has_log(run):
+                return
         log_details = run.log_details
-        if not log_details or not log_details.log_id:
-            yield "[oci] logging is off for this job run (no log group); showing its state only"
-            yield from self.states_only(run, follow)
-            return
-        query = logs.search_query(run.compartment_id, log_details.log_group_id, log_details.log_id, run_id)
+        compartment = self.log_compartment(log_details.log_group_id, log_details.log_id)
+        query = logs.search_query(compartment, log_details.log_group_id, log_details.log_id, run_id)
         search = logs.LogSearch(self.clients().log_search, query)
         accepted = run.time_accepted or logs.utc_now()
         start = accepted - dt.timedelta(minutes=1)  # clock skew between us and the service
@@ -414,9 +444,47 @@ class OCIProvider(Provider):
                 for record in sorted(search.window(start, logs.utc_now()), key=lambda r: r.time):
                     yield record.line()
                 return
-            yield from self.follow(run, logs.LogFollower(search, start))
+            yield from self.follow(run, logs.LogFollower(search, start), shown)
         except oci.exceptions.ServiceError as exc:
             raise service_error(exc, "search_logs") from None
+
+    def job_logs_enabled(self, run: Any) -> bool:
+        """Whether the run's job was created with logging: then the service fills the run's log id later."""
+        try:
+            job = self.clients().data_science.get_job(run.job_id).data
+        except oci.exceptions.ServiceError as exc:
+            raise service_error(exc, "get_job") from None
+        configuration = job.job_log_configuration_details
+        return bool(configuration and configuration.enable_logging)
+
+    def wait_for_log(self, run: Any, follow: bool) -> Generator[str, None, tuple[Any, str]]:
+        """Re-read the run until the service names its log (once it runs, as ADS DataScienceJobRun.watch
+        waits for it) or the run ends; shows the states meanwhile. Returns the run and the last state line."""
+        line = self.status_line(run)
+        yield line
+        while follow and run.lifecycle_state not in FINISHED_LIFECYCLE_STATES:
+            self.sleep(self.poll)
+            run = self.get_run(run.id)
+            if self.status_line(run) != line:
+                line = self.status_line(run)
+                yield line
+            if has_log(run):
+                return run, line
+        if run.lifecycle_state in FINISHED_LIFECYCLE_STATES:
+            yield "[oci] the job run ended before the service named its log: there are no log lines to show"
+        else:
+            yield f"[oci] the job run has no log yet: the service names it once the run starts ({run.lifecycle_state})"
+        return run, line
+
+    def log_compartment(self, log_group_id: str, log_id: str) -> str:
+        """The Log's own compartment, the first part of a search scope (ADS OCILog.search: `get_log`, then
+        its compartment_id); a log group often lives in a logging compartment apart from the jobs."""
+        try:
+            return str(self.clients().logging.get_log(log_group_id, log_id).data.compartment_id)
+        except oci.exceptions.ServiceError as exc:
+            error = service_error(exc, "get_log")
+            raise CloudDDPError(f"{error} The log search needs the log's compartment, which GetLog on {log_id} "
+                                f"tells.") from None  # fmt: skip
 
     def states_only(self, run: Any, follow: bool) -> Iterator[str]:
         last = ""
@@ -430,10 +498,9 @@ class OCIProvider(Provider):
             self.sleep(self.poll)
             run = self.get_run(run.id)
 
-    def follow(self, run: Any, follower: logs.LogFollower) -> Iterator[str]:
+    def follow(self, run: Any, follower: logs.LogFollower, last_status: str = "") -> Iterator[str]:
         nodes = int((run.freeform_tags or {}).get(request.NODES_TAG, "0") or 0)
-        finished: dict[int, int] = {}
-        last_status = ""
+        finished = self.node_exit_codes.setdefault(run.id, {})  # status() reads the codes for the exit code
         while True:  # the first pass shows the run as the caller fetched it: no state goes unshown
             line = self.status_line(run)
             if line != last_status:

@@ -23,7 +23,16 @@ import pytest
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import padding
 from helpers import REPO
-from helpers.oci_loopback_server import COMPARTMENT, PROJECT, FakeOCI, ThrowawayKey, oci_settings
+from helpers.oci_loopback_server import (
+    COMPARTMENT,
+    LOG,
+    LOG_COMPARTMENT,
+    LOG_GROUP,
+    PROJECT,
+    FakeOCI,
+    ThrowawayKey,
+    oci_settings,
+)
 
 from cloudddp.providers.oci.provider import OCIProvider
 from cloudddp.spec import build_spec
@@ -141,6 +150,42 @@ def test_a_request_the_service_would_not_authenticate_gets_401(
     assert len(server.jobs) == jobs
 
 
+SESSION_KEY = ThrowawayKey.generate()  # the key pair `oci session authenticate` makes
+
+
+@pytest.mark.parametrize(
+    ("token", "signer", "problem"),
+    [
+        (lambda s: "not-a-token-the-service-issued", SESSION_KEY, "unknown security token"),
+        (
+            lambda s: s.issue_session_token(SESSION_KEY.private_key, lifetime=-5),
+            SESSION_KEY,
+            "security token has expired",
+        ),
+        (lambda s: s.issue_session_token(SESSION_KEY.private_key), OTHER_KEY, "signature does not verify"),
+    ],
+)
+def test_a_security_token_request_the_service_would_not_authenticate_gets_401(
+    server: FakeOCI, token: Callable[[FakeOCI], str], signer: ThrowawayKey, problem: str
+) -> None:
+    status, body = send(server, signer, "GET", f"/20190101/jobRuns?compartmentId={COMPARTMENT}",
+                        key_id=f"ST${token(server)}")  # fmt: skip
+    assert (status, body["code"]) == (401, "NotAuthenticated") and problem in body["message"]
+
+
+def test_a_security_token_request_signed_with_its_session_key_is_accepted(server: FakeOCI) -> None:
+    token = server.issue_session_token(SESSION_KEY.private_key)
+    status, _ = send(server, SESSION_KEY, "POST", "/20190909/search", {"searchQuery": "x"}, key_id=f"ST${token}")
+    assert status == 400  # past the signature: the body is wrong
+
+
+def test_get_log_names_the_logs_compartment(server: FakeOCI, key: ThrowawayKey) -> None:
+    status, log = send(server, key, "GET", f"/20200531/logGroups/{LOG_GROUP}/logs/{LOG}")
+    assert status == 200 and (log["compartmentId"], log["logGroupId"]) == (LOG_COMPARTMENT, LOG_GROUP)
+    assert send(server, key, "GET", f"/20200531/logGroups/ocid1.loggroup.oc1.iad.aaaaother/logs/{LOG}")[0] == 404
+    assert send(server, key, "GET", f"/20200531/logGroups/{LOG_GROUP}/logs/ocid1.log.oc1.iad.aaaanope")[0] == 404
+
+
 def test_no_signature_at_all_gets_401(server: FakeOCI) -> None:
     connection = http.client.HTTPConnection("127.0.0.1", int(server.host.split(":")[1]), timeout=30)
     connection.request("GET", f"/20190101/jobRuns?compartmentId={COMPARTMENT}")
@@ -202,6 +247,10 @@ JOB_RULES: list[tuple[Callable[[dict[str, Any]], Any], str]] = [
      "must be less than 2048 bytes"),
     (lambda b: b["jobStorageMountConfigurationDetailsList"][0].pop("storageType"), "storage mounts need storageType"),
     (lambda b: b["jobStorageMountConfigurationDetailsList"][0].update(bucket="other"), "bucket other not found"),
+    (lambda b: b["jobLogConfigurationDetails"].update(logGroupId="ocid1.loggroup.oc1.iad.aaaanope"),
+     "log group ocid1.loggroup.oc1.iad.aaaanope not found"),
+    (lambda b: b["jobLogConfigurationDetails"].update(logId="ocid1.log.oc1.iad.aaaanope", enableAutoLogCreation=False),
+     "log ocid1.log.oc1.iad.aaaanope not found in log group"),
 ]  # fmt: skip
 
 
@@ -258,17 +307,29 @@ def test_job_run_rules(server: FakeOCI, key: ThrowawayKey, job_body: dict[str, A
     assert send(server, key, "GET", "/20190101/somethingElse")[0] == 404
 
 
+def scoped(compartment: str, group: str, log: str) -> str:
+    return f"search \"{compartment}/{group}/{log}\" | where source = '*run' | sort by datetime asc"
+
+
 def test_search_rules(server: FakeOCI, key: ThrowawayKey) -> None:
-    good = {"searchQuery": "search \"c/g/l\" | where source = '*run' | sort by datetime asc",
+    good = {"searchQuery": scoped(LOG_COMPARTMENT, LOG_GROUP, LOG),
             "timeStart": "2025-01-01T00:00:00.000Z", "timeEnd": "2025-01-01T00:01:00.000Z"}  # fmt: skip
     assert send(server, key, "POST", "/20190909/search?limit=1000", good)[0] == 200
+    other_group = "ocid1.loggroup.oc1.iad.aaaaother"
     for body, query, message in (
         ({**good, "searchQuery": "search everything"}, "", "unsupported search"),
+        # ADS scopes a search with the Log's own compartment (oci_logging.py OCILog.search @0e785b9f); the jobs'
+        # compartment is another one here.
+        ({**good, "searchQuery": scoped(COMPARTMENT, LOG_GROUP, LOG)}, "", f"is not in compartment {COMPARTMENT}"),
         ({**good, "timeEnd": good["timeStart"]}, "", "timeEnd must be after timeStart"),
         (good, "?limit=1001", "limit must be at most 1000"),
     ):
         status, answer = send(server, key, "POST", f"/20190909/search{query}", body)
         assert status == 400 and message in answer["message"]
+    for scope in (scoped(LOG_COMPARTMENT, LOG_GROUP, "ocid1.log.oc1.iad.aaaanope"),
+                  scoped(LOG_COMPARTMENT, other_group, LOG)):  # fmt: skip
+        status, answer = send(server, key, "POST", "/20190909/search", {**good, "searchQuery": scope})
+        assert (status, answer["code"]) == (404, "NotAuthorizedOrNotFound")
 
 
 def test_object_storage_rules(server: FakeOCI, key: ThrowawayKey) -> None:
