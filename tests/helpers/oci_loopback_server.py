@@ -488,7 +488,7 @@ class FakeOCI:
             if method == "POST" and path == "/jobRuns":
                 return 200, self.create_run(body), {"etag": uuid.uuid4().hex}
             if method == "GET" and path == "/jobRuns":
-                return 200, self.list_runs(q), {}
+                return self.list_runs(q)
             match = re.fullmatch(r"/jobRuns/([^/]+)(/actions/cancelJobRun)?", path)
             if match:
                 run = self.runs.get(match.group(1))
@@ -625,9 +625,14 @@ class FakeOCI:
         threading.Thread(target=self.drive, args=(run["id"],), daemon=True).start()
         return run
 
-    def list_runs(self, q: dict[str, str]) -> list[dict[str, Any]]:
+    def list_runs(self, q: dict[str, str]) -> tuple[int, list[dict[str, Any]], dict[str, str]]:
+        """One page of ListJobRuns: `limit` 1-100 (oci 2.189.0 DataScienceClient.list_job_runs docstring: "1 is
+        the minimum, 100 is the maximum"), the next page's token in opc-next-page while more remain."""
         if not q.get("compartmentId"):
             raise ApiError(400, "MissingParameter", "compartmentId is required")
+        limit = int(q.get("limit", 100))
+        if not 1 <= limit <= 100:
+            raise ApiError(400, "InvalidParameter", "limit must be between 1 and 100")
         runs = [r for r in self.runs.values() if r["compartmentId"] == q["compartmentId"]]
         if q.get("jobId"):
             runs = [r for r in runs if r["jobId"] == q["jobId"]]
@@ -649,7 +654,9 @@ class FakeOCI:
             "freeformTags",
             "definedTags",
         )
-        return [{k: r.get(k) for k in keys} for r in runs[: int(q.get("limit", 100))]]
+        offset = int(q.get("page", "0"))
+        more = {"opc-next-page": str(offset + limit)} if offset + limit < len(runs) else {}
+        return 200, [{k: r.get(k) for k in keys} for r in runs[offset : offset + limit]], more
 
     # -- running a job run ----------------------------------------------------------------
     def set_run(self, run_id: str, **changes: Any) -> dict[str, Any]:

@@ -336,11 +336,7 @@ class OCIProvider(Provider):
                 "compartment_id", compartment, required=True,
                 hint=f" to find the latest run: set {' or '.join(request.COMPARTMENT_VARIABLES)}",
             )  # fmt: skip
-            runs = self.list_runs(compartment_id=str(compartment))
-            tagged = [r for r in runs if (r.freeform_tags or {}).get(request.NODES_TAG)]
-            if not tagged:
-                raise CloudDDPError(f"no cloudddp job runs in compartment {compartment}.")
-            return str(tagged[0].id)
+            return self.newest_cloudddp_run(str(compartment))
         match = validation.OCID.fullmatch(job_id)
         if match and match["type"] == "datasciencejob":
             try:
@@ -353,6 +349,20 @@ class OCIProvider(Provider):
             return str(runs[0].id)
         validation.check_ocid("job_run_id", job_id, required=True)
         return job_id
+
+    def newest_cloudddp_run(self, compartment: str) -> str:
+        """The newest run cloudddp started in the compartment, paging past other runs (a page holds at most 100)."""
+        pages = oci.pagination.list_call_get_all_results_generator(
+            self.clients().data_science.list_job_runs, "record", compartment_id=compartment,
+            sort_by="timeCreated", sort_order="DESC", limit=100,
+        )  # fmt: skip
+        try:
+            for run in pages:
+                if (run.freeform_tags or {}).get(request.NODES_TAG):
+                    return str(run.id)
+        except oci.exceptions.ServiceError as exc:
+            raise service_error(exc, "list_job_runs") from None
+        raise CloudDDPError(f"no cloudddp job runs in compartment {compartment}.")
 
     def list_runs(self, **filters: Any) -> list[Any]:
         try:

@@ -17,6 +17,7 @@ import http.client
 import json
 from collections.abc import Callable, Iterator
 from email.utils import format_datetime
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -34,6 +35,7 @@ from helpers.oci_loopback_server import (
     oci_settings,
 )
 
+from cloudddp.errors import CloudDDPError
 from cloudddp.providers.oci.provider import OCIProvider
 from cloudddp.spec import build_spec
 
@@ -305,6 +307,38 @@ def test_job_run_rules(server: FakeOCI, key: ThrowawayKey, job_body: dict[str, A
     assert send(server, key, "GET", "/20190101/jobRuns/ocid1.datasciencejobrun.oc1.iad.nope")[0] == 404
     assert send(server, key, "GET", "/20190101/jobs/ocid1.datasciencejob.oc1.iad.nope")[0] == 404
     assert send(server, key, "GET", "/20190101/somethingElse")[0] == 404
+
+
+def test_run_listing_pages_like_the_service_and_latest_pages_past_other_runs(
+    server: FakeOCI, key: ThrowawayKey, job_body: dict[str, Any], tmp_path: Path
+) -> None:
+    # oci 2.189.0 DataScienceClient.list_job_runs: `limit` "1 is the minimum, 100 is the maximum", the next page's
+    # token in opc-next-page. `latest` read one page of 50: 60 newer runs of other tools hid cloudddp's.
+    compartment = "ocid1.compartment.oc1..aaaapaging"
+    status, job = send(server, key, "POST", "/20190101/jobs", job_body)
+    send(server, key, "GET", f"/20190101/jobs/{job['id']}")  # ACTIVE once read
+    run = {"jobId": job["id"], "compartmentId": compartment, "projectId": PROJECT,
+           "freeformTags": {"cloudddp-nodes": "2"}}  # fmt: skip
+    status, ours = send(server, key, "POST", "/20190101/jobRuns", run)
+    assert status == 200
+    for number in range(150):  # other tools' runs, all newer than cloudddp's
+        other = {
+            **ours,
+            "id": f"{ours['id']}x{number}",
+            "freeformTags": {},
+            "timeAccepted": f"2999-01-01T00:{number // 60:02d}:{number % 60:02d}.000Z",
+        }
+        server.runs[other["id"]] = other
+    assert send(server, key, "GET", f"/20190101/jobRuns?compartmentId={compartment}&limit=101")[0] == 400
+    status, first = send(server, key, "GET", f"/20190101/jobRuns?compartmentId={compartment}&limit=100")
+    assert status == 200 and len(first) == 100 and ours["id"] not in [r["id"] for r in first]
+    config = key.write_config(tmp_path / ".oci")
+    provider = OCIProvider(service_endpoint=server.url, environ={"OCI_CONFIG_FILE": str(config),
+                                                                "NB_SESSION_COMPARTMENT_OCID": compartment})  # fmt: skip
+    assert provider.resolve_run_id("latest") == ours["id"]
+    with pytest.raises(CloudDDPError, match=r"no cloudddp job runs in compartment ocid1\.compartment\.oc1\.\.aaaanone"):
+        OCIProvider(service_endpoint=server.url, environ={"OCI_CONFIG_FILE": str(config),
+                    "NB_SESSION_COMPARTMENT_OCID": "ocid1.compartment.oc1..aaaanone"}).resolve_run_id("latest")  # fmt: skip
 
 
 def scoped(compartment: str, group: str, log: str) -> str:
