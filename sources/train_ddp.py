@@ -4,15 +4,24 @@ Where things come from (first found wins):
 - training data: --data-dir, SM_CHANNEL_TRAIN (SageMaker), CLOUDDDP_CHANNEL_TRAIN (other
   cloudddp providers), else the channel "training" (what `fit("s3://...")` names one input, as in the
   SageMaker SDK): SM_CHANNEL_TRAINING, CLOUDDDP_CHANNEL_TRAINING; an ImageFolder root holding train/ and val/ (like hymenoptera_data),
-  or a train root with the validation root in --val-dir / SM_CHANNEL_VAL / CLOUDDDP_CHANNEL_VAL.
+  or a train root with the validation root in --val-dir / SM_CHANNEL_VAL / CLOUDDDP_CHANNEL_VAL, or the
+  SageMaker-style channel "validation" (SM_CHANNEL_VALIDATION, CLOUDDDP_CHANNEL_VALIDATION).
   Either as plain files or as `cloudddp stage --shards` left it: tar shards plus
   `_cloudddp_index.json` (each image read straight from its shard at the indexed offset).
-  `--dataset cifar10` downloads CIFAR-10 instead (real clouds only: needs internet).
+  Validation images are labelled with the training set's classes (a class training lacks is an error);
+  without validation data, val_acc is measured on the training images, and the log warns so.
+  `--dataset cifar10` downloads CIFAR-10 instead (real clouds only: needs internet): one process per
+  node downloads while the others wait.
 - model folder: --model-dir, SM_MODEL_DIR, CLOUDDDP_MODEL_DIR, ./model
 - checkpoints: --checkpoint-dir, SageMaker's checkpointconfig.json LocalPath,
   CLOUDDDP_CHECKPOINT_DIR, ./checkpoints. Saved every epoch (and every --checkpoint-every steps)
   by checkpointing.py: atomic, newest complete one resumed, at the same step with the data order
-  continuing. SIGTERM (stop, spot reclaim) and SIGUSR1 (Slurm's warning) checkpoint and exit.
+  continuing, the epoch's figures counted from its start. SIGTERM (stop, spot reclaim) and SIGUSR1
+  (Slurm's warning) checkpoint and exit. A checkpoint at or past --epochs trains nothing: its model and
+  metrics are saved again. --lr / --momentum given on a resumed run replace the checkpoint's; left out,
+  the checkpoint's stay. A checkpoint of another --arch or other classes is refused.
+- flags: every `--a-b` also answers to `--a_b`, and the switches (--pretrained, --no-resume, --log-steps)
+  take `true`/`false` as well as nothing: SageMaker passes hyperparameters as `--name value`.
 
 Runs under torchrun (RANK/WORLD_SIZE/LOCAL_RANK set) or as a plain single process for
 debugging. gloo on CPU, nccl on GPU with mixed precision. Rank 0 logs one parseable
@@ -24,14 +33,18 @@ line per epoch (`epoch=2/3 loss=... images_per_sec=... val_acc=...`), saves the 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import io
 import json
 import os
+import shutil
+import sys
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import torch
 import torch.distributed as dist
@@ -40,8 +53,22 @@ from checkpointing import Position, ResumableSampler, StopRequest, load_latest, 
 from PIL import Image
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
-from torch.utils.data import DataLoader
+from torch.utils.data import DataLoader, Dataset
 from torchvision import transforms
+
+DEFAULT_LR, DEFAULT_MOMENTUM = 0.02, 0.9
+NORMALIZE = transforms.Normalize((0.5, 0.5, 0.5), (0.25, 0.25, 0.25))
+
+
+def fail(message: str) -> NoReturn:
+    """Bad input: one line naming what is wrong, exit 2 (argparse's code for a usage error), no traceback."""
+    print(f"train_ddp.py: error: {message}", file=sys.stderr, flush=True)
+    raise SystemExit(2)
+
+
+def warn(rank: int, message: str) -> None:
+    if rank == 0:
+        print(f"train_ddp.py: warning: {message}", file=sys.stderr, flush=True)
 
 
 def first(*values: str | None) -> str | None:
@@ -56,13 +83,43 @@ def sagemaker_checkpoint_dir() -> str | None:
     return None
 
 
-def parse_args() -> argparse.Namespace:
+BOOLEAN_WORDS = {"true": True, "yes": True, "1": True, "false": False, "no": False, "0": False}
+
+
+def boolean(text: str) -> bool:
+    try:
+        return BOOLEAN_WORDS[text.strip().lower()]
+    except KeyError:
+        raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}") from None
+
+
+class Parser(argparse.ArgumentParser):
+    """Every `--a-b` also answers to `--a_b`: SageMaker passes hyperparameter names as written
+    (sagemaker-training-toolkit mapping.py to_cmd_args, whose own example is `--batch_size`)."""
+
+    def add_argument(self, *names: str, **kwargs: Any) -> argparse.Action:  # type: ignore[override]
+        aliases = [f"--{n[2:].replace('-', '_')}" for n in names if n.startswith("--") and "-" in n[2:]]
+        return super().add_argument(*names, *aliases, **kwargs)
+
+    def switch(self, name: str, help: str) -> None:
+        """A boolean flag: bare `--name` is true, and so is `--name true`; `--name false` is false. The toolkit
+        passes a boolean hyperparameter as `--name True` / `--name False` (to_cmd_args: `str(value)`)."""
+        self.add_argument(name, nargs="?", const=True, default=False, type=boolean, metavar="true|false", help=help)
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    return build_parser().parse_args(argv)
+
+
+def build_parser() -> Parser:
     env = os.environ.get
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p = Parser(description=__doc__.split("\n")[0])
     train = (env("SM_CHANNEL_TRAIN"), env("CLOUDDDP_CHANNEL_TRAIN"))
     training = (env("SM_CHANNEL_TRAINING"), env("CLOUDDDP_CHANNEL_TRAINING"))  # fit("s3://..."): one channel
+    val = (env("SM_CHANNEL_VAL"), env("CLOUDDDP_CHANNEL_VAL"))
+    validation = (env("SM_CHANNEL_VALIDATION"), env("CLOUDDDP_CHANNEL_VALIDATION"))  # the SageMaker examples' name
     p.add_argument("--data-dir", default=first(*train, *training))
-    p.add_argument("--val-dir", default=first(env("SM_CHANNEL_VAL"), env("CLOUDDDP_CHANNEL_VAL")))
+    p.add_argument("--val-dir", default=first(*val, *validation))
     p.add_argument("--dataset", choices=("folder", "cifar10"), default="folder")
     p.add_argument("--model-dir", default=first(env("SM_MODEL_DIR"), env("CLOUDDDP_MODEL_DIR"), "model"))
     p.add_argument(
@@ -71,14 +128,15 @@ def parse_args() -> argparse.Namespace:
     )
     p.add_argument("--epochs", type=int, default=5)
     p.add_argument("--batch-size", type=int, default=16, help="per process")
-    p.add_argument("--lr", type=float, default=0.02)
-    p.add_argument("--momentum", type=float, default=0.9)
+    resumed = "on a resumed run the checkpoint's unless given"
+    p.add_argument("--lr", type=float, help=f"default {DEFAULT_LR}; {resumed}")
+    p.add_argument("--momentum", type=float, help=f"default {DEFAULT_MOMENTUM}; {resumed}")
     p.add_argument("--image-size", type=int, default=32)
     p.add_argument("--workers", type=int, default=0)
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--pretrained", action="store_true", help="ImageNet weights (downloads them)")
+    p.switch("--pretrained", help="ImageNet weights (downloads them)")
     p.add_argument("--arch", choices=("resnet18", "tiny"), default="resnet18", help="tiny: a small CNN for tests")
-    p.add_argument("--no-resume", action="store_true")
+    p.switch("--no-resume", help="start from scratch even if the checkpoint folder holds a checkpoint")
     p.add_argument("--epoch-sleep", type=float, default=0.0, help="pause after each epoch (tests use it)")
     p.add_argument("--step-sleep", type=float, default=0.0, help="pause after each step (tests use it)")
     p.add_argument(
@@ -88,8 +146,8 @@ def parse_args() -> argparse.Namespace:
         "(tests use it to keep a job training until they have done what they came to do)",
     )
     p.add_argument("--checkpoint-every", type=int, default=0, help="also checkpoint every N steps (0: epochs only)")
-    p.add_argument("--log-steps", action="store_true", help="rank 0 prints a line per step")
-    return p.parse_args()
+    p.switch("--log-steps", help="rank 0 prints a line per step")
+    return p
 
 
 def setup() -> tuple[int, int, int, torch.device]:
@@ -105,33 +163,115 @@ def setup() -> tuple[int, int, int, torch.device]:
     return rank, world, local_rank, device
 
 
-def datasets(args: argparse.Namespace) -> tuple[torch.utils.data.Dataset, torch.utils.data.Dataset, int]:
-    normalize = transforms.Normalize((0.5, 0.5, 0.5), (0.25, 0.25, 0.25))
+def datasets(args: argparse.Namespace, local_rank: int = 0, world: int = 1) -> tuple[Dataset, Dataset | None]:
+    """The training and validation images (None: no validation data found). Both carry `classes` (the
+    training set's, sorted) and validation is labelled through the training set's `class_to_idx`."""
     if args.dataset == "cifar10":
-        root = args.data_dir or "data"
-        tf = transforms.Compose([transforms.ToTensor(), normalize])
-        train = torchvision.datasets.CIFAR10(root, train=True, download=True, transform=tf)
-        val = torchvision.datasets.CIFAR10(root, train=False, download=True, transform=tf)
-        return train, val, 10
+        return cifar10(Path(args.data_dir or "data"), local_rank, world)
     if not args.data_dir:
-        raise SystemExit("no training data: pass --data-dir or run where SM_CHANNEL_TRAIN is set")
-    root = Path(args.data_dir)
-    if (root / SHARD_INDEX).is_file():
-        return sharded_datasets(root, args)
-    train_root, val_root = (root / "train", root / "val") if (root / "train").is_dir() else (root, None)
+        fail("no training data: pass --data-dir or run where SM_CHANNEL_TRAIN is set")
+    root = existing_folder(args.data_dir, "--data-dir")
+    tf = transforms.Compose([transforms.Resize((args.image_size, args.image_size)), transforms.ToTensor(), NORMALIZE])
+    split = has_part(root, "train")  # train/ and val/ in one root (like hymenoptera_data), else the root is train
+    train = image_set(root, "train/" if split else "", tf, None, "--data-dir")
     if args.val_dir:
-        val_root = Path(args.val_dir) / "val" if (Path(args.val_dir) / "val").is_dir() else Path(args.val_dir)
-    size = args.image_size
-    tf = transforms.Compose([transforms.Resize((size, size)), transforms.ToTensor(), normalize])
-    train = torchvision.datasets.ImageFolder(str(train_root), transform=tf)
-    val = torchvision.datasets.ImageFolder(str(val_root or train_root), transform=tf)
-    return train, val, len(train.classes)
+        val_root = existing_folder(args.val_dir, "--val-dir")
+        prefix = "val/" if has_part(val_root, "val") else ""
+        return train, image_set(val_root, prefix, tf, train.class_to_idx, "--val-dir")
+    if split and has_part(root, "val"):
+        return train, image_set(root, "val/", tf, train.class_to_idx, "--data-dir")
+    return train, None
+
+
+def existing_folder(path: str, flag: str) -> Path:
+    if not Path(path).is_dir():
+        fail(f"{flag} {path}: no such folder")
+    return Path(path)
 
 
 SHARD_INDEX = "_cloudddp_index.json"  # written by `cloudddp stage --shards` (cloudddp/staging/shards.py)
 
 
-class ShardedImageFolder(torch.utils.data.Dataset):
+def shard_paths(root: Path) -> list[str] | None:
+    """The member paths of a shard layout's index; None for plain files."""
+    index = root / SHARD_INDEX
+    if not index.is_file():
+        return None
+    return [m["path"] for s in json.loads(index.read_text())["shards"] for m in s["members"]]
+
+
+def has_part(root: Path, name: str) -> bool:
+    paths = shard_paths(root)
+    return (root / name).is_dir() if paths is None else any(p.startswith(f"{name}/") for p in paths)
+
+
+def image_set(root: Path, prefix: str, tf: object, class_to_idx: dict[str, int] | None, flag: str) -> Dataset:
+    """ImageFolder semantics (class = first folder under root/prefix) over plain files or shards; labelled by
+    `class_to_idx` (the training set's) when given: each root numbers its own sorted folders otherwise."""
+    where = f"{flag} {root / prefix}"
+    if shard_paths(root) is None:
+        try:
+            found: Any = torchvision.datasets.ImageFolder(str(root / prefix), transform=tf)
+        except (FileNotFoundError, RuntimeError) as exc:  # no class folders, or a class folder without images
+            fail(f"{where}: {exc}")
+    else:
+        found = ShardedImageFolder(root, prefix, tf)
+        if not len(found):
+            fail(f"{where}: no images in the shards under this prefix")
+    return relabel(found, class_to_idx, where) if class_to_idx is not None else found
+
+
+def relabel(found: Any, class_to_idx: dict[str, int], where: str) -> Any:
+    """Validation labelled as training labels them: the same class name, the same number, also when a class
+    is missing from validation (torchvision's find_classes numbers each root's own folders)."""
+    unknown = sorted(set(found.classes) - set(class_to_idx))
+    if unknown:
+        fail(f"{where}: class(es) {', '.join(unknown)} are not among the training classes "
+             f"({', '.join(sorted(class_to_idx, key=class_to_idx.__getitem__))})")  # fmt: skip
+    found.samples = [(*s[:-1], class_to_idx[found.classes[s[-1]]]) for s in found.samples]
+    found.targets = [s[-1] for s in found.samples]
+    if hasattr(found, "imgs"):
+        found.imgs = found.samples
+    found.classes = sorted(class_to_idx, key=class_to_idx.__getitem__)
+    found.class_to_idx = dict(class_to_idx)
+    return found
+
+
+def cifar10(root: Path, local_rank: int, world: int) -> tuple[Dataset, Dataset]:
+    """Local rank 0 of each node downloads while the node's other ranks wait at a barrier: torchvision
+    writes the archive and extracts it in place, so two ranks doing it at once read half-written files."""
+    if local_rank == 0:
+        fetch_cifar10(root)
+    if world > 1:
+        dist.barrier()
+    tf = transforms.Compose([transforms.ToTensor(), NORMALIZE])
+    train = torchvision.datasets.CIFAR10(str(root), train=True, transform=tf)
+    return train, torchvision.datasets.CIFAR10(str(root), train=False, transform=tf)
+
+
+def fetch_cifar10(root: Path) -> None:
+    """Download into a private folder, then rename it into place: nodes sharing `root` (a cluster's shared
+    file system) never see each other's half-extracted files either."""
+    try:
+        for train in (True, False):
+            torchvision.datasets.CIFAR10(str(root), train=train)
+        return  # already there and complete (an earlier run, or another node on a shared folder)
+    except RuntimeError:
+        pass
+    root.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=".cifar10-", dir=root))
+    try:
+        torchvision.datasets.CIFAR10(str(staging), train=True, download=True)
+        extracted = staging / torchvision.datasets.CIFAR10.base_folder
+        with contextlib.suppress(OSError):  # a non-empty folder is there: another node got there first
+            os.replace(extracted, root / extracted.name)
+    except (OSError, RuntimeError) as exc:  # no network, a full disk, a download that fails its checksum
+        fail(f"--dataset cifar10: could not download CIFAR-10 into {root}: {exc}")
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+class ShardedImageFolder(Dataset):
     """ImageFolder semantics (class = first folder under `prefix`, sorted) over tar shards and their index."""
 
     def __init__(self, root: Path, prefix: str, transform: object) -> None:
@@ -146,8 +286,10 @@ class ShardedImageFolder(torch.utils.data.Dataset):
             and "/" in m["path"][len(prefix) :]
         ]
         self.classes = sorted({path.split("/", 1)[0] for *_, path in members})
-        label = {name: i for i, name in enumerate(self.classes)}
-        self.samples = [(shard, offset, size, label[path.split("/", 1)[0]]) for shard, offset, size, path in members]
+        self.class_to_idx = {name: i for i, name in enumerate(self.classes)}
+        self.samples = [
+            (shard, offset, size, self.class_to_idx[path.split("/", 1)[0]]) for shard, offset, size, path in members
+        ]
         self.root, self.transform = root, transform
 
     def __len__(self) -> int:
@@ -160,20 +302,6 @@ class ShardedImageFolder(torch.utils.data.Dataset):
             data = handle.read(size)
         image = Image.open(io.BytesIO(data)).convert("RGB")
         return self.transform(image), target  # type: ignore[operator]
-
-
-def sharded_datasets(
-    root: Path, args: argparse.Namespace
-) -> tuple[torch.utils.data.Dataset, torch.utils.data.Dataset, int]:
-    """The shard layout: train/ and val/ inside the shards, like the plain layout's folders."""
-    normalize = transforms.Normalize((0.5, 0.5, 0.5), (0.25, 0.25, 0.25))
-    tf = transforms.Compose([transforms.Resize((args.image_size, args.image_size)), transforms.ToTensor(), normalize])
-    paths = [m["path"] for s in json.loads((root / SHARD_INDEX).read_text())["shards"] for m in s["members"]]
-    split = any(p.startswith("train/") for p in paths)
-    train = ShardedImageFolder(root, "train/" if split else "", tf)
-    has_val = split and any(p.startswith("val/") for p in paths)
-    val = ShardedImageFolder(root, "val/", tf) if has_val else train
-    return train, val, len(train.classes)
 
 
 def build_model(num_classes: int, pretrained: bool, arch: str = "resnet18") -> nn.Module:
@@ -209,6 +337,18 @@ def fingerprint(model: nn.Module) -> str:
 
 
 @dataclass
+class EpochRun:
+    """What one pass over (the rest of) an epoch did; on rank 0 of a resumed run it starts from the figures
+    the checkpoint kept for the epoch's earlier steps (summed over the ranks of then)."""
+
+    seen: int = 0
+    loss_sum: float = 0.0
+    correct: int = 0
+    elapsed: float = 0.0
+    stopped: bool = False  # a stop signal reached some rank, and every rank agreed to stop
+
+
+@dataclass
 class Trainer:
     """The model and what a step and a checkpoint need. `model` is the plain module (checkpoints, evaluation,
     fingerprints); `ddp` runs the steps (the DDP wrapper when there are several processes)."""
@@ -216,13 +356,16 @@ class Trainer:
     model: nn.Module
     ddp: nn.Module
     optimizer: torch.optim.Optimizer
-    scaler: torch.amp.GradScaler
+    scaler: Any  # torch.amp.GradScaler (torch.cuda.amp.GradScaler before torch 2.3)
     device: torch.device
-    use_amp: bool  # mixed precision: on the GPU, bf16 where supported, else fp16 with loss scaling
+    use_amp: bool  # mixed precision: on the GPU, bf16 where the GPU has it natively, else fp16 with loss scaling
     amp_dtype: torch.dtype
     rank: int
     world: int
+    identity: dict[str, Any]  # what a checkpoint must match: the architecture and the classes
     loss_fn: nn.Module = field(default_factory=nn.CrossEntropyLoss)
+    metrics: dict[str, float | int] = field(default_factory=dict)  # the last finished epoch's (rank 0)
+    carried: EpochRun | None = None  # a resumed epoch's figures so far (rank 0)
 
     def step(self, batch: tuple[torch.Tensor, torch.Tensor]) -> tuple[float, int]:
         """One optimiser step; returns the summed loss and the number of correct predictions of the batch."""
@@ -236,31 +379,67 @@ class Trainer:
         self.scaler.update()
         return float(loss.detach()) * len(labels), int((logits.argmax(1) == labels).sum())
 
-    def state(self, position: Position) -> dict[str, Any]:
+    def state(self, position: Position, sums: EpochRun | None = None) -> dict[str, Any]:
         return {
             "model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
             "scaler": self.scaler.state_dict(), "epoch": position.epoch - 1,  # epochs completed
-            "position": vars(position).copy(), "world_size": self.world,
+            "position": vars(position).copy(), "world_size": self.world, **self.identity,
+            "metrics": dict(self.metrics),  # a rerun with nothing left to train reports them again
+            "epoch_sums": {k: v for k, v in vars(sums).items() if k != "stopped"} if sums else None,
         }  # fmt: skip
 
-    def restore(self, state: dict[str, Any]) -> None:
-        self.model.load_state_dict(state["model"])
+    def restore(self, state: dict[str, Any], folder: Path) -> None:
+        mismatch = [f"{k} {state[k]} (this run: {v})" for k, v in self.identity.items() if state.get(k, v) != v]
+        if mismatch:
+            fail(f"the checkpoint in {folder} was trained with another model: {'; '.join(mismatch)}. Pass "
+                 f"--no-resume or another --checkpoint-dir to start over")  # fmt: skip
+        try:
+            self.model.load_state_dict(state["model"])
+        except RuntimeError as exc:  # a checkpoint older than `identity`: the weights' shapes tell
+            fail(f"the checkpoint in {folder} does not fit --arch {self.identity['arch']} with "
+                 f"{len(self.identity['classes'])} classes ({str(exc).splitlines()[0]}). Pass --no-resume or "
+                 f"another --checkpoint-dir to start over")  # fmt: skip
         self.optimizer.load_state_dict(state["optimizer"])
         self.scaler.load_state_dict(state["scaler"])
+        self.metrics = dict(state.get("metrics") or {})
 
-    def checkpoint(self, folder: Path, position: Position) -> Path:
+    def checkpoint(self, folder: Path, position: Position, sums: EpochRun | None = None) -> Path:
         """Rank 0 only: the others hold the same weights (DDP)."""
-        return save_checkpoint(folder, self.state(position), position.step)
+        return save_checkpoint(folder, self.state(position, sums), position.step)
 
 
-def make_trainer(args: argparse.Namespace, num_classes: int, rank: int, world: int, device: torch.device) -> Trainer:
-    model = build_model(num_classes, args.pretrained, args.arch).to(device)
-    ddp = DistributedDataParallel(model) if world > 1 else model
+def native_bf16() -> bool:
+    """bf16 with hardware support (compute capability 8.0+). Since torch 2.3 (pytorch/pytorch#115924) the
+    plain is_bf16_supported() also says True where bf16 is only emulated (V100, T4), which is slow there."""
+    try:
+        return torch.cuda.is_bf16_supported(including_emulation=False)
+    except TypeError:  # torch before the flag
+        native = bool(torch.version.hip) or torch.cuda.get_device_capability()[0] >= 8
+        return native and torch.cuda.is_bf16_supported()
+
+
+def grad_scaler(enabled: bool) -> Any:
+    if hasattr(torch.amp, "GradScaler"):  # torch 2.3+; torch.cuda.amp.GradScaler is deprecated there
+        return torch.amp.GradScaler("cuda", enabled=enabled)
+    return torch.cuda.amp.GradScaler(enabled=enabled)
+
+
+def amp_settings(device: torch.device) -> tuple[bool, torch.dtype]:
+    """Mixed precision on the GPU: bf16 where native, else fp16 (with loss scaling: see make_trainer)."""
     use_amp = device.type == "cuda"
-    amp_dtype = torch.bfloat16 if use_amp and torch.cuda.is_bf16_supported() else torch.float16
-    optimizer = torch.optim.SGD(ddp.parameters(), lr=args.lr, momentum=args.momentum, weight_decay=1e-4)
-    scaler = torch.amp.GradScaler("cuda", enabled=use_amp and amp_dtype == torch.float16)
-    return Trainer(model, ddp, optimizer, scaler, device, use_amp, amp_dtype, rank, world)
+    return use_amp, torch.bfloat16 if use_amp and native_bf16() else torch.float16
+
+
+def make_trainer(args: argparse.Namespace, classes: list[str], rank: int, world: int, device: torch.device) -> Trainer:
+    model = build_model(len(classes), args.pretrained, args.arch).to(device)
+    ddp = DistributedDataParallel(model) if world > 1 else model
+    use_amp, amp_dtype = amp_settings(device)
+    lr = DEFAULT_LR if args.lr is None else args.lr
+    momentum = DEFAULT_MOMENTUM if args.momentum is None else args.momentum
+    optimizer = torch.optim.SGD(ddp.parameters(), lr=lr, momentum=momentum, weight_decay=1e-4)
+    scaler = grad_scaler(enabled=use_amp and amp_dtype == torch.float16)
+    identity = {"arch": args.arch, "classes": list(classes)}
+    return Trainer(model, ddp, optimizer, scaler, device, use_amp, amp_dtype, rank, world, identity)
 
 
 def resume(trainer: Trainer, args: argparse.Namespace) -> Position:
@@ -269,34 +448,50 @@ def resume(trainer: Trainer, args: argparse.Namespace) -> Position:
     if not found:
         return Position()
     path, state = found
-    trainer.restore(state)
+    trainer.restore(state, path.parent)
     position = position_of(state)
+    if position.consumed and trainer.rank == 0 and state.get("epoch_sums"):
+        trainer.carried = EpochRun(**state["epoch_sums"])  # summed over the ranks already: rank 0 alone
+    if position.epoch > args.epochs:
+        if trainer.rank == 0:
+            print(f"checkpoint {path} is complete: it finished epoch {position.epoch - 1}"
+                  f"{' and part of the next' if position.consumed else ''}, and --epochs is {args.epochs}; nothing "
+                  f"to train. Its model and metrics are saved again. Pass a larger --epochs to train further, or "
+                  f"--no-resume (or another --checkpoint-dir) to start over", flush=True)  # fmt: skip
+        return position
     if trainer.rank == 0 and position.consumed == 0:
         print(f"resumed from {path} after epoch {position.epoch - 1}; starting at epoch {position.epoch}", flush=True)
     elif trainer.rank == 0:
         print(f"resumed from {path} at step {position.step} (epoch {position.epoch}, {position.consumed} "
               f"samples of it done); world_size={trainer.world}", flush=True)  # fmt: skip
+    override_hyperparameters(trainer, args)
     return position
 
 
-@dataclass
-class EpochRun:
-    """What one pass over (the rest of) an epoch did on this rank."""
-
-    seen: int = 0
-    loss_sum: float = 0.0
-    correct: int = 0
-    elapsed: float = 0.0
-    stopped: bool = False  # a stop signal reached some rank, and every rank agreed to stop
+def override_hyperparameters(trainer: Trainer, args: argparse.Namespace) -> None:
+    """--lr / --momentum given on this run replace what the checkpoint's optimizer state restored (its
+    param_groups); left out, the checkpoint's values continue. Either way rank 0 says which."""
+    saved = trainer.optimizer.param_groups[0]
+    said = []
+    for name in ("lr", "momentum"):
+        given = getattr(args, name)
+        if given is None:
+            said.append(f"{name} {saved[name]} (the checkpoint's)")
+        elif given != saved[name]:
+            said.append(f"{name} {given} (--{name}; the checkpoint had {saved[name]})")
+            for group in trainer.optimizer.param_groups:
+                group[name] = given
+    if trainer.rank == 0 and said:
+        print(f"resumed with {', '.join(said)}", flush=True)
 
 
 def train_epoch(
-    trainer: Trainer, train_set: torch.utils.data.Dataset, position: Position, stop: StopRequest,
-    args: argparse.Namespace,
-) -> EpochRun:  # fmt: skip
+    trainer: Trainer, train_set: Dataset, position: Position, stop: StopRequest, args: argparse.Namespace
+) -> EpochRun:
     """Steps from `position` (advanced in place) to the end of its epoch, or to an agreed stop. A stop, or every
     `--checkpoint-every` steps, saves a checkpoint mid-epoch; the epoch's end is saved by end_epoch."""
-    run, started, size = EpochRun(), time.perf_counter(), len(train_set)
+    run, trainer.carried = trainer.carried or EpochRun(), None
+    started, size = time.perf_counter(), len(train_set)
     sampler = ResumableSampler(size, trainer.world, trainer.rank, args.seed, position.epoch, start=position.consumed)
     loader = DataLoader(train_set, batch_size=args.batch_size, sampler=sampler, num_workers=args.workers)
     for batch in loader:
@@ -313,42 +508,60 @@ def train_epoch(
         due = bool(args.checkpoint_every) and position.step % args.checkpoint_every == 0
         run.stopped = agree(stop.requested, trainer.world, trainer.device)
         if (run.stopped or due) and position.consumed < size:
-            if trainer.rank == 0:
-                saved = trainer.checkpoint(Path(args.checkpoint_dir), position)
-                print(f"checkpoint at step {position.step}: {saved}", flush=True)
-            if trainer.world > 1:
-                dist.barrier()
+            mid_epoch_checkpoint(trainer, run, position, run.elapsed + time.perf_counter() - started, args)
         if run.stopped:
             break
         while args.hold_while and Path(args.hold_while).exists() and not stop.requested:
             time.sleep(0.05)
-    run.elapsed = time.perf_counter() - started
+    run.elapsed += time.perf_counter() - started
     return run
+
+
+def summed(trainer: Trainer, run: EpochRun) -> torch.Tensor:
+    """seen, loss_sum, correct of the epoch so far, summed over the ranks (a collective: every rank calls it)."""
+    totals = torch.tensor([run.seen, run.loss_sum, run.correct], dtype=torch.float64, device=trainer.device)
+    if trainer.world > 1:
+        dist.all_reduce(totals)
+    return totals
+
+
+def mid_epoch_checkpoint(
+    trainer: Trainer, run: EpochRun, position: Position, elapsed: float, args: argparse.Namespace
+) -> None:
+    """Every rank: the checkpoint keeps the epoch's figures so far, so a resumed run reports the whole epoch."""
+    totals = summed(trainer, run)
+    if trainer.rank == 0:
+        sums = EpochRun(int(totals[0]), float(totals[1]), int(totals[2]), elapsed)
+        saved = trainer.checkpoint(Path(args.checkpoint_dir), position, sums)
+        print(f"checkpoint at step {position.step}: {saved}", flush=True)
+    if trainer.world > 1:
+        dist.barrier()
 
 
 def end_epoch(
     trainer: Trainer, run: EpochRun, position: Position, val_loader: DataLoader, args: argparse.Namespace
 ) -> dict[str, float | int]:
     """The epoch is done (`position`: the start of the next): sum its figures over the ranks, take rank 0's
-    BatchNorm statistics, checkpoint, evaluate and log on rank 0; return rank 0's metrics ({} elsewhere)."""
-    totals = torch.tensor([run.seen, run.loss_sum, run.correct], dtype=torch.float64, device=trainer.device)
+    BatchNorm statistics, evaluate, checkpoint (with the metrics) and log on rank 0; return rank 0's metrics
+    ({} elsewhere)."""
+    totals = summed(trainer, run)
     if trainer.world > 1:
-        dist.all_reduce(totals)
         for buffer in trainer.model.buffers():  # BatchNorm statistics: every replica takes rank 0's
             dist.broadcast(buffer, 0)
     metrics: dict[str, float | int] = {}
     if trainer.rank == 0:
-        saved = trainer.checkpoint(Path(args.checkpoint_dir), position)
         seen = max(float(totals[0]), 1.0)
         metrics = {
             "epoch": position.epoch - 1,
             "loss": round(float(totals[1]) / seen, 4),
             "train_acc": round(float(totals[2]) / seen, 4),
             "val_acc": round(evaluate(trainer.model, val_loader, trainer.device), 4),
-            "images_per_sec": round(float(totals[0]) / run.elapsed, 1),
+            "images_per_sec": round(float(totals[0]) / max(run.elapsed, 1e-9), 1),
             "world_size": trainer.world,
             "step": position.step,
         }
+        trainer.metrics = metrics
+        saved = trainer.checkpoint(Path(args.checkpoint_dir), position)
         print(
             f"epoch={metrics['epoch']}/{args.epochs} loss={metrics['loss']:.4f} train_acc={metrics['train_acc']:.4f} "
             f"val_acc={metrics['val_acc']:.4f} images_per_sec={metrics['images_per_sec']} "
@@ -377,23 +590,11 @@ def agree(flag: bool, world: int, device: torch.device) -> bool:
     return bool(value.item() > 0)
 
 
-def main() -> None:
-    args = parse_args()
-    rank, world, _, device = setup()
-    # SageMaker stop / spot reclaim (SIGTERM) and Slurm's time-limit warning (SIGUSR1): checkpoint, exit.
-    stop = StopRequest().install()
-    torch.manual_seed(args.seed)
-    train_set, val_set, num_classes = datasets(args)
-    val_loader = DataLoader(val_set, batch_size=64, num_workers=args.workers)
-    trainer = make_trainer(args, num_classes, rank, world, device)
-    position = resume(trainer, args)
-    if rank == 0:
-        print(
-            f"training {args.arch} on {len(train_set)} images ({num_classes} classes), world_size={world}, "
-            f"batch={args.batch_size}/process, device={device.type}, epochs={args.epochs}",
-            flush=True,
-        )
-    metrics: dict[str, float | int] = {}
+def train(
+    trainer: Trainer, data: tuple[Dataset, DataLoader], position: Position, stop: StopRequest, args: argparse.Namespace
+) -> None:
+    """The epochs from `position` to --epochs; the model is saved when the last one ends (not on a stop)."""
+    (train_set, val_loader), rank, world = data, trainer.rank, trainer.world
     for epoch in range(position.epoch, args.epochs + 1):
         position = Position(epoch=epoch, consumed=position.consumed if epoch == position.epoch else 0,
                             step=position.step)  # fmt: skip
@@ -402,20 +603,54 @@ def main() -> None:
             if rank == 0:
                 print(f"stop requested ({stop.name or 'another rank'}): checkpoint at step {position.step} is saved; "
                       f"exiting", flush=True)  # fmt: skip
-            break
+            return
         position = Position(epoch=epoch + 1, consumed=0, step=position.step)
-        metrics = end_epoch(trainer, run, position, val_loader, args)
+        end_epoch(trainer, run, position, val_loader, args)
         if args.epoch_sleep:
             time.sleep(args.epoch_sleep)  # before the stop check: a signal during the pause stops at this epoch's end
-        if run.stopped or agree(stop.requested, world, device):
+        if run.stopped or agree(stop.requested, world, trainer.device):
             if rank == 0:
                 print(f"stop requested ({stop.name or 'another rank'}): checkpoint after epoch {epoch} is saved; "
                       f"exiting", flush=True)  # fmt: skip
-            break
-    else:  # no break: no stop, the last epoch ended
-        save_model(trainer, Path(args.model_dir), metrics)
+            return
+    save_model(trainer, Path(args.model_dir), trainer.metrics)
+
+
+def main() -> None:
+    args = parse_args()
+    rank, world, local_rank, device = setup()
+    # SageMaker stop / spot reclaim (SIGTERM) and Slurm's time-limit warning (SIGUSR1): checkpoint, exit.
+    stop = StopRequest().install()
+    torch.manual_seed(args.seed)
+    train_set, val_set = datasets(args, local_rank, world)
+    if val_set is None:
+        warn(rank, f"no validation data (no val/ in --data-dir {args.data_dir}, and no --val-dir, SM_CHANNEL_VAL "
+                   f"or SM_CHANNEL_VALIDATION): val_acc is measured on the training images")  # fmt: skip
+    classes = list(train_set.classes)  # type: ignore[attr-defined]
+    val_loader = DataLoader(val_set or train_set, batch_size=64, num_workers=args.workers)
+    trainer = make_trainer(args, classes, rank, world, device)
+    position = resume(trainer, args)
+    if position.epoch > args.epochs:  # a finished run's checkpoint: keep its figures, do not wipe them
+        save_model(trainer, Path(args.model_dir), trainer.metrics or final_check(trainer, val_loader, position))
+    else:
+        if rank == 0:
+            print(
+                f"training {args.arch} on {len(train_set)} images ({len(classes)} classes), validating on "
+                f"{len(val_set or train_set)} images, world_size={world}, "
+                f"batch={args.batch_size}/process, device={device.type}, epochs={args.epochs}",
+                flush=True,
+            )
+        train(trainer, (train_set, val_loader), position, stop, args)
     if world > 1:
         dist.destroy_process_group()
+
+
+def final_check(trainer: Trainer, val_loader: DataLoader, position: Position) -> dict[str, float | int]:
+    """A complete checkpoint from before checkpoints kept metrics: evaluate its model once (rank 0)."""
+    if trainer.rank != 0:
+        return {}
+    val_acc = round(evaluate(trainer.model, val_loader, trainer.device), 4)
+    return {"epoch": position.epoch - 1, "val_acc": val_acc, "world_size": trainer.world, "step": position.step}
 
 
 if __name__ == "__main__":
