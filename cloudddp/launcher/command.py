@@ -55,6 +55,10 @@ def local_process_count(nproc: int | str, environ: Mapping[str, str]) -> int:
     return visible_gpu_count(environ) or (os.cpu_count() or 1 if nproc == "auto" else 1)
 
 
+# torchrun's options in their underscore spelling: every torchrun takes it (torch 2.x keeps it as an alias for
+# backward compatibility: pytorch/pytorch#65052), while the hyphenated one arrived with torch 2.0 and an older
+# torchrun refuses it ("unrecognized arguments: --nproc-per-node=1", pytorch-image-models#1742): the SageMaker
+# SDK's PyTorch 1.x images would fail at the first line.
 def torchrun_argv(
     plan: ClusterPlan,
     target: Target,
@@ -69,10 +73,6 @@ def torchrun_argv(
     `inherited_conf`: the environment's PET_RDZV_CONF (Kubeflow's operator sets it from elasticPolicy.rdzvConf).
     torchrun reads it only as the default of --rdzv-conf, which any --rdzv-conf given replaces
     (torch/distributed/argparse_util.py env), so it goes into the merged --rdzv-conf, below every other key."""
-    # torchrun's underscore spellings: every torchrun takes them (torch 2.x keeps them as aliases, for
-    # backward compatibility: pytorch/pytorch#65052), while the hyphenated ones arrived with torch 2.0 and an
-    # older torchrun refuses them ("unrecognized arguments: --nproc-per-node=1", pytorch-image-models#1742):
-    # the SageMaker SDK's PyTorch 1.x images would fail at the first line.
     argv = [
         python, "-m", "torch.distributed.run",
         f"--nnodes={plan.nnodes}",
