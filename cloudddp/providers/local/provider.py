@@ -35,6 +35,7 @@ from cloudddp.providers.local.elastic import check_elastic_emulation, elastic_la
 from cloudddp.providers.local.layout import node_layouts
 from cloudddp.providers.local.orphans import is_same_process, live_nodes, stop_orphaned_nodes
 from cloudddp.providers.local.runner import CANCEL_REQUEST, write_state
+from cloudddp.redact import redact_text
 from cloudddp.spec import JobSpec
 
 
@@ -255,6 +256,13 @@ class LocalProvider(Provider):
                 )
             if not Path(where).exists():
                 raise CloudDDPError(f"inputs.{channel}={where!r} does not exist.")
+        for name in ("output", "checkpoint"):
+            where = getattr(spec, name)
+            if where and _is_uri(where):  # as a path, s3://b/x became the folder ./s3:/b/x (and a URL lost its //)
+                raise CloudDDPError(
+                    f"{name}={redact_text(where)!r}: the local provider writes the {name} to a local folder; give a "
+                    f"folder, or leave it out (the run folder keeps it), and copy it to the URI afterwards."
+                )
 
     def render(self, spec: JobSpec) -> JobRequest[LocalRequest]:
         self.validate(spec)

@@ -40,6 +40,24 @@ def test_a_folder_that_cannot_be_one_is_exit_2_and_leaves_no_run(
     assert script.read_text() == "print('hi')\n"
 
 
+@pytest.mark.parametrize(
+    ("option", "uri", "shown"),
+    [("--checkpoint", "s3://bucket/ck", "s3://bucket/ck"), ("--output", "s3://bucket/out", "s3://bucket/out"),
+     ("--checkpoint", "https://user:pw123@host/ck", "https://user:***@host/ck")],
+)  # fmt: skip
+def test_a_uri_for_the_output_or_checkpoint_is_refused_not_made_a_folder(
+    script: Path, tmp_path: Path, option: str, uri: str, shown: str
+) -> None:
+    # It became the folder ./s3:/bucket/out (and https://user:pw123@host/ck a path with the password in it).
+    for command in ("render", "launch"):
+        result = run_cli(command, "-p", "local", option, uri, str(script), cwd=tmp_path)
+        assert result.returncode == 2 and "Traceback" not in result.stderr, result.stdout + result.stderr
+        name = option.removeprefix("--")
+        assert f"{name}='{shown}': the local provider writes the {name} to a local folder" in result.stderr
+        assert "pw123" not in result.stdout + result.stderr
+    assert not (tmp_path / "s3:").exists() and not (tmp_path / "https:").exists()
+
+
 def test_nproc_per_node_below_one_is_refused_before_anything_is_rendered(script: Path, tmp_path: Path) -> None:
     for provider in ("local", "slurm", "sagemaker"):
         result = run_cli("render", "-p", provider, "--nproc-per-node", "0", str(script), cwd=tmp_path)
