@@ -255,7 +255,28 @@ class SpecLoader(yaml.SafeLoader):
     an environment value `05:30` became 330), a leading zero as octal (`seed: 0700` became 448, where
     the script given `--seed 0700` reads 700) and drops underscores (`1_000` became 1000). YAML 1.2's
     core schema (yaml.org/spec/1.2.2 section 10.3.2) has none of these: `0700` is 700, `0o700` is
-    octal, `0x1F` hex, `1e3` a float, and `36:00:00`, `on` and `1_000` are the words written."""
+    octal, `0x1F` hex, `1e3` a float, and `36:00:00`, `on` and `1_000` are the words written.
+
+    A key given twice in one mapping is an error, as YAML requires keys to be unique (section 3.2.1.1);
+    PyYAML kept the last silently, so a second `hyperparameters:` block dropped the first."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        first_line: dict[Any, int] = {}
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                continue  # `<<: *base` merges keys that the mapping's own may override
+            key = self.construct_object(key_node, deep=True)
+            try:
+                seen = first_line.get(key)
+            except TypeError:  # an unhashable key: the constructor below refuses it
+                continue
+            if seen is not None:
+                raise yaml.constructor.ConstructorError(
+                    "while constructing a mapping", node.start_mark,
+                    f"found the key {key!r} a second time (first on line {seen + 1})", key_node.start_mark,
+                )  # fmt: skip
+            first_line[key] = key_node.start_mark.line
+        return super().construct_mapping(node, deep=deep)
 
 
 BOOL_TAG, INT_TAG, FLOAT_TAG = "tag:yaml.org,2002:bool", "tag:yaml.org,2002:int", "tag:yaml.org,2002:float"
@@ -293,13 +314,23 @@ def construct_core_int(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> int:
 SpecLoader.add_constructor(INT_TAG, construct_core_int)
 
 
+def yaml_problem(exc: yaml.YAMLError) -> str:
+    """PyYAML's error in one line: the problem and where (its own text spans several, quoting the file)."""
+    mark = getattr(exc, "problem_mark", None)
+    problem = getattr(exc, "problem", None)
+    if problem and mark is not None:
+        context = getattr(exc, "context", None)
+        return f"{problem}, at line {mark.line + 1}, column {mark.column + 1}" + (f" ({context})." if context else ".")
+    return " ".join(str(exc).split())
+
+
 def read_yaml(path: Path, loader: type[yaml.SafeLoader] = SpecLoader) -> dict[str, Any]:
     try:
         data = yaml.load(path.read_text(), Loader=loader)  # a safe loader: SafeLoader or SpecLoader
     except FileNotFoundError:
         raise CloudDDPError(f"the job spec file {str(path)!r} does not exist.") from None
     except yaml.YAMLError as exc:
-        raise CloudDDPError(f"the job spec file {str(path)!r} is not valid YAML: {exc}") from None
+        raise CloudDDPError(f"the job spec file {str(path)!r} is not valid YAML: {yaml_problem(exc)}") from None
     if data is None:
         return {}
     if not isinstance(data, dict):

@@ -9,7 +9,7 @@ import pytest
 from helpers import run_cli
 
 from cloudddp.errors import CloudDDPError
-from cloudddp.spec import build_spec, load_spec
+from cloudddp.spec import build_spec, load_spec, read_yaml
 
 
 @pytest.fixture
@@ -184,3 +184,22 @@ def test_two_channels_the_script_would_read_from_one_variable_are_refused(
         f"channels {first!r} and {second!r} would reach the script as one variable, CLOUDDDP_CHANNEL_{variable}; "
         "rename one of them"
     ) in result.stderr
+
+
+def test_a_key_given_twice_in_the_file_is_refused_not_the_first_block_dropped(spec_file: Path) -> None:
+    # PyYAML kept the second `hyperparameters:` block and dropped epochs and lr without a word; YAML requires
+    # a mapping's keys to be unique (yaml.org/spec/1.2.2 section 3.2.1.1).
+    spec_file.write_text("entry_point: train.py\nhyperparameters: {epochs: 3, lr: 0.1}\nnodes: 2\nhyperparameters:\n"
+                         "  batch_size: 32\n")  # fmt: skip
+    result = run_cli("launch", "-f", str(spec_file), "--dry-run", cwd=spec_file.parent)
+    assert result.returncode == 2 and result.stdout == "" and "Traceback" not in result.stderr
+    assert result.stderr == (
+        f"error: the job spec file {str(spec_file)!r} is not valid YAML: found the key 'hyperparameters' a second "
+        f"time (first on line 2), at line 4, column 1 (while constructing a mapping).\n"
+    )
+
+
+def test_merge_keys_may_still_be_overridden(spec_file: Path) -> None:
+    spec_file.write_text("base: &b {epochs: 3, lr: 0.1}\nentry_point: train.py\nhyperparameters: {<<: *b, lr: 0.5}\n")
+    data = read_yaml(spec_file)
+    assert data["hyperparameters"] == {"epochs": 3, "lr": 0.5}
