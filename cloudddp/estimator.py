@@ -136,7 +136,7 @@ class Estimator:
 
     def logs(self, follow: bool = False) -> None:
         """The job's log lines, secrets hidden as `fit()` hides them (this estimator's secret variables)."""
-        secrets = secret_values(self.base["environment"])
+        secrets = secret_values(self.base["environment"], self.base["hyperparameters"])
         for line in self.provider.logs(self._job().job_id, follow=follow):
             emit(redact_log_line(line, secrets))
 

@@ -54,19 +54,30 @@ def redact_log_line(line: str, secret_values: Sequence[str] = ()) -> str:
     line = SECRET_ASSIGNMENT.sub(
         lambda m: f"{m['name']}{m['sep']}{REDACTED}" if is_secret_name(m["name"]) else m[0], redact_text(line)
     )
+    return mask_values(line, secret_values)
+
+
+def secret_values(*named: Mapping[str, Any]) -> list[str]:
+    """The text values under secret-looking names (a job's environment, its hyperparameters), to be masked
+    wherever they appear: logs, and a dry run's values built from them (SM_HPS, SM_USER_ARGS, argv)."""
+    return [value for values in named for name, value in values.items()
+            if is_secret_name(str(name)) and isinstance(value, str) and value]  # fmt: skip
+
+
+def mask_values(text: str, secret_values: Sequence[str]) -> str:
     for value in sorted(secret_values, key=len, reverse=True):  # longest first: one may contain another
         if len(value) >= SHORTEST_MASKED_VALUE:
-            line = line.replace(value, REDACTED)
-    return line
-
-
-def secret_values(environment: Mapping[str, str]) -> list[str]:
-    """The values of the secret-named variables of a job's environment, to be masked in its logs."""
-    return [value for name, value in environment.items() if is_secret_name(name) and value]
+            text = text.replace(value, REDACTED)
+    return text
 
 
 def has_url_credentials(text: str) -> bool:
     return redact_text(text) != text
+
+
+def secret_named_hyperparameter(hyperparameters: Mapping[str, Any]) -> str | None:
+    """The first hyperparameter whose name looks secret (`api_key`, `hf_token`): its value is a secret."""
+    return next((str(name) for name in hyperparameters if is_secret_name(str(name))), None)
 
 
 def argument_with_url_password(args: Sequence[str], hyperparameters: Mapping[str, Any]) -> tuple[str, str] | None:
@@ -76,22 +87,23 @@ def argument_with_url_password(args: Sequence[str], hyperparameters: Mapping[str
     return next(((field, redact_text(value)) for field, value in arguments if has_url_credentials(value)), None)
 
 
-def redact(value: Any) -> Any:
+def redact(value: Any, secrets: Sequence[str] = ()) -> Any:
     """A copy of `value` with secrets replaced, at any depth.
 
     Values of secret-looking keys become `***`, in plain mappings and in AWS-style
-    `[{"Name": ..., "Value": ...}]` pairs; every other string loses its URL user-info.
+    `[{"Name": ..., "Value": ...}]` pairs; every other string loses its URL user-info and any of
+    `secrets` (the values under those keys, which also reach strings built from them: SM_HPS's JSON,
+    SM_USER_ARGS, a command line).
     """
     if isinstance(value, dict):
         if set(value) >= {"Name", "Value"} and is_secret_name(str(value["Name"])):
             return {**value, "Value": REDACTED}
-        return {k: (REDACTED if is_secret_name(str(k)) and isinstance(v, str) else redact(v)) for k, v in value.items()}
-    if isinstance(value, list):
-        return [redact(v) for v in value]
-    if isinstance(value, tuple):
-        return tuple(redact(v) for v in value)
+        return {k: (REDACTED if is_secret_name(str(k)) and isinstance(v, str) else redact(v, secrets))
+                for k, v in value.items()}  # fmt: skip
+    if isinstance(value, list | tuple):
+        return type(value)(redact(v, secrets) for v in value)
     if isinstance(value, str):
-        return redact_text(value)
+        return mask_values(redact_text(value), secrets)
     return value
 
 

@@ -1,13 +1,22 @@
 """One job from spec to outcome: render, (dry run | submit), follow, wait.
 
 The single code path behind `cloudddp launch` and `Estimator.fit`: both call `run_job`.
+
+While `run_job` follows a job, SIGTERM (`timeout`, a CI job's cancel, `kill`) and SIGHUP (a closed terminal)
+take Ctrl-C's path: the provider's Ctrl-C decides whether the job is stopped (the local provider's nodes are
+this machine's processes: they are; a cloud job is left running, as after Ctrl-C where nobody can be asked),
+and the exit code is 128 + the signal. Their default action would end this process at once and leave the
+nodes of a local job running until max_runtime.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+import signal
 import sys
-from collections.abc import Callable, Sequence
+import threading
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -20,6 +29,34 @@ if TYPE_CHECKING:
     from cloudddp.spec import JobSpec
 
 INTERRUPTED_EXIT_CODE = 130  # 128 + SIGINT, what a shell reports for Ctrl-C
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
+
+
+class StopSignal(KeyboardInterrupt):
+    """SIGTERM or SIGHUP while following a job: a KeyboardInterrupt, so it takes Ctrl-C's path."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+def _raise_stop(signum: int, _frame: object) -> None:
+    raise StopSignal(signum)
+
+
+@contextlib.contextmanager
+def stop_signals_interrupt() -> Iterator[None]:
+    """SIGTERM and SIGHUP raise StopSignal here. Only where they would kill us (their default action): a handler
+    the program installed, or SIG_IGN (`nohup`), is kept; and only in the main thread, which alone can set one."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {sig: signal.signal(sig, _raise_stop) for sig in STOP_SIGNALS if signal.getsignal(sig) == signal.SIG_DFL}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 def emit(line: str) -> None:
@@ -54,11 +91,12 @@ def follow(
     return provider.wait(handle.job_id, poll=2.0, on_status=on_status)
 
 
-def ask_to_stop(provider: Provider, handle: JobHandle, stop_on_interrupt: bool) -> bool:
-    """After Ctrl-C: stop the job too? The provider's declaration says whether to ask."""
+def ask_to_stop(provider: Provider, handle: JobHandle, stop_on_interrupt: bool, can_ask: bool = True) -> bool:
+    """After Ctrl-C: stop the job too? The provider's declaration says whether to ask. After SIGTERM or SIGHUP
+    nobody is asked (`can_ask`): the answer is the prompt's default, as without a terminal."""
     if stop_on_interrupt or registry.get(provider.name).interrupt_stops_job:
         return True
-    if not sys.stdin.isatty():
+    if not can_ask or not sys.stdin.isatty():
         return False
     answer = input(f"\nStop the job {handle.job_id} too? [y/N] ")
     return answer.strip().lower() in ("y", "yes")
@@ -83,15 +121,36 @@ def command_exit_code(current: JobStatus) -> int:
     return current.exit_code or 1
 
 
-def interrupted(provider: Provider, handle: JobHandle, stop_on_interrupt: bool, say: Callable[[str], None]) -> int:
-    """Ctrl-C while following: stop the job (or leave it running), report, exit 130."""
-    if not ask_to_stop(provider, handle, stop_on_interrupt):
+def quiet(say: Callable[[str], None]) -> Callable[[str], None]:
+    """`say` that ignores a terminal gone (SIGHUP: writing to it fails): the job must still be stopped."""
+
+    def said(line: str) -> None:
+        with contextlib.suppress(OSError):
+            say(line)
+
+    return said
+
+
+def interrupted(
+    provider: Provider,
+    handle: JobHandle,
+    stop_on_interrupt: bool,
+    say: Callable[[str], None],
+    signum: int | None = None,
+) -> int:
+    """Ctrl-C (or SIGTERM/SIGHUP: `signum`) while following: stop the job (or leave it running), report, exit 128 +
+    the signal (130 for Ctrl-C)."""
+    code = INTERRUPTED_EXIT_CODE if signum is None else 128 + signum
+    if signum is not None:
+        say = quiet(say)
+        say(f"cloudddp: {signal.Signals(signum).name} received")
+    if not ask_to_stop(provider, handle, stop_on_interrupt, can_ask=signum is None):
         say(f"cloudddp: left {handle.job_id} running; `cloudddp cancel {handle.job_id} -p {provider.name}` stops it")
-        return INTERRUPTED_EXIT_CODE
+        return code
     say(f"cloudddp: stopping {handle.job_id} ...")
     provider.cancel(handle.job_id)
     summarize(provider.wait(handle.job_id, poll=0.5), say)
-    return INTERRUPTED_EXIT_CODE
+    return code
 
 
 def run_job(
@@ -117,9 +176,14 @@ def run_job(
     say(f"cloudddp: submitted {handle.job_id} ({chosen.name})")
     if not wait:
         return 0
-    try:
-        record.final = follow(chosen, handle, logs, say, secret_values(spec.environment))
-    except KeyboardInterrupt:
-        return interrupted(chosen, handle, stop_on_interrupt, say)
+    with stop_signals_interrupt():
+        try:
+            record.final = follow(chosen, handle, logs, say, secret_values(spec.environment, spec.hyperparameters))
+        except KeyboardInterrupt as exc:
+            signum = exc.signum if isinstance(exc, StopSignal) else None
+            try:
+                return interrupted(chosen, handle, stop_on_interrupt, say, signum)
+            except StopSignal as again:  # a second SIGTERM/SIGHUP while stopping: stop waiting, as a second Ctrl-C
+                return 128 + again.signum
     summarize(record.final, say)
     return command_exit_code(record.final)

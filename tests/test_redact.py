@@ -147,6 +147,44 @@ def test_local_run_keeps_the_password_out_of_request_yaml_and_printed_logs(tmp_p
     assert logs.returncode == 0 and "hub login ***" in logs.stdout and "hf_abcdef" not in logs.stdout, logs.stdout
 
 
+def test_a_secret_named_hyperparameter_is_hidden_in_every_value_built_from_it(tmp_path: Path) -> None:
+    # SM_HP_API_KEY and hyperparameters.json showed ***, while SM_HPS, SM_USER_ARGS (and the job's log
+    # lines as launch printed them) showed the key beside them.
+    script = tmp_path / "job.py"
+    script.write_text("import os, sys\nprint('args', sys.argv[1:], os.environ.get('SM_HPS'), flush=True)\n")
+    render = run_cli("render", "--nodes", "2", "-H", "api_key=sk_LiveKey9999", "-H", "lr=0.1", str(script),
+                     cwd=tmp_path)  # fmt: skip
+    assert render.returncode == 0, render.stderr
+    assert "sk_LiveKey9999" not in render.stdout + render.stderr
+    assert """SM_USER_ARGS: '["--api_key","***","--lr","0.1"]'""" in render.stdout
+    runs = tmp_path / "runs"
+    result = run_cli("launch", "--nodes", "1", "--runs-dir", str(runs), "-H", "api_key=sk_LiveKey9999",
+                     str(script), timeout=300)  # fmt: skip
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr
+    assert """args ['--api_key', '***'] {"api_key":"***"}""" in result.stdout
+    assert "sk_LiveKey9999" not in result.stdout + result.stderr
+    (request,) = runs.glob("*/request.yaml")
+    assert "sk_LiveKey9999" not in request.read_text()
+
+
+@pytest.mark.parametrize(
+    ("provider", "advice"),
+    [("slurm", "--env API_KEY=VALUE"), ("pbs", "--env API_KEY=VALUE"),
+     ("kubernetes", "kubernetes.secret_env: {API_KEY: SECRET/KEY}")],
+)  # fmt: skip
+def test_a_secret_named_hyperparameter_is_refused_where_it_would_be_written_into_the_job(
+    tmp_path: Path, provider: str, advice: str
+) -> None:
+    # Hyperparameters become the script's arguments in the batch script or the manifest, which anyone who can
+    # read the job reads; secret-named variables travel by name (Slurm, PBS) or as Secret references instead.
+    (tmp_path / "job.py").write_text("print('hi')\n")
+    extra = ["--image", "registry.example.com/train:1"] if provider == "kubernetes" else []
+    result = run_cli("render", "-p", provider, *extra, "-H", "api_key=sk_LiveKey9999", "job.py", cwd=tmp_path)
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stdout + result.stderr
+    assert "hyperparameters.api_key looks like a secret" in result.stderr and advice in result.stderr
+    assert "sk_LiveKey9999" not in result.stdout + result.stderr
+
+
 def test_oci_refuses_a_url_password_in_the_job_environment_and_names_the_vault() -> None:
     from cloudddp.errors import CloudDDPError
     from cloudddp.providers.oci.validation import check_environment

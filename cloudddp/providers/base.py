@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import yaml
 
-from cloudddp.redact import redact
+from cloudddp.redact import redact, secret_values
 
 if TYPE_CHECKING:
     from cloudddp.spec import JobSpec  # at run time it is built from the registry, which imports this
@@ -80,7 +80,9 @@ class JobRequest(Generic[RequestT]):
 
     def to_yaml(self) -> str:
         """The request as YAML, secrets replaced by ***: what --dry-run prints."""
-        return yaml.dump(redact(self.to_document()), Dumper=BlockDumper, sort_keys=False, default_flow_style=False)
+        secrets = secret_values(self.spec.environment, self.spec.hyperparameters)
+        return yaml.dump(redact(self.to_document(), secrets), Dumper=BlockDumper, sort_keys=False,
+                         default_flow_style=False)  # fmt: skip
 
 
 @dataclass

@@ -470,7 +470,7 @@ class PyTorch(metaclass=_RefusingMethods):
 
     def _secrets(self) -> list[str]:
         """The values of the job's secret-named variables, masked in the logs printed (as cloudddp.session does)."""
-        return secret_values(self.args.environment)
+        return secret_values(self.args.environment, self.args.hyperparameters)
 
     def _follow(self, training_job: TrainingJob, logs: bool | str) -> None:
         if _follow_logs(logs):

@@ -26,7 +26,12 @@ from typing import TYPE_CHECKING, Any
 from cloudddp.cluster.environment import channel_variable
 from cloudddp.errors import CloudDDPError
 from cloudddp.providers.kubernetes.settings import DNS_1035_LABEL, DNS_1035_MAX, KubernetesSettings, check_subdomain
-from cloudddp.redact import argument_with_url_password, has_url_credentials, is_secret_name
+from cloudddp.redact import (
+    argument_with_url_password,
+    has_url_credentials,
+    is_secret_name,
+    secret_named_hyperparameter,
+)
 from cloudddp.staging.location import S3_BUCKET
 
 if TYPE_CHECKING:
@@ -225,7 +230,16 @@ def check_environment(spec: JobSpec, settings: KubernetesSettings) -> None:
 
 
 def check_arguments(spec: JobSpec) -> None:
-    """The script's arguments are in the manifest, readable by anyone who can read the job: no URL password."""
+    """The script's arguments are in the manifest, readable by anyone who can read the job: no URL password,
+    no secret-named hyperparameter."""
+    secret = secret_named_hyperparameter(spec.hyperparameters)
+    if secret:
+        raise CloudDDPError(
+            f"hyperparameters.{secret} looks like a secret, and hyperparameters are written into the job's manifest "
+            f"as the script's arguments, readable by anyone who can read the job. Keep it in a Kubernetes Secret, "
+            f"hand it to the job with kubernetes.secret_env: {{{secret.upper()}: SECRET/KEY}} and read it from the "
+            f"environment in the script."
+        )
     found = argument_with_url_password(spec.args, spec.hyperparameters)
     if found:
         field_name, value = found

@@ -15,7 +15,13 @@ from typing import TYPE_CHECKING
 from cloudddp.cluster.environment import channel_variable
 from cloudddp.errors import CloudDDPError
 from cloudddp.providers.base import JobRequest
-from cloudddp.redact import argument_with_url_password, has_url_credentials, is_secret_name, redact_text
+from cloudddp.redact import (
+    argument_with_url_password,
+    has_url_credentials,
+    is_secret_name,
+    redact_text,
+    secret_named_hyperparameter,
+)
 
 if TYPE_CHECKING:  # the spec module builds JobSpec from the registry, which imports this package
     from cloudddp.spec import JobSpec
@@ -80,6 +86,14 @@ def refuse_url_credentials(spec: JobSpec, script: str, provider: str) -> None:
     Variables carrying one travel by name (split_environment); the script's arguments cannot, and any other
     field (setup lines, launcher_args...) is caught in the rendered script itself.
     """
+    secret = secret_named_hyperparameter(spec.hyperparameters)
+    if secret:
+        raise CloudDDPError(
+            f"hyperparameters.{secret} looks like a secret, and hyperparameters are written into the {provider} batch "
+            f"script as the script's arguments, readable by anyone who can read the job. Pass it in a variable "
+            f"instead (--env {secret.upper()}=VALUE: {provider} hands secret-named variables to the job through the "
+            f"scheduler's environment, never in the script) and read it in the training script."
+        )
     found = argument_with_url_password(spec.args, spec.hyperparameters)
     if found:
         field, value = found
