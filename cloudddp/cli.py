@@ -93,14 +93,21 @@ def pairs(values: list[str] | None, flag: str) -> dict[str, str]:
 
 
 def split_entry_point(script: str, source_dir: str | None) -> tuple[str, str]:
-    """`sources/train.py` -> ("sources", "train.py") unless --source-dir says otherwise."""
+    """`sources/train.py` -> ("sources", "train.py") unless --source-dir says otherwise.
+
+    With --source-dir, a script that names a file inside that folder (absolute, or relative to this folder, in
+    whatever spelling) becomes its path within it; any other script is taken within the folder, as SageMaker
+    takes `entry_point` within `source_dir`."""
     if source_dir is None:
         path = Path(script)
         return (str(path.parent) if str(path.parent) else "."), path.name
-    try:
-        return source_dir, str(Path(script).relative_to(source_dir))
-    except ValueError:
-        return source_dir, script
+    here = Path(script).resolve()
+    if Path(script).is_absolute() or here.is_file():
+        try:
+            return source_dir, str(here.relative_to(Path(source_dir).resolve()))
+        except ValueError:
+            pass  # outside the folder: require_source names it
+    return source_dir, script
 
 
 def drop_none(values: dict[str, Any]) -> dict[str, Any]:

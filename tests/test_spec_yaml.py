@@ -203,3 +203,20 @@ def test_merge_keys_may_still_be_overridden(spec_file: Path) -> None:
     spec_file.write_text("base: &b {epochs: 3, lr: 0.1}\nentry_point: train.py\nhyperparameters: {<<: *b, lr: 0.5}\n")
     data = read_yaml(spec_file)
     assert data["hyperparameters"] == {"epochs": 3, "lr": 0.5}
+
+
+@pytest.mark.parametrize("spelling", ["absolute", "from-here", "within"])
+def test_the_script_is_found_inside_source_dir_however_either_is_spelled(spec_file: Path, spelling: str) -> None:
+    # `--source-dir sources /abs/sources/train.py` sent this machine's absolute path to the nodes, and
+    # `--source-dir /abs/sources sources/train.py` looked for sources/sources/train.py.
+    folder = spec_file.parent
+    (folder / "sources").mkdir()
+    (folder / "sources" / "train.py").write_text("print('hi')\n")
+    source_dir, script = {
+        "absolute": ("sources", str(folder / "sources" / "train.py")),
+        "from-here": (str(folder / "sources"), "sources/train.py"),
+        "within": ("sources", "train.py"),
+    }[spelling]
+    result = run_cli("render", "-p", "slurm", "--source-dir", source_dir, script, cwd=folder)
+    assert result.returncode == 0, result.stderr
+    assert "--label cloudddp-launch train.py &\n" in result.stdout
