@@ -77,6 +77,21 @@ def providers_epilog() -> str:
 
 
 ProviderOpt = Annotated[str, typer.Option("--provider", "-p", help=provider_help())]
+RunsDirOpt = Annotated[
+    str | None,
+    typer.Option("--runs-dir", help="local: the runs folder the job was launched with (default ./cloudddp-runs)"),
+]
+
+
+def provider_for(provider: str, runs_dir: str | None) -> Any:
+    """The provider for status/logs/cancel; a local run launched with --runs-dir is found in that folder."""
+    from cloudddp.providers import get_provider
+
+    if runs_dir is None:
+        return get_provider(provider)
+    if provider != "local":
+        raise CloudDDPError(f"--runs-dir {runs_dir!r}: only the local provider keeps its runs in a folder here.")
+    return get_provider(provider, runs_dir=runs_dir)
 
 
 def pairs(values: list[str] | None, flag: str) -> dict[str, str]:
@@ -331,7 +346,9 @@ app.command("render", help=RENDER_HELP, context_settings=CONTEXT, epilog=provide
 
 @app.command()
 def status(
-    job: Annotated[str, typer.Argument(help="job id, run folder or 'latest'")], provider: ProviderOpt = "local"
+    job: Annotated[str, typer.Argument(help="job id, run folder or 'latest'")],
+    provider: ProviderOpt = "local",
+    runs_dir: RunsDirOpt = None,
 ) -> None:
     """Show a job's state, per node where the platform says.
 
@@ -343,9 +360,7 @@ def status(
 
       cloudddp status -p sagemaker my-training-job-20261122-101500
     """
-    from cloudddp.providers import get_provider
-
-    current = get_provider(provider).status(job)
+    current = provider_for(provider, runs_dir).status(job)
     out.print(f"{current.job_id}: [bold]{current.state}[/bold]" + (f" ({current.reason})" if current.reason else ""))
     for node, state in current.nodes.items():
         out.print(f"  {node}: {state}")
@@ -359,6 +374,7 @@ def logs(
     job: Annotated[str, typer.Argument(help="job id, run folder or 'latest'")],
     provider: ProviderOpt = "local",
     follow: Annotated[bool, typer.Option("--follow", "-F", help="keep streaming until the job ends")] = False,
+    runs_dir: RunsDirOpt = None,
 ) -> None:
     """Print a job's logs, every line prefixed with its node.
 
@@ -368,20 +384,21 @@ def logs(
 
       cloudddp logs -p oci ocid1.datasciencejobrun.oc1.iad.xxxx
     """
-    from cloudddp.providers import get_provider
     from cloudddp.redact import redact_log_line, secret_values
 
     # A job's own secret values are stored nowhere cloudddp can read them back (local, Slurm, PBS). They usually
     # come from the user's shell (`-e HF_TOKEN=$HF_TOKEN`; Slurm and PBS pass them by name from the submitting
     # one), so hiding the values of this shell's secret-named variables covers a job printing a bare token there.
     secrets = secret_values(os.environ)
-    for line in get_provider(provider).logs(job, follow=follow):
+    for line in provider_for(provider, runs_dir).logs(job, follow=follow):
         print(redact_log_line(line, secrets), flush=True)
 
 
 @app.command()
 def cancel(
-    job: Annotated[str, typer.Argument(help="job id, run folder or 'latest'")], provider: ProviderOpt = "local"
+    job: Annotated[str, typer.Argument(help="job id, run folder or 'latest'")],
+    provider: ProviderOpt = "local",
+    runs_dir: RunsDirOpt = None,
 ) -> None:
     """Stop a running job (the training script gets SIGTERM and can checkpoint).
 
@@ -391,9 +408,7 @@ def cancel(
 
       cloudddp cancel -p sagemaker my-training-job-20261122-101500
     """
-    from cloudddp.providers import get_provider
-
-    get_provider(provider).cancel(job)
+    provider_for(provider, runs_dir).cancel(job)
     out.print(f"asked {provider} to stop {job}")
 
 
