@@ -151,8 +151,9 @@ class JobSpecBase(Section):
     def require_source(self) -> None:
         """The script and its folder exist here (checked before anything is uploaded or started)."""
         if not self.module and not self.entry_path().is_file():
+            what = "is a folder, not a script" if self.entry_path().is_dir() else "does not exist"
             raise CloudDDPError(
-                f"entry_point {self.entry_point!r}: the training script {str(self.entry_path())!r} does not exist "
+                f"entry_point {self.entry_point!r}: the training script {str(self.entry_path())!r} {what} "
                 f"(source_dir={self.source_dir!r})."
             )
         if not Path(self.source_dir).is_dir():

@@ -220,3 +220,10 @@ def test_the_script_is_found_inside_source_dir_however_either_is_spelled(spec_fi
     result = run_cli("render", "-p", "slurm", "--source-dir", source_dir, script, cwd=folder)
     assert result.returncode == 0, result.stderr
     assert "--label cloudddp-launch train.py &\n" in result.stdout
+
+
+def test_a_folder_given_as_the_script_is_named_a_folder(spec_file: Path) -> None:
+    (spec_file.parent / "s").mkdir()
+    result = run_cli("launch", "s", cwd=spec_file.parent)
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert "entry_point 's': the training script 's' is a folder, not a script" in result.stderr
