@@ -70,4 +70,8 @@ def write_demo_dataset(
                 image = stripe_image(rng, vertical=bool(label))
                 (folder / f"{name}-{index:04d}.png").write_bytes(png_bytes(image))
                 counts[split] += 1
+            # A larger set written here before would leave its extra images in the dataset the counts describe.
+            for stale in folder.glob(f"{name}-[0-9][0-9][0-9][0-9].png"):
+                if int(stale.stem.rsplit("-", 1)[1]) >= per_class:
+                    stale.unlink()
     return counts

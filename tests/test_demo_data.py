@@ -29,6 +29,16 @@ def test_same_seed_same_bytes_other_seed_other_bytes(tmp_path: Path) -> None:
     assert sorted(p.name for p in (tmp_path / "a" / "train").iterdir()) == sorted(CLASSES)
 
 
+def test_a_smaller_set_written_over_a_larger_one_is_what_it_reports(tmp_path: Path) -> None:
+    # The larger set's extra images stayed: the folder held 16 per class while the command reported 4.
+    write_demo_dataset(tmp_path / "a", train_per_class=8, val_per_class=4)
+    (tmp_path / "a" / "train" / CLASSES[0] / "mine.png").write_bytes(b"not ours")
+    counts = write_demo_dataset(tmp_path / "a", train_per_class=4, val_per_class=2)
+    write_demo_dataset(tmp_path / "b", train_per_class=4, val_per_class=2)
+    (tmp_path / "a" / "train" / CLASSES[0] / "mine.png").unlink()  # a file of the user's own is left alone
+    assert counts == {"train": 8, "val": 4} and digest(tmp_path / "a") == digest(tmp_path / "b")
+
+
 def test_images_decode_as_32x32_rgb(tmp_path: Path) -> None:
     from PIL import Image
 
