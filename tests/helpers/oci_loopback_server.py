@@ -59,6 +59,7 @@ import os
 import re
 import signal
 import subprocess
+import sys
 import threading
 import time
 import uuid
@@ -983,6 +984,10 @@ LOG_COMPARTMENT = "ocid1.compartment.oc1..aaaaaaaaloggingloopback"
 LOG_GROUP = "ocid1.loggroup.oc1.iad.aaaaaaaaloggrouploopback"
 LOG = "ocid1.log.oc1.iad.aaaaaaaalogloopback"  # a log of LOG_GROUP that exists from the start
 IMAGE = "iad.ocir.io/ns/cloudddp-train:1"
+# The jobs the fake runs: quick scripts, and the image's environment (this venv's python; the launcher runs the
+# script without torchrun).
+QUICK_SOURCES = Path(__file__).resolve().parents[1] / "providers" / "oci" / "quick_sources"
+IMAGE_ENV = {"PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}", "TORCHELASTIC_RUN_ID": "oci-fake"}
 WORK_DIR = "oci://bkt@ns/cloudddp"
 
 

@@ -27,11 +27,6 @@ PASSPHRASE = "SuperSecretPass123"
 
 
 @pytest.fixture(scope="module")
-def key() -> ThrowawayKey:
-    return ThrowawayKey.generate()
-
-
-@pytest.fixture(scope="module")
 def session_key() -> ThrowawayKey:
     return ThrowawayKey.generate()
 

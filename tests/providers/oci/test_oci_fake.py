@@ -44,11 +44,6 @@ GET_HEADERS = ["date", "(request-target)", "host"]
 
 
 @pytest.fixture(scope="module")
-def key() -> ThrowawayKey:
-    return ThrowawayKey.generate()
-
-
-@pytest.fixture(scope="module")
 def server(key: ThrowawayKey, tmp_path_factory: pytest.TempPathFactory) -> Iterator[FakeOCI]:
     """One service for the module: the tests read only what their own requests did."""
     with FakeOCI(key, run_root=tmp_path_factory.mktemp("service"), step=3600) as fake:  # runs never start

@@ -12,8 +12,6 @@
 
 from __future__ import annotations
 
-import os
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,25 +20,20 @@ from typing import Any
 import oci
 import pytest
 from helpers import clean_env
-from helpers.oci_loopback_server import LOG_COMPARTMENT, LOG_GROUP, FakeOCI, ThrowawayKey, oci_settings
+from helpers.oci_loopback_server import (
+    IMAGE_ENV,
+    LOG_COMPARTMENT,
+    LOG_GROUP,
+    QUICK_SOURCES,
+    FakeOCI,
+    ThrowawayKey,
+    oci_settings,
+)
 
 from cloudddp.errors import CloudDDPError
 from cloudddp.providers.oci.provider import OCIProvider
 from cloudddp.session import command_exit_code
 from cloudddp.spec import build_spec
-
-QUICK = Path(__file__).resolve().parent / "quick_sources"
-IMAGE_ENV = {"PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}", "TORCHELASTIC_RUN_ID": "oci-fake"}
-
-
-@pytest.fixture(scope="module")
-def key() -> ThrowawayKey:
-    return ThrowawayKey.generate()
-
-
-@pytest.fixture
-def config(tmp_path: Path, key: ThrowawayKey) -> Path:
-    return key.write_config(tmp_path / ".oci")
 
 
 @pytest.fixture
@@ -59,7 +52,7 @@ def make_provider(server: FakeOCI, config: Path) -> OCIProvider:
 
 
 def submit(provider: OCIProvider, *args: str, **oci_fields: Any) -> str:
-    spec = build_spec({"entry_point": "quick_train.py", "source_dir": str(QUICK), "nodes": 2, "args": list(args),
+    spec = build_spec({"entry_point": "quick_train.py", "source_dir": str(QUICK_SOURCES), "nodes": 2, "args": list(args),
                        "oci": oci_settings(**oci_fields)})  # fmt: skip
     return provider.submit(provider.render(spec)).job_id
 

@@ -12,8 +12,6 @@ from __future__ import annotations
 import datetime as dt
 import io
 import json
-import os
-import sys
 import tarfile
 import time
 from collections.abc import Iterator
@@ -26,10 +24,12 @@ from helpers import clean_env
 from helpers.oci_loopback_server import (
     COMPARTMENT,
     IMAGE,
+    IMAGE_ENV,
     LOG,
     LOG_COMPARTMENT,
     LOG_GROUP,
     PROJECT,
+    QUICK_SOURCES,
     FakeOCI,
     ThrowawayKey,
     oci_settings,
@@ -45,19 +45,6 @@ from cloudddp.spec import build_spec
 from cloudddp.staging.manifest import MANIFEST_NAME
 
 REPO = Path(__file__).resolve().parents[3]
-QUICK = REPO / "tests" / "providers" / "oci" / "quick_sources"
-# The image's environment: this venv's python, and the launcher runs the script without torchrun.
-IMAGE_ENV = {"PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}", "TORCHELASTIC_RUN_ID": "oci-fake"}
-
-
-@pytest.fixture(scope="module")
-def key() -> ThrowawayKey:
-    return ThrowawayKey.generate()
-
-
-@pytest.fixture
-def config(tmp_path: Path, key: ThrowawayKey) -> Path:
-    return key.write_config(tmp_path / ".oci")
 
 
 def fake(key: ThrowawayKey, root: Path, **options: Any) -> FakeOCI:
@@ -88,7 +75,7 @@ def make_provider(server: FakeOCI, config: Path, **options: Any) -> OCIProvider:
 
 def make_spec(data: Path, **fields: Any) -> Any:
     oci_fields = fields.pop("oci", {})
-    base = {"entry_point": "quick_train.py", "source_dir": str(QUICK), "nodes": 2,
+    base = {"entry_point": "quick_train.py", "source_dir": str(QUICK_SOURCES), "nodes": 2,
             "inputs": {"train": str(data)}, "oci": oci_settings(**oci_fields)}  # fmt: skip
     return build_spec({**base, **fields})
 
@@ -442,7 +429,7 @@ def test_an_encrypted_key_works_and_its_passphrase_is_never_sent_or_printed(
 
 
 def test_estimator_fits_on_oci(use_server: FakeOCI, data: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    estimator = Estimator(provider="oci", entry_point="quick_train.py", source_dir=str(QUICK),
+    estimator = Estimator(provider="oci", entry_point="quick_train.py", source_dir=str(QUICK_SOURCES),
                           instance_count=2, hyperparameters={"fail-rank": 5}, **oci_settings())  # fmt: skip
     assert "create_job" in estimator.dry_run({"train": str(data)})
     assert use_server.requests == []
