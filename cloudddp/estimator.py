@@ -18,7 +18,7 @@ from typing import Any
 from cloudddp.errors import CloudDDPError
 from cloudddp.providers import JobHandle, JobStatus, Provider, get_provider, registry
 from cloudddp.redact import redact_log_line, secret_values
-from cloudddp.session import INTERRUPTED_EXIT_CODE, JobRecord, emit, run_job
+from cloudddp.session import JobRecord, emit, run_job
 from cloudddp.spec import JobSpec, build_spec
 
 Inputs = dict[str, str] | str | None
@@ -114,7 +114,7 @@ class Estimator:
             code = run_job(self.provider, self.spec(inputs), wait=wait, logs=logs, record=record)
         finally:
             self.latest_job = record.handle
-        if code == INTERRUPTED_EXIT_CODE and record.handle is not None:
+        if wait and record.final is None and record.handle is not None:  # Ctrl-C, SIGTERM or SIGHUP: 128 + signal
             raise CloudDDPError(f"interrupted while following {record.handle.job_id}.", exit_code=code)
         if not wait:
             return None

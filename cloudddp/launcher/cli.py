@@ -304,6 +304,7 @@ class Outcome:
     node_rank: int | None = None
     planned: bool = False  # this node's plan was made: its failure_file says where a reason goes
     failure_file: str | None = None
+    stopped_by: int | None = None  # the rank whose failure or loss made this node stop (fail-fast channel)
 
 
 def store_host_args(plan: ClusterPlan) -> list[str]:
@@ -355,12 +356,12 @@ def run(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = N
     if plan.provider == "sagemaker":
         environ = {**framework_environment(environ), **environ}  # bring-your-own images get only the files
     env = job_environment(plan, environ, local_process_count(plan.nproc_per_node, environ))
-    return supervise(plan, command, env, port, args, environ)
+    return supervise(plan, command, env, port, args, environ, outcome)
 
 
 def supervise(
     plan: ClusterPlan, command: list[str], env: dict[str, str], port: int, args: argparse.Namespace,
-    environ: Mapping[str, str],
+    environ: Mapping[str, str], outcome: Outcome,
 ) -> int:  # fmt: skip
     """Run torchrun with the fail-fast channel; when it fails, say why (missing nodes, rendezvous checks)."""
     with tempfile.TemporaryDirectory(prefix="cloudddp-launch-") as scratch:
@@ -380,6 +381,8 @@ def supervise(
     why = supervisor.abort_reason or f"torchrun exited with code {code}"
     if peers:
         peers.report_exit(code)
+        if supervisor.abort_reason is not None:  # stopped because of that node, not failed on its own
+            outcome.stopped_by = peers.stopped_by
         missing = peers.missing_report() if code != 0 else None
         if missing:  # a node that never came up: say which, not only that the rendezvous timed out
             print(missing, file=sys.stderr, flush=True)
@@ -492,5 +495,5 @@ def main(argv: Sequence[str] | None = None) -> int:
         # Supervisor handles SIGINT itself): one line, no traceback, 128 + SIGINT as a signalled launcher exits.
         print("cloudddp-launch: interrupted (SIGINT); exiting with 130.", file=sys.stderr, flush=True)
         code = 128 + signal.SIGINT
-    record_exit(os.environ, outcome.node_rank, code)
+    record_exit(os.environ, outcome.node_rank, code, stopped_by=outcome.stopped_by)
     return code

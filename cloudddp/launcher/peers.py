@@ -56,13 +56,16 @@ class PeerWatch:
         self.server: socket.socket | None = None
         self.heard: dict[int, tuple[float, str, str]] = {}  # rank -> (time, host, last message), node 0 only
         self.clock_skew: float | None = None  # node 0's clock minus ours, once node 0 answered our HELLO
+        self.stopped_by: int | None = None  # the rank whose failure or loss made us stop (the exit record says so)
 
     # -- shared --------------------------------------------------------------------------
-    def _abort(self, reason: str, code: str | None = None) -> None:
-        """Stop our job; `code` is the failing node's exit code, which this node then exits with too."""
+    def _abort(self, reason: str, code: str | None = None, cause: int | None = None) -> None:
+        """Stop our job; `code` is the failing node's exit code, which this node then exits with too; `cause` the
+        rank that failed or went away."""
         if self.finished.is_set() or self.aborted.is_set():
             return
         self.aborted.set()
+        self.stopped_by = cause
         print(f"cloudddp: stopping this node: {reason}", file=sys.stderr, flush=True)
         self.on_abort(reason, int(code) if code and code.isdigit() else None)
 
@@ -158,11 +161,11 @@ class PeerWatch:
                 done = True
             elif words[:1] == ["FAIL"] and len(words) == 3:
                 self._broadcast_abort(rank, words[2])
-                self._abort(f"node {rank} failed (exit code {words[2]})", words[2])
+                self._abort(f"node {rank} failed (exit code {words[2]})", words[2], cause=rank)
                 return
         if rank is not None and not done and not self.finished.is_set():
             self._broadcast_abort(rank, "lost")
-            self._abort(f"node {rank}'s launcher went away without finishing")
+            self._abort(f"node {rank}'s launcher went away without finishing", cause=rank)
 
     def _broadcast_abort(self, rank: int, code: str) -> None:
         with self.lock:
@@ -210,7 +213,11 @@ class PeerWatch:
                 return
             if words[:1] == ["ABORT"] and len(words) == 3:
                 who = "node 0" if words[1] == "0" else f"node {words[1]}"
-                self._abort(f"{who} failed (exit code {words[2]})", words[2])
+                self._abort(
+                    f"{who} failed (exit code {words[2]})",
+                    words[2],
+                    cause=int(words[1]) if words[1].isdigit() else None,
+                )
                 return
         if not self.finished.is_set():
-            self._abort("lost the connection to node 0's launcher")
+            self._abort("lost the connection to node 0's launcher", cause=0)

@@ -111,3 +111,29 @@ def test_a_local_job_reports_the_failing_nodes_exit_code_not_a_kill(tmp_path: Pa
     assert state["exit_code"] == codes["algo-2"] == 3, codes  # the failing script's code, not 143
     assert codes["algo-1"] == codes["algo-2"], codes  # node 1 stopped because of node 2, with its code
     assert result.returncode == state["exit_code"]
+
+
+# After the rendezvous the stopped node ends tens of milliseconds after the failing one, often within one poll of
+# the runner: state.json named whichever came first in node order (algo-1), and the reason listed both as failed.
+FAIL_AFTER_RENDEZVOUS = """import os, sys, time
+if os.environ["RANK"] == "1":
+    time.sleep(1)
+    sys.exit(7)
+time.sleep(300)  # node 0 only ends when the fail-fast channel stops it
+"""
+
+
+def test_a_local_job_names_the_node_that_failed_after_the_rendezvous_not_the_one_it_stopped(tmp_path: Path) -> None:
+    (tmp_path / "fail_after.py").write_text(FAIL_AFTER_RENDEZVOUS)
+    result = run_cli("launch", "--provider", "local", "--nodes", "2", "--runs-dir", str(tmp_path / "runs"),
+                     "--source-dir", str(tmp_path), "fail_after.py", timeout=180)  # fmt: skip
+    run_dir = next((tmp_path / "runs").iterdir())
+    state = json.loads((run_dir / "state.json").read_text())
+    logs = (run_dir / "logs" / "algo-1.log").read_text()
+    assert "stopping this node: node 1 failed (exit code 7)" in logs  # algo-1 was stopped, it did not fail
+    assert state["state"] == "FAILED" and result.returncode == state["exit_code"] == 7, result.stdout[-2000:]
+    assert state["first_failure"] == "algo-2"
+    # The reason names the failing node alone as a failure; algo-1 only as stopped because of it.
+    assert state["reason"] == "node(s) algo-2 exited with code(s) 7 (algo-1 stopped because of it)"
+    assert f"job FAILED: {state['reason']}" in result.stdout
+    assert "algo-1: exit 7 (stopped because algo-2 failed)" in run_cli("status", str(run_dir)).stdout

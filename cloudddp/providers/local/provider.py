@@ -91,7 +91,9 @@ def node_label(name: str, record: dict[str, Any], recorded: str, orphans: dict[s
     """A node's line in `status`: its exit code, "running", or "ended (exit code unknown)" where the runner that
     would have read the code is gone (`orphans`: the nodes still running then) or the run ended without it."""
     if record.get("exit_code") is not None:
-        return f"exit {record['exit_code']}"
+        # A node the fail-fast channel stopped exits with the failing node's code: say it did not fail itself.
+        cause = f" (stopped because {record['stopped_by']} failed)" if record.get("stopped_by") else ""
+        return f"exit {record['exit_code']}{cause}"
     if recorded in FINISHED_STATES or (orphans is not None and name not in orphans):
         return "ended (exit code unknown)"
     return "running"

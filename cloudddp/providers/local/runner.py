@@ -8,7 +8,10 @@ file. `state.json` in the run folder is the record of truth:
 
 A node that fails takes the job down: peers are given `PEER_GRACE` seconds to notice
 (the launchers' fail-fast channel stops them within about 2 s), then stopped. The job's exit
-code is the first failing node's, not that of a node stopped because of it. In an elastic job
+code is the first failing node's, not that of a node stopped because of it. Which node that is comes
+from the launchers' exit records (cloudddp/launcher/exit_record.py, in `exits/`): a node stopped by the
+fail-fast channel names the node that caused it, and exits with its code tens of milliseconds later, often
+within one poll of this runner, so the order the runner sees nodes end in cannot tell. In an elastic job
 (`"elastic": true`) a lost node is not fatal: the others re-form, and the job succeeded when they did.
 With `"interrupt_after": SECONDS` the job is interrupted and restarted once, as SageMaker's managed
 spot training does (interruption.py).
@@ -34,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from cloudddp.cluster.oci import append_metadata
+from cloudddp.launcher.exit_record import read_exit
 from cloudddp.providers.local.interruption import sync_down, sync_up
 
 PEER_GRACE = 10.0
@@ -61,7 +65,9 @@ def write_state(run_dir: Path, state: dict[str, Any]) -> None:
 class Runner:
     def __init__(self, run_dir: Path, job: dict[str, Any]) -> None:
         self.run_dir = run_dir
+        self.exits = run_dir / "exits"  # each launcher's exit record (CLOUDDDP_EXIT_DIR)
         self.job = job
+        self.seen_ended: dict[str, float] = {}  # node -> when this runner saw it end (time.time())
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
         self.stopping = False
         self.state: dict[str, Any] = {
@@ -78,6 +84,8 @@ class Runner:
             return
         self.stopping = True
         self.state["state"] = "STOPPING"
+        # Not the nodes' 143s, which would read as failures: the job was stopped (max_runtime sets its own reason).
+        self.state.setdefault("reason", "stopped on request (cloudddp cancel, or Ctrl-C, SIGTERM or SIGHUP on launch)")
         write_state(self.run_dir, self.state)
         self.signal_nodes(signal.SIGTERM)
 
@@ -90,13 +98,14 @@ class Runner:
     def start_nodes(self) -> None:
         logs = self.run_dir / "logs"
         logs.mkdir(exist_ok=True)
+        shutil.rmtree(self.exits, ignore_errors=True)  # a restart after an interruption: this round's records only
         for node in self.job["nodes"]:
             if self.stopping:  # cancelled while the nodes were being started: start no more
                 break
             metadata = node["env"].get("CLUSTER_NODES_METADATA_FILE")
             log = open(logs / f"{node['name']}.log", "ab")  # noqa: SIM115 - lives as long as the node
             self.procs[node["name"]] = subprocess.Popen(
-                node["command"], cwd=node["cwd"], env={**os.environ, **node["env"]},
+                node["command"], cwd=node["cwd"], env={**os.environ, **node["env"], "CLOUDDDP_EXIT_DIR": str(self.exits)},
                 stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
             )  # fmt: skip
             log.close()
@@ -123,9 +132,9 @@ class Runner:
                 record = self.state["nodes"][name]
                 if record["exit_code"] is None:
                     record["exit_code"] = code if code >= 0 else 128 - code
+                    self.seen_ended[name] = time.time()
                     if code != 0 and first_failure is None and not self.job.get("elastic"):
-                        first_failure = time.monotonic()
-                        self.state.setdefault("first_failure", name)
+                        first_failure = time.monotonic()  # which node failed first: `finish`, from the records
                     write_state(self.run_dir, self.state)
             if running == 0:
                 return True
@@ -138,9 +147,41 @@ class Runner:
                 first_failure = float("inf")  # signal once; node launchers escalate themselves
             time.sleep(0.2)
 
+    def stopped_by(self) -> dict[str, str]:
+        """node -> the node whose failure (or loss) made the node's launcher stop, as its exit record says."""
+        names = {node["rank"]: node["name"] for node in self.job["nodes"]}
+        causes: dict[str, str] = {}
+        for node in self.job["nodes"]:
+            cause = names.get(read_exit(self.exits / f"node-{node['rank']}")[1])
+            if cause and cause != node["name"]:
+                causes[node["name"]] = cause
+        return causes
+
+    def ended_at(self, name: str) -> float:
+        """When the node ended: its launcher's record is written as it ends; else (a killed node) when seen ended."""
+        rank = next((node["rank"] for node in self.job["nodes"] if node["name"] == name), None)
+        with contextlib.suppress(OSError):
+            return (self.exits / f"node-{rank}").stat().st_mtime
+        return self.seen_ended.get(name, float("inf"))
+
+    def failures(self) -> tuple[list[str], list[str]]:
+        """The failed nodes: those that failed on their own, first failure first; those stopped because of one."""
+        causes = self.stopped_by()
+        for name, cause in causes.items():
+            self.state["nodes"][name]["stopped_by"] = cause
+        failed = sorted((name for name, n in self.state["nodes"].items() if n["exit_code"] not in (0, None)),
+                        key=self.ended_at)  # fmt: skip
+        own = [name for name in failed if name not in causes]
+        if not own:  # every record blames another node (one that did not fail?): keep every failure
+            return failed, []
+        return own, [name for name in failed if name in causes]
+
     def finish(self) -> int:
         codes = [n["exit_code"] for n in self.state["nodes"].values()]
         failed = [c for c in codes if c not in (0, None)]
+        own, stopped = self.failures()
+        if own and own[0] in self.procs and not self.job.get("elastic"):
+            self.state["first_failure"] = own[0]
         first = self.state.get("first_failure")
         exit_code = self.state["nodes"][first]["exit_code"] if first else (failed[0] if failed else 0)
         if self.stopping:
@@ -155,8 +196,10 @@ class Runner:
         else:
             self.state["state"] = "FAILED" if failed else "SUCCEEDED"
         if failed and not self.state.get("reason"):
-            bad = [name for name, n in self.state["nodes"].items() if n["exit_code"] not in (0, None)]
-            self.state["reason"] = f"node(s) {', '.join(bad)} exited with code(s) {', '.join(map(str, failed))}"
+            own_codes = ", ".join(str(self.state["nodes"][name]["exit_code"]) for name in own)
+            it = "it" if len(own) == 1 else "them"
+            because = f" ({', '.join(stopped)} stopped because of {it})" if stopped else ""
+            self.state["reason"] = f"node(s) {', '.join(own)} exited with code(s) {own_codes}{because}"
         self.state["exit_code"] = exit_code
         self.copy_output()
         self.state["ended"] = time.time()
