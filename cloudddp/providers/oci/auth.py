@@ -80,7 +80,7 @@ def parse_error(exc: configparser.Error) -> str:
     return type(exc).__name__
 
 
-def check_profile(path: Path, profile: str) -> Mapping[str, str]:
+def check_profile(path: Path, profile: str) -> None:
     """The profile exists and its key file is there: the SDK's own messages for these are vaguer."""
     parser = configparser.ConfigParser(interpolation=None)
     try:
@@ -104,7 +104,6 @@ def check_profile(path: Path, profile: str) -> Mapping[str, str]:
         raise CloudDDPError(
             f"the OCI config file {str(path)!r}, profile [{profile}]: key_file {key_file!r} does not exist."
         )
-    return values
 
 
 def read_profile(settings: OCISettings, environ: Mapping[str, str], path: Path) -> dict[str, Any]:

@@ -24,6 +24,7 @@ import os
 import re
 import tempfile
 import time
+import typing
 import uuid
 from collections.abc import Callable, Generator, Iterator, Mapping
 from contextlib import contextmanager
@@ -64,7 +65,7 @@ STOPPED_LIFECYCLE_STATES = ("CANCELED", "DELETED")
 # A stopped job whose nodes left no code of their own: SIGTERM's, as the local emulation reports
 # (providers/local/runner.py `finish`: `exit_code or 143`).
 STOPPED_EXIT_CODE = 143
-AUTH_KINDS = ("api_key", "security_token", "resource_principal", "instance_principal")
+AUTH_KINDS = typing.get_args(OCISettings.model_fields["auth"].annotation)  # the job spec's oci.auth values
 DEFAULT_POLL = 3.0  # seconds between get_job_run/search_logs calls while following (ADS uses 3)
 
 
@@ -470,16 +471,9 @@ class OCIProvider(Provider):
     def wait_for_log(self, run: Any, follow: bool) -> Generator[str, None, tuple[Any, str]]:
         """Re-read the run until the service names its log (once it runs, as ADS DataScienceJobRun.watch
         waits for it) or the run ends; shows the states meanwhile. Returns the run and the last state line."""
-        line = self.status_line(run)
-        yield line
-        while follow and run.lifecycle_state not in FINISHED_LIFECYCLE_STATES:
-            self.sleep(self.poll)
-            run = self.get_run(run.id)
-            if self.status_line(run) != line:
-                line = self.status_line(run)
-                yield line
-            if has_log(run):
-                return run, line
+        run, line = yield from self.watch_states(run, follow, until=has_log)
+        if has_log(run):
+            return run, line
         if run.lifecycle_state in FINISHED_LIFECYCLE_STATES:
             yield "[oci] the job run ended before the service named its log: there are no log lines to show"
         else:
@@ -497,14 +491,21 @@ class OCIProvider(Provider):
                                 f"tells.") from None  # fmt: skip
 
     def states_only(self, run: Any, follow: bool) -> Iterator[str]:
+        yield from self.watch_states(run, follow)
+
+    def watch_states(
+        self, run: Any, follow: bool, until: Callable[[Any], bool] = lambda run: False
+    ) -> Generator[str, None, tuple[Any, str]]:
+        """The run's state lines, each change once, re-read every poll while following, until the run ends or
+        `until(run)`; returns the run as last read and the last line shown."""
         last = ""
         while True:
             line = self.status_line(run)
             if line != last:
                 yield line
                 last = line
-            if not follow or run.lifecycle_state in FINISHED_LIFECYCLE_STATES:
-                return
+            if not follow or run.lifecycle_state in FINISHED_LIFECYCLE_STATES or until(run):
+                return run, last
             self.sleep(self.poll)
             run = self.get_run(run.id)
 
