@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import hashlib
 import io
 import json
@@ -192,12 +193,13 @@ def existing_folder(path: str, flag: str) -> Path:
 SHARD_INDEX = "_cloudddp_index.json"  # written by `cloudddp stage --shards` (cloudddp/staging/shards.py)
 
 
-def shard_paths(root: Path) -> list[str] | None:
+@functools.cache  # asked up to four times per root while the data sets are built: the index is read once
+def shard_paths(root: Path) -> tuple[str, ...] | None:
     """The member paths of a shard layout's index; None for plain files."""
     index = root / SHARD_INDEX
     if not index.is_file():
         return None
-    return [m["path"] for s in json.loads(index.read_text())["shards"] for m in s["members"]]
+    return tuple(m["path"] for s in json.loads(index.read_text())["shards"] for m in s["members"])
 
 
 def has_part(root: Path, name: str) -> bool:
