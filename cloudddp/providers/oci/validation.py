@@ -318,8 +318,10 @@ def is_vault_secret_id(value: str) -> bool:
     return match is not None and match["type"] == "vaultsecret"
 
 
-# Set by the service on each node of a multi-node run, each node its own (shared/platforms.md; ADS's
-# driver_pytorch.py reads them): one value in the job's environment would give every node the same rank.
+# Set by the service on each node of a multi-node run, each node its own (shared/platforms.md; ADS reads NODE_RANK,
+# INITIAL_CLUSTER_SIZE, CLUSTER_NODES_METADATA_FILE and JOB_RUN_OCID from it: oracle/accelerated-data-science
+# ads/jobs/templates/driver_pytorch.py at 0e785b9f): one value in the job's environment would give every node
+# the same rank.
 SERVICE_VARIABLES = (
     "NODE_RANK", "INITIAL_CLUSTER_SIZE", "CLUSTER_NODES_METADATA_FILE", "NODE_GROUP_NAME", "JOB_OCID", "JOB_RUN_OCID",
 )  # fmt: skip

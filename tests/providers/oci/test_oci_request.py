@@ -344,6 +344,8 @@ def test_documented_image_forms_pass(tmp_path: Path, image: str) -> None:
 def test_a_variable_the_service_sets_on_each_node_is_refused(tmp_path: Path, name: str) -> None:
     # shared/platforms.md: every node of a multi-node run gets its own NODE_RANK, INITIAL_CLUSTER_SIZE,
     # CLUSTER_NODES_METADATA_FILE, NODE_GROUP_NAME, JOB_OCID, JOB_RUN_OCID; the job's environment is one for all.
+    # ADS reads the four tested here from the service: oracle/accelerated-data-science
+    # ads/jobs/templates/driver_pytorch.py at 0e785b9fd36fb354019e0924b94ac2b0ec6f235a (CONST_ENV_NODE_RANK, ...).
     with pytest.raises(CloudDDPError, match=f"environment {name}: OCI Data Science sets this on each node"):
         render(tmp_path, environment={name: "0"})
 
