@@ -8,7 +8,9 @@ characters), `InstanceType` (the `TrainingInstanceType` enum) and `InstanceCount
 `src/sagemaker/job.py: _Job._prepare_resource_config`): the request carries one or the other.
 
 Which groups join the distributed job (`distribution_groups`) reaches cloudddp's launcher as
-`--instance-groups` in `cloudddp_job.json`; hosts of other groups sit the job out.
+`--instance-groups` in `cloudddp_job.json`; hosts of other groups sit the job out. That list is
+comma-separated, so a group name holding a comma is refused, and at least one chosen group must
+have an instance (else no host would run the script, after the others were billed).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from cloudddp.errors import CloudDDPError
+from cloudddp.providers.sagemaker.validation import LINE_TERMINATORS
 
 MAX_GROUPS = 5
 MAX_GROUP_NAME = 64
@@ -67,32 +70,60 @@ def check_instance_groups(
         )
     seen: set[str] = set()
     for group in groups:
-        what = f"sagemaker.instance_groups[{group.name!r}]"
-        if not 1 <= len(group.name) <= MAX_GROUP_NAME:
-            raise CloudDDPError(
-                f"sagemaker.instance_groups: the group name {group.name!r} is {len(group.name)} characters; "
-                f"SageMaker takes 1-{MAX_GROUP_NAME}."
-            )
-        if group.name in seen:
-            raise CloudDDPError(
-                f"sagemaker.instance_groups names the group {group.name!r} twice; each group needs its own name "
-                f"(hosts find their group by it)."
-            )
+        check_group(group, seen, known_types)
         seen.add(group.name)
-        if group.instance_type not in known_types:
-            raise CloudDDPError(
-                f"{what}.instance_type {group.instance_type!r} is not a SageMaker training instance type (not in "
-                f"the TrainingInstanceType list of botocore's SageMaker service model)."
-            )
-        if isinstance(group.count, bool) or group.count < 0:
-            raise CloudDDPError(f"{what}.count is {group.count}; SageMaker takes 0 or more instances per group.")
     if sum(g.count for g in groups) < 1:
         raise CloudDDPError("sagemaker.instance_groups has no instance at all: give at least one group a count >= 1.")
-    unknown = [name for name in distribution_groups or [] if name not in seen]
+    check_distribution_groups(groups, distribution_groups)
+
+
+def check_group(group: InstanceGroupSetting, seen: set[str], known_types: frozenset[str]) -> None:
+    """One group's name, type and count (`seen`: the names of the groups before it)."""
+    what = f"sagemaker.instance_groups[{group.name!r}]"
+    if not 1 <= len(group.name) <= MAX_GROUP_NAME:
+        raise CloudDDPError(
+            f"sagemaker.instance_groups: the group name {group.name!r} is {len(group.name)} characters; "
+            f"SageMaker takes 1-{MAX_GROUP_NAME}."
+        )
+    if any(ch in LINE_TERMINATORS for ch in group.name):  # InstanceGroupName's pattern `.+` takes no line break
+        raise CloudDDPError(f"sagemaker.instance_groups: the group name {group.name!r} holds a line break.")
+    if "," in group.name:
+        # SageMaker takes it (InstanceGroupName is `.+`), but the launcher splits --instance-groups on ",".
+        raise CloudDDPError(
+            f"sagemaker.instance_groups: the group name {group.name!r} holds a comma; the groups reach cloudddp's "
+            f"launcher as one comma-separated --instance-groups list, so a name cannot hold one. Rename the group."
+        )
+    if group.name in seen:
+        raise CloudDDPError(
+            f"sagemaker.instance_groups names the group {group.name!r} twice; each group needs its own name "
+            f"(hosts find their group by it)."
+        )
+    if group.instance_type not in known_types:
+        raise CloudDDPError(
+            f"{what}.instance_type {group.instance_type!r} is not a SageMaker training instance type (not in "
+            f"the TrainingInstanceType list of botocore's SageMaker service model)."
+        )
+    if isinstance(group.count, bool) or group.count < 0:
+        raise CloudDDPError(f"{what}.count is {group.count}; SageMaker takes 0 or more instances per group.")
+
+
+def check_distribution_groups(
+    groups: Sequence[InstanceGroupSetting], distribution_groups: Sequence[str] | None
+) -> None:
+    """The groups chosen for distribution exist, and at least one of them has an instance to run the script."""
+    counts = {g.name: g.count for g in groups}
+    unknown = [name for name in distribution_groups or [] if name not in counts]
     if unknown:
         raise CloudDDPError(
             f"sagemaker.distribution_groups names {', '.join(map(repr, unknown))}, which is not among "
-            f"sagemaker.instance_groups ({', '.join(sorted(seen))})."
+            f"sagemaker.instance_groups ({', '.join(sorted(counts))})."
+        )
+    if distribution_groups and not any(counts[name] for name in distribution_groups):
+        # The job side would find no host to run on (the group missing from resourceconfig.json, or with no
+        # hosts), after the other groups' instances were started and billed.
+        raise CloudDDPError(
+            f"sagemaker.distribution_groups {list(distribution_groups)!r} names only groups with count 0, so no "
+            f"instance would run the script: give one of them a count >= 1, or choose a group that has instances."
         )
 
 

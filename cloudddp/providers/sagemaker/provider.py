@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import json
 import os
 import tempfile
 import time
@@ -33,6 +34,7 @@ from cloudddp.providers.sagemaker.logs import LogTail
 from cloudddp.providers.sagemaker.request import (
     CodeUpload,
     SageMakerStaging,
+    Upload,
     build_request,
     default_bucket,
     job_name_for,
@@ -170,12 +172,13 @@ class SageMakerProvider(Provider):
         for warning in plan.warnings:
             self.say(f"cloudddp: warning: {warning}")
         self.upload_code(stager, request)
+        staged: list[Upload] = []  # the inputs this launch staged, for the error should a later step fail
         try:
-            payload = self.stage_uploads(stager, plan, payload)
+            payload = self.stage_uploads(stager, plan, payload, staged)
             sagemaker = self.client("sagemaker", region)
             response = self.call(f"create the training job {request.name}", sagemaker.create_training_job, **payload)
         except CloudDDPError as exc:
-            raise CloudDDPError(f"{exc} {self.remove_staged(stager, plan)}") from None
+            raise CloudDDPError(f"{exc} {self.remove_staged(stager, plan, staged)}") from None
         return JobHandle(
             provider=self.name, job_id=request.name,
             # As sent: staged channels read the published version, not the dry run's placeholder.
@@ -203,13 +206,17 @@ class SageMakerProvider(Provider):
             f"cloudddp: uploaded the source ({len(archive.files)} files, {archive.size / 1e6:.2f} MB) -> {code.target}"
         )
 
-    def stage_uploads(self, stager: StagingBucket, plan: SageMakerStaging, payload: dict[str, Any]) -> dict[str, Any]:
-        """Stage local input folders (each channel then reads the published version), then copy a local
-        checkpoint folder to resume from. Returns the request with the channels' version URIs."""
+    def stage_uploads(
+        self, stager: StagingBucket, plan: SageMakerStaging, payload: dict[str, Any], staged: list[Upload]
+    ) -> dict[str, Any]:
+        """Stage local input folders (each channel then reads the published version; each one staged is added to
+        `staged`), then copy a local checkpoint folder to resume from. Returns the request with the channels'
+        version URIs."""
         versions: dict[str, str] = {}
         for item in plan.inputs:
             result: StageResult = self.call(f"stage {item.source}", stage, local=item.source,
                                             store=self.store(stager, item.target))  # fmt: skip
+            staged.append(item)
             versions[str(item.channel)] = result.uri
             files = counted(result.files, "file")
             self.say(f"cloudddp: staged {item.channel}: {files}, {result.changes()} -> {result.uri}")
@@ -221,8 +228,9 @@ class SageMakerProvider(Provider):
                      f"({result.bytes_uploaded / 1e6:.1f} MB) -> {item.target}")  # fmt: skip
         return with_channel_uris(payload, versions)
 
-    def remove_staged(self, stager: StagingBucket, plan: SageMakerStaging) -> str:
-        """After a refused CreateTrainingJob: delete what only this job would have used; say what stays."""
+    def remove_staged(self, stager: StagingBucket, plan: SageMakerStaging, staged: list[Upload]) -> str:
+        """After a failed staging step or a refused CreateTrainingJob: delete what only this job would have used; say
+        which staged inputs stay (`staged`: those staged in full, never one that failed or was not reached)."""
         removed: list[str] = []
         prefixes = [plan.code.target, *([plan.checkpoint.target] if plan.checkpoint else [])]
         try:
@@ -234,8 +242,8 @@ class SageMakerProvider(Provider):
             reason = exc if isinstance(exc, CloudDDPError) else translate(exc, "delete objects")
             return f"Removing this launch's uploads failed too ({reason}); remove {prefixes} by hand."
         kept = (
-            f" The staged inputs stay ({', '.join(i.target for i in plan.inputs)}): the next launch reuses them."
-            if plan.inputs
+            f" The staged inputs stay ({', '.join(i.target for i in staged)}): the next launch reuses them."
+            if staged
             else ""
         )
         return f"Removed what this launch uploaded for the job: {', '.join(removed) or 'nothing'}.{kept}"
@@ -268,8 +276,7 @@ class SageMakerProvider(Provider):
         reason = described.get("FailureReason") or ""
         if not reason and transitions:
             reason = transitions[-1].get("StatusMessage", "")
-        instances = described.get("ResourceConfig", {}).get("InstanceCount", 0)
-        nodes = {f"algo-{i + 1}": secondary or status for i in range(instances)}
+        nodes = {f"algo-{i + 1}": secondary or status for i in range(instance_count(described))}
         artifacts = (described.get("ModelArtifacts") or {}).get("S3ModelArtifacts")
         return JobStatus(job_id=job_id, state=state, reason=reason, nodes=nodes, artifacts=artifacts)
 
@@ -278,8 +285,7 @@ class SageMakerProvider(Provider):
 
     def logs(self, job_id: str, follow: bool = False) -> Iterator[str]:
         described = self.describe(job_id)
-        # The job's own secret-named variables, from its description: a token it prints is hidden on its own.
-        secrets = secret_values(described.get("Environment") or {})
+        secrets = described_secrets(described)
         tail = LogTail(self.client("logs"), job_id, page_size=self.log_page_size)
         last = ""
         while True:
@@ -330,6 +336,29 @@ def known_regions() -> list[str]:
     for partition in ("aws", "aws-cn", "aws-us-gov"):
         regions += resolver.get_available_endpoints(prefix, partition_name=partition)
     return regions
+
+
+def described_secrets(described: dict[str, Any]) -> list[str]:
+    """The values of the job's own secret-named variables and hyperparameters, from its description: a token it
+    prints (the toolkit logs every hyperparameter: "Training Env", SM_HPS, `--api_key VALUE`) is hidden on its own,
+    as `launch` hides `secret_values(environment, hyperparameters)`. HyperParameters are JSON-encoded strings."""
+    hyperparameters: dict[str, Any] = {}
+    for key, value in (described.get("HyperParameters") or {}).items():
+        try:
+            hyperparameters[key] = json.loads(value)
+        except (TypeError, ValueError):  # a value not sent by cloudddp: as it is
+            hyperparameters[key] = value
+    return secret_values(described.get("Environment") or {}, hyperparameters)
+
+
+def instance_count(described: dict[str, Any]) -> int:
+    """The job's instances: InstanceCount, or the sum of a heterogeneous cluster's InstanceGroups (SageMaker names
+    the hosts algo-1..algo-N over all groups, as resourceconfig.json lists them)."""
+    resources = described.get("ResourceConfig") or {}
+    groups = resources.get("InstanceGroups") or []
+    if groups:
+        return sum(int(group.get("InstanceCount") or 0) for group in groups)
+    return int(resources.get("InstanceCount") or 0)
 
 
 def create(**options: Any) -> SageMakerProvider:

@@ -12,7 +12,10 @@ bootstrap on every instance, chosen by the image:
 - Any other image (bring your own): `AlgorithmSpecification.ContainerEntrypoint` runs a
   short shell command that extracts the archive from the `cloudddp_code` channel and
   runs the bootstrap with `--hyperparameters-as-args` (the launcher reads
-  hyperparameters.json); SM_HP_* come through `Environment`. The image needs only
+  hyperparameters.json). The launcher also derives SM_HPS, SM_HP_<KEY> and SM_USER_ARGS
+  from that file, formatted as the toolkit formats them (cloudddp.cluster.sagemaker
+  framework_environment), so none go into `Environment`: hyperparameters keep
+  SageMaker's own limits there, not those of variables. The image needs only
   python3 and tar.
 
 Hyperparameter values are JSON-encoded strings, as the SageMaker SDK sends them.
@@ -267,6 +270,8 @@ def s3_channel(name: str, uri: str) -> dict[str, Any]:
 # S3Prefix channels take every object whose key starts with S3Uri (API reference, S3DataSource): ending in
 # "/", the version excludes the manifest beside it and every other version.
 VERSION_AT_SUBMIT = "v-<content-hash-decided-at-submit>/"
+# The version folder as submit sends it (staging.engine: VERSION_FOLDER, "v-" and 16 hex digits): its URI's length.
+SENT_VERSION = "v-" + "0" * 16 + "/"
 
 
 def input_channels(spec: JobSpec, staging: Staging) -> tuple[list[dict[str, Any]], list[Upload]]:
@@ -302,18 +307,40 @@ def container_settings(
     else:
         algorithm["ContainerEntrypoint"] = ["/bin/sh", "-c"]
         algorithm["ContainerArguments"] = [entrypoint_command()]
-        for key, value in spec.hyperparameters.items():
-            environment.setdefault(f"SM_HP_{key.upper().replace('-', '_')}", str(value))
     check.check_hyperparameters(hyperparameters)
     check.check_environment(environment)
     return algorithm, hyperparameters, environment
 
 
 def output_path(spec: JobSpec, staging: Staging, warnings: list[str]) -> str:
-    output = spec.output if spec.output and spec.output.startswith("s3://") else staging.folder_uri()
-    if spec.output and not spec.output.startswith("s3://"):
+    if spec.output and spec.output.startswith("s3://"):
+        return check.check_s3_uri(spec.output, "output")
+    output = staging.folder_uri()  # its length is checked with the other staging URIs (check_staging_uris)
+    if spec.output:
         warnings.append(f"output {spec.output!r} is local; on SageMaker the model goes to {output}<job>/output/")
-    return check.check_s3_uri(output, "output")
+    return output
+
+
+def check_staging_uris(spec: JobSpec, staging: Staging, payload: dict[str, Any], uploads: list[Upload]) -> None:
+    """The S3 URIs built from the staging bucket and --prefix fit S3Uri's 1024 characters (botocore's SageMaker
+    model, shape S3Uri; checked before anything is uploaded, dry runs too). The prefix is the only part without a
+    bound of its own (bucket 63, job name 63, input folder name 255 characters), so the message names it."""
+    built = [(f"the input channel {u.channel!r} (InputDataConfig S3Uri)", u.target + SENT_VERSION) for u in uploads]
+    built.append(("the source archive (the code channel's S3Uri, or sagemaker_submit_directory)", staging.code_uri))
+    if not (spec.output and spec.output.startswith("s3://")):
+        built.append(("OutputDataConfig.S3OutputPath", payload["OutputDataConfig"]["S3OutputPath"]))
+    checkpoint = payload.get("CheckpointConfig", {}).get("S3Uri")
+    given = spec.sagemaker.checkpoint_s3 or (spec.checkpoint if (spec.checkpoint or "").startswith("s3://") else None)
+    if checkpoint and not given:  # else the user's own URI, checked as given (check_s3_uri)
+        built.append(("CheckpointConfig.S3Uri", checkpoint))
+    for what, uri in built:
+        if len(uri) > check.MAX_S3_URI:
+            shown = repr(staging.prefix[:40]) + ("..." if len(staging.prefix) > 40 else "")
+            raise CloudDDPError(
+                f"--prefix (sagemaker.prefix) {shown} is {len(staging.prefix)} characters, which makes {what} "
+                f"{len(uri)} characters long ({uri[:80]}...); SageMaker's S3Uri takes at most {check.MAX_S3_URI}. "
+                f"Shorten the prefix."
+            )
 
 
 def add_options(payload: dict[str, Any], spec: JobSpec, checkpoint: CheckpointPlan, warnings: list[str]) -> None:
@@ -403,6 +430,7 @@ def build_request(spec: JobSpec, *, job_name: str, region: str, role: str, image
         del payload["Environment"]
     checkpoint = plan_checkpoint(spec, staging)
     add_options(payload, spec, checkpoint, warnings)
+    check_staging_uris(spec, staging, payload, uploads)
     code = CodeUpload(source=str(Path(spec.source_dir).resolve()), target=staging.code_uri,
                       job_config=job_config(spec, mode))  # fmt: skip
     plan = SageMakerStaging(
@@ -421,7 +449,7 @@ def validate_spec(spec: JobSpec) -> None:
     check.check_network(sm.subnets, sm.security_groups)
     check.check_kms_key(sm.kms_key)
     check.check_tags(sm.tags)
-    if sm.bucket is not None and not check.S3_URI.match(f"s3://{sm.bucket}"):
+    if sm.bucket is not None and not check.S3_URI.fullmatch(f"s3://{sm.bucket}"):
         raise CloudDDPError(f"--bucket {sm.bucket!r} is not a valid S3 bucket name (just the name, no s3://).")
     if sm.checkpoint_s3:
         check.check_s3_uri(sm.checkpoint_s3, "--checkpoint-s3")

@@ -12,20 +12,31 @@ import difflib
 import functools
 import os
 import re
+import unicodedata
 from collections.abc import Mapping
 from pathlib import Path
 
 from cloudddp.errors import CloudDDPError
 
-JOB_NAME = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$")
+# The patterns of botocore 1.44.8's SageMaker model (botocore/data/sagemaker/2017-07-24/service-2.json, the shapes
+# TrainingJobName, RoleArn, ChannelName, TrainingEnvironmentKey, SubnetId/SecurityGroupId, KmsKeyId and S3Uri; the
+# S3 one narrowed to bucket names). The service matches the whole value; botocore never checks a pattern, so one
+# that fails is only refused by CreateTrainingJob, after the uploads. Used with fullmatch; the anchors are "^" and
+# "\Z", not "$" (which also matches before a final newline), for callers elsewhere that use .match(). [0-9], not
+# \d: Python's \d takes any Unicode digit.
+JOB_NAME = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}\Z")
 JOB_NAME_MAX = 63
-ROLE_ARN = re.compile(r"^arn:aws[a-z\-]*:iam::(\d{12}):role/?[a-zA-Z_0-9+=,.@\-_/]+$")
-CHANNEL_NAME = re.compile(r"^[A-Za-z0-9.\-_]{1,64}$")
-ENV_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
-VPC_ID = re.compile(r"^[-0-9a-zA-Z]{1,32}$")
-TAG_TEXT = re.compile(r"^[\w\s.:/=+\-@]*$")
-KMS_KEY = re.compile(r"^[a-zA-Z0-9:/_-]{1,2048}$")
-S3_URI = re.compile(r"^s3://([a-z0-9][a-z0-9.\-]{1,61}[a-z0-9])(/.*)?$")
+ROLE_ARN = re.compile(r"^arn:aws[a-z\-]*:iam::([0-9]{12}):role/?[a-zA-Z_0-9+=,.@\-_/]+\Z")
+CHANNEL_NAME = re.compile(r"^[A-Za-z0-9.\-_]{1,64}\Z")
+ENV_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*\Z")
+VPC_ID = re.compile(r"^[-0-9a-zA-Z]{1,32}\Z")
+KMS_KEY = re.compile(r"^[a-zA-Z0-9:/_-]{1,2048}\Z")
+# The model's "." (Java's) matches no line terminator; Python's "." only leaves out "\n".
+LINE_TERMINATORS = "\n\r\x85\u2028\u2029"
+S3_URI = re.compile(rf"^s3://([a-z0-9][a-z0-9.\-]{{1,61}}[a-z0-9])(/[^{LINE_TERMINATORS}]*)?\Z")
+# TagKey and TagValue (same file): `[\p{L}\p{Z}\p{N}_.:/=+\-@]*`. Python's re has no \p{..}: letters, separators and
+# numbers are the Unicode categories L*, Z* and N* (\s would also take tab and newline, which are Cc).
+TAG_PUNCTUATION = frozenset("_.:/=+-@")
 
 MAX_HYPERPARAMETERS = 100
 MAX_HYPERPARAMETER_KEY = 256
@@ -66,7 +77,7 @@ def check_job_name(name: str, base: str | None = None) -> str:
             f"the SageMaker training job name {name!r} is {len(name)} characters long; SageMaker allows at most "
             f"{JOB_NAME_MAX}.{hint}"
         )
-    if not JOB_NAME.match(name):
+    if not JOB_NAME.fullmatch(name):
         raise CloudDDPError(
             f"the SageMaker training job name {name!r} is invalid: use letters, digits and hyphens, starting "
             f"and ending with a letter or digit (pattern {JOB_NAME.pattern})."
@@ -81,7 +92,7 @@ def check_role(role: str | None) -> str:
             "in the job spec, or set the environment variable CLOUDDDP_SAGEMAKER_ROLE. The role must trust "
             "sagemaker.amazonaws.com and may read the staging bucket."
         )
-    if not ROLE_ARN.match(role):
+    if not ROLE_ARN.fullmatch(role):
         raise CloudDDPError(
             f"the SageMaker role {role!r} is not an IAM role ARN (expected arn:aws:iam::123456789012:role/NAME)."
         )
@@ -89,7 +100,7 @@ def check_role(role: str | None) -> str:
 
 
 def account_of_role(role: str) -> str:
-    match = ROLE_ARN.match(role)
+    match = ROLE_ARN.fullmatch(role)
     return match.group(1) if match else ""
 
 
@@ -155,7 +166,11 @@ def check_stopping(max_runtime: int, spot: bool, max_wait: int | None) -> None:
 
 
 def check_s3_uri(uri: str, what: str) -> str:
-    if not S3_URI.match(uri) or len(uri) > MAX_S3_URI:
+    if len(uri) > MAX_S3_URI:  # botocore's S3Uri shape: max 1024
+        raise CloudDDPError(
+            f"{what} {uri[:80]!r}... is {len(uri)} characters; SageMaker's S3 URIs take at most {MAX_S3_URI}."
+        )
+    if not S3_URI.fullmatch(uri):
         raise CloudDDPError(f"{what} {uri!r} is not an s3://bucket/prefix URI.")
     return uri
 
@@ -181,7 +196,7 @@ def check_inputs(inputs: Mapping[str, str], reserved: str) -> None:
             f"need one for the code."
         )
     for channel, where in inputs.items():
-        if not CHANNEL_NAME.match(channel):
+        if not CHANNEL_NAME.fullmatch(channel):
             raise CloudDDPError(f"--input {channel}=...: channel names are letters, digits, '.', '-' or '_'.")
         if channel == reserved:
             raise CloudDDPError(f"--input {channel}=...: the channel name {reserved!r} is cloudddp's; rename it.")
@@ -193,6 +208,33 @@ def check_inputs(inputs: Mapping[str, str], reserved: str) -> None:
             )
         elif not Path(where).exists():
             raise CloudDDPError(f"--input {channel}={where!r}: the local path {Path(where).resolve()} does not exist.")
+        elif Path(where).is_dir() and not holds_a_file(Path(where)):
+            # Staging refuses it too, but only after the source was uploaded.
+            raise CloudDDPError(
+                f"--input {channel}={where!r}: the local folder {Path(where).resolve()} holds no files, so there is "
+                f"nothing to stage for the channel {channel!r}. Put the data there, or drop the input."
+            )
+
+
+def holds_a_file(folder: Path) -> bool:
+    """Whether anything but folders is under `folder`, links followed as staging follows them; stops at the first.
+    A folder it cannot read counts as holding something: staging then names the real problem."""
+    seen: set[tuple[int, int]] = set()
+
+    def unreadable(error: OSError) -> None:
+        raise error
+
+    try:
+        for root, dirs, files in os.walk(folder, onerror=unreadable, followlinks=True):
+            if files:
+                return True
+            here = os.stat(root)
+            if (here.st_dev, here.st_ino) in seen:  # a symlink loop: its folders were walked already
+                dirs[:] = []
+            seen.add((here.st_dev, here.st_ino))
+    except OSError:
+        return True
+    return False
 
 
 def check_hyperparameters(hyperparameters: Mapping[str, str]) -> None:
@@ -207,6 +249,8 @@ def check_hyperparameters(hyperparameters: Mapping[str, str]) -> None:
                 f"hyperparameter name {key[:40]!r}... is {len(key)} characters; SageMaker allows 1-"
                 f"{MAX_HYPERPARAMETER_KEY}."
             )
+        if any(ch in LINE_TERMINATORS for ch in key):  # HyperParameterKey's pattern is `.*`
+            raise CloudDDPError(f"hyperparameter name {key[:60]!r} holds a line break; SageMaker's names take none.")
         if len(value) > MAX_HYPERPARAMETER_VALUE:
             raise CloudDDPError(
                 f"hyperparameter {key!r} is {len(value)} characters once encoded; SageMaker allows at most "
@@ -221,7 +265,7 @@ def check_environment(environment: Mapping[str, str]) -> None:
             f"{MAX_ENVIRONMENT}."
         )
     for key, value in environment.items():
-        if not ENV_NAME.match(key) or len(key) > MAX_ENVIRONMENT_KEY:
+        if not ENV_NAME.fullmatch(key) or len(key) > MAX_ENVIRONMENT_KEY:
             raise CloudDDPError(
                 f"--env {key[:60]!r}: environment variable names are letters, digits and '_', not starting with "
                 f"a digit, at most {MAX_ENVIRONMENT_KEY} characters."
@@ -232,16 +276,21 @@ def check_environment(environment: Mapping[str, str]) -> None:
             )
 
 
+def is_tag_text(text: str) -> bool:
+    """`text` matches TagKey's and TagValue's pattern `[\\p{L}\\p{Z}\\p{N}_.:/=+\\-@]*` (see TAG_PUNCTUATION)."""
+    return all(ch in TAG_PUNCTUATION or unicodedata.category(ch)[0] in "LZN" for ch in text)
+
+
 def check_tags(tags: Mapping[str, str]) -> None:
     if len(tags) > MAX_TAGS:
         raise CloudDDPError(f"{len(tags)} tags: SageMaker accepts at most {MAX_TAGS}.")
     for key, value in tags.items():
-        if not key or len(key) > MAX_TAG_KEY or not TAG_TEXT.match(key) or key.lower().startswith("aws:"):
+        if not key or len(key) > MAX_TAG_KEY or not is_tag_text(key) or key.lower().startswith("aws:"):
             raise CloudDDPError(
                 f"--tag {key!r}: tag keys are 1-{MAX_TAG_KEY} letters, digits, spaces or _.:/=+-@ and may not "
                 f"start with 'aws:'."
             )
-        if len(value) > MAX_TAG_VALUE or not TAG_TEXT.match(value):
+        if len(value) > MAX_TAG_VALUE or not is_tag_text(value):
             raise CloudDDPError(
                 f"--tag {key}={value[:40]!r}: tag values are at most {MAX_TAG_VALUE} letters, digits, spaces or "
                 f"_.:/=+-@."
@@ -258,12 +307,12 @@ def check_network(subnets: list[str], security_groups: list[str]) -> None:
             f"(got {len(subnets)} and {len(security_groups)})."
         )
     for item in [*subnets, *security_groups]:
-        if not VPC_ID.match(item):
+        if not VPC_ID.fullmatch(item):
             raise CloudDDPError(f"{item!r} is not a subnet or security group id (like subnet-0abc or sg-0abc).")
 
 
 def check_kms_key(key: str | None) -> None:
-    if key is not None and not KMS_KEY.match(key):
+    if key is not None and not KMS_KEY.fullmatch(key):
         raise CloudDDPError(f"--kms-key {key!r} is not a KMS key id, alias or ARN.")
 
 

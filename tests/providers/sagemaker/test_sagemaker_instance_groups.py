@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import run_cli
 from helpers.sagemaker_fixtures import (  # noqa: F401  (fixtures)
     REGION,
     FakeAWS,
@@ -27,6 +28,7 @@ from helpers.sagemaker_fixtures import (  # noqa: F401  (fixtures)
 from cloudddp.errors import CloudDDPError
 from cloudddp.providers.local.layout import node_layouts
 from cloudddp.providers.sagemaker import instance_groups, request
+from cloudddp.providers.sagemaker.provider import SageMakerProvider
 from cloudddp.sagemaker.debugger import debugger_request
 from cloudddp.spec import JobSpec, build_spec
 
@@ -78,6 +80,12 @@ def test_instance_groups_become_resource_config_instance_groups_and_the_launcher
         ({}, {"distribution_groups": ["gpus"]}, "names 'gpus', which is not among sagemaker.instance_groups"),
         ({}, {"instance_groups": [{**GROUPS[0], "instance_type": "ml.c5.3xlarge"}]}, "'ml.c5.3xlarge' is not a"),
         ({}, {"instance_groups": [GROUPS[1], GROUPS[1]]}, "names the group 'train' twice"),
+        # The launcher splits --instance-groups on ",": such a group would be two unknown groups on every host.
+        ({}, {"instance_groups": [GROUPS[0], {**GROUPS[1], "name": "gpu,train"}], "distribution_groups": ["gpu,train"]},
+         "the group name 'gpu,train' holds a comma"),
+        ({}, {"instance_groups": [{**GROUPS[0], "name": "a,b"}, GROUPS[1]]}, "the group name 'a,b' holds a comma"),
+        # No host would run the script: the job would fail after the other groups' instances were billed.
+        ({}, {"instance_groups": [GROUPS[0], {**GROUPS[1], "count": 0}]}, "['train'] names only groups with count 0"),
         ({}, {"instance_groups": [{**GROUPS[1], "name": ""}]}, "is 0 characters; SageMaker takes 1-64"),
         ({}, {"instance_groups": [{**GROUPS[1], "count": -1}]}, "count is -1"),
         ({}, {"instance_groups": [{**GROUPS[1], "count": 0}]}, "no instance at all"),
@@ -92,6 +100,39 @@ def test_what_sagemaker_refuses_about_instance_groups_fails_before_any_upload(
     data: dict[str, Any] = {"name": "t", "entry_point": "train.py", "source_dir": str(project), **extra}
     data["sagemaker"] = {"region": REGION, "instance_groups": GROUPS, "distribution_groups": ["train"], **sagemaker}
     assert message in refused(aws, build_spec(data))
+
+
+def test_distribution_groups_need_one_group_with_instances_not_all(aws: FakeAWS, project: Path) -> None:
+    groups = [{**GROUPS[0], "count": 0}, GROUPS[1], {**GROUPS[1], "name": "spare", "count": 0}]
+    aws.provider.render(hetero_spec(project, instance_groups=groups, distribution_groups=["train", "spare"]))
+    aws.provider.render(hetero_spec(project, instance_groups=groups, distribution_groups=None))
+
+
+def test_the_dry_run_refuses_a_group_name_with_a_comma(aws_env: None, project: Path, tmp_path: Path) -> None:
+    spec = tmp_path / "hg2.yaml"
+    spec.write_text(json.dumps({
+        "name": "hg2", "entry_point": "train.py", "source_dir": str(project),
+        "sagemaker": {"region": REGION, "role": "arn:aws:iam::123456789012:role/SM", "distribution_groups": ["gpu,train"],
+                      "instance_groups": [GROUPS[0], {**GROUPS[1], "name": "gpu,train"}]},
+    }))  # fmt: skip
+    result = run_cli("launch", "-p", "sagemaker", "-f", str(spec), "--dry-run", cwd=tmp_path)
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "'gpu,train' holds a comma" in " ".join(result.stderr.split()), result.stderr
+
+
+def test_status_of_a_heterogeneous_job_lists_every_groups_hosts() -> None:
+    # ResourceConfig of an InstanceGroups job has no InstanceCount: the hosts are algo-1..N over all groups.
+    described = {
+        "TrainingJobStatus": "InProgress", "SecondaryStatus": "Training",
+        "ResourceConfig": {"InstanceGroups": [
+            {"InstanceGroupName": "data", "InstanceType": "ml.c5.2xlarge", "InstanceCount": 1},
+            {"InstanceGroupName": "train", "InstanceType": "ml.g5.12xlarge", "InstanceCount": 2}], "VolumeSizeInGB": 30},
+    }  # fmt: skip
+    status = SageMakerProvider.to_status("j", described)
+    assert status.nodes == {"algo-1": "Training", "algo-2": "Training", "algo-3": "Training"}
+    homogeneous = {**described, "ResourceConfig": {"InstanceType": "ml.g5.12xlarge", "InstanceCount": 3}}
+    assert SageMakerProvider.to_status("j", homogeneous).nodes == status.nodes
+    assert SageMakerProvider.to_status("j", {"TrainingJobStatus": "InProgress"}).nodes == {}
 
 
 def test_limits_match_botocores_service_model() -> None:

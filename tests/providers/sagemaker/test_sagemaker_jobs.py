@@ -144,6 +144,36 @@ def test_log_lines_hide_the_jobs_own_secret_values_read_from_its_description(aws
     assert list(aws.provider.logs(job)) == ["[algo-1] hub login ***", "[algo-1] lr=0.1"]
 
 
+@pytest.mark.parametrize("image", [None, "123456789012.dkr.ecr.us-east-1.amazonaws.com/mine:1"])
+def test_log_lines_hide_the_jobs_secret_named_hyperparameters_read_from_its_description(
+    aws: FakeAWS, project: Path, image: str | None
+) -> None:
+    # The training toolkit logs every hyperparameter when a job starts ("Training Env" JSON, SM_HPS, the command
+    # line); lower-case names and a bare `--api_key VALUE` are not caught by the name patterns. `launch` hid these
+    # values (secret_values(environment, hyperparameters)); `cloudddp logs` read only the description's Environment.
+    seed_logs(aws, {"algo-1": ["/usr/bin/python3 -m torch.distributed.run train.py --api_key KEYSECRET999 --lr 0.1",
+                               '"hyperparameters": {"api_key": "KEYSECRET999", "lr": 0.1}']})  # fmt: skip
+    job = submit(aws, project, hyperparameters={"api_key": "KEYSECRET999", "lr": 0.1},
+                 sagemaker={"image": image} if image else {})  # fmt: skip
+    described = aws.client("sagemaker").describe_training_job(TrainingJobName=job)
+    assert described["HyperParameters"]["api_key"] == '"KEYSECRET999"'  # JSON-encoded, as sent
+    assert list(aws.provider.logs(job)) == [
+        "[algo-1] /usr/bin/python3 -m torch.distributed.run train.py --api_key *** --lr 0.1",
+        '[algo-1] "hyperparameters": {"api_key": "***", "lr": 0.1}',
+    ]
+
+
+def test_the_secrets_of_a_description_are_its_decoded_secret_named_values() -> None:
+    from cloudddp.providers.sagemaker.provider import described_secrets
+
+    described = {
+        "Environment": {"HF_TOKEN": "hf_abc123", "EPOCHS": "2"},
+        "HyperParameters": {"api_key": '"k-123456"', "db_password": "not-json", "lr": "0.1", "hf_token": "7"},
+    }
+    assert sorted(described_secrets(described)) == ["hf_abc123", "k-123456", "not-json"]
+    assert described_secrets({}) == []
+
+
 def test_follow_streams_until_the_end_including_late_lines(aws: FakeAWS, project: Path) -> None:
     seed_logs(aws, {"algo-1": ["epoch=1/2"], "algo-2": ["epoch=1/2"]})
     job = submit(aws, project)

@@ -126,12 +126,15 @@ def test_bring_your_own_container_command_runs_the_bootstrap(aws: FakeAWS, tmp_p
     (source / "show.py").write_text(
         "import json, os, sys\n"
         "out = os.path.join(os.environ['SM_OUTPUT_DIR'], 'args-' + os.environ['RANK'] + '.json')\n"
-        "json.dump({'argv': sys.argv[1:], 'world': os.environ['WORLD_SIZE']}, open(out, 'w'))\n"
+        "hps = {k: v for k, v in os.environ.items() if k.startswith('SM_HP') or k == 'SM_USER_ARGS'}\n"
+        "json.dump({'argv': sys.argv[1:], 'world': os.environ['WORLD_SIZE'], 'hps': hps}, open(out, 'w'))\n"
     )
-    spec = spec_for(source, entry_point="show.py", hyperparameters={"lr": 0.5, "arch": "resnet"}, args=["--x", "1"],
+    hyperparameters = {"lr": 0.5, "arch": "resnet", "pretrained": True, "my-key": 3}
+    spec = spec_for(source, entry_point="show.py", hyperparameters=hyperparameters, args=["--x", "1"],
                     sagemaker={"image": "123456789012.dkr.ecr.us-east-1.amazonaws.com/mine:1"})  # fmt: skip
     handle = aws.provider.submit(aws.provider.render(spec))
-    (command,) = aws.created[0]["AlgorithmSpecification"]["ContainerArguments"]
+    sent = aws.created[0]
+    (command,) = sent["AlgorithmSpecification"]["ContainerArguments"]
     archive = uploaded_archive(aws, handle.job_id, tmp_path)
     nodes = sagemaker_nodes(spec, tmp_path / "run", handle.job_id)
     port = free_port()
@@ -141,11 +144,14 @@ def test_bring_your_own_container_command_runs_the_bootstrap(aws: FakeAWS, tmp_p
             folder.mkdir(parents=True, exist_ok=True)
         for path, content in node.files.items():
             Path(path).write_text(json.dumps(content))
+        # hyperparameters.json as SageMaker writes it: the request's HyperParameters, JSON-encoded strings.
+        (node.root / "input" / "config" / "hyperparameters.json").write_text(json.dumps(sent["HyperParameters"]))
         channel = node.root / "input" / "data" / "cloudddp_code"
         channel.mkdir(parents=True)
         (channel / "sourcedir.tar.gz").write_bytes(archive.read_bytes())
-        # A bring-your-own container gets only the /opt/ml files, no SM_* variables.
-        env = {"SM_INPUT_CONFIG_DIR": str(node.root / "input" / "config"), "SM_OUTPUT_DIR": str(node.root / "output"),
+        # A bring-your-own container gets only the /opt/ml files and the request's Environment, no SM_* variables
+        # of a toolkit (SM_INPUT_CONFIG_DIR only points the launcher at this emulated /opt/ml).
+        env = {**sent.get("Environment", {}), "SM_INPUT_CONFIG_DIR": str(node.root / "input" / "config"), "SM_OUTPUT_DIR": str(node.root / "output"),
                "CLOUDDDP_HOST_MAP": "algo-1=127.0.0.1,algo-2=127.0.0.1", "OMP_NUM_THREADS": "1"}  # fmt: skip
         local = command.replace("/opt/ml", str(node.root))
         # The launcher's --master-port goes in through launcher_args after extraction, as in the test above.
@@ -165,4 +171,13 @@ def test_bring_your_own_container_command_runs_the_bootstrap(aws: FakeAWS, tmp_p
     shown = json.loads((nodes[0].root / "output" / "args-0.json").read_text())
     assert shown["world"] == "2"
     assert shown["argv"][:2] == ["--x", "1"]
-    assert shown["argv"][2:] == ["--arch", "resnet", "--lr", "0.5"]  # the toolkit's order: keys sorted
+    # The toolkit's order (keys sorted) and its str() of each value (mapping.to_cmd_args).
+    assert shown["argv"][2:] == ["--arch", "resnet", "--lr", "0.5", "--my-key", "3", "--pretrained", "True"]
+    # SM_HP_* as the toolkit's mapping.to_env_vars writes them (the launcher derives them from hyperparameters.json):
+    # keys only upper-cased, non-strings as compact JSON. The request's Environment used to carry its own
+    # SM_HP_PRETRAINED=True and SM_HP_MY_KEY=3, which won over these.
+    assert shown["hps"] == {
+        "SM_HP_ARCH": "resnet", "SM_HP_LR": "0.5", "SM_HP_PRETRAINED": "true", "SM_HP_MY-KEY": "3",
+        "SM_HPS": '{"arch":"resnet","lr":0.5,"my-key":3,"pretrained":true}',
+        "SM_USER_ARGS": '["--arch","resnet","--lr","0.5","--my-key","3","--pretrained","True"]',
+    }  # fmt: skip

@@ -99,10 +99,37 @@ def test_bring_your_own_image_uses_container_entrypoint_and_a_code_channel(aws: 
     ]  # fmt: skip
     assert not any(k.startswith("sagemaker_") for k in sent["HyperParameters"])
     assert sent["HyperParameters"] == {"epochs": "2"}
-    assert sent["Environment"] == {"SM_HP_EPOCHS": "2"}
+    # No SM_HP_* in Environment: the launcher derives them from hyperparameters.json, as the toolkit formats them.
+    assert "Environment" not in sent
     job = json.loads(archive_members(aws.read(code_uri))["cloudddp_job.json"])
     assert job["launcher_args"] == ["--nproc-per-node=4", "--hyperparameters-as-args"]
     assert job["mode"] == ENTRYPOINT
+
+
+@pytest.mark.parametrize("image", [None, BYO_IMAGE])
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        {"hyperparameters": {"prompt": "a" * 600}},  # HyperParameterValue: at most 2500 (a variable: 512)
+        {"hyperparameters": {"learning.rate": 0.1, "my key": 1, "my-key": 2, "my_key": 3}},  # HyperParameterKey: .*
+        {"hyperparameters": {f"h{i}": 1 for i in range(60)}, "environment": {f"E{i}": "1" for i in range(41)}},
+    ],
+)
+def test_hyperparameters_sagemaker_takes_are_taken_with_any_image(
+    aws: FakeAWS, project: Path, image: str | None, overrides: dict[str, Any]
+) -> None:
+    # A bring-your-own image copied each one into Environment as SM_HP_<KEY>, where the variables' limits (512
+    # characters, names of letters/digits/_, 100 in all) refused them with an error about an --env never passed.
+    spec = spec_for(project, sagemaker={"image": image} if image else {}, **overrides)
+    sent = aws.provider.render(spec).request
+    given = overrides["hyperparameters"]
+    assert {k: json.loads(sent["HyperParameters"][k]) for k in given} == given
+    assert sent.get("Environment", {}) == overrides.get("environment", {})
+
+
+def test_a_too_long_hyperparameter_of_a_bring_your_own_job_is_named_as_one(aws: FakeAWS, project: Path) -> None:
+    message = error_of(aws, spec_for(project, hyperparameters={"prompt": "a" * 2600}, sagemaker={"image": BYO_IMAGE}))
+    assert message.startswith("hyperparameter 'prompt' is 2602 characters once encoded; SageMaker allows at most 2500")
 
 
 def test_every_option_reaches_the_request(aws: FakeAWS, project: Path, data_dir: Path) -> None:
