@@ -37,7 +37,7 @@ class EmulatedCluster:
     run_dir: Path
     channels: tuple[str, ...] = ()
     hyperparameters: Mapping[str, Any] = field(default_factory=dict)
-    nproc_per_node: int | str = 1
+    nproc_per_node: int | str | None = 1  # None: the job leaves it to the platform (Kubeflow: the operator's)
     checkpoint_path: str | None = None  # SageMaker: CheckpointConfig.LocalPath (default /opt/ml/checkpoints)
 
 

@@ -38,6 +38,13 @@ NAME = "kubeflow"
 V1_DEFAULT_PORT = 23456
 V2_DEFAULT_PORT = 29500
 C10D_DEFAULT_PORT = 29400  # torchrun's default when a rendezvous endpoint has no port
+# torchrun's default when an etcd endpoint has no port (torch/distributed/elastic/rendezvous/etcd_rendezvous_backend.py
+# and etcd_rendezvous.py, torch 2.14.1: parse_rendezvous_endpoint(..., default_port=2379)).
+ETCD_DEFAULT_PORT = 2379
+# What training-operator v1.9.0 (commit 6f74c7f6b2ed6c27aabd82d0a316b23f0646059c) puts in a PyTorchJob without
+# nprocPerNode: pkg/apis/kubeflow.org/v1/pytorch_defaults.go setDefaultNprocPerNode, DefaultNprocPerNode = "auto";
+# envvar.go setPodEnv then hands it to every pod as PET_NPROC_PER_NODE.
+OPERATOR_DEFAULT_NPROC = "auto"
 PET_MARKERS = ("PET_NNODES", "PET_MASTER_ADDR", "PET_RDZV_ENDPOINT")
 V1_VARIABLES = ("MASTER_ADDR", "WORLD_SIZE", "RANK")
 # Plain MASTER_ADDR/WORLD_SIZE/RANK are generic; with any of these set they belong to someone else
@@ -53,6 +60,22 @@ OTHER_PLATFORM_MARKERS = (
     "SKYPILOT_NODE_RANK",
     "TORCHELASTIC_RUN_ID",
 )
+
+
+def nproc_per_node_for(nproc_per_node: int | str | None, gpus: int) -> int | str:
+    """The processes per node cloudddp writes into every Kubeflow job: PyTorchJob's nprocPerNode, TrainJob's
+    numProcPerNode. The user's value, else the README's default, visible GPUs else 1, as a number.
+
+    Written always, because a job without it gets the operator's default, not cloudddp's: training-operator v1.9.0
+    makes it "auto" (OPERATOR_DEFAULT_NPROC), which torchrun turns into the node's CPU count on a CPU pod (torch
+    2.14.1 torch/distributed/run.py determine_local_world_size: torch._utils.cpu_count()), and Trainer v2.0.1 to
+    v2.3.0 (pkg/runtime/framework/plugins/torch/torch.go EnforceMLPolicy) into the CPU request without a GPU. So the
+    job side needs no guess: the `auto` a pod sees was asked for, and means torchrun's auto. `gpus` is the pod's
+    nvidia.com/gpu limit: the device plugin gives the pod exactly that many, so it is the visible GPU count. A
+    number is valid for every release (PyTorchJob's string, Trainer v2.0/v2.1's int-or-string, v2.2+'s int32) and
+    makes the v1 operator's WORLD_SIZE right too (envvar.go getNprocPerNodeInt counts a word as 1).
+    """
+    return nproc_per_node if nproc_per_node is not None else (gpus or 1)
 
 
 def detect(environ: Mapping[str, str]) -> bool:
@@ -208,6 +231,7 @@ def plan(environ: Mapping[str, str], options: DetectOptions) -> ClusterPlan:
     read_node_rank(env, environ, result, nnodes, nnodes_source, dynamic=bool(endpoint))
     read_master(env, environ, result, endpoint, v1=any(env.has(name) for name in V1_VARIABLES))
     if env.has("PET_NPROC_PER_NODE"):
+        # Taken as it is: cloudddp's jobs always carry the value (nproc_per_node_for), so an `auto` was asked for.
         nproc = parse_nproc(environ["PET_NPROC_PER_NODE"], "PET_NPROC_PER_NODE")
         result.set("nproc_per_node", nproc, "PET_NPROC_PER_NODE")
     else:
@@ -221,11 +245,13 @@ def emulate(cluster: EmulatedCluster) -> list[EmulatedNode]:
     """A PyTorchJob with one Master and N-1 Workers, with every variable the v1 operator injects
     (envvar.go setPodEnv + master.go): PYTHONUNBUFFERED, MASTER_ADDR/PORT, PET_MASTER_ADDR/PORT,
     WORLD_SIZE (nodes x nprocPerNode), RANK, PET_NODE_RANK, PET_NPROC_PER_NODE, PET_NNODES, and
-    the pod's HOSTNAME."""
+    the pod's HOSTNAME. `cluster.nproc_per_node` is the job's nprocPerNode: None for a job without one, which
+    the operator defaults to "auto" (OPERATOR_DEFAULT_NPROC). The local provider passes the user's value, else 1:
+    what cloudddp's PyTorchJob carries for pods that ask for no GPU (nproc_per_node_for)."""
     master = f"{cluster.job_name}-master-0"
     port = str(V1_DEFAULT_PORT)
-    nproc_per_node = cluster.nproc_per_node
-    world = cluster.nodes * (nproc_per_node if isinstance(nproc_per_node, int) else 1)  # getNprocPerNodeInt
+    nproc_per_node = OPERATOR_DEFAULT_NPROC if cluster.nproc_per_node is None else str(cluster.nproc_per_node)
+    world = cluster.nodes * (int(nproc_per_node) if nproc_per_node.isdigit() else 1)  # getNprocPerNodeInt
     nodes = []
     for rank in range(cluster.nodes):
         name = master if rank == 0 else f"{cluster.job_name}-worker-{rank - 1}"
@@ -234,7 +260,7 @@ def emulate(cluster: EmulatedCluster) -> list[EmulatedNode]:
             HOSTNAME=name, PYTHONUNBUFFERED="1",
             MASTER_ADDR=master, MASTER_PORT=port, PET_MASTER_ADDR=master, PET_MASTER_PORT=port,
             WORLD_SIZE=str(world), RANK=str(rank), PET_NODE_RANK=str(rank),
-            PET_NPROC_PER_NODE=str(nproc_per_node), PET_NNODES=str(cluster.nodes),
+            PET_NPROC_PER_NODE=nproc_per_node, PET_NNODES=str(cluster.nodes),
         )  # fmt: skip
         node.launcher_args = ["--host-map", host_map_arg([master])]
         nodes.append(node)

@@ -7,14 +7,15 @@ from dataclasses import dataclass
 from urllib.parse import quote
 
 from cloudddp.errors import CloudDDPError
+from cloudddp.redact import has_url_credentials
 
 # S3 bucket names (AWS S3 user guide, "General purpose bucket naming rules"): 3-63 lowercase letters, digits,
 # dots and hyphens, a letter or digit at each end, no two adjacent periods, not an IP address, not starting with
 # xn-- or sthree-. (Reserved suffixes such as -s3alias and --x-s3 stay: an access point alias or a directory
 # bucket takes objects under such a name.) OCI allows more (letters, _).
-S3_BUCKET = re.compile(r"^(?!xn--|sthree-)(?!.*\.\.)(?!\d+\.\d+\.\d+\.\d+$)[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
-OCI_BUCKET = re.compile(r"^[A-Za-z0-9._-]{1,256}$")
-OCI_NAMESPACE = re.compile(r"^[A-Za-z0-9._-]+$")
+S3_BUCKET = re.compile(r"^(?!xn--|sthree-)(?!.*\.\.)(?!\d+\.\d+\.\d+\.\d+\Z)[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]\Z")
+OCI_BUCKET = re.compile(r"^[A-Za-z0-9._-]{1,256}\Z")  # \Z: "$" would also take a final newline
+OCI_NAMESPACE = re.compile(r"^[A-Za-z0-9._-]+\Z")
 
 
 def oci_prefix_problems(prefix: str) -> list[str]:
@@ -72,7 +73,9 @@ def parse_location(uri: str) -> Location:
     if uri.startswith("s3://"):
         bucket, _, prefix = uri[len("s3://") :].partition("/")
         if not S3_BUCKET.match(bucket):
-            raise CloudDDPError(f"the destination {uri!r} has no valid S3 bucket name ({bucket!r}); {shape}.")
+            # CloudDDPError hides the URI's user-info, not the same text quoted as the bucket (`KEY:SECRET@bucket`).
+            shown = "the URI holds credentials before '@'" if has_url_credentials(uri) else repr(bucket)
+            raise CloudDDPError(f"the destination {uri!r} has no valid S3 bucket name ({shown}); {shape}.")
         return Location("s3", bucket, prefix.strip("/"))
     if uri.startswith("oci://"):
         where, _, prefix = uri[len("oci://") :].partition("/")

@@ -64,6 +64,15 @@ def test_emulation_sets_every_variable_the_operator_sets(tmp_path: Path) -> None
         assert {k: node.env.get(k) for k in expected} == expected
 
 
+def test_emulating_a_job_without_nproc_per_node_gives_the_operators_auto(tmp_path: Path) -> None:
+    """A PyTorchJob without nprocPerNode gets "auto" (pytorch_defaults.go setDefaultNprocPerNode, see the fixture's
+    docstring) and WORLD_SIZE counts it as 1 (envvar.go getNprocPerNodeInt): the emulation said "1", hiding that."""
+    nodes = kubeflow.emulate(EmulatedCluster(nodes=2, job_name="resnet", run_dir=tmp_path, nproc_per_node=None))
+    for rank, node in enumerate(nodes):
+        expected = v1_pod("resnet", rank, 2)
+        assert {k: node.env.get(k) for k in expected} == expected
+
+
 def test_the_operators_rdzv_conf_is_kept_when_the_launcher_adds_its_own() -> None:
     """torchrun reads PET_RDZV_CONF only as --rdzv-conf's default, which any --rdzv-conf replaces: the operator's
     elasticPolicy.rdzvConf (read_timeout here) was lost once --rdzv-timeout added join_timeout."""

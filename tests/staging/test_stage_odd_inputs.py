@@ -97,6 +97,13 @@ def test_bucket_names_aws_forbids_are_refused_before_any_call(bucket: str) -> No
         parse_location(f"s3://{bucket}/x")
 
 
+@pytest.mark.parametrize("uri", ["s3://bucket\n", "s3://bucket\n/x", "oci://bucket\n@ns/x", "oci://bucket@ns\n/x"])
+def test_a_bucket_or_namespace_ending_in_a_newline_is_refused(uri: str) -> None:
+    """The name patterns end in \\Z: "$" would also match before a final newline, so "bucket\\n" passed."""
+    with pytest.raises(CloudDDPError, match=r"(has no valid S3 bucket name|needs a bucket and a namespace)"):
+        parse_location(uri)
+
+
 @pytest.mark.parametrize("bucket", ["my.bucket", "bk1-s3alias", "data--usw2-az1--x-s3", "1.2.3.4.5"])
 def test_names_that_address_objects_elsewhere_are_taken(bucket: str) -> None:
     assert parse_location(f"s3://{bucket}/x").bucket == bucket  # access point aliases, directory buckets

@@ -18,6 +18,7 @@ Secrets are never written into a manifest: secret-looking variables must come fr
 
 from __future__ import annotations
 
+import hashlib
 import posixpath
 import re
 from dataclasses import dataclass, field
@@ -25,7 +26,13 @@ from typing import TYPE_CHECKING, Any
 
 from cloudddp.cluster.environment import channel_variable
 from cloudddp.errors import CloudDDPError
-from cloudddp.providers.kubernetes.settings import DNS_1035_LABEL, DNS_1035_MAX, KubernetesSettings, check_subdomain
+from cloudddp.providers.kubernetes.settings import (
+    DNS_1035_LABEL,
+    DNS_1035_MAX,
+    DNS_LABEL,
+    KubernetesSettings,
+    check_subdomain,
+)
 from cloudddp.redact import (
     argument_with_url_password,
     has_url_credentials,
@@ -42,6 +49,7 @@ TRAINJOB = ("trainer.kubeflow.org", "v1alpha1", "trainjobs", "TrainJob")
 DATA_ROOT = "/cloudddp/data"  # channel CHANNEL is DATA_ROOT/CHANNEL (pull_inputs --into DATA_ROOT)
 SCRATCH_VOLUME = "cloudddp-data"
 PULL_CONTAINER = "pull-inputs"
+VOLUME_NAME_MAX = 63  # a DNS-1123 label's DNS1123LabelMaxLength (apimachinery pkg/util/validation)
 ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")  # what the other providers take (and the script's shell reads)
 # The kubelet expands $(VAR) in a container's command, args and env values and turns $$ into $ (kubernetes/kubernetes
 # third_party/forked/golang/expansion/expand.go, commit fde22c3f9aacfd260225a9741de123a41157b7c0): a $ before $ or (
@@ -105,8 +113,22 @@ def job_name(spec: JobSpec, derived: DerivedName) -> str:
     )
 
 
+def refuse_credentials(uri: str, field_name: str, instead: str) -> None:
+    """A URI with user-info (`s3://KEY:SECRET@bucket/p`) is refused before any part of it is quoted on its own.
+
+    CloudDDPError hides the user-info of the URI itself (redact_text), but not once its bucket or claim part,
+    `KEY:SECRET@bucket`, is quoted without the scheme: so the message says that the URI holds credentials instead.
+    """
+    if has_url_credentials(uri):
+        raise CloudDDPError(
+            f"{field_name}={uri!r}: the URI holds credentials (a user or password before '@'), which cloudddp neither "
+            f"prints nor writes into the job's manifest; {instead}"
+        )
+
+
 def split_pvc(uri: str, field_name: str) -> tuple[str, str]:
     """`pvc://claim/sub/path` -> ("claim", "sub/path")."""
+    refuse_credentials(uri, field_name, "write pvc://CLAIM/PATH (a claim needs none).")
     claim, _, sub_path = uri.removeprefix("pvc://").partition("/")
     try:
         check_subdomain(claim, "PersistentVolumeClaim name")
@@ -127,12 +149,36 @@ def split_pvc(uri: str, field_name: str) -> tuple[str, str]:
     return claim, sub_path
 
 
+def volume_name(claim: str) -> str:
+    """The pod volume that mounts `claim`: `pvc-CLAIM` when that is a DNS-1123 label, else one made to be.
+
+    A volume's name must be a DNS-1123 label (kubernetes/kubernetes pkg/apis/core/validation/validation.go
+    ValidateVolumes -> ValidateDNS1123Label, commit 000f26050b9be6fb3d79fae95e06b47fc96128cd, from a stored copy),
+    while a claim's name is a DNS-1123 subdomain: dots, and up to 253 characters. The pod of `pvc-data.v1` would be
+    refused when the operator creates it, and a name cut at 63 characters gave two long claims one volume (one
+    channel read the other's data). So such a name has its dots as '-', is cut short, and ends in 8 hex digits of
+    the claim's SHA-256: distinct for distinct claims (mount_claim refuses the unlikely clash).
+    """
+    name = f"pvc-{claim}"
+    if DNS_LABEL.fullmatch(name):
+        return name
+    digest = hashlib.sha256(claim.encode()).hexdigest()[:8]
+    return f"{name.replace('.', '-')[: VOLUME_NAME_MAX - len(digest) - 1].rstrip('-')}-{digest}"
+
+
 def mount_claim(storage: Storage, uri: str, field_name: str, path: str, read_only: bool) -> None:
     claim, sub_path = split_pvc(uri, field_name)
-    volume = f"pvc-{claim}"[:63].rstrip("-.")
-    if not any(v["name"] == volume for v in storage.volumes):
+    volume = volume_name(claim)
+    owner = next((v["persistentVolumeClaim"]["claimName"] for v in storage.volumes
+                  if v["name"] == volume and "persistentVolumeClaim" in v), None)  # fmt: skip
+    if owner is None:
         storage.volumes.append({"name": volume, "persistentVolumeClaim": {"claimName": claim}})
         storage.claims.append(claim)
+    elif owner != claim:  # one volume per claim, always: never mount one claim in another's place
+        raise CloudDDPError(
+            f"{field_name}={uri!r}: the claims {owner!r} and {claim!r} would get the same pod volume name, "
+            f"{volume!r}; rename one of them."
+        )
     mount: dict[str, Any] = {"name": volume, "mountPath": path, "readOnly": read_only}
     if sub_path:
         mount["subPath"] = sub_path
@@ -141,6 +187,8 @@ def mount_claim(storage: Storage, uri: str, field_name: str, path: str, read_onl
 
 def s3_channel(channel: str, uri: str) -> str:
     """`CHANNEL=s3://bucket/prefix`, the pull's argument, once the bucket name is known to be one."""
+    refuse_credentials(uri, f"inputs.{channel}", "give the keys in the Secret named by kubernetes.s3_secret "
+                       "(AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY), or none for the pod's own AWS identity.")  # fmt: skip
     bucket = uri.removeprefix("s3://").partition("/")[0]
     if not S3_BUCKET.match(bucket):
         raise CloudDDPError(

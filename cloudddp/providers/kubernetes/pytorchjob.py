@@ -11,6 +11,8 @@ from __future__ import annotations
 import copy
 from typing import TYPE_CHECKING, Any
 
+from cloudddp.cluster.kubeflow import C10D_DEFAULT_PORT, ETCD_DEFAULT_PORT, nproc_per_node_for
+from cloudddp.cluster.plan import parse_port, split_host_port
 from cloudddp.errors import CloudDDPError
 from cloudddp.providers.kubernetes.manifest import (
     PYTORCHJOB,
@@ -73,11 +75,29 @@ def elastic_from_spec(spec: JobSpec) -> ElasticSettings | None:
             f"min_nodes={spec.min_nodes} (--nodes {spec.min_nodes}:{spec.nodes}) and kubernetes.elastic both give "
             f"an elastic range; give it once."
         )
-    host, _, port = (spec.rdzv_endpoint or "").rpartition(":")
+    host, port = rendezvous_host_port(spec.rdzv_endpoint, spec.rdzv_backend)
     return ElasticSettings(
         min_nodes=spec.min_nodes, max_nodes=spec.nodes, rdzv_backend=spec.rdzv_backend,
-        rdzv_host=host or None, rdzv_port=int(port) if port.isdigit() else None, max_restarts=spec.max_restarts,
+        rdzv_host=host, rdzv_port=port, max_restarts=spec.max_restarts,
     )  # fmt: skip
+
+
+def rendezvous_host_port(endpoint: str | None, backend: str) -> tuple[str | None, int | None]:
+    """`--rdzv-endpoint HOST[:PORT]` as elasticPolicy's rdzvHost and rdzvPort; (None, None) without one (the
+    operator's default, <job>-worker-0 and the job's port).
+
+    A bare HOST takes torchrun's own default port for the backend, written out: without rdzvPort the operator
+    would use the PyTorchJob's port, 23456 (training-operator v1.9.0 pkg/controller.v1/pytorch/elastic.go
+    generateEnvRDZVEndpoint), not what `torchrun --rdzv-endpoint HOST` uses elsewhere (c10d 29400, etcd 2379)."""
+    if not endpoint:
+        return None, None
+    host, port = split_host_port(endpoint)
+    if not host or endpoint.strip().startswith(":"):  # ":2379": split_host_port keeps it whole as the host
+        raise CloudDDPError(f"--rdzv-endpoint {endpoint!r} has no host; write HOST:PORT (e.g. etcd-service:2379).")
+    default = ETCD_DEFAULT_PORT if backend.startswith("etcd") else C10D_DEFAULT_PORT
+    number = parse_port(port, f"--rdzv-endpoint {endpoint!r}: its port") if port is not None else default
+    # The operator writes "<rdzvHost>:<rdzvPort>" (elastic.go): an IPv6 address needs its brackets back.
+    return (f"[{host}]" if ":" in host else host), number
 
 
 def elastic_policy(spec: JobSpec, elastic: ElasticSettings) -> dict[str, Any]:
@@ -132,8 +152,8 @@ def pytorchjob(spec: JobSpec, settings: KubernetesSettings, storage: Storage, na
     }  # fmt: skip
     if settings.ttl_seconds_after_finished is not None:
         job_spec["runPolicy"]["ttlSecondsAfterFinished"] = settings.ttl_seconds_after_finished
-    if spec.nproc_per_node is not None:
-        job_spec["nprocPerNode"] = str(spec.nproc_per_node)
+    # Always: left out, the operator would make it "auto" (one process per CPU core on a CPU pod), not the default.
+    job_spec["nprocPerNode"] = str(nproc_per_node_for(spec.nproc_per_node, settings.gpus))
     elastic = elastic_from_spec(spec) or settings.elastic
     if elastic:
         job_spec["elasticPolicy"] = elastic_policy(spec, elastic)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -13,7 +13,13 @@ from cloudddp.spec import Section
 # Kubernetes object names: DNS-1123 subdomain (Secrets, PVCs) and label (namespaces).
 DNS_SUBDOMAIN = re.compile(r"^(?=.{1,253}$)[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
-QUANTITY = re.compile(r"^[0-9]+(\.[0-9]+)?(m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei)?$")
+# A resource quantity as the CRDs take it (resources.limits, x-kubernetes-int-or-string): the pattern of
+# kubeflow.org_pytorchjobs.v1.9.0.yaml (tests/data/schemas) and of Trainer's resourcesPerNode, the grammar of
+# kubernetes/apimachinery pkg/api/resource/quantity.go (HEAD eed236ceee2c19c2753a3d93ac0631dc20750454): `.5`,
+# `1e3`, `1000n`, `+2` are quantities. A negative one passes the CRD but not the pod (ValidateNonnegativeQuantity).
+QUANTITY = re.compile(
+    r"^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$"
+)
 # kubernetes/apimachinery pkg/util/validation/validation.go, tag v0.34.0, commit
 # b72d93d174332f952a8d431419fece5e6f044bcb (at master, commit eed236ceee2c19c2753a3d93ac0631dc20750454, the label
 # rules moved unchanged to pkg/api/validate/content/kube.go as IsLabelKey / IsLabelValue):
@@ -85,6 +91,45 @@ class Toleration(BaseModel):
     value: str | None = None
     effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] | None = None
     tolerationSeconds: int | None = None
+
+    def problem(self) -> str | None:
+        """Why the API server would refuse this toleration in a pod, or None.
+
+        kubernetes/kubernetes pkg/apis/core/validation/validation.go ValidateTolerations (read at commit
+        000f26050b9be6fb3d79fae95e06b47fc96128cd from a stored copy of the file): a key is a label name
+        (ValidateLabelName = IsQualifiedName); an empty key needs operator Exists; tolerationSeconds needs effect
+        NoExecute; Equal's value is a label value (IsValidLabelValue); Exists takes no value. The CRDs do not check the
+        pod template, so such a job would be created and its pods refused when the operator makes them.
+        """
+        if self.key:
+            key_problem = label_key_problem(self.key)
+            if key_problem:
+                return f"the key {self.key!r} is not a label key: {key_problem}"
+        elif self.operator != "Exists":
+            return "a toleration without a key must have operator Exists (it then matches every taint)"
+        if self.tolerationSeconds is not None and self.effect != "NoExecute":
+            return f"tolerationSeconds applies to effect NoExecute only (effect here: {self.effect or 'none'})"
+        if self.operator == "Exists" and self.value:
+            return f"operator Exists takes no value (value here: {self.value!r}); drop it or use operator Equal"
+        value_problem = label_value_problem(self.value or "") if self.operator == "Equal" else None
+        if value_problem:
+            return f"the value {self.value!r} is not a label value: {value_problem}"
+        return None
+
+
+# A Secret's key (a secretKeyRef's key): kubernetes/kubernetes validation.go validateSecretKeySelector (commit
+# 000f2605, as above) calls IsConfigMapKey, which is kubernetes/apimachinery pkg/util/validation/validation.go (HEAD
+# eed236ceee2c19c2753a3d93ac0631dc20750454): at most 253 characters of [-._a-zA-Z0-9], not '.' or '..' nor starting
+# with '..' (hasChDirPrefix).
+SECRET_KEY = re.compile(r"[-._a-zA-Z0-9]{1,253}")
+
+
+def secret_key_problem(key: str) -> str | None:
+    if not SECRET_KEY.fullmatch(key):
+        return "a Secret's key is 1-253 letters, digits, '-', '_' or '.'"
+    if key in (".", "..") or key.startswith(".."):
+        return "a Secret's key may not be '.' or '..' nor start with '..'"
+    return None
 
 
 class ElasticSettings(Section):
@@ -158,7 +203,27 @@ class KubernetesSettings(Section):
             if not sep or not key:
                 raise ValueError(f"{variable}={reference!r}: write SECRET/KEY (the Secret's name and the key in it)")
             check_subdomain(secret, "Secret name")
+            problem = secret_key_problem(key)
+            if problem:
+                raise ValueError(f"{variable}={reference!r}: the key {key!r} is not a Secret key: {problem}")
         return value
+
+    @field_validator("tolerations")
+    @classmethod
+    def _tolerations(cls, value: list[Toleration]) -> list[Toleration]:
+        for index, toleration in enumerate(value):
+            problem = toleration.problem()
+            if problem:
+                shown = toleration.model_dump(exclude_unset=True)  # as written
+                raise ValueError(f"tolerations[{index}] {shown}: {problem}")
+        return value
+
+    @field_validator("service_account")
+    @classmethod
+    def _service_account(cls, value: str | None) -> str | None:
+        # ValidateServiceAccountName = NameIsDNSSubdomain (kubernetes/apimachinery pkg/api/validation/generic.go,
+        # HEAD eed236ce); the pod would be refused when the operator creates it.
+        return check_subdomain(value, "service account name") if value is not None else None
 
     @field_validator("node_selector")
     @classmethod
@@ -186,9 +251,17 @@ class KubernetesSettings(Section):
             raise ValueError(f"namespace {value!r} must be a DNS label (lower-case letters, digits, '-', <= 63)")
         return value
 
+    @field_validator("cpu", "memory", mode="before")
+    @classmethod
+    def _number_as_quantity(cls, value: Any) -> Any:
+        # `cpu: 4` (or 0.5) is how Kubernetes manifests write it: the same quantity as "4". A bool stays, to be refused.
+        return str(value) if isinstance(value, int | float) and not isinstance(value, bool) else value
+
     @field_validator("cpu", "memory")
     @classmethod
     def _quantity(cls, value: str | None) -> str | None:
         if value is not None and not QUANTITY.match(value):
-            raise ValueError(f"{value!r} is not a Kubernetes quantity (e.g. 4, 500m, 16Gi)")
+            raise ValueError(f"{value!r} is not a Kubernetes quantity (e.g. 4, 0.5, 500m, 16Gi, 1e3)")
+        if value is not None and value.startswith("-"):
+            raise ValueError(f"{value!r} is negative; Kubernetes refuses a pod asking for a negative quantity")
         return value

@@ -25,6 +25,7 @@ from __future__ import annotations
 import shlex
 from typing import TYPE_CHECKING, Any
 
+from cloudddp.cluster.kubeflow import nproc_per_node_for
 from cloudddp.errors import CloudDDPError
 from cloudddp.providers.kubernetes.manifest import (
     TRAINJOB,
@@ -50,6 +51,17 @@ PATCH_MANAGER = "cloudddp.io/launch"  # runtimePatches[].manager: a domain-prefi
 PULL_PREFIX = "CLOUDDDP_PULL_"
 
 
+# Settings a TrainJob has no field for, at any release (trainjob_types.go TrainJobSpec, and RuntimePatch's PodSpecPatch
+# from v2.2.0, at v2.0.1, v2.1.0, v2.2.0 and v2.3.0): the ClusterTrainingRuntime's JobSet decides them. There, JobSet
+# (kubernetes-sigs/jobset pkg/webhooks/jobset_webhook.go Default, v0.12.0, commit f22e565a) makes restartPolicy
+# OnFailure, and each Job keeps Kubernetes' backoffLimit (6) unless the runtime sets one.
+RUNTIME_OWNED = {
+    "restart_policy": "the runtime's JobSet sets the pods' restartPolicy (OnFailure unless it says otherwise)",
+    "backoff_limit": "the runtime's Jobs set backoffLimit",
+    "ttl_seconds_after_finished": "the runtime's JobSet sets ttlSecondsAfterFinished",
+}
+
+
 def unsupported(spec: JobSpec, settings: KubernetesSettings) -> None:
     """What a TrainJob of the chosen release cannot carry: say so instead of dropping it."""
     problems = []
@@ -57,6 +69,17 @@ def unsupported(spec: JobSpec, settings: KubernetesSettings) -> None:
         problems.append("elastic (use the v1 PyTorchJob API for an elasticPolicy)")
     if settings.trainer_release == "v2.0" and settings.image_pull_secrets:
         problems.append("image_pull_secrets (podSpecOverrides has no imagePullSecrets; they came with v2.1)")
+    # Given at all, even as its default value: the TrainJob would run with the runtime's, not the one written.
+    given = [
+        name for name in RUNTIME_OWNED if name in settings.model_fields_set and getattr(settings, name) is not None
+    ]
+    problems += [f"kubernetes.{name} ({RUNTIME_OWNED[name]}; set it there, or use kubeflow_api v1)" for name in given]
+    if (
+        settings.trainer_release in ("v2.0", "v2.1")
+        and spec.max_runtime != type(spec).model_fields["max_runtime"].default
+    ):
+        # Only the default passes: every spec has one (Estimator passes it too), and v2.0/v2.1 have nowhere to put it.
+        problems.append(f"max_runtime={spec.max_runtime} (spec.activeDeadlineSeconds came with Trainer v2.2)")
     if problems:
         raise CloudDDPError(
             f"kubernetes.kubeflow_api='trainer-v2' with trainer_release={settings.trainer_release!r} cannot carry: "
@@ -140,6 +163,26 @@ def pod_names(nodes: int) -> DerivedName:
     return DerivedName("TrainJob", f"-{TRAINER_JOB}-0-{nodes - 1}-abcde", why, nodes)
 
 
+def processes_per_node(spec: JobSpec, settings: KubernetesSettings) -> dict[str, Any]:
+    """`trainer.numProcPerNode` for the release: {} to leave it to the runtime.
+
+    Without it Trainer runs `auto` on a GPU pod and one process per requested CPU on a CPU pod (torch.go
+    EnforceMLPolicy, v2.0.1 to v2.3.0), so cloudddp's default is written out (nproc_per_node_for). From v2.2.0
+    (commit dc7656ad) the field is an int32, and `auto` is what leaving it out means; v2.0.1 and v2.1.0 take
+    an int or `auto`, `cpu`, `gpu` (IntOrString, checked by the torch plugin's Validate).
+    """
+    nproc = nproc_per_node_for(spec.nproc_per_node, settings.gpus)
+    if settings.trainer_release in ("v2.0", "v2.1") or isinstance(nproc, int):
+        return {"numProcPerNode": nproc}
+    if nproc == "auto":
+        return {}
+    raise CloudDDPError(
+        f"nproc_per_node={nproc!r}: a TrainJob for trainer_release={settings.trainer_release!r} (Trainer v2.2 and "
+        f"later) takes numProcPerNode as a number only; give a number (--nproc-per-node N), or auto (the runtime's "
+        f"default: one process per GPU, else one per requested CPU)."
+    )
+
+
 def trainjob(spec: JobSpec, settings: KubernetesSettings, storage: Storage, namespace: str) -> dict[str, Any]:
     unsupported(spec, settings)
     group, version, _, kind = TRAINJOB
@@ -152,14 +195,17 @@ def trainjob(spec: JobSpec, settings: KubernetesSettings, storage: Storage, name
         "env": environment(spec, settings, storage) + pull_env,
         "numNodes": spec.nodes,
     }
-    if spec.nproc_per_node is not None:
-        trainer["numProcPerNode"] = spec.nproc_per_node
+    trainer.update(processes_per_node(spec, settings))
     if resources(settings):
         trainer["resourcesPerNode"] = resources(settings)
     job_spec: dict[str, Any] = {
         "runtimeRef": {"name": settings.runtime, "apiGroup": group, "kind": "ClusterTrainingRuntime"},
         "trainer": escaped_container(trainer),  # the kubelet expands $(VAR) in its command, args and env
     }
+    if settings.trainer_release not in ("v2.0", "v2.1"):
+        # TrainJobSpec.ActiveDeadlineSeconds (minimum 1) from v2.2.0 (commit dc7656ad), as in v2.3.0: the
+        # controller fails the TrainJob with DeadlineExceeded once it has run that long (trainjob_controller.go).
+        job_spec["activeDeadlineSeconds"] = spec.max_runtime
     job_spec.update(overrides(settings.trainer_release, pod_overrides(settings, storage)))
     return {
         "apiVersion": f"{group}/{version}",

@@ -74,7 +74,8 @@ def test_a_trainjob_a_clusters_older_trainer_cannot_carry_is_refused_not_trimmed
     with pytest.raises(CloudDDPError) as refused:
         submit(kubeconfig, kubeflow_api="trainer-v2")
     message = str(refused.value)
-    assert "creating TrainJob training/resnet" in message and "does not know spec.runtimePatches" in message
+    assert "creating TrainJob training/resnet" in message
+    assert "does not know spec.activeDeadlineSeconds, spec.runtimePatches" in message  # max_runtime, the volume
     assert "rendered for Kubeflow Trainer v2.2 (kubernetes.trainer_release)" in message
     assert "--trainer-release" in message and "Nothing was created" in message
     assert fake.objects == {} and fake.warnings == []
@@ -95,17 +96,25 @@ def test_a_trainjob_rendered_for_the_clusters_older_release_keeps_its_volume(
     assert pod["volumes"][0]["persistentVolumeClaim"] == {"claimName": "datasets"}
 
 
-def test_a_trainjob_with_nothing_to_patch_runs_on_trainer_v2_1(api: tuple[FakeAPIServer, Path]) -> None:
+def test_a_trainjob_with_nothing_to_patch_runs_on_trainer_v2_1_when_rendered_for_it(
+    api: tuple[FakeAPIServer, Path],
+) -> None:
+    """Rendered for v2.2 (the default), even a job with nothing to patch carries max_runtime as
+    spec.activeDeadlineSeconds, which v2.1's CRD lacks: refused by name rather than run without a time limit.
+    Rendered for v2.1 (which has nowhere to put one) it runs."""
     fake, kubeconfig = api
     fake.crd_files["trainjobs"] = OLDER_TRAINJOB_CRDS["v2.1"]
-    spec = build_spec({
+    data = {
         "name": "resnet", "entry_point": "train_ddp.py", "source_dir": str(SOURCES), "nodes": 2,
         "kubernetes": {"image": "registry.example.com/train:1", "kubeconfig": str(kubeconfig),
                        "kubeflow_api": "trainer-v2"},
-    })  # fmt: skip
+    }  # fmt: skip
     provider = KubernetesProvider()
-    request = provider.render(spec)
-    assert "runtimePatches" not in request.request.body["spec"]
+    with pytest.raises(CloudDDPError, match=r"does not know spec.activeDeadlineSeconds, so .* --trainer-release"):
+        provider.submit(provider.render(build_spec(data)))
+    data["kubernetes"]["trainer_release"] = "v2.1"  # type: ignore[index]
+    request = provider.render(build_spec(data))
+    assert not {"runtimePatches", "podTemplateOverrides", "activeDeadlineSeconds"} & set(request.request.body["spec"])
     assert provider.submit(request).job_id == "trainjobs/training/resnet"
     assert fake.objects[("trainjobs", "training", "resnet")]["spec"] == request.request.body["spec"]
 
@@ -117,10 +126,12 @@ def test_a_name_at_the_limit_is_created_and_one_over_it_is_never_sent(
     fake, kubeconfig = api
     provider = KubernetesProvider()
     spec = spec_for(kubeconfig, nodes=3, kubeflow_api=api_version)
-    job_id = provider.submit(provider.render(build_spec({**spec.model_dump(), "name": "a" * limit}))).job_id
+    job_id = provider.submit(
+        provider.render(build_spec({**spec.model_dump(exclude_unset=True), "name": "a" * limit}))
+    ).job_id
     assert job_id.endswith(f"/training/{'a' * limit}") and len(fake.objects) == 1
     with pytest.raises(CloudDDPError, match=f"of at most {limit} characters for this job's 3 nodes"):
-        provider.render(build_spec({**spec.model_dump(), "name": "a" * (limit + 1)}))
+        provider.render(build_spec({**spec.model_dump(exclude_unset=True), "name": "a" * (limit + 1)}))
     assert [verb for verb, _ in fake.requests].count("POST") == 1
 
 
@@ -250,7 +261,11 @@ def test_a_readwritemany_claim_or_one_node_gets_no_warning(
     submit(kubeconfig)
     fake.add_claim("training", "datasets", ["ReadWriteOnce"])
     provider = KubernetesProvider()
-    provider.submit(provider.render(build_spec({**spec_for(kubeconfig).model_dump(), "name": "single", "nodes": 1})))
+    provider.submit(
+        provider.render(
+            build_spec({**spec_for(kubeconfig).model_dump(exclude_unset=True), "name": "single", "nodes": 1})
+        )
+    )
     assert "warning" not in capsys.readouterr().err
 
 
