@@ -26,12 +26,14 @@ import pytest
 from moto import mock_aws
 from moto.core import DEFAULT_ACCOUNT_ID
 
+from cloudddp.errors import CloudDDPError
 from cloudddp.providers.sagemaker.provider import SageMakerProvider
 from cloudddp.spec import JobSpec, build_spec
 
 REPO = Path(__file__).resolve().parents[2]
 REGION = "us-east-1"
 ACCOUNT = DEFAULT_ACCOUNT_ID
+BYO_IMAGE = f"{ACCOUNT}.dkr.ecr.{REGION}.amazonaws.com/my-trainer:1"  # not a DLC: the entrypoint mode
 ROLE = f"arn:aws:iam::{ACCOUNT}:role/cloudddp-test"
 BUCKET = f"cloudddp-{ACCOUNT}-{REGION}"
 # The SDK's own virtual env, built by `make .venv-sdk/.installed-stamp` (or named by CLOUDDDP_SMSDK_PYTHON).
@@ -279,3 +281,12 @@ def canned_endpoint(kind: str) -> Iterator[str]:
     finally:
         server.shutdown()
         server.server_close()
+
+
+def refused(fake: FakeAWS, spec: JobSpec) -> str:
+    """The paragraph `submit` refuses `spec` with: exit 2, before anything was created or uploaded."""
+    with pytest.raises(CloudDDPError) as info:
+        fake.provider.submit(fake.provider.render(spec))
+    assert fake.created == [] and fake.buckets() == []
+    assert info.value.exit_code == 2
+    return str(info.value)

@@ -23,6 +23,7 @@ from helpers.sagemaker_fixtures import (  # noqa: F401  (fixtures)
     aws,
     aws_env,
     project,
+    refused,
 )
 
 from cloudddp.errors import CloudDDPError
@@ -42,14 +43,6 @@ def hetero_spec(project: Path, **sagemaker: Any) -> JobSpec:
     data: dict[str, Any] = {"name": "t", "entry_point": "train.py", "source_dir": str(project)}
     data["sagemaker"] = {"region": REGION, "instance_groups": GROUPS, "distribution_groups": ["train"], **sagemaker}
     return build_spec(data)
-
-
-def refused(fake: FakeAWS, spec: JobSpec) -> str:
-    with pytest.raises(CloudDDPError) as info:
-        fake.provider.submit(fake.provider.render(spec))
-    assert fake.created == [] and fake.buckets() == []  # refused before anything was made or uploaded
-    assert info.value.exit_code == 2
-    return str(info.value)
 
 
 def test_instance_groups_become_resource_config_instance_groups_and_the_launchers_groups(

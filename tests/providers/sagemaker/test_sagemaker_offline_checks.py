@@ -16,6 +16,7 @@ import pytest
 from helpers import run_cli
 from helpers.sagemaker_fixtures import (  # noqa: F401  (fixtures)
     ACCOUNT,
+    BYO_IMAGE,
     REGION,
     ROLE,
     FakeAWS,
@@ -23,6 +24,7 @@ from helpers.sagemaker_fixtures import (  # noqa: F401  (fixtures)
     aws_env,
     data_dir,
     project,
+    refused,
     spec_for,
 )
 
@@ -31,16 +33,7 @@ from cloudddp.providers.sagemaker import validation
 from cloudddp.spec import build_spec
 from cloudddp.staging.engine import VERSION_FOLDER
 
-BYO_IMAGE = f"{ACCOUNT}.dkr.ecr.{REGION}.amazonaws.com/my-trainer:1"
 SENT_VERSION = "v-" + "0" * 16 + "/"  # the length of the version folder a staged channel's URI ends in, as sent
-
-
-def refused(fake: FakeAWS, spec: Any) -> str:
-    with pytest.raises(CloudDDPError) as info:
-        fake.provider.submit(fake.provider.render(spec))
-    assert fake.created == [] and fake.buckets() == []  # refused before anything was made or uploaded
-    assert info.value.exit_code == 2
-    return str(info.value)
 
 
 # -- patterns: the whole value, as the service matches them ------------------------------------------------------

@@ -22,6 +22,7 @@ from botocore.exceptions import ClientError
 from helpers.sagemaker_fixtures import (  # noqa: F401  (fixtures)
     ACCOUNT,
     BUCKET,
+    BYO_IMAGE,
     REGION,
     ROLE,
     FakeAWS,
@@ -38,8 +39,6 @@ from cloudddp.providers.sagemaker import request as request_module
 from cloudddp.providers.sagemaker import validation
 from cloudddp.providers.sagemaker.request import CODE_CHANNEL, ENTRYPOINT, TOOLKIT
 from cloudddp.session import run_job
-
-BYO_IMAGE = f"{ACCOUNT}.dkr.ecr.{REGION}.amazonaws.com/my-trainer:1"
 
 
 def launch(fake: FakeAWS, spec: Any) -> tuple[dict[str, Any], Any]:
