@@ -132,12 +132,13 @@ class PBSProvider(Provider):
         if result.returncode == 0 and result.stdout.lstrip().startswith("{"):
             jobs = json.loads(result.stdout).get("Jobs", {})
             if jobs:
-                record: dict[str, Any] = next(iter(jobs.values()))
+                full_id, record = next(iter(jobs.items()))
+                record = {**record, "Job Id": full_id}  # the full id, as qstat -f text gives it (run_dir)
                 if isinstance(record.get("Variable_List"), dict):
                     record["Variable_List"] = {k: json_variable(v) for k, v in record["Variable_List"].items()}
                 return record
         result = run_tool(["qstat", "-f", job_id], env=self.environ, what="qstat")
-        record = parse_full_text(result.stdout)
+        record: dict[str, Any] = parse_full_text(result.stdout)
         if not record:
             raise CloudDDPError(f"qstat -f {job_id} printed nothing PBS-like: {result.stdout.strip()[:200]!r}")
         return record
@@ -178,11 +179,14 @@ class PBSProvider(Provider):
 
     @staticmethod
     def run_dir(record: dict[str, Any], job_id: str) -> Path | None:
+        """The job's run folder, named by the script with the full $PBS_JOBID (`1234.server`). A short id (`1234`)
+        works with qstat, which adds the default server (openpbs/openpbs src/lib/Libcmds/get_server.c get_server,
+        commit cd7ab5edaf03dcac2f1cb9e2f42d75eb117d468a), so the id qstat answers with names the folder."""
         variables = record.get("Variable_List") or {}
         runs_dir = variables.get("CLOUDDDP_RUNS_DIR") if isinstance(variables, dict) else None
         if not runs_dir or not record.get("Job_Name"):
             return None
-        return Path(runs_dir) / f"{record['Job_Name']}-{job_id}"
+        return Path(runs_dir) / f"{record['Job_Name']}-{record.get('Job Id') or job_id}"
 
     def logs(self, job_id: str, follow: bool = False) -> Iterator[str]:
         """Each node's log in the run folder, lines prefixed with `[host]`."""

@@ -27,6 +27,7 @@ from cloudddp.providers.slurm.shell import (
     export_lines,
     launcher_words,
     quote,
+    refuse_secret_assignments,
     refuse_url_credentials,
     runs_dir_of,
     shared_folder,
@@ -177,6 +178,8 @@ exit "$code"
 def render_qsub(spec: JobSpec, settings: PBSSettings) -> QsubRequest:
     spec.require_source()
     runs_dir = runs_dir_of(spec, settings.runs_dir, "pbs")
+    fields = {f"pbs.{name}": getattr(settings, name) for name in ("setup", "launcher_args", "qsub_args")}
+    refuse_secret_assignments(fields, "pbs")
     _, secret = split_environment(spec)
     lines = [
         "#!/bin/bash",

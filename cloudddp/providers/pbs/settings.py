@@ -88,6 +88,12 @@ class PBSSettings(Section):
     runs_dir: str = Field(default="cloudddp-runs", description="logs and model folders (on the shared filesystem)")
     qsub_args: list[str] = Field(default_factory=list)
 
+    @field_validator("walltime", mode="before")
+    @classmethod
+    def _walltime_number(cls, value: object) -> object:
+        # YAML reads `walltime: 3600` as a number: PBS takes it as seconds, as the README says (OpenPBS decode_time).
+        return str(value) if isinstance(value, int) and not isinstance(value, bool) else value
+
     @field_validator("walltime")
     @classmethod
     def _walltime(cls, value: str | None) -> str | None:

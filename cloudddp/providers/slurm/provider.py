@@ -53,6 +53,41 @@ def parse_scontrol(text: str) -> dict[str, str]:
     return fields
 
 
+def stdout_path(record: dict[str, str]) -> Path | None:
+    """The job's output file from scontrol's StdOut. cloudddp writes a % in its folder as %% (output_pattern), and
+    Slurm up to 23.x prints StdOut with the %% still there: src/api/job_info.c _fname_format at tags
+    slurm-22-05-8-1 and slurm-23-11-0-1 replaces only %A %a %j %u %x...; %% becomes % from 24.11 (rewritten
+    _fname_format; 25.05 expand_stdio_fields, SchedMD/slurm commit 89cd90a18250437bf175d8564a5a172a4102036a).
+    submit created the folder, so the form whose folder exists is the real one."""
+    raw = record.get("StdOut", "")
+    if not raw:
+        return None
+    path = Path(raw)
+    undoubled = Path(raw.replace("%%", "%"))
+    return undoubled if "%%" in raw and not path.parent.is_dir() and undoubled.parent.is_dir() else path
+
+
+# Pending reasons that the job cannot outgrow while the partition stays as it is: it asks for more than the partition
+# allows (SchedMD/slurm src/slurmctld/job_mgr.c _part_access_check and the fail_reason switch after it: a time limit
+# -> PartitionTimeLimit, anything but a node count -> PartitionConfig; doc/html/job_reason_codes.shtml, commit
+# 284c3b95f08a2dc2478499837b03355e1b9c5c75), or it can never be satisfied (BadConstraints, DependencyNeverSatisfied).
+# With the default EnforcePartLimits=NO sbatch accepts such a job, and it waits forever.
+STUCK_REASONS = ("PartitionConfig", "PartitionTimeLimit", "BadConstraints", "DependencyNeverSatisfied")
+
+
+def pending_line(job_id: str, reason: str) -> str:
+    """`[slurm] job 8 is PENDING (PartitionConfig)`, with a hint when Slurm will not start it as things are."""
+    slurm_state, _, why = reason.partition(" ")
+    line = f"[slurm] job {job_id} is {slurm_state}" + (f" ({why})" if why else "")
+    if why in STUCK_REASONS:
+        line += (
+            f": Slurm will not start it unless an administrator changes the partition (it asks for more nodes, "
+            f"time or resources than the partition allows, or for something that cannot be met); stop it with "
+            f"`cloudddp cancel -p slurm {job_id}` and resubmit within the partition's limits (`scontrol show partition`)."
+        )
+    return line
+
+
 class SlurmProvider(Provider):
     name = "slurm"
 
@@ -119,8 +154,8 @@ class SlurmProvider(Provider):
         reason = record.get("Reason", "")
         reason = "" if reason in ("None", "") else reason
         nodes = {host: slurm_state.lower() for host in self.hosts(record)}
-        stdout = record.get("StdOut", "")
-        artifacts = str(Path(stdout).with_suffix("") / "model") if stdout.endswith(".out") else None
+        stdout = stdout_path(record)
+        artifacts = str(stdout.with_suffix("") / "model") if stdout and stdout.suffix == ".out" else None
         return JobStatus(job_id=job_id, state=state, reason=f"{slurm_state} {reason}".strip(), exit_code=exit_code,
                          nodes=nodes, artifacts=artifacts)  # fmt: skip
 
@@ -134,12 +169,21 @@ class SlurmProvider(Provider):
     def logs(self, job_id: str, follow: bool = False) -> Iterator[str]:
         """The job's output file, each line as `[host]` (task lines) or `[batch]` (the batch shell)."""
         record = self.describe(job_id)
-        if record is None or not record.get("StdOut"):
+        path = stdout_path(record) if record else None
+        if record is None or path is None:
             raise CloudDDPError(f"no output file known for Slurm job {job_id} (scontrol show job {job_id}).")
-        path, hosts = Path(record["StdOut"]), self.hosts(record)
-        position, partial = 0, ""
+        hosts = self.hosts(record)
+        position, partial, pending = 0, "", ""
         while True:
-            done = self.status(job_id).done if follow else True
+            current = self.status(job_id) if follow else None
+            done = current.done if current else True
+            hosts = hosts or list(current.nodes if current else [])  # known once the job has its nodes
+            if current and current.state == "PENDING":  # no output yet: say why it waits, once per reason
+                if current.reason != pending:
+                    pending = current.reason
+                    yield pending_line(job_id, current.reason)
+                time.sleep(1.0)
+                continue
             if path.is_file():
                 with open(path, "rb") as handle:
                     handle.seek(position)
@@ -153,7 +197,6 @@ class SlurmProvider(Provider):
                     yield self.labelled(partial, hosts)
                 return
             time.sleep(1.0)
-            hosts = hosts or self.hosts(self.describe(job_id) or {})
 
     @staticmethod
     def labelled(line: str, hosts: list[str]) -> str:
@@ -165,7 +208,13 @@ class SlurmProvider(Provider):
         return f"[{host}] {match.group(2)}"
 
     def cancel(self, job_id: str) -> None:
-        run_tool(["scancel", self.check_id(job_id)], env=self.environ, what="scancel")
+        """scancel, after checking the job exists and has not ended: scancel itself is silent about both (it prints
+        ESLURM_INVALID_JOB_ID / ESLURM_ALREADY_DONE only with -v, SchedMD/slurm src/scancel/scancel.c at
+        284c3b95f08a2dc2478499837b03355e1b9c5c75), so a mistyped id looked like a stopped job."""
+        current = self.status(self.check_id(job_id))  # an unknown job: the error status gives
+        if current.done:
+            raise CloudDDPError(f"Slurm job {job_id} already ended ({current.reason}); nothing to stop.")
+        run_tool(["scancel", job_id], env=self.environ, what="scancel")
 
 
 def create(**options: Any) -> SlurmProvider:

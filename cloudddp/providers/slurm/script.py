@@ -37,6 +37,7 @@ from cloudddp.providers.slurm.shell import (
     export_lines,
     launcher_words,
     quote,
+    refuse_secret_assignments,
     refuse_url_credentials,
     runs_dir_of,
     shared_folder,
@@ -53,13 +54,19 @@ class SbatchRequest:
     runs_dir: str
     # Secret variables: passed by name through sbatch's environment (--export=ALL), never in the script.
     secret_names: list[str] = field(default_factory=list)
+    # False when the user's sbatch_args choose --export themselves.
+    export_all: bool = True
 
     def to_document(self) -> dict[str, object]:
         return {"argv": self.argv, "script": self.script, "secrets_passed_by_name": self.secret_names}
 
     @property
     def argv(self) -> list[str]:
-        return ["sbatch", "--parsable"]
+        """`--export=ALL` on the command line: it overrides a site's SBATCH_EXPORT=NONE (input environment variables
+        override #SBATCH directives, options override both), which would keep the secrets passed by name and the
+        venv's PATH from the job; with ALL sbatch sets no SLURM_EXPORT_ENV, so srun exports all too (srun(1)
+        --export=NONE; SchedMD/slurm src/sbatch/opt.c at slurm-22-05-8-1 sets it only for values other than ALL)."""
+        return ["sbatch", "--export=ALL", "--parsable"] if self.export_all else ["sbatch", "--parsable"]
 
 
 def node_count(spec: JobSpec) -> list[str]:
@@ -204,6 +211,8 @@ exit "$code"
 def render_sbatch(spec: JobSpec, settings: SlurmSettings) -> SbatchRequest:
     spec.require_source()
     runs_dir = runs_dir_of(spec, settings.runs_dir, "slurm")
+    fields = {f"slurm.{name}": getattr(settings, name) for name in ("setup", "launcher_args", "sbatch_args")}
+    refuse_secret_assignments(fields, "slurm")
     _, secret = split_environment(spec)
     lines = [
         "#!/bin/bash",
@@ -217,4 +226,5 @@ def render_sbatch(spec: JobSpec, settings: SlurmSettings) -> SbatchRequest:
     ]
     script = "\n".join(lines)
     refuse_url_credentials(spec, script, "slurm")
-    return SbatchRequest(script=script, runs_dir=str(runs_dir), secret_names=secret)
+    export_all = not any(arg.lstrip().startswith("--export") for arg in settings.sbatch_args)
+    return SbatchRequest(script=script, runs_dir=str(runs_dir), secret_names=secret, export_all=export_all)

@@ -54,6 +54,12 @@ class SlurmSettings(Section):
     runs_dir: str = Field(default="cloudddp-runs", description="logs and model folders (on the shared filesystem)")
     sbatch_args: list[str] = Field(default_factory=list)
 
+    @field_validator("time", mode="before")
+    @classmethod
+    def _slurm_time_number(cls, value: object) -> object:
+        # YAML reads `time: 90` as a number: sbatch --time=90 is 90 minutes (parse_time.c time_str2secs, above).
+        return str(value) if isinstance(value, int) and not isinstance(value, bool) else value
+
     @field_validator("time")
     @classmethod
     def _slurm_time(cls, value: str | None) -> str | None:

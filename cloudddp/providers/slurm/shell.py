@@ -113,6 +113,28 @@ def refuse_url_credentials(spec: JobSpec, script: str, provider: str) -> None:
         )
 
 
+# NAME=value in a shell line or an option (`export WANDB_API_KEY=abc`, `--export=ALL,HF_TOKEN=abc`): the value is a
+# literal unless it starts with $ or ` (`export HF_TOKEN="$HF_TOKEN"` or `$(cat ~/.token)` hold no secret themselves).
+ASSIGNMENT = re.compile(r"""(?:^|[\s;&|(,=])(?P<name>[A-Za-z_][A-Za-z0-9_]*)=(?P<value>["']?[^\s"'$`;&|)][^\s;&|)]*)""")
+
+
+def refuse_secret_assignments(lines: dict[str, list[str]], provider: str) -> None:
+    """No secret-named variable may be given a literal value in setup lines or options: they are written into the
+    batch script in clear, as the dry run shows (the same policy as secret-named hyperparameters and URL passwords).
+    `lines` maps each field (`slurm.setup`) to its lines; the value is never repeated in the error."""
+    for field_name, entries in lines.items():
+        for i, line in enumerate(entries):
+            found = next((m["name"] for m in ASSIGNMENT.finditer(line) if is_secret_name(m["name"])), None)
+            if found:
+                raise CloudDDPError(
+                    f"{field_name}[{i}] sets {found}, which looks like a secret, to a value written into the "
+                    f"{provider} batch script, readable by anyone who can read the job (and shown by --dry-run). "
+                    f"Pass it by name in the environment instead (--env {found}=VALUE, or `environment:` in the "
+                    f"spec: {provider} hands secret-named variables to the job through the scheduler's environment, "
+                    f"never in the script), and remove it from {field_name}."
+                )
+
+
 def data_variables(spec: JobSpec, provider: str) -> dict[str, str]:
     """CLOUDDDP_CHANNEL_<NAME> for each input: folders on the cluster's shared filesystem."""
     variables = {}

@@ -1,0 +1,59 @@
+"""Setup lines and options of the Slurm and PBS sections that give a secret-named variable a literal value are
+refused (they would be written in clear into the batch script and the dry run): exit 2, one paragraph, the value
+never echoed. Values taken by reference (`"$HF_TOKEN"`, `$(cat FILE)`) are no secret in themselves and stay."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+from helpers import SOURCES, run_cli
+
+from cloudddp.errors import CloudDDPError
+from cloudddp.providers.pbs.provider import PBSProvider
+from cloudddp.providers.slurm.provider import SlurmProvider
+from cloudddp.spec import build_spec
+
+SECRET = "0123456789abcdef0123456789abcdef01234567"
+
+
+def spec(tmp_path: Path, provider: str, **section: object) -> dict[str, object]:
+    return {"name": "setupsecret", "entry_point": "train_ddp.py", "source_dir": str(SOURCES),
+            provider: {"runs_dir": str(tmp_path / "runs"), **section}}  # fmt: skip
+
+
+@pytest.mark.parametrize("provider", ["slurm", "pbs"])
+def test_a_secret_exported_in_setup_is_refused_by_the_dry_run_without_its_value(tmp_path: Path, provider: str) -> None:
+    path = tmp_path / "job.yaml"
+    path.write_text(
+        yaml.safe_dump(spec(tmp_path, provider, setup=["module load cuda", f"export WANDB_API_KEY={SECRET}"]))
+    )
+    result = run_cli("launch", "-p", provider, "-f", str(path), "--dry-run")
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "Traceback" not in result.stderr and SECRET not in result.stdout + result.stderr
+    assert f"{provider}.setup[1] sets WANDB_API_KEY" in result.stderr and "--env WANDB_API_KEY=VALUE" in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("provider", "field", "line"),
+    [("slurm", "setup", f"HF_TOKEN='{SECRET}' python prep.py"), ("slurm", "sbatch_args", f"--export=ALL,HF_TOKEN={SECRET}"),
+     ("slurm", "launcher_args", f"--env=DB_PASSWORD={SECRET}"), ("pbs", "setup", f"module load x; export GH_TOKEN={SECRET}"),
+     ("pbs", "qsub_args", f"-v MY_SECRET={SECRET}"), ("pbs", "launcher_args", f"AWS_SECRET_ACCESS_KEY={SECRET}")],
+)  # fmt: skip
+def test_every_written_field_is_checked(tmp_path: Path, provider: str, field: str, line: str) -> None:
+    provider_class = SlurmProvider if provider == "slurm" else PBSProvider
+    with pytest.raises(
+        CloudDDPError, match=rf"{provider}\.{field}\[0\] sets [A-Z_]+, which looks like a secret"
+    ) as caught:
+        provider_class().render(build_spec(spec(tmp_path, provider, **{field: [line]})))
+    assert SECRET not in str(caught.value)
+
+
+@pytest.mark.parametrize("provider", ["slurm", "pbs"])
+def test_references_and_plain_settings_in_setup_stay(tmp_path: Path, provider: str) -> None:
+    setup = ['export HF_TOKEN="$HF_TOKEN"', "export WANDB_API_KEY=$(cat ~/.wandb_key)", "export TOKENIZERS_PARALLELISM=false",
+             "export NCCL_DEBUG=INFO", "export API_KEY_FILE_UNUSED_=", "module load cuda/12.1"]  # fmt: skip
+    provider_class = SlurmProvider if provider == "slurm" else PBSProvider
+    script = str(provider_class().render(build_spec(spec(tmp_path, provider, setup=setup))).request.script)
+    assert all(line in script for line in setup)
