@@ -217,7 +217,10 @@ def image_set(root: Path, prefix: str, tf: object, class_to_idx: dict[str, int] 
         except (FileNotFoundError, RuntimeError) as exc:  # no class folders, or a class folder without images
             fail(f"{where}: {exc}")
     else:
-        found = ShardedImageFolder(root, prefix, tf)
+        try:
+            found = ShardedImageFolder(root, prefix, tf)
+        except FileNotFoundError as exc:  # a class folder without images, as ImageFolder says it
+            fail(f"{where}: {exc}")
         if not len(found):
             fail(f"{where}: no images in the shards under this prefix")
     return relabel(found, class_to_idx, where) if class_to_idx is not None else found
@@ -279,15 +282,21 @@ class ShardedImageFolder(Dataset):
     def __init__(self, root: Path, prefix: str, transform: object) -> None:
         index = json.loads((root / SHARD_INDEX).read_text())
         extensions = tuple(torchvision.datasets.folder.IMG_EXTENSIONS)
-        members = [
+        in_folders = [
             (shard["name"], m["offset"], m["size"], m["path"][len(prefix) :])
             for shard in index["shards"]
             for m in shard["members"]
-            if m["path"].startswith(prefix)
-            and m["path"].lower().endswith(extensions)
-            and "/" in m["path"][len(prefix) :]
+            if m["path"].startswith(prefix) and "/" in m["path"][len(prefix) :]
         ]
-        self.classes = sorted({path.split("/", 1)[0] for *_, path in members})
+        members = [member for member in in_folders if member[3].lower().endswith(extensions)]
+        # Every folder is a class, as for ImageFolder (find_classes), also one holding no image: that is
+        # ImageFolder's error (make_dataset), so the plain and the shard layout of one data set agree.
+        self.classes = sorted({path.split("/", 1)[0] for *_, path in in_folders})
+        if empty := sorted(set(self.classes) - {path.split("/", 1)[0] for *_, path in members}):
+            raise FileNotFoundError(
+                f"Found no valid file for the classes {', '.join(empty)}. "
+                f"Supported extensions are: {', '.join(extensions)}"
+            )
         self.class_to_idx = {name: i for i, name in enumerate(self.classes)}
         self.samples = [
             (shard, offset, size, self.class_to_idx[path.split("/", 1)[0]]) for shard, offset, size, path in members

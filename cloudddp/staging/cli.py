@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import signal
 import sys
 from pathlib import Path
 
@@ -110,13 +111,36 @@ def run(args: argparse.Namespace) -> None:
     print(result.uri, flush=True)
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM or SIGHUP (a CI timeout, `docker stop`, a closed terminal), raised where Ctrl-C would be.
+
+    A KeyboardInterrupt, so every clean-up made for Ctrl-C (the shard build folder above all) runs for it too."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+def raise_terminated(signum: int, _frame: object) -> None:
+    raise Terminated(signum)
+
+
+def catch_termination() -> None:
+    """Turn SIGTERM and SIGHUP into Terminated; a signal already ignored (`nohup`) stays ignored."""
+    for signum in (signal.SIGTERM, signal.SIGHUP):
+        if signal.getsignal(signum) == signal.SIG_DFL:
+            signal.signal(signum, raise_terminated)
+
+
 def main(args: list[str]) -> None:
     """`cloudddp stage ARGS` on its own (cloudddp/console.py): the rest of the CLI is never imported."""
+    catch_termination()
     try:
         run(parser().parse_args(args))
     except CloudDDPError as exc:
         print_error(exc)
         sys.exit(exc.exit_code)
-    except KeyboardInterrupt:  # true at any moment: the engine publishes only a complete version
+    except KeyboardInterrupt as exc:  # true at any moment: the engine publishes only a complete version
         print(INTERRUPTED, file=sys.stderr, flush=True)
-        sys.exit(INTERRUPTED_EXIT_CODE)
+        # 128 + the signal, as a shell reports a process that signal ended: 143 for SIGTERM, 129 for SIGHUP
+        sys.exit(128 + exc.signum if isinstance(exc, Terminated) else INTERRUPTED_EXIT_CODE)

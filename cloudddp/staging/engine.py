@@ -5,14 +5,16 @@
 2. The version name follows from the hashes. If `<prefix>/_cloudddp_manifest.json` already
    names it, nothing is written (a no-op re-stage costs one GET). A first stage of several
    shards is the exception: its version is named from the scan, and each shard hashed while
-   built and sent (stage_shards_in_one_pass), each file read once.
+   built and sent (stage_shards_in_one_pass), each file read once; unless the prefix holds an unfinished
+   shard version of another name, which an interrupted run may have named from the content: hashed first.
 3. Otherwise list `<prefix>/<version>/`: objects an interrupted run already finished are
    kept (an object only appears once its upload completed with a verified checksum).
 4. Objects whose content the previously published version holds are copied server-side
    where the store can; the rest are uploaded in parallel, each verified by the store. Shards are
    built one at a time while the ones before them are sent, and deleted once sent.
-5. Once every object is accounted for, the manifest is written: from this moment
-   jobs see the new version, never a partial one.
+5. Once every object is accounted for, and listed under the version (one LIST: another stage's `--delete`
+   may have removed some since), the manifest is written: from this moment jobs see the new version, never
+   a partial one.
 6. `delete=True` then removes every other object under the prefix (older versions,
    abandoned partial ones); without it they stay, since a running job may read them.
 """
@@ -47,6 +49,7 @@ from cloudddp.staging.store import ObjectStore, Upload
 
 T = TypeVar("T")
 VERSION_FOLDER = re.compile(r"^v-[0-9a-f]{16}/")  # what version_of() names
+SHARD_OBJECT = re.compile(r"^shard-[0-9]{6}\.tar$")  # what shards.shard_name() names
 
 
 @dataclass
@@ -134,7 +137,14 @@ def stage_files(
     groups = shards.plan_shards(known, options.shard_size) if work else []
     unhashed = any(isinstance(f, local_files.LocalFile) for f in known)
     if work and len(groups) > 1 and unhashed and all_settled(files) and not may_be_published(fetching.result(), files):
-        return stage_shards_in_one_pass(files, known, store, options, progress, cache, work, fetching.result())
+        scanned = scan_version_of(files, options.shard_size)
+        folders = version_folders(store)  # one LIST, which also serves as the Sender's listing of `scanned`
+        if scanned in folders or not unfinished_shard_versions(folders):
+            sent = folders.get(scanned, {})
+            return stage_shards_in_one_pass(files, known, store, options, progress, cache, work, fetching.result(),
+                                            (scanned, sent))  # fmt: skip
+        # Else an interrupted stage may have named its version from the content (its files were too fresh for the
+        # scan's name): hashing first finds that name, and its finished shards are kept, not sent again.
     built: list[shards.Built] | None = None
     if work and len(groups) == 1 and unhashed:
         # One shard and files to hash: both from one read of each file (shards.copy_member). Should the version
@@ -171,6 +181,7 @@ def stage_files(
 def stage_shards_in_one_pass(
     files: list[local_files.LocalFile], known: list[local_files.Hashed | local_files.LocalFile], store: ObjectStore,
     options: StageOptions, progress: Progress, cache: HashCache | None, work: Path, published: Manifest | None,
+    named: tuple[str, dict[str, int]],
 ) -> StageResult:  # fmt: skip
     """Several shards, files to hash, and content that cannot be the published one (may_be_published): the version
     is named from the scan (manifest.scan_version_of), so each shard is sent as soon as it is built, its files
@@ -178,11 +189,12 @@ def stage_shards_in_one_pass(
     of after a hashing pass over the whole dataset. A shard byte-identical to one of `published` is copied
     server-side. The manifest records the content's name beside the version, so a later stage of the same
     content finds it published whatever the prefix is called. An interrupted run resumes under the same name
-    while the files are untouched (its finished shards are built again to hash their files, not sent)."""
-    version = scan_version_of(files, options.shard_size)
+    while the files are untouched (its finished shards are built again to hash their files, not sent). `named`:
+    the version (scan_version_of) and its objects listed (key -> size)."""
+    version, already = named
     result = StageResult(uri=store.location.uri(version, folder=True), version=version, layout=SHARDS,
                          files=len(files))  # fmt: skip
-    sender = Sender(store, version, published, result, progress)
+    sender = Sender(store, version, published, result, progress, already)
     manifest, hashed = send_shards(sender, known, None, options.shard_size, work)
     manifest.content = version_of(SHARDS, manifest.files, options.shard_size)
     if cache:
@@ -203,6 +215,27 @@ def may_be_published(published: Manifest | None, files: list[local_files.LocalFi
     return published.layout == SHARDS and sorted((f.path, f.size) for f in published.files) == scanned
 
 
+def version_folders(store: ObjectStore) -> dict[str, dict[str, int]]:
+    """Every version folder under the prefix -> its objects (key -> size), from one LIST of the prefix."""
+    base = store.location.key() + "/" if store.location.key() else ""
+    folders: dict[str, dict[str, int]] = {}
+    for key, size in store.list_sizes(base).items():
+        if VERSION_FOLDER.match(key[len(base) :]):
+            folders.setdefault(key[len(base) :].split("/", 1)[0], {})[key] = size
+    return folders
+
+
+def unfinished_shard_versions(folders: dict[str, dict[str, int]]) -> list[str]:
+    """Folders holding shards but no index: a shard stage interrupted before its last batch (the index goes with
+    the last shard). Versions that were published once hold their index, plain ones no shard."""
+    unfinished = []
+    for version, objects in folders.items():
+        names = [key.rsplit("/", 1)[-1] for key in objects]
+        if shards.INDEX_NAME not in names and any(SHARD_OBJECT.match(name) for name in names):
+            unfinished.append(version)
+    return unfinished
+
+
 def all_settled(files: list[local_files.LocalFile]) -> bool:
     """No file written so recently that its stat might not show a write yet (hash_cache.settled)."""
     now = time.time_ns()
@@ -212,6 +245,11 @@ def all_settled(files: list[local_files.LocalFile]) -> bool:
 def publish(store: ObjectStore, manifest: Manifest, result: StageResult, delete: bool) -> None:
     """Steps 5 and 6: the manifest once every object is there, then (with `delete`) the other versions."""
     check_accounted(store, manifest, result)
+    check_present(store, manifest)
+    # A window remains: a `--delete` whose DELETEs land after check_present's LIST (sent between that LIST and
+    # this PUT, or from a listing it took earlier, while its batches run) still removes objects of the version
+    # just published. It is that short interval, no longer the whole upload. Closing it needs --delete to spare
+    # unpublished versions, or a lock the stores do not offer.
     store.write(store.location.key(MANIFEST_NAME), manifest.to_json())  # the publication
     if delete:
         result.deleted = delete_others(store, manifest.version)
@@ -325,12 +363,12 @@ class Sender:
     published version (same content) or uploaded, in as many batches as the caller has."""
 
     def __init__(self, store: ObjectStore, version: str, published: Manifest | None, result: StageResult,
-                 progress: Progress) -> None:  # fmt: skip
+                 progress: Progress, already: dict[str, int] | None = None) -> None:  # fmt: skip
         self.store, self.version, self.published, self.result, self.progress = (
             store, version, published, result, progress,
         )  # fmt: skip
         self.prefix = store.location.key(version) + "/"
-        self.already = store.list_sizes(self.prefix)
+        self.already = store.list_sizes(self.prefix) if already is None else already  # given: listed by the caller
         self.reusable = published.objects_by_hash() if published and store.can_copy else {}
 
     def sort(self, uploads: list[Upload]) -> tuple[list[tuple[str, str]], list[Upload]]:
@@ -382,8 +420,8 @@ class Sender:
 def check_accounted(store: ObjectStore, manifest: Manifest, result: StageResult) -> None:
     """Every object of the version was resumed (listed with its size), copied or uploaded (checksum verified).
 
-    No second listing: each upload was verified by the store as it landed, and listing thousands of keys
-    again costs more than the check is worth."""
+    From this stage's own bookkeeping (each upload was verified by the store as it landed); that the objects are
+    still there is check_present's one LIST."""
     done = set(result.resumed) | set(result.copied) | set(result.uploaded)
     missing = [o.name for o in manifest.objects if o.name not in done]
     if missing:
@@ -391,6 +429,30 @@ def check_accounted(store: ObjectStore, manifest: Manifest, result: StageResult)
             f"{len(missing)} objects of {store.location.uri(manifest.version)} were not uploaded (first: {missing[0]!r})."
             f" Nothing was published; stage again."
         )
+
+
+def check_present(store: ObjectStore, manifest: Manifest) -> None:
+    """Every object the manifest names is listed under the version, with its size, just before publishing.
+
+    The uploads were verified as they landed, but another stage's `--delete` to the same prefix removes every
+    other version's objects, this one's too while it is unpublished: one LIST of the version (a few objects in
+    the shard layout) keeps a version with objects missing from ever being published."""
+    prefix = store.location.key(manifest.version) + "/"
+    listed = store.list_sizes(prefix)
+    # SeaweedFS lists a key holding a backslash with a slash there instead (S3 and OCI list keys as written).
+    missing = [o.name for o in manifest.objects if o.size not in listed_sizes(listed, prefix + o.name)]
+    if missing:
+        raise CloudDDPError(
+            f"{len(missing)} of the {len(manifest.objects)} objects of version {manifest.version} "
+            f"({store.location.uri(manifest.version, folder=True)}) are missing or have another size (first: "
+            f"{missing[0]!r}), though this stage uploaded or found every one of them: something removed them "
+            f"since, most likely a concurrent `cloudddp stage --delete` to the same prefix. Nothing was published. "
+            f"Run the same command again once that is done: it resends only what is missing."
+        )
+
+
+def listed_sizes(listed: dict[str, int], key: str) -> set[int | None]:
+    return {listed.get(key), listed.get(key.replace("\\", "/"))}
 
 
 def delete_others(store: ObjectStore, version: str) -> list[str]:

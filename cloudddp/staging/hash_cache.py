@@ -41,6 +41,17 @@ def settled(file: LocalFile, now_ns: int) -> bool:
     return now_ns - max(file.mtime_ns, file.ctime_ns) > RACY_NS
 
 
+def well_formed(entry: object) -> bool:
+    """True for an entry as `save` writes it: [identity, sha256, md5, md5_part_size, crc32]."""
+    return (
+        isinstance(entry, list)
+        and len(entry) == 5
+        and isinstance(entry[1], str)
+        and isinstance(entry[2], (str, type(None)))  # None: the store checks no MD5
+        and type(entry[4]) is int  # bool is an int subclass, and the CRC-32 is always computed when hashing
+    )
+
+
 class HashCache:
     """Hashes of the files under one root folder, keyed by relative path."""
 
@@ -57,7 +68,8 @@ class HashCache:
 
     def lookup(self, file: LocalFile, md5_part_size: int | None) -> Hashed | None:
         entry = self.entries.get(file.relative)
-        if not entry or entry[0] != identity(file) or entry[3] != md5_part_size:
+        # A damaged file may hold valid JSON of another shape: such an entry is ignored, the file hashed again.
+        if not well_formed(entry) or entry[0] != identity(file) or entry[3] != md5_part_size:
             return None
         return Hashed(file, entry[1], entry[2], entry[4])
 

@@ -23,14 +23,22 @@ def oci_prefix_problems(prefix: str) -> list[str]:
 
     Object Storage keeps `a//b` and `a/../b` as written, while paths on a job's mount collapse them;
     `cloudddp stage` and `launch -p oci` refuse the same prefixes, so a staged URI can be launched."""
+    return prefix_problems(prefix, odd="?#")
+
+
+def prefix_problems(prefix: str, odd: str = "") -> list[str]:
+    """What in a prefix would be stored under one key and read back under another, or split the printed URI.
+
+    For S3 too: SeaweedFS and job-side tools collapse `a//b` (the printed URI then lists nothing), and a
+    newline or tab splits the URI that `cloudddp stage | tail -1` hands on. `odd`: characters also refused."""
     segments = prefix.rstrip("/").split("/") if prefix.rstrip("/") else []
     problems = []
     if "" in segments:
         problems.append("an empty segment (//)")
     if any(segment in (".", "..") for segment in segments):
         problems.append("a '.' or '..' segment")
-    problems += [f"a {char!r}" for char in "?#" if char in prefix]
-    if any(char.isspace() or ord(char) < 32 for char in prefix):
+    problems += [f"a {char!r}" for char in odd if char in prefix]
+    if any(char.isspace() or ord(char) < 32 or ord(char) == 127 for char in prefix):
         problems.append("white space or a control character")
     return problems
 
@@ -76,6 +84,11 @@ def parse_location(uri: str) -> Location:
             # CloudDDPError hides the URI's user-info, not the same text quoted as the bucket (`KEY:SECRET@bucket`).
             shown = "the URI holds credentials before '@'" if has_url_credentials(uri) else repr(bucket)
             raise CloudDDPError(f"the destination {uri!r} has no valid S3 bucket name ({shown}); {shape}.")
+        if problems := prefix_problems(prefix):
+            raise CloudDDPError(
+                f"the destination {uri!r}: the prefix has {' and '.join(problems)}; S3 servers and job-side tools "
+                f"may read such a key under another name. Use a prefix like s3://{bucket}/team/project."
+            )
         return Location("s3", bucket, prefix.strip("/"))
     if uri.startswith("oci://"):
         where, _, prefix = uri[len("oci://") :].partition("/")

@@ -8,7 +8,9 @@ same data always gets the same content name (a re-stage of unchanged data finds 
 published and writes nothing). The version (the prefix) is that same name, except for a
 shard stage of several shards whose content the scan shows is not the published one (nothing
 published yet, or other paths or sizes): it is named from the scan (scan_version_of), so
-shards are sent as they are built and hashed, each file read once.
+shards are sent as they are built and hashed, each file read once. Where the prefix holds an unfinished
+shard version of another name (an interrupted stage may have named it from the content), the files are
+hashed first instead, so that stage resumes (engine.stage_files).
 """
 
 from __future__ import annotations

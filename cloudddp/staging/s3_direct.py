@@ -37,6 +37,7 @@ UNDERSTOOD = {"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN",
               "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "AWS_SHARED_CREDENTIALS_FILE", "AWS_PAGER",
               "AWS_CA_BUNDLE"}  # fmt: skip
 DENIED = ("AccessDenied", "AllAccessDisabled", "InvalidAccessKeyId", "SignatureDoesNotMatch", "Forbidden")
+REJECTED = ("InvalidAccessKeyId", "SignatureDoesNotMatch")  # the credentials themselves, not their permissions
 LIST_NS = "{http://s3.amazonaws.com/doc/2006-03-01/}"
 
 
@@ -127,17 +128,24 @@ class DirectS3Store:
             ) from None
 
     def failed(self, response: Response, action: str, key: str | None = None) -> CloudDDPError:
+        """`action` reads before the place: "use" (the bucket), "list objects in" (the bucket), "read" (a key)."""
         where = f"s3://{self.bucket}/{key}" if key else f"the bucket s3://{self.bucket}"
         code = re.search(rb"<Code>([^<]+)</Code>", response.body)
         name = code.group(1).decode() if code else f"HTTP {response.status}"
         if name == "NoSuchBucket":
             return self.missing_bucket()
+        if name in REJECTED:  # not a missing permission: granting one would not help
+            return CloudDDPError(
+                f"cannot {action} {where}: S3 rejected the credentials ({name}): the access key id is unknown, or "
+                f"the secret key does not belong to it. Check AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or "
+                f"the profile in use)."
+            )
         if response.status == 403 or name in DENIED:
             return CloudDDPError(
-                f"cannot {action} in {where}: access denied ({name}). Your credentials may not use this bucket; "
+                f"cannot {action} {where}: access denied ({name}). Your credentials may not use this bucket; "
                 f"grant s3:PutObject, s3:GetObject, s3:ListBucket (and s3:DeleteObject for --delete) on it."
             )
-        return CloudDDPError(f"cannot {action} in {where}: {name}.")
+        return CloudDDPError(f"cannot {action} {where}: {name}.")
 
     def missing_bucket(self) -> CloudDDPError:
         return CloudDDPError(
@@ -157,8 +165,13 @@ class DirectS3Store:
         response = self.call("HeadBucket", "HEAD")
         if response.status == 200:
             return False
+        if response.status == 403 and not response.body:
+            # HEAD's 403 has no body, so no code tells rejected credentials from a missing permission:
+            # an empty listing (the same s3:ListBucket permission) returns one.
+            probe = self.call("ListObjectsV2", "GET", query={"list-type": "2", "max-keys": "0"})
+            response = probe if probe.status == 403 else response
         if response.status != 404:
-            raise self.failed(response, "use the bucket")
+            raise self.failed(response, "use")
         if not create:
             raise self.missing_bucket()
         return bool(self.botocore_store().check_bucket(True))
@@ -171,7 +184,7 @@ class DirectS3Store:
         while True:
             response = self.call("ListObjectsV2", "GET", query=query)
             if response.status != 200:
-                raise self.failed(response, "list objects")
+                raise self.failed(response, "list objects in")
             root = ElementTree.fromstring(response.body)
             for item in root.iter(f"{LIST_NS}Contents"):
                 found[item.findtext(f"{LIST_NS}Key") or ""] = int(item.findtext(f"{LIST_NS}Size") or 0)

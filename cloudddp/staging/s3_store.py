@@ -74,6 +74,12 @@ class S3Store:
     def error(self, exc: Exception, action: str, key: str | None = None) -> CloudDDPError:
         where = f"s3://{self.bucket}/{key}" if key else f"the bucket s3://{self.bucket}"
         code = code_of(exc) if isinstance(exc, ClientError) else type(exc).__name__
+        if code in ("InvalidAccessKeyId", "SignatureDoesNotMatch"):  # the credentials, not their permissions
+            return CloudDDPError(
+                f"cannot {action} {where}: S3 rejected the credentials ({code}): the access key id is unknown, or "
+                f"the secret key does not belong to it. Check AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or "
+                f"the profile in use)."
+            )
         if code in DENIED:
             return CloudDDPError(
                 f"cannot {action} {where}: access denied ({code}). Your credentials may not use this bucket; "

@@ -262,7 +262,7 @@ def test_a_terminal_gets_a_progress_bar_with_files_bytes_and_rate(
     os.close(leader)
     shown = b"".join(screen).decode(errors="replace")
     assert done.returncode == 0, shown
-    assert "7/7 files" in shown and "MB" in shown and "\x1b[" in shown  # files, bytes, drawn as a bar
+    assert "7/7 objects" in shown and "MB" in shown and "\x1b[" in shown  # objects, bytes, drawn as a bar
     assert done.stdout.strip().splitlines()[-1].startswith("oci://bkt@ns/tty/v-")
     assert "\x1b[" not in done.stdout  # stdout stays plain for scripts
 

@@ -115,7 +115,9 @@ def test_stage_list_read_and_errors_without_botocore(seaweed: SeaweedS3, tmp_pat
     with pytest.raises(CloudDDPError, match=r"s3://no-such-bucket does not exist.*--create-bucket"):
         direct(seaweed, "s3://no-such-bucket/x", tmp_path).check_bucket(False)
     wrong = direct(seaweed, "s3://direct/ds", tmp_path, AWS_SECRET_ACCESS_KEY="wrong-secret-value")
-    with pytest.raises(CloudDDPError, match=r"s3://direct.*access denied") as denied:
+    with pytest.raises(
+        CloudDDPError, match=r"s3://direct: S3 rejected the credentials \(SignatureDoesNotMatch\)"
+    ) as denied:
         wrong.check_bucket(False)
     assert "wrong-secret-value" not in str(denied.value)
 

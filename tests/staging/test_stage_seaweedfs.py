@@ -126,7 +126,11 @@ def test_wrong_credentials_and_missing_buckets_are_named_without_secrets(
     denied = run_cli(
         "stage", str(data), "s3://data/x", env=env_for(seaweed, gate, AWS_SECRET_ACCESS_KEY="wrong-secret-value")
     )
-    assert denied.returncode == 2 and "s3://data" in denied.stderr and "access denied" in denied.stderr
+    assert (
+        denied.returncode == 2
+        and "s3://data" in denied.stderr
+        and "rejected the credentials (SignatureDoesNotMatch)" in denied.stderr
+    )
     assert "wrong-secret-value" not in denied.stderr + denied.stdout and "Traceback" not in denied.stderr
     missing = run_cli("stage", str(data), "s3://no-such-bucket/x", env=env_for(seaweed, gate))
     assert missing.returncode == 2 and "s3://no-such-bucket does not exist" in missing.stderr
