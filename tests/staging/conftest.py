@@ -1,14 +1,26 @@
-"""Fixtures of the staging tests that run against a real S3 server (SeaweedFS on 127.0.0.1)."""
+"""Fixtures of the staging tests: moto in process (`s3`), or a real S3 server (SeaweedFS on 127.0.0.1)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
+import boto3
 import pytest
 from helpers.seaweedfs import SeaweedS3, seaweed_for_tests
+from moto import mock_aws
 from s3_gate import S3Gate
 
 BUCKETS = ("data", "http", "direct")  # the buckets the modules write to, one prefix per test
+
+
+@pytest.fixture
+def s3() -> Iterator[Any]:
+    """moto's S3 in process, with the bucket `bkt`: the engine's logic without a server."""
+    with mock_aws():
+        client = boto3.client("s3", region_name="us-east-1")
+        client.create_bucket(Bucket="bkt")
+        yield client
 
 
 @pytest.fixture(scope="module")

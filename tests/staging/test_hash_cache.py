@@ -19,9 +19,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import boto3
 import pytest
-from moto import mock_aws
 from shard_members import unpacked
 from test_stage_engine import Calls, local, objects, store
 
@@ -30,14 +28,6 @@ from cloudddp.staging import hash_cache, local_files, shards
 from cloudddp.staging.engine import StageOptions, stage
 from cloudddp.staging.manifest import MANIFEST_NAME, SHARDS, FileEntry, Manifest, version_of
 from cloudddp.staging.shards import INDEX_NAME
-
-
-@pytest.fixture
-def s3() -> Iterator[Any]:
-    with mock_aws():
-        client = boto3.client("s3", region_name="us-east-1")
-        client.create_bucket(Bucket="bkt")
-        yield client
 
 
 @pytest.fixture

@@ -7,13 +7,10 @@ The concurrent delete is made deterministic: it runs between the last upload and
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import boto3
 import pytest
-from moto import mock_aws
 
 from cloudddp.errors import CloudDDPError
 from cloudddp.staging import engine
@@ -23,14 +20,6 @@ from cloudddp.staging.manifest import MANIFEST_NAME, PLAIN, SHARDS
 from cloudddp.staging.s3_store import S3Store
 
 PREFIX = "datasets/cats"
-
-
-@pytest.fixture
-def s3() -> Iterator[Any]:
-    with mock_aws():
-        client = boto3.client("s3", region_name="us-east-1")
-        client.create_bucket(Bucket="bkt")
-        yield client
 
 
 @pytest.fixture

@@ -16,13 +16,10 @@ import tarfile
 import threading
 import zlib
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import boto3
 import pytest
-from moto import mock_aws
 from shard_members import unpacked
 
 from cloudddp.errors import CloudDDPError
@@ -53,14 +50,6 @@ class Calls:
 
     def reset(self) -> None:
         self.seen.clear()
-
-
-@pytest.fixture
-def s3() -> Iterator[Any]:
-    with mock_aws():
-        client = boto3.client("s3", region_name="us-east-1")
-        client.create_bucket(Bucket="bkt")
-        yield client
 
 
 @pytest.fixture

@@ -4,30 +4,19 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import boto3
 import pytest
 from botocore.exceptions import ClientError
 from helpers import run_cli
 from helpers.seaweedfs import SeaweedS3
-from moto import mock_aws
 
 from cloudddp.errors import CloudDDPError
 from cloudddp.staging.engine import StageOptions, stage
 from cloudddp.staging.location import parse_location
 from cloudddp.staging.manifest import MANIFEST_NAME
 from cloudddp.staging.s3_store import S3Store
-
-
-@pytest.fixture
-def s3() -> Iterator[Any]:
-    with mock_aws():
-        client = boto3.client("s3", region_name="us-east-1")
-        client.create_bucket(Bucket="bkt")
-        yield client
 
 
 def store(client: Any, uri: str = "s3://bkt/ds") -> S3Store:

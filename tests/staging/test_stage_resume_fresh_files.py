@@ -6,13 +6,10 @@ from __future__ import annotations
 
 import itertools
 import os
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import boto3
 import pytest
-from moto import mock_aws
 
 from cloudddp.staging import hash_cache
 from cloudddp.staging.engine import StageOptions, stage
@@ -21,14 +18,6 @@ from cloudddp.staging.manifest import SHARDS
 from cloudddp.staging.s3_store import S3Store
 
 PREFIX = "datasets/cats"
-
-
-@pytest.fixture
-def s3() -> Iterator[Any]:
-    with mock_aws():
-        client = boto3.client("s3", region_name="us-east-1")
-        client.create_bucket(Bucket="bkt")
-        yield client
 
 
 def write_files(root: Path, count: int = 20) -> Path:

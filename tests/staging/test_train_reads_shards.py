@@ -3,28 +3,17 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import boto3
 import pytest
 from helpers import SOURCES, run_python
-from moto import mock_aws
 
 from cloudddp.demo_data import write_demo_dataset
 from cloudddp.staging.engine import StageOptions, stage
 from cloudddp.staging.location import parse_location
 from cloudddp.staging.manifest import SHARDS
 from cloudddp.staging.s3_store import S3Store
-
-
-@pytest.fixture
-def s3() -> Iterator[Any]:
-    with mock_aws():
-        client = boto3.client("s3", region_name="us-east-1")
-        client.create_bucket(Bucket="bkt")
-        yield client
 
 
 def download(s3: Any, uri: str, folder: Path) -> Path:
