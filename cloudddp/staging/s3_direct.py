@@ -134,18 +134,8 @@ class DirectS3Store:
         name = code.group(1).decode() if code else f"HTTP {response.status}"
         if name == "NoSuchBucket":
             return self.missing_bucket()
-        if name in REJECTED:  # not a missing permission: granting one would not help
-            return CloudDDPError(
-                f"cannot {action} {where}: S3 rejected the credentials ({name}): the access key id is unknown, or "
-                f"the secret key does not belong to it. Check AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or "
-                f"the profile in use)."
-            )
-        if response.status == 403 or name in DENIED:
-            return CloudDDPError(
-                f"cannot {action} {where}: access denied ({name}). Your credentials may not use this bucket; "
-                f"grant s3:PutObject, s3:GetObject, s3:ListBucket (and s3:DeleteObject for --delete) on it."
-            )
-        return CloudDDPError(f"cannot {action} {where}: {name}.")
+        refused = access_error(action, where, name, denied=response.status == 403 or name in DENIED)
+        return refused or CloudDDPError(f"cannot {action} {where}: {name}.")
 
     def missing_bucket(self) -> CloudDDPError:
         return CloudDDPError(
@@ -221,6 +211,23 @@ class DirectS3Store:
 
     def delete(self, keys: list[str]) -> None:
         self.botocore_store().delete(keys)
+
+
+def access_error(action: str, where: str, code: str, denied: bool) -> CloudDDPError | None:
+    """The error for refused credentials (REJECTED: granting a permission would not help) or, where `denied`, a
+    missing permission; None for anything else. Shared by this store and the botocore one (S3Store.error)."""
+    if code in REJECTED:
+        return CloudDDPError(
+            f"cannot {action} {where}: S3 rejected the credentials ({code}): the access key id is unknown, or "
+            f"the secret key does not belong to it. Check AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or "
+            f"the profile in use)."
+        )
+    if denied:
+        return CloudDDPError(
+            f"cannot {action} {where}: access denied ({code}). Your credentials may not use this bucket; "
+            f"grant s3:PutObject, s3:GetObject, s3:ListBucket (and s3:DeleteObject for --delete) on it."
+        )
+    return None
 
 
 def open_direct_store(location: Location, environ: Mapping[str, str] | None = None) -> DirectS3Store | None:

@@ -26,6 +26,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from cloudddp.errors import CloudDDPError
 from cloudddp.staging import s3_crt, s3_http
 from cloudddp.staging.location import Location
+from cloudddp.staging.s3_direct import access_error
 from cloudddp.staging.sigv4 import Signer
 from cloudddp.staging.store import Upload, upload_in_parallel
 
@@ -74,17 +75,8 @@ class S3Store:
     def error(self, exc: Exception, action: str, key: str | None = None) -> CloudDDPError:
         where = f"s3://{self.bucket}/{key}" if key else f"the bucket s3://{self.bucket}"
         code = code_of(exc) if isinstance(exc, ClientError) else type(exc).__name__
-        if code in ("InvalidAccessKeyId", "SignatureDoesNotMatch"):  # the credentials, not their permissions
-            return CloudDDPError(
-                f"cannot {action} {where}: S3 rejected the credentials ({code}): the access key id is unknown, or "
-                f"the secret key does not belong to it. Check AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or "
-                f"the profile in use)."
-            )
-        if code in DENIED:
-            return CloudDDPError(
-                f"cannot {action} {where}: access denied ({code}). Your credentials may not use this bucket; "
-                f"grant s3:PutObject, s3:GetObject, s3:ListBucket (and s3:DeleteObject for --delete) on it."
-            )
+        if refused := access_error(action, where, code, denied=code in DENIED):
+            return refused
         if code == "NoSuchBucket":
             return self.missing_bucket()
         return CloudDDPError(f"cannot {action} {where}: {code}: {exc}")
