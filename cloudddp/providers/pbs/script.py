@@ -179,6 +179,7 @@ def render_qsub(spec: JobSpec, settings: PBSSettings) -> QsubRequest:
     spec.require_source()
     runs_dir = runs_dir_of(spec, settings.runs_dir, "pbs")
     fields = {f"pbs.{name}": getattr(settings, name) for name in ("setup", "launcher_args", "qsub_args")}
+    fields["args"] = spec.args  # written into the script too, as the script's arguments
     refuse_secret_assignments(fields, "pbs")
     _, secret = split_environment(spec)
     lines = [

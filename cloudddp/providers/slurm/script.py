@@ -212,6 +212,7 @@ def render_sbatch(spec: JobSpec, settings: SlurmSettings) -> SbatchRequest:
     spec.require_source()
     runs_dir = runs_dir_of(spec, settings.runs_dir, "slurm")
     fields = {f"slurm.{name}": getattr(settings, name) for name in ("setup", "launcher_args", "sbatch_args")}
+    fields["args"] = spec.args  # written into the script too, as the script's arguments
     refuse_secret_assignments(fields, "slurm")
     _, secret = split_environment(spec)
     lines = [

@@ -118,21 +118,50 @@ def refuse_url_credentials(spec: JobSpec, script: str, provider: str) -> None:
 ASSIGNMENT = re.compile(r"""(?:^|[\s;&|(,=])(?P<name>[A-Za-z_][A-Za-z0-9_]*)=(?P<value>["']?[^\s"'$`;&|)][^\s;&|)]*)""")
 
 
+# --name=value or --name value (`--api-key=abc`, `python prep.py --hf-token abc`): a literal value, as above, that is
+# not itself an option. Only long options: a short one's letter names nothing.
+OPTION = re.compile(r"""(?:^|[\s;&|(])--(?P<name>[A-Za-z][A-Za-z0-9_-]*)(?:=|\s+)(?P<value>["']?[^\s"'$`;&|)-])""")
+LONE_OPTION = re.compile(r"--(?P<name>[A-Za-z][A-Za-z0-9_-]*)")
+
+
+def secret_named(name: str) -> bool:
+    return is_secret_name(name.replace("-", "_"))
+
+
+def _literal(word: str) -> bool:
+    return bool(word) and word[0] not in "-$`"
+
+
+def secret_set_in(entries: list[str]) -> tuple[int, str] | None:
+    """(index, name) of the first entry giving a secret-named variable or long option a literal value. An option
+    and its value may also be two entries (`launcher_args: [--api-key, abc]`), as words of a command line are."""
+    for i, entry in enumerate(entries):
+        names = [m["name"] for m in ASSIGNMENT.finditer(entry)] + [m["name"] for m in OPTION.finditer(entry)]
+        lone = LONE_OPTION.fullmatch(entry.strip())
+        if lone and i + 1 < len(entries) and _literal(entries[i + 1].strip()):
+            names.append(lone["name"])
+        found = next((name for name in names if secret_named(name)), None)
+        if found:
+            return i, found
+    return None
+
+
 def refuse_secret_assignments(lines: dict[str, list[str]], provider: str) -> None:
-    """No secret-named variable may be given a literal value in setup lines or options: they are written into the
-    batch script in clear, as the dry run shows (the same policy as secret-named hyperparameters and URL passwords).
-    `lines` maps each field (`slurm.setup`) to its lines; the value is never repeated in the error."""
+    """No secret-named variable or option may be given a literal value in setup lines or options: they are written
+    into the batch script in clear, as the dry run shows (the same policy as secret-named hyperparameters and URL
+    passwords). `lines` maps each field (`slurm.setup`) to its lines; the value is never repeated in the error."""
     for field_name, entries in lines.items():
-        for i, line in enumerate(entries):
-            found = next((m["name"] for m in ASSIGNMENT.finditer(line) if is_secret_name(m["name"])), None)
-            if found:
-                raise CloudDDPError(
-                    f"{field_name}[{i}] sets {found}, which looks like a secret, to a value written into the "
-                    f"{provider} batch script, readable by anyone who can read the job (and shown by --dry-run). "
-                    f"Pass it by name in the environment instead (--env {found}=VALUE, or `environment:` in the "
-                    f"spec: {provider} hands secret-named variables to the job through the scheduler's environment, "
-                    f"never in the script), and remove it from {field_name}."
-                )
+        found = secret_set_in(entries)
+        if found:
+            i, name = found
+            variable = name.replace("-", "_").upper()
+            raise CloudDDPError(
+                f"{field_name}[{i}] sets {name}, which looks like a secret, to a value written into the "
+                f"{provider} batch script, readable by anyone who can read the job (and shown by --dry-run). "
+                f"Pass it by name in the environment instead (--env {variable}=VALUE, or `environment:` in the "
+                f"spec: {provider} hands secret-named variables to the job through the scheduler's environment, "
+                f"never in the script), read it there, and remove it from {field_name}."
+            )
 
 
 def data_variables(spec: JobSpec, provider: str) -> dict[str, str]:

@@ -50,6 +50,44 @@ def test_every_written_field_is_checked(tmp_path: Path, provider: str, field: st
     assert SECRET not in str(caught.value)
 
 
+@pytest.mark.parametrize(
+    ("provider", "field", "entries", "index", "name"),
+    [("slurm", "launcher_args", [f"--api-key={SECRET}"], 0, "api-key"),
+     ("pbs", "launcher_args", ["--nproc-per-node", "2", "--hf-token", SECRET], 2, "hf-token"),
+     ("slurm", "setup", [f"python prep.py --wandb-api-key {SECRET} --out /data"], 0, "wandb-api-key"),
+     ("pbs", "setup", [f"python prep.py --db_password='{SECRET}'"], 0, "db_password")],
+)  # fmt: skip
+def test_a_secret_named_option_given_a_literal_is_refused(
+    tmp_path: Path, provider: str, field: str, entries: list[str], index: int, name: str
+) -> None:
+    provider_class = SlurmProvider if provider == "slurm" else PBSProvider
+    with pytest.raises(CloudDDPError, match=rf"{provider}\.{field}\[{index}\] sets {name}, which looks like") as caught:
+        provider_class().render(build_spec(spec(tmp_path, provider, **{field: entries})))
+    assert SECRET not in str(caught.value)
+    assert f"--env {name.replace('-', '_').upper()}=VALUE" in str(caught.value)
+
+
+@pytest.mark.parametrize("provider", ["slurm", "pbs"])
+def test_the_scripts_own_arguments_are_checked_too(tmp_path: Path, provider: str) -> None:
+    path = tmp_path / "job.yaml"
+    path.write_text(yaml.safe_dump({**spec(tmp_path, provider), "args": ["--epochs", "2", "--hf-token", SECRET]}))
+    result = run_cli("launch", "-p", provider, "-f", str(path), "--dry-run")
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "Traceback" not in result.stderr and SECRET not in result.stdout + result.stderr
+    assert "args[2] sets hf-token" in result.stderr and "--env HF_TOKEN=VALUE" in result.stderr
+
+
+@pytest.mark.parametrize("provider", ["slurm", "pbs"])
+def test_options_taking_references_or_no_value_stay(tmp_path: Path, provider: str) -> None:
+    launcher_args = ["--api-key", "$API_KEY", '--hf-token="$HF_TOKEN"', "--use-token-auth", "--max-restarts", "1"]
+    setup = ["python prep.py --tokenizer gpt2 --token-file-from-env --epochs 1", "python x.py --max-new-tokens 256"]
+    args = ["--max-tokens", "512", "--secret-from-env", "--epochs", "1"]
+    provider_class = SlurmProvider if provider == "slurm" else PBSProvider
+    settings = spec(tmp_path, provider, setup=setup, launcher_args=launcher_args)
+    script = str(provider_class().render(build_spec({**settings, "args": args})).request.script)
+    assert all(line in script for line in setup) and "--max-tokens 512" in script
+
+
 @pytest.mark.parametrize("provider", ["slurm", "pbs"])
 def test_references_and_plain_settings_in_setup_stay(tmp_path: Path, provider: str) -> None:
     setup = ['export HF_TOKEN="$HF_TOKEN"', "export WANDB_API_KEY=$(cat ~/.wandb_key)", "export TOKENIZERS_PARALLELISM=false",
