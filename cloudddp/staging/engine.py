@@ -22,8 +22,6 @@
 from __future__ import annotations
 
 import re
-import shutil
-import tempfile
 import threading
 import time
 from collections.abc import Callable
@@ -46,6 +44,7 @@ from cloudddp.staging.manifest import (
     version_of,
 )
 from cloudddp.staging.store import ObjectStore, Upload
+from cloudddp.staging.work_folder import ShardWorkFolder
 
 T = TypeVar("T")
 VERSION_FOLDER = re.compile(r"^v-[0-9a-f]{16}/")  # what version_of() names
@@ -119,12 +118,12 @@ def stage(
     # for). The store is not used here again before its result is taken.
     published = InBackground(lambda: read_manifest(store))
     cache = HashCache(options.hash_cache, Path(local)) if options.hash_cache else None
-    work = shard_folder(options.shard_dir) if options.layout == SHARDS else None
+    work = ShardWorkFolder.create(options.shard_dir) if options.layout == SHARDS else None
     try:
-        return stage_files(files, store, options, progress, cache, work, published)
+        return stage_files(files, store, options, progress, cache, work.path if work else None, published)
     finally:
         if work:
-            shutil.rmtree(work, ignore_errors=True)
+            work.remove()
 
 
 def stage_files(
@@ -253,16 +252,6 @@ def publish(store: ObjectStore, manifest: Manifest, result: StageResult, delete:
     store.write(store.location.key(MANIFEST_NAME), manifest.to_json())  # the publication
     if delete:
         result.deleted = delete_others(store, manifest.version)
-
-
-def shard_folder(parent: Path | None) -> Path:
-    try:
-        return Path(tempfile.mkdtemp(prefix="cloudddp-shards-", dir=parent))
-    except OSError as exc:
-        where = str(parent) if parent else tempfile.gettempdir()
-        raise CloudDDPError(
-            f"cannot create a folder for the shards in {where!r} (--shard-dir): {exc.strerror}."
-        ) from None
 
 
 class InBackground(Generic[T]):
