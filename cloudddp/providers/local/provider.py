@@ -32,6 +32,7 @@ from cloudddp.errors import CloudDDPError
 from cloudddp.launcher.supervisor import is_running
 from cloudddp.providers.base import FINISHED_STATES, JobHandle, JobRequest, JobStatus, Provider
 from cloudddp.providers.local.elastic import check_elastic_emulation, elastic_launcher_args, share_node0_folders
+from cloudddp.providers.local.entry_module import require_module
 from cloudddp.providers.local.layout import node_layouts
 from cloudddp.providers.local.orphans import is_same_process, live_nodes, stop_orphaned_nodes
 from cloudddp.providers.local.runner import CANCEL_REQUEST, write_state
@@ -243,6 +244,8 @@ class LocalProvider(Provider):
 
     def validate(self, spec: JobSpec) -> None:
         spec.require_source()
+        if spec.module:
+            require_module(spec.entry_point, Path(spec.source_dir).resolve(), spec.environment)
         check_elastic_emulation(spec)
         check_process_count(spec)
         if spec.local.interrupt_after and spec.local.emulate != "sagemaker":
