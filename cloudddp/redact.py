@@ -100,7 +100,7 @@ def redact(value: Any, secrets: Sequence[str] = ()) -> Any:
             return {**value, "Value": REDACTED}
         return {k: (REDACTED if is_secret_name(str(k)) and isinstance(v, str) else redact(v, secrets))
                 for k, v in value.items()}  # fmt: skip
-    if isinstance(value, list | tuple):
+    if isinstance(value, (list, tuple)):
         return type(value)(redact(v, secrets) for v in value)
     if isinstance(value, str):
         return mask_values(redact_text(value), secrets)

@@ -140,7 +140,7 @@ def explain(exc: Exception, channel: Channel, client: Any) -> CloudDDPError:
     where = f"channel {channel.name!r} ({channel.uri}) at {endpoint_of(client)}"
     if isinstance(exc, NoCredentialsError):
         return CloudDDPError(f"{where}: no credentials. {CREDENTIALS_HELP}")
-    if isinstance(exc, EndpointConnectionError | ConnectTimeoutError | ReadTimeoutError):
+    if isinstance(exc, (EndpointConnectionError, ConnectTimeoutError, ReadTimeoutError)):  # a tuple: 3.8 images
         attempts = aws_limits.attempts()
         return CloudDDPError(
             f"{where}: the S3 endpoint did not answer after {attempts} attempts ({exc}). Check AWS_ENDPOINT_URL "

@@ -9,6 +9,7 @@ test is the launcher around it: its plan, the forked torchrun, the exit code it 
 
 from __future__ import annotations
 
+import ast
 import glob
 import os
 import shutil
@@ -108,3 +109,54 @@ def test_the_stand_in_is_found_only_through_the_job_side_path(job_side: Path) ->
         [oldest_python(), "-c", "import torch"], capture_output=True, text=True, env={"PATH": os.environ["PATH"]}
     )
     assert result.returncode != 0 and "No module named 'torch'" in result.stderr
+
+
+STUB_BOTOCORE = """\
+class ClientError(Exception):
+    def __init__(self, response):
+        self.response = response
+class EndpointConnectionError(Exception): pass
+class ConnectTimeoutError(Exception): pass
+class ReadTimeoutError(Exception): pass
+class NoCredentialsError(Exception): pass
+"""
+EXPLAIN = """\
+import sys, types
+sys.path.insert(0, sys.argv[1])
+from botocore.exceptions import ClientError, EndpointConnectionError
+from cloudddp.launcher.pull_inputs import Channel, explain
+client = types.SimpleNamespace(meta=types.SimpleNamespace(endpoint_url="http://s3.test"))
+channel = Channel("train", "bkt", "data")
+print(explain(EndpointConnectionError("down"), channel, client))
+print(explain(ClientError({"Error": {"Code": "NoSuchBucket"}}), channel, client))
+"""
+
+
+def test_an_s3_failure_is_explained_on_the_oldest_python(job_side: Path, tmp_path: Path) -> None:
+    """The init container's paragraph for a failed S3 call. Before: `A | B` in isinstance is 3.10+, so every S3
+    error but missing credentials was a TypeError traceback on a 3.8 or 3.9 image (botocore stubbed: none here)."""
+    (tmp_path / "stub" / "botocore").mkdir(parents=True)
+    (tmp_path / "stub" / "botocore" / "__init__.py").write_text("")
+    (tmp_path / "stub" / "botocore" / "exceptions.py").write_text(STUB_BOTOCORE)
+    result = run_oldest(job_side, "-c", EXPLAIN, str(tmp_path / "stub"), cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    unreachable, missing = result.stdout.splitlines()
+    assert unreachable.startswith("channel 'train' (s3://bkt/data) at http://s3.test: the S3 endpoint did not answer")
+    assert missing.endswith("the bucket 'bkt' does not exist there.")
+
+
+def unions_at_run_time(tree: ast.AST) -> list[int]:
+    """Lines of `A | B` given to isinstance/issubclass: types joined by `|` at run time need 3.10."""
+    return [
+        node.lineno
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("isinstance", "issubclass")
+        and len(node.args) == 2 and isinstance(node.args[1], ast.BinOp) and isinstance(node.args[1].op, ast.BitOr)
+    ]  # fmt: skip
+
+
+def test_no_job_side_file_joins_types_with_a_bar_at_run_time() -> None:
+    """Imports pass on 3.8 with such a line (it fails only when reached), so every shipped file is read for it."""
+    found = {name: lines for path, name in job_side_files() if name.endswith(".py")
+             if (lines := unions_at_run_time(ast.parse(Path(path).read_text())))}  # fmt: skip
+    assert found == {}
