@@ -73,6 +73,8 @@ def _run_child(module: str, args: list[str], env: Mapping[str, str], before: Cal
         for sig in WARNING_SIGNALS:
             signal.signal(sig, _ignore_warning)
         signal.signal(signal.SIGINT, signal.default_int_handler)
+        # The supervisor forks with stops blocked (supervisor.py `_fork`): one sent meanwhile acts now, by default.
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, (*RESET_SIGNALS, signal.SIGINT))
         os.environ.clear()
         os.environ.update(env)
         sys.path[:] = python_m_path(sys.path, env)

@@ -242,7 +242,7 @@ class Supervisor:
         previous = {sig: signal.signal(sig, self._on_signal) for sig in (*TERMINATING, *NOTIFYING)}
         try:
             if forkable(self.argv):  # `python -m torch.distributed.run`: skip a second interpreter's start-up
-                self.proc = ForkedModule(self.argv, self.env, before=_die_with_parent)
+                self.proc = self._fork()
             else:
                 self.proc = subprocess.Popen(
                     self.argv, env=self.env, start_new_session=True, preexec_fn=_die_with_parent
@@ -262,6 +262,17 @@ class Supervisor:
         if self.abort_reason is not None:  # stopped on purpose: the job failed elsewhere, with that node's code
             return self.abort_code or shell_exit_code(returncode) or 1
         return shell_exit_code(returncode)
+
+    def _fork(self) -> ForkedModule:
+        """The forked child runs our Python handler until it installs its own (forked.py `_run_child`): a stop
+        reaching it then was taken by that handler's copy, with no child to pass it to, and lost. Blocked over
+        the fork, a stop sent to the child waits there until its handlers are the default ones and it unblocks
+        them; one sent to us waits until the fork is done, and is then recorded and passed on as before (run)."""
+        signal.pthread_sigmask(signal.SIG_BLOCK, TERMINATING)
+        try:
+            return ForkedModule(self.argv, self.env, before=_die_with_parent)
+        finally:
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, TERMINATING)
 
     def _wait(self) -> int:
         assert self.proc is not None
