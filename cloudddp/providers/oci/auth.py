@@ -13,14 +13,19 @@
   OCI_RESOURCE_PRINCIPAL_VERSION, which the service sets.
 - instance_principal: on an OCI compute instance in a dynamic group.
 
-The region comes from the spec, else the profile or principal, else OCI_REGION. Errors
-name the file, profile and field; they never contain key material.
+The region comes from the spec (or OCI_CLI_REGION, provider.effective_settings), else the
+profile or principal, else OCI_REGION; a region that is not one is reported naming that
+source. The config file is read as the SDK reads it (ConfigParser in the locale's encoding);
+one that is not text in it is reported by line number. Errors name the file, profile and
+field; they never contain key material.
 """
 
 from __future__ import annotations
 
+import codecs
 import configparser
 import datetime as dt
+import locale
 import os
 import time
 from collections.abc import Iterator, Mapping
@@ -48,6 +53,8 @@ class Credentials:
     kind: str
     # Shown to people: where the credentials came from, never what they are.
     origin: str = ""
+    # Where `region` came from, as errors name it: "oci.region", "OCI_CLI_REGION", "OCI_REGION", a profile's line.
+    region_origin: str = ""
 
     def client_kwargs(self) -> dict[str, Any]:
         kwargs: dict[str, Any] = {"config": dict(self.config), "signer": self.signer}
@@ -80,14 +87,38 @@ def parse_error(exc: configparser.Error) -> str:
     return type(exc).__name__
 
 
+def config_encoding() -> str:
+    """What ConfigParser.read(path) opens a file with, as oci.config.from_file calls it: the locale's encoding."""
+    return codecs.lookup(locale.getpreferredencoding(False)).name.upper()
+
+
+def undecodable(path: Path) -> str:
+    """Where the file stops being text in the encoding the SDK reads it with, by line number only (the line may
+    be a pass_phrase)."""
+    encoding = config_encoding()
+    data = path.read_bytes()
+    try:
+        data.decode(encoding)
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        return f"line {line} is not {encoding} text"
+    return f"it is not {encoding} text"
+
+
 def check_profile(path: Path, profile: str) -> None:
     """The profile exists and its key file is there: the SDK's own messages for these are vaguer."""
     parser = configparser.ConfigParser(interpolation=None)
     try:
-        parser.read(path)
+        parser.read(path)  # as oci.config.from_file reads it: the locale's encoding (UTF-8 on Linux and macOS)
     except configparser.Error as exc:
         raise CloudDDPError(
             f"the OCI config file {str(path)!r} is not a valid config file: {parse_error(exc)}."
+        ) from None
+    except UnicodeDecodeError:
+        raise CloudDDPError(
+            f"the OCI config file {str(path)!r} is not a valid config file: {undecodable(path)}, and the oci SDK "
+            f"cannot read it either. Save it as {config_encoding()} text (`oci setup config` "
+            f"writes it so)."
         ) from None
     if profile == "DEFAULT":
         values: Mapping[str, str] | None = parser.defaults() or None
@@ -106,8 +137,11 @@ def check_profile(path: Path, profile: str) -> None:
         )
 
 
-def read_profile(settings: OCISettings, environ: Mapping[str, str], path: Path) -> dict[str, Any]:
-    """The profile as the SDK reads it (oci.config.from_file), with the region the spec or OCI_REGION gives."""
+def read_profile(
+    settings: OCISettings, environ: Mapping[str, str], path: Path, region_origin: str = "oci.region"
+) -> tuple[dict[str, Any], str]:
+    """The profile as the SDK reads it (oci.config.from_file), with the region the spec or OCI_REGION gives,
+    and where that region came from (`region_origin` names the spec's: oci.region, or OCI_CLI_REGION)."""
     profile = settings.profile
     if not path.is_file():
         raise CloudDDPError(
@@ -125,19 +159,22 @@ def read_profile(settings: OCISettings, environ: Mapping[str, str], path: Path) 
         ) from None
     except (oci.exceptions.ClientError, ValueError) as exc:
         raise CloudDDPError(f"the OCI config file {str(path)!r}, profile [{profile}], cannot be read: {exc}") from None
+    origin = f"the OCI config file {str(path)!r}, profile [{profile}]: region"
     if settings.region:
-        config["region"] = settings.region
+        config["region"], origin = settings.region, region_origin
     elif not config.get("region") and environ.get("OCI_REGION"):
-        config["region"] = environ["OCI_REGION"]
-    return config
+        config["region"], origin = environ["OCI_REGION"], "OCI_REGION"
+    return config, origin
 
 
-def from_config_file(settings: OCISettings, environ: Mapping[str, str]) -> Credentials:
+def from_config_file(settings: OCISettings, environ: Mapping[str, str], region_origin: str) -> Credentials:
     path = config_path(settings, environ)
     profile = settings.profile
-    config = read_profile(settings, environ, path)
+    config, region_origin = read_profile(settings, environ, path, region_origin)
     if settings.auth == "security_token" or config.get("security_token_file"):
-        return session_credentials(config, path, profile)
+        credentials = session_credentials(config, path, profile)
+        credentials.region_origin = region_origin
+        return credentials
     try:
         oci.config.validate_config(config)
     except oci.exceptions.InvalidConfig as exc:
@@ -153,7 +190,7 @@ def from_config_file(settings: OCISettings, environ: Mapping[str, str]) -> Crede
         signer = oci.signer.Signer.from_config(config)
     return Credentials(
         config=config, signer=signer, region=config.get("region"), kind="api_key",
-        origin=f"profile [{profile}] of {path}",
+        origin=f"profile [{profile}] of {path}", region_origin=region_origin,
     )  # fmt: skip
 
 
@@ -213,7 +250,18 @@ def session_credentials(config: dict[str, Any], path: Path, profile: str) -> Cre
     )  # fmt: skip
 
 
-def from_resource_principal(settings: OCISettings, environ: Mapping[str, str]) -> Credentials:
+def principal_region(
+    settings: OCISettings, signer: Any, environ: Mapping[str, str], region_origin: str, kind: str
+) -> tuple[str | None, str]:
+    """A principal's region and where it came from: the spec, else the principal's own, else OCI_REGION."""
+    if settings.region:
+        return settings.region, region_origin
+    if getattr(signer, "region", None):
+        return signer.region, f"the {kind}'s region"
+    return environ.get("OCI_REGION"), "OCI_REGION"
+
+
+def from_resource_principal(settings: OCISettings, environ: Mapping[str, str], region_origin: str) -> Credentials:
     if not environ.get("OCI_RESOURCE_PRINCIPAL_VERSION"):
         raise CloudDDPError(
             "oci.auth=resource_principal works inside OCI only (notebook sessions, job runs, functions): "
@@ -223,11 +271,12 @@ def from_resource_principal(settings: OCISettings, environ: Mapping[str, str]) -
         signer = oci.auth.signers.get_resource_principals_signer()
     except Exception as exc:  # the SDK raises several unrelated types here
         raise CloudDDPError(f"cannot get a resource principal token: {type(exc).__name__}: {exc}") from None
-    region = settings.region or getattr(signer, "region", None) or environ.get("OCI_REGION")
-    return Credentials(config={}, signer=signer, region=region, kind="resource_principal", origin="resource principal")
+    region, origin = principal_region(settings, signer, environ, region_origin, "resource principal")
+    return Credentials(config={}, signer=signer, region=region, kind="resource_principal", origin="resource principal",
+                       region_origin=origin)  # fmt: skip
 
 
-def from_instance_principal(settings: OCISettings, environ: Mapping[str, str]) -> Credentials:
+def from_instance_principal(settings: OCISettings, environ: Mapping[str, str], region_origin: str) -> Credentials:
     try:
         signer = oci.auth.signers.InstancePrincipalsSecurityTokenSigner()
     except Exception as exc:  # metadata service unreachable, not in a dynamic group, ...
@@ -235,11 +284,16 @@ def from_instance_principal(settings: OCISettings, environ: Mapping[str, str]) -
             "oci.auth=instance_principal: cannot get a token from the instance metadata service "
             f"({type(exc).__name__}); this works only on an OCI compute instance in a dynamic group."
         ) from None
-    region = settings.region or getattr(signer, "region", None) or environ.get("OCI_REGION")
-    return Credentials(config={}, signer=signer, region=region, kind="instance_principal", origin="instance principal")
+    region, origin = principal_region(settings, signer, environ, region_origin, "instance principal")
+    return Credentials(config={}, signer=signer, region=region, kind="instance_principal", origin="instance principal",
+                       region_origin=origin)  # fmt: skip
 
 
-def load_credentials(settings: OCISettings, environ: Mapping[str, str] | None = None) -> Credentials:
+def load_credentials(
+    settings: OCISettings, environ: Mapping[str, str] | None = None, region_origin: str = "oci.region"
+) -> Credentials:
+    """`region_origin` names where settings.region came from when it is set: "oci.region" (the spec, --region),
+    or "OCI_CLI_REGION" (provider.effective_settings took it from there); errors about the region name it."""
     environ = os.environ if environ is None else environ
     loaders = {
         "api_key": from_config_file,
@@ -247,11 +301,10 @@ def load_credentials(settings: OCISettings, environ: Mapping[str, str] | None = 
         "resource_principal": from_resource_principal,
         "instance_principal": from_instance_principal,
     }
-    credentials = loaders[settings.auth](settings, environ)
+    credentials = loaders[settings.auth](settings, environ, region_origin)
     if not credentials.region:
         raise CloudDDPError(
             f"no OCI region: set oci.region (--region), a region in {credentials.origin}, or OCI_REGION."
         )
-    origin = "oci.region" if settings.region else f"the region of {credentials.origin}"
-    check_region(credentials.region, origin, environ)
+    check_region(credentials.region, credentials.region_origin or f"the region of {credentials.origin}", environ)
     return credentials

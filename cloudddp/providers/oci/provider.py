@@ -148,11 +148,11 @@ def effective_settings(settings: OCISettings, environ: Mapping[str, str]) -> OCI
 def check_service_endpoint(endpoint: str, named: str) -> None:
     """What the oci SDK checks when a request is made (oci 2.189.0, base_client.py
     _validate_endpoint_host_components), checked offline: otherwise a ValueError in the middle of submit."""
-    parsed = urlparse(endpoint)
     try:
+        parsed = urlparse(endpoint)  # raises ValueError for an unbalanced or invalid [IPv6] host
         parsed.port  # noqa: B018 - raises ValueError for a port that is no number in 0-65535
     except ValueError:
-        parsed = parsed._replace(scheme="")
+        parsed = urlparse("")  # no scheme, no host: the message below
     if parsed.scheme not in ("http", "https") or not parsed.hostname:
         raise CloudDDPError(f"{named}={endpoint!r} is not a usable endpoint URL: it needs http:// or https:// and a host, "
                             f"like https://datascience.us-ashburn-1.oci.oraclecloud.com or http://127.0.0.1:8080.")  # fmt: skip
@@ -216,10 +216,13 @@ class OCIProvider(Provider):
 
     # -- clients ------------------------------------------------------------------------
     def clients(self, settings: OCISettings | None = None) -> Clients:
-        chosen = effective_settings(settings or self.default_settings, self.environ)
+        given = settings or self.default_settings
+        chosen = effective_settings(given, self.environ)
         key = chosen.model_dump_json()
         if key not in self._clients:
-            credentials = auth.load_credentials(chosen, self.environ)
+            from_cli = chosen.region and "region" not in given.model_fields_set  # effective_settings took it
+            region_origin = CLI_VARIABLES["region"] if from_cli else "oci.region"
+            credentials = auth.load_credentials(chosen, self.environ, region_origin)
             kwargs = {**credentials.client_kwargs(), **self.network.client_kwargs()}
             if self.service_endpoint:
                 kwargs["service_endpoint"] = self.service_endpoint
