@@ -325,11 +325,27 @@ def yaml_problem(exc: yaml.YAMLError) -> str:
     return " ".join(str(exc).split())
 
 
+def undecodable(path: Path, exc: yaml.reader.ReaderError) -> CloudDDPError:
+    """A file PyYAML's reader refused, in one paragraph: which byte (or character) and where."""
+    if exc.encoding == "unicode":  # decoded, but it holds a character YAML does not allow
+        where = f"character U+{exc.character:04X} at character {exc.position} ({exc.reason})"
+    else:
+        where = f"byte 0x{exc.character:02x} at byte offset {exc.position} is not {exc.encoding} ({exc.reason})"
+    return CloudDDPError(
+        f"the job spec file {str(path)!r} cannot be read as YAML text: {where}. A YAML file must be UTF-8, "
+        "or UTF-16 with a byte-order mark, as PyYAML and Oracle ADS read it; save it as UTF-8 "
+        "(PowerShell: `Set-Content -Encoding utf8`, or `Out-File -Encoding utf8`)."
+    )
+
+
 def read_yaml(path: Path, loader: type[yaml.SafeLoader] = SpecLoader) -> dict[str, Any]:
     try:
-        data = yaml.load(path.read_text(), Loader=loader)  # a safe loader: SafeLoader or SpecLoader
+        # Bytes: PyYAML's reader decodes them as ADS has it do (UTF-8, or UTF-16 with a byte-order mark).
+        data = yaml.load(path.read_bytes(), Loader=loader)  # a safe loader: SafeLoader or SpecLoader
     except FileNotFoundError:
         raise CloudDDPError(f"the job spec file {str(path)!r} does not exist.") from None
+    except yaml.reader.ReaderError as exc:
+        raise undecodable(path, exc) from None
     except yaml.YAMLError as exc:
         raise CloudDDPError(f"the job spec file {str(path)!r} is not valid YAML: {yaml_problem(exc)}") from None
     if data is None:

@@ -30,7 +30,10 @@ CELLS = [
         "from cloudddp import Estimator\n"
         "from cloudddp.demo_data import write_demo_dataset\n\n"
         'REPO = Path.cwd().parent if Path.cwd().name == "notebooks" else Path.cwd()\n'
-        'WORK = Path(tempfile.mkdtemp(prefix="cloudddp-notebook-"))\n'
+        "# The dataset and the fetched model: the last cell removes this folder (as does the kernel when it\n"
+        "# shuts down, if you stop before).\n"
+        'work = tempfile.TemporaryDirectory(prefix="cloudddp-notebook-")\n'
+        "WORK = Path(work.name)\n"
         'ROLE = os.environ["CLOUDDDP_SAGEMAKER_ROLE"]\n'
         'REGION = os.environ.get("AWS_REGION") or boto3.Session().region_name\n'
         'print("region:", REGION, "| endpoint:", os.environ.get("AWS_ENDPOINT_URL", "AWS"))'
@@ -88,6 +91,11 @@ CELLS = [
         'print(sorted(p.name for p in (WORK / "model").iterdir()))\n'
         'json.loads((WORK / "model" / "metrics.json").read_text())'
     ),
+    new_markdown_cell(
+        "## 6. Clean up\nRemoves the local work folder (the dataset and the fetched model); the model stays in S3 "
+        "at `model_data`."
+    ),
+    new_code_cell('work.cleanup()\nprint("removed", WORK, "| still there:", WORK.exists())'),
 ]
 
 

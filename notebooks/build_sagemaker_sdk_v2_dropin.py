@@ -29,8 +29,12 @@ CELLS = [
         "import shutil\n"
         "import tempfile\n"
         "from pathlib import Path\n\n"
-        'REPO = Path.cwd().parent if Path.cwd().name == "notebooks" else Path.cwd()\n'
-        'os.chdir(tempfile.mkdtemp(prefix="cloudddp-sdk-v2-"))  # the guide\'s working folder\n'
+        "# The guide works in its current folder: here a temporary one, which the last cell leaves and removes\n"
+        "# (as does the kernel when it shuts down, if you stop before).\n"
+        'NOTEBOOK_FOLDER = globals().get("NOTEBOOK_FOLDER") or Path.cwd()  # also when this cell runs again\n'
+        'REPO = NOTEBOOK_FOLDER.parent if NOTEBOOK_FOLDER.name == "notebooks" else NOTEBOOK_FOLDER\n'
+        'work = tempfile.TemporaryDirectory(prefix="cloudddp-sdk-v2-")\n'
+        "os.chdir(work.name)  # the guide's working folder, until the last cell\n"
         "Path('2_sources').mkdir()\n"
         "for script in (REPO / 'sources').glob('*.py'):  # train_ddp.py and the modules it imports\n"
         "    shutil.copy(script, '2_sources')"
@@ -98,7 +102,10 @@ CELLS = [
     new_markdown_cell(
         "## Running training on SageMaker\n\n"
         "The same cell with the guide's instance type: the `CreateTrainingJob` request is sent with boto3 "
-        "(the source archive carries cloudddp's launcher). `wait=False` returns once the job is created."
+        "(the source archive carries cloudddp's launcher). `wait=False` returns once the job is created.\n\n"
+        "The cell ends the notebook: it goes back to the notebook's folder and removes the working folder (the "
+        "dataset, `2_sources`, the local runs in `cloudddp-runs/`, `model.tar.gz`); the data and the models stay "
+        "in S3."
     ),
     new_code_cell(
         "estimator_ms = PyTorch(\n"
@@ -114,7 +121,9 @@ CELLS = [
         "                       instance_type='ml.p3.2xlarge',\n"
         "                       )\n"
         'estimator_ms.fit(inputs={"train":f"{data_url}/train", "val":f"{data_url}/val"}, wait=False)\n'
-        "described = estimator_ms.latest_training_job.describe()\n"
+        "described = estimator_ms.latest_training_job.describe()\n\n"
+        "os.chdir(NOTEBOOK_FOLDER)  # the end: back to the notebook's folder, and the working folder goes\n"
+        "work.cleanup()\n"
         "print(described['TrainingJobName'], described['TrainingJobStatus'])"
     ),
 ]

@@ -1,7 +1,8 @@
 """notebooks/oci_ddp.ipynb, executed top to bottom against the loopback OCI service.
 
 The service runs the two nodes for real (execute mode), so the notebook stages the demo
-data, fits on 2 nodes, streams their logs and fetches a real model.pt.
+data, fits on 2 nodes, streams their logs and fetches a real model.pt, into its work folder:
+nothing stays beside the notebook or in $TMPDIR once it has run.
 """
 
 from __future__ import annotations
@@ -43,9 +44,12 @@ def test_oci_notebook_stages_fits_on_two_nodes_watches_and_fetches_the_model(
         }.items():  # fmt: skip
             monkeypatch.setenv(name, value)
         private_jupyter(tmp_path, monkeypatch)
+        (tmpdir := tmp_path / "tmpdir").mkdir()  # the kernel's $TMPDIR, empty (the nodes' env is set above)
+        monkeypatch.setenv("TMPDIR", str(tmpdir))
+        (folder := tmp_path / "notebooks").mkdir()  # where the kernel starts
         notebook = nbformat.read(NOTEBOOK, as_version=4)
         NotebookClient(
-            notebook, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}
+            notebook, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(folder)}}
         ).execute()
         text = outputs_text(notebook)
         assert server.signature_failures == []
@@ -53,7 +57,8 @@ def test_oci_notebook_stages_fits_on_two_nodes_watches_and_fetches_the_model(
     assert "[node-0] epoch=1/1" in text and "[node-1] cloudddp: node 1 exited with code 0" in text
     assert "['fingerprint-rank0.txt', 'logs', 'metrics.json', 'model.pt']" in text
     assert "tensors, e.g. conv1.weight" in text
-    assert (tmp_path / "model" / "model.pt").is_file()
+    assert sorted(folder.rglob("*")) == [] and sorted(tmpdir.rglob("*")) == []  # no model/ beside the notebook
+    assert "| still there: False" in text  # the last cell removed the work folder, model included
     assert (
         len(server.calls("POST", r"^/20190101/jobs$")) == 1 and len(server.calls("POST", r"^/20190101/jobRuns$")) == 1
     )
