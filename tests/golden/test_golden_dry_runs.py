@@ -172,7 +172,7 @@ def make_project(root: Path) -> None:
 def normalise(text: str, project: Path) -> str:
     """Replace what depends on the machine, the folder or the clock by a fixed placeholder."""
     text = text.replace(str(project), "<PROJECT>").replace(sys.executable, "<PYTHON>")
-    text = re.sub(r"\d{8}-\d{6}(-\d{3})?", "<STAMP>", text)
+    text = re.sub(r"\d{8}-\d{6}(-\d{3})?(-[0-9a-f]{6})?", "<STAMP>", text)
     # The emulated Slurm job id is a checksum of the job name, which holds the time stamp.
     text = re.sub(r"(SLURM_JOB_?ID): '\d+'", r"\1: '<FROM-NAME>'", text)
     # SageMaker stages a local folder under a prefix keyed by a digest of its absolute path.

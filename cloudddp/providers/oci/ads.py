@@ -23,8 +23,10 @@ and the field list of its documented schema, `docs/source/yaml_schema/jobs/distr
   back to the top-level `spec.name`, which ADS never reads, and warns when it does, or when
   the name must change to be a cloudddp name (letters, digits, hyphens).
 - Image: `cluster.spec.image`, else `main.image`, else `worker.image` (ADS).
-- Environment: `cluster.spec.config.env`, then `main`/`worker` `config.env` (ADS sets these per
-  job run), then `runtime.spec.env`. cloudddp runs one node group, so main and worker must agree.
+- Environment: `cluster.spec.config.env`, then `runtime.spec.env` (ADS's job definition:
+  `ClusterConfigToJobSpecConverter.job_def_info` updates the first with the second), then `main`/`worker`
+  `config.env`, which win: ADS passes them to each job run as overrides (`job_run_info`, `job.run(env_var=...)`).
+  cloudddp runs one node group, so main and worker must agree.
 
 Errors are pydantic's, rendered by `cloudddp.spec.describe_fields` (the job spec's renderer) with
 the YAML's own field path and value. Errors about a value read from the file name the file's own
@@ -70,7 +72,10 @@ FIELDS: dict[str, str] = {
     "spec.infrastructure.spec.compartmentId": "oci.compartment_id",
     "spec.infrastructure.spec.displayName": "job name when cluster.spec.name is unset",
     "spec.infrastructure.spec.logGroupId": "oci.log_group_id",
-    "spec.infrastructure.spec.logId": "oci.log_id",
+    "spec.infrastructure.spec.logId": (
+        "oci.log_id; error without logGroupId (ADS finds the group itself: a Resource Search for the log's "
+        "compartment, then the logs of each log group there; cloudddp makes no such calls: add logGroupId)"
+    ),
     "spec.infrastructure.spec.subnetId": "oci.subnet_id",
     "spec.infrastructure.spec.shapeName": "oci.shape",
     "spec.infrastructure.spec.blockStorageSize": "oci.block_storage_gb",
@@ -89,13 +94,16 @@ FIELDS: dict[str, str] = {
     "spec.cluster.spec.main.name / worker.name": "ignored: one job run, one node group",
     "spec.cluster.spec.main.replicas": "1 main node, as ADS (warning above 1)",
     "spec.cluster.spec.main.image / worker.image": "the image when cluster.spec.image is unset; must agree",
-    "spec.cluster.spec.main.config.env / worker.config.env": "environment (main and worker must agree)",
+    "spec.cluster.spec.main.config.env / worker.config.env": (
+        "environment, over runtime.spec.env and cluster.spec.config.env, as ADS's per-run overrides (main and "
+        "worker must agree)"
+    ),
     "spec.cluster.spec.worker.replicas": "worker nodes; 0 counts as 1, as ADS (warning)",
     "spec.cluster.spec.ps / certificate": "error: TensorFlow parameter servers and Dask TLS are not PyTorch DDP",
     "spec.runtime.kind": "python only",
     "spec.runtime.spec.entryPoint": "entry_point",
     "spec.runtime.spec.args": "args",
-    "spec.runtime.spec.env": "environment",
+    "spec.runtime.spec.env": "environment, over cluster.spec.config.env (as ADS's job definition)",
     "spec.runtime.spec.kwargs / uri / branch / commit / gitSecretId / codeDir / pythonPath": (
         "error: cloudddp ships the folder that holds the YAML instead"
     ),
@@ -249,8 +257,11 @@ class ClusterSpec(AdsSection):
                 )
         return chosen
 
-    def environment(self, origin: str) -> dict[str, str]:
-        """The cluster's variables, then the roles' (which must agree: one node group)."""
+    def environment(self, origin: str, runtime: dict[str, str]) -> dict[str, str]:
+        """The cluster's variables, then the runtime's (`runtime`), then the roles' (which must agree: one node
+        group). ADS puts the first two in the job definition and the roles' in each job run, which OCI lets
+        override the job's: a role's value wins (`job_def_info` / `job_run_info` in
+        ads/opctl/distributed/common/cluster_config_helper.py)."""
         main = env_dict(self.main.config.env if self.main.config else None)
         worker = env_dict(self.worker.config.env if self.worker and self.worker.config else None)
         if self.worker is not None:
@@ -260,7 +271,7 @@ class ClusterSpec(AdsSection):
                         f"{origin}: {key} differs between main ({main.get(key)!r}) and worker ({worker.get(key)!r}); "
                         f"cloudddp runs one node group, so every node gets the same environment."
                     )
-        return {**env_dict(self.config.env if self.config else None), **main, **worker}
+        return {**env_dict(self.config.env if self.config else None), **runtime, **main, **worker}
 
 
 class Cluster(AdsSection):
@@ -452,6 +463,6 @@ def spec_dict_from_ads(data: dict[str, Any], origin: str, warn: Warn = print_war
         "args": [str(arg) for arg in runtime.args or []],
         "source_dir": str(source_dir) if str(source_dir) else ".",
         "nodes": cluster.node_count(origin, warn),
-        "environment": {**cluster.environment(origin), **env_dict(runtime.env)},
+        "environment": cluster.environment(origin, env_dict(runtime.env)),
         "oci": train.oci_settings(origin),
     }

@@ -5,7 +5,8 @@ job run. How the user's code and data reach the nodes (all through one Object St
 mount of the work dir, so the container needs no SDK and no credentials):
 
     oci://bucket@namespace/<prefix>/<name>/         mounted at /mnt/cloudddp
-      runs/<stamp>/sourcedir.tar.gz                 pack_source(): script + bundled launcher
+      runs/<stamp>/sourcedir.tar.gz                 pack_source(): script + bundled launcher; <stamp> is
+                                                    UTC to the millisecond plus a random suffix (run_stamp)
       runs/<stamp>/output/                          node 0's model folder, logs/node-<rank>.log
       inputs/<channel>/v-<content hash>/            local input folders, staged as versions (staging/engine.py)
 
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import math
 import os
+import secrets
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -151,8 +153,7 @@ def check_settings(spec: JobSpec, environ: Mapping[str, str]) -> tuple[str, str,
     validation.check_ocid("subnet_id", settings.subnet_id)
     validation.check_ocid("log_group_id", settings.log_group_id)
     validation.check_ocid("log_id", settings.log_id)
-    if settings.log_id and not settings.log_group_id:
-        raise CloudDDPError("oci.log_id needs oci.log_group_id too (the log group the log belongs to).")
+    validation.check_log_settings(settings.log_group_id, settings.log_id)
     image = validation.check_image(settings.image)
     if settings.region:
         validation.check_region(settings.region, "oci.region", environ)
@@ -204,6 +205,7 @@ def job_environment(spec: JobSpec, env: dict[str, str]) -> tuple[dict[str, str],
     validation.check_env_names(sorted(spec.environment))
     env = {**env, **spec.environment}
     validation.check_environment(env, list(spec.environment))
+    validation.check_arguments(spec.args, spec.hyperparameters)
     arguments = spec.script_args()
     validation.check_container_command(node.ENTRYPOINT, arguments)
     return env, arguments
@@ -278,9 +280,7 @@ def create_run_details(spec: JobSpec, project_id: str, compartment_id: str, stam
     """CreateJobRunDetails; `submit` fills in the job id create_job returns."""
     from oci.data_science import models
 
-    tags = {NODES_TAG: str(spec.nodes)}
-    if len(output_uri) <= 256:  # freeform tag values hold at most 256 characters
-        tags[OUTPUT_TAG] = output_uri
+    tags = {NODES_TAG: str(spec.nodes), OUTPUT_TAG: output_uri}  # check_output_uri: it fits a tag value
     return models.CreateJobRunDetails(
         project_id=project_id,
         compartment_id=compartment_id,
@@ -290,15 +290,39 @@ def create_run_details(spec: JobSpec, project_id: str, compartment_id: str, stam
     )
 
 
+def run_stamp(now: float | None = None) -> str:
+    """This launch's run folder and display-name suffix: `YYYYmmdd-HHMMSS-mmm-xxxxxx` (UTC, milliseconds as the
+    SageMaker provider's job names, and 6 random hex digits), so two launches of one job in the same
+    millisecond still get folders, output prefixes and run names of their own."""
+    moment = time.time() if now is None else now
+    millis = int(moment * 1000) % 1000
+    return f"{time.strftime('%Y%m%d-%H%M%S', time.gmtime(moment))}-{millis:03d}-{secrets.token_hex(3)}"
+
+
+def check_output_uri(spec: JobSpec, output_uri: str, stamp: str) -> None:
+    """The run's output URI fits its `cloudddp-output` tag; the error names what the user can shorten."""
+    if spec.output:
+        validation.check_output_tag(output_uri, f"output={spec.output!r} ({len(spec.output)} characters)")
+        return
+    fixed = len(f"/runs/{stamp}/output")
+    work_dir = spec.oci.work_dir or ""
+    origin = (
+        f"{validation.shown('work_dir', work_dir)} ({len(work_dir)} characters) and the job name {spec.name!r} "
+        f"({len(spec.name)}), {len(output_uri) - fixed} as oci://bucket@namespace/prefix/name"
+    )
+    validation.check_output_tag(output_uri, origin, fixed)
+
+
 def build(spec: JobSpec, environ: Mapping[str, str] | None = None, stamp: str | None = None) -> Parts:
     """The request for `spec`; every limit the service enforces is checked here, first."""
     environ = os.environ if environ is None else environ
-    stamp = stamp or time.strftime("%Y%m%d-%H%M%S")
+    stamp = stamp or run_stamp()
     compartment_id, project_id, origins, image, flex = check_settings(spec, environ)
     bucket, namespace, base = validation.parse_work_dir(spec.oci.work_dir)
     job_prefix = "/".join(p for p in (base, spec.name) if p)
     run_prefix = f"{job_prefix}/runs/{stamp}"
     paths = data_paths(spec, Mount(WORK_MOUNT, bucket, namespace, job_prefix), stamp, run_prefix)
+    check_output_uri(spec, paths.output_uri, stamp)
     env, arguments = job_environment(spec, paths.env)
     uploads = [Upload(str(Path(spec.source_dir).resolve()), run_prefix, "archive"), *paths.uploads]
     launcher_args = [f"--nproc-per-node={spec.nproc_per_node}"] if spec.nproc_per_node is not None else []

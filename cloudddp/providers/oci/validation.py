@@ -21,7 +21,12 @@ best, and a half-made cluster at worst. Every error names the spec field and the
   `.` or `..` segment and no `?` or `#` (the mount and the staging would disagree).
 - Environment variable names (channel variables `CLOUDDDP_CHANNEL_<NAME>` included):
   letters, digits and `_`, not starting with a digit, as a shell can read them.
-- No secrets in job environment variables (anyone who can read the job reads them).
+- No secrets in job environment variables (anyone who can read the job reads them), nor in the
+  script's arguments (the container's CMD, just as readable): no secret-named hyperparameter, no
+  password in a URL.
+- A log needs its log group (`JobLogConfigurationDetails` takes both; ADS looks the group up with
+  extra calls, cloudddp asks for it).
+- The run's output URI fits a freeform tag value (256 characters): cloudddp finds the model through it.
 
 Pure functions of their arguments: no network, no client, usable in a dry run (only
 `oci.regions`' offline tables are read).
@@ -37,12 +42,21 @@ from collections.abc import Mapping, Sequence
 from cloudddp.cluster.plan import parse_port
 from cloudddp.errors import CloudDDPError
 from cloudddp.providers.oci.node import MAX_COMMAND_BYTES, command_bytes
-from cloudddp.redact import has_url_credentials, is_secret_name
+from cloudddp.redact import (
+    argument_with_url_password,
+    has_url_credentials,
+    is_secret_name,
+    secret_named_hyperparameter,
+)
 from cloudddp.staging.location import oci_prefix_problems
 
 MAX_ENV_CHARS = 20_000
 MIN_BLOCK_STORAGE_GB = 50
 MAX_STORAGE_MOUNTS = 5  # ADS enforces the same (MAXIMUM_MOUNT_COUNT in ads/jobs/.../dsc_job.py)
+# A freeform tag value holds at most 256 characters: OCI's "Limits on Tags"
+# (https://docs.oracle.com/en-us/iaas/Content/Tagging/Concepts/taggingoverview.htm#limits, which OCI's
+# "Understanding Free-form Tags" page names as the limit for free-form tags).
+MAX_TAG_VALUE_CHARS = 256
 DEFAULT_FLEX_OCPUS = 2.0
 DEFAULT_FLEX_MEMORY_GB = 32.0
 
@@ -373,3 +387,71 @@ def check_mount_count(count: int) -> None:
             f"the job needs {count} Object Storage mounts (work dir, oci:// inputs, output, checkpoint); OCI Data "
             f"Science jobs take at most {MAX_STORAGE_MOUNTS}. Put the inputs under one bucket prefix."
         )
+
+
+def check_log_settings(log_group_id: str | None, log_id: str | None) -> None:
+    """A log only with its log group, named as the user wrote them (an ADS file's own fields, or oci.*).
+
+    ADS accepts a `logId` alone and finds the group itself (`DataScienceJob._prepare_log_config`: a Resource
+    Search for the log's compartment, then the logs of every log group there; oracle/accelerated-data-science
+    ads/jobs/builders/infrastructure/dsc_job.py and ads/common/oci_logging.py `OCILog._get_log_group_id` at
+    0e785b9f). cloudddp makes no such calls before submitting: it asks for the group.
+    """
+    if not log_id or log_group_id:
+        return
+    from cloudddp.providers.oci.ads import INFRASTRUCTURE_PATH, source_of
+
+    source = source_of("log_id", log_id)
+    if source:
+        raise CloudDDPError(
+            f"{source[1]}: {INFRASTRUCTURE_PATH}.logId={log_id!r} is set without {INFRASTRUCTURE_PATH}.logGroupId. "
+            f"OCI Data Science needs the log group of a job's log; ADS looks it up with extra calls (a Resource "
+            f"Search, then every log group of the compartment), cloudddp does not. Add {INFRASTRUCTURE_PATH}."
+            f"logGroupId: <the OCID of the log group that holds this log> (the log's page in the OCI Console names "
+            f"its log group)."
+        )
+    raise CloudDDPError(
+        f"oci.log_id={log_id!r} is set without oci.log_group_id: OCI Data Science needs the log group of a job's "
+        f"log. Add oci.log_group_id (--log-group): the OCID of the log group that holds this log (the log's page in "
+        f"the OCI Console names it); or set only oci.log_group_id to have a log created for each run."
+    )
+
+
+def check_arguments(args: Sequence[str], hyperparameters: Mapping[str, object]) -> None:
+    """No secret in the script's arguments: they are the container's CMD in CreateJob, which anyone who can
+    read the job reads (GetJob), as they would its environment variables. The value is never shown."""
+    advice = (
+        "Keep the secret in an OCI Vault secret, pass the secret's OCID in a variable (-e NAME_SECRET_ID="
+        "ocid1.vaultsecret...) and read it in the script with the job run's resource principal (README, Secrets)."
+    )
+    secret = secret_named_hyperparameter(hyperparameters)
+    if secret:
+        raise CloudDDPError(
+            f"hyperparameters.{secret} looks like a secret, and hyperparameters are sent in the job's container "
+            f"command (CMD) as the script's arguments, readable by anyone who can read the job. {advice}"
+        )
+    found = argument_with_url_password(args, hyperparameters)
+    if found:
+        field_name, value = found
+        raise CloudDDPError(
+            f"{field_name}={value!r} holds a password in a URL, and the script's arguments are sent in the job's "
+            f"container command (CMD), readable by anyone who can read the job. {advice}"
+        )
+
+
+def check_output_tag(output_uri: str, origin: str, fixed: int = 0) -> None:
+    """The output URI fits the run's `cloudddp-output` freeform tag, through which cloudddp finds the model.
+
+    `origin` names what the user controls (the work dir and job name, or `output`); `fixed` is how many
+    characters cloudddp adds after it (`/runs/<stamp>/output`).
+    """
+    if len(output_uri) <= MAX_TAG_VALUE_CHARS:
+        return
+    over = len(output_uri) - MAX_TAG_VALUE_CHARS
+    added = f", plus {fixed} characters cloudddp adds for each run (/runs/<stamp>/output)" if fixed else ""
+    raise CloudDDPError(
+        f"the job run's output location is {len(output_uri)} characters: {origin}{added}. cloudddp records it in "
+        f"the run's freeform tag `cloudddp-output`, whose value OCI limits to {MAX_TAG_VALUE_CHARS} characters, and "
+        f"finds the model through it after the run (status, fetch_artifacts). Shorten it by at least {over} "
+        f"characters."
+    )

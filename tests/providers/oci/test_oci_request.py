@@ -148,7 +148,10 @@ def test_compartment_and_project_come_from_the_notebook_session_environment(tmp_
             "is the OCID of a compartment, but project_id needs a datascienceproject",
         ),
         ({"subnet_id": "ocid1.subnet.oc1.iad"}, "oci.subnet_id='ocid1.subnet.oc1.iad' is not an OCID"),
-        ({"log_group_id": None, "log_id": "ocid1.log.oc1.iad.aaaa"}, "oci.log_id needs oci.log_group_id"),
+        (
+            {"log_group_id": None, "log_id": "ocid1.log.oc1.iad.aaaa"},
+            "oci.log_id='ocid1.log.oc1.iad.aaaa' is set without oci.log_group_id",
+        ),
         ({"image": None}, "oci.image is required"),
         ({"image": "pytorch/pytorch:2.5.1"}, "OCI Container Registry only"),
         ({"shape": "VM.Standard2.1"}, "cannot run multi-node jobs"),
@@ -231,7 +234,7 @@ def test_variable_names_that_are_not_environment_variable_names_are_refused(tmp_
 
 
 def test_environment_over_20000_characters_is_refused(tmp_path: Path) -> None:
-    with pytest.raises(CloudDDPError, match=r"hold 20,0\d\d characters .* allows 20,000\. Largest: BIG"):
+    with pytest.raises(CloudDDPError, match=r"hold 20,\d\d\d characters .* allows 20,000\. Largest: BIG"):
         render(tmp_path, environment={"BIG": "x" * 19_900})
     render(tmp_path, environment={"BIG": "x" * 19_700})  # under the limit with cloudddp's own variables
 
