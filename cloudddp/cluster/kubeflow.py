@@ -106,18 +106,25 @@ def parse_nproc(raw: str, name: str) -> int | str:
     return value
 
 
-def split_endpoint(endpoint: str, name: str = "PET_RDZV_ENDPOINT") -> tuple[str, int | None]:
-    """`host:port` -> (host, port); a bare host -> (host, None); a port outside 1-65535 is an error.
+def split_endpoint(
+    endpoint: str, what: str = "PET_RDZV_ENDPOINT", prefix: str = "kubeflow: "
+) -> tuple[str, int | None]:
+    """`host:port` -> (host, port); a bare host -> (host, None); a port that is not a number from 1 to 65535 is an
+    error naming `what` (the variable or flag) and the endpoint.
 
     `[v6]:port` -> (v6, port): the brackets go, as torch's parse_rendezvous_endpoint drops them, so the
-    master address resolves (torch/distributed/elastic/rendezvous/utils.py).
+    master address resolves (torch/distributed/elastic/rendezvous/utils.py). torch takes whatever follows the
+    last ":" as the port and fails with a traceback when it is no number (`job-worker-0:abc`): refused here.
     """
     host, port = split_host_port(endpoint)
     if port is None:
         return host, None
-    if port.lstrip("-").isdigit():
-        return host, parse_port(port, f"kubeflow: the port of {name}={endpoint!r}")
-    return endpoint, None
+    if not port.strip().lstrip("-").isdigit():
+        raise CloudDDPError(
+            f"{prefix}{what}={endpoint!r}: {port!r} after the last ':' is not a port number; a rendezvous endpoint is "
+            f"HOST:PORT with PORT from 1 to 65535, HOST alone, or [IPV6-ADDRESS]:PORT."
+        )
+    return host, parse_port(port, f"{prefix}the port of {what}={endpoint!r}")
 
 
 REPLICA_NAME = re.compile(r"^(?P<job>.+)-(master|worker)-\d+$")  # replicaName() in envvar.go

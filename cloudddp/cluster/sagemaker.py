@@ -48,10 +48,25 @@ def config_dir(environ: Mapping[str, str]) -> Path:
     return Path(environ.get("SM_INPUT_CONFIG_DIR") or DEFAULT_CONFIG_DIR)
 
 
+def config_file_exists(path: Path, environ: Mapping[str, str]) -> bool:
+    """Whether a config file is there. A folder that cannot be looked into (no permission, a name too long) is an
+    error naming it: pathlib's exists() lets such an OSError out (Python 3.11 swallows only ENOENT, ENOTDIR, EBADF,
+    ELOOP), and detection runs on every platform, so it was a traceback on any of them."""
+    try:
+        return path.exists()
+    except OSError as exc:
+        where = "SM_INPUT_CONFIG_DIR" if environ.get("SM_INPUT_CONFIG_DIR") else "SageMaker's default"
+        raise CloudDDPError(
+            f"sagemaker: cannot look for {path} (the config folder from {where}): {exc.strerror or exc}. Make the "
+            f"folder readable, point SM_INPUT_CONFIG_DIR at the right one, or name this job's platform with "
+            f"--provider (or CLOUDDDP_PROVIDER) to skip detection."
+        ) from None
+
+
 def detect(environ: Mapping[str, str]) -> bool:
     if environ.get("SM_HOSTS") or environ.get("SM_CURRENT_HOST"):
         return True
-    return (config_dir(environ) / "resourceconfig.json").exists()
+    return config_file_exists(config_dir(environ) / "resourceconfig.json", environ)
 
 
 def read_json_file(path: Path, expected: type) -> Any:
@@ -268,7 +283,10 @@ def failure_file(environ: Mapping[str, str]) -> str | None:
     if environ.get("SM_OUTPUT_DIR"):
         return os.path.join(environ["SM_OUTPUT_DIR"], "failure")
     output = config_dir(environ).parent.parent / "output"  # /opt/ml/output beside /opt/ml/input/config
-    return str(output / "failure") if output.is_dir() else None
+    try:
+        return str(output / "failure") if output.is_dir() else None
+    except OSError:  # a folder that cannot be looked into: no reason file, the log still has the message
+        return None
 
 
 def plan(environ: Mapping[str, str], options: DetectOptions) -> ClusterPlan:
@@ -320,7 +338,7 @@ def framework_environment(environ: Mapping[str, str]) -> dict[str, str]:
         "SM_OUTPUT_DIR": str(root / "output"),
         "SM_OUTPUT_DATA_DIR": str(root / "output" / "data"),
     }
-    if (config / "resourceconfig.json").exists():
+    if config_file_exists(config / "resourceconfig.json", environ):
         data, _ = read_resource_config(environ)
         derived["SM_HOSTS"] = to_env_value(data["hosts"])
         derived["SM_CURRENT_HOST"] = data["current_host"]
@@ -333,7 +351,7 @@ def framework_environment(environ: Mapping[str, str]) -> dict[str, str]:
         derived["SM_CHANNELS"] = to_env_value(channels)
         for channel in channels:
             derived[f"SM_CHANNEL_{channel.upper()}"] = str(config.parent / "data" / channel)
-    if (config / "hyperparameters.json").exists():
+    if config_file_exists(config / "hyperparameters.json", environ):
         derived.update(hyperparameter_variables(read_hyperparameters(environ)))
     return {k: v for k, v in derived.items() if not environ.get(k)}
 

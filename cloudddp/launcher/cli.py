@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from cloudddp.cluster import resolve_plan, sagemaker
+from cloudddp.cluster.kubeflow import split_endpoint
 from cloudddp.cluster.options import DetectOptions
 from cloudddp.cluster.plan import (
     MAX_PORT,
@@ -46,7 +47,7 @@ from cloudddp.launcher.command import (
     resolve_nproc,
     torchrun_argv,
 )
-from cloudddp.launcher.diagnostics import check, rendezvous_failure, rendezvous_verdict
+from cloudddp.launcher.diagnostics import check, rendezvous_failure, rendezvous_meeting, rendezvous_verdict
 from cloudddp.launcher.exit_record import record_exit
 from cloudddp.launcher.network import parse_host_map, resolves, wait_for_host
 from cloudddp.launcher.peers import PeerWatch
@@ -150,10 +151,27 @@ def split_command_line(parser: LauncherParser, argv: Sequence[str]) -> tuple[lis
     return list(argv), []
 
 
+def join_option_values(parser: LauncherParser, options: Sequence[str]) -> list[str]:
+    """`--torchrun-arg --log-dir=/x` as `--torchrun-arg=--log-dir=/x`: argparse takes a value that starts with "-"
+    for an option and stops ("expected one argument"), though split_command_line read it as the option's value."""
+    joined: list[str] = []
+    index = 0
+    while index < len(options):
+        word = options[index]
+        value = options[index + 1] if index + 1 < len(options) else None
+        if word.startswith("--") and value is not None and value.startswith("-") and option_takes_value(parser, word):
+            joined.append(f"{word}={value}")
+            index += 2
+        else:
+            joined.append(word)
+            index += 1
+    return joined
+
+
 def parse_command_line(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = build_parser()
     options, program = split_command_line(parser, sys.argv[1:] if argv is None else argv)
-    args = parser.parse_args(options)
+    args = parser.parse_args(join_option_values(parser, options))
     args.script, args.script_args = (program[0], program[1:]) if program else (None, [])
     return args
 
@@ -175,10 +193,8 @@ def apply_overrides(plan: ClusterPlan, args: argparse.Namespace) -> None:
     if args.master_port is not None:
         plan.set("master_port", parse_port(args.master_port, "--master-port"), "--master-port")
     if plan.rdzv_endpoint:
-        _, port = split_host_port(plan.rdzv_endpoint)
-        if port is not None and port.lstrip("-").isdigit():
-            parse_port(port, f"the port of the rendezvous endpoint {plan.rdzv_endpoint!r} (from "
-                             f"{plan.sources.get('rdzv_endpoint', 'default')})")  # fmt: skip
+        # Every port, digits or not ("127.0.0.1:abc" ended in torchrun's traceback): as torch reads an endpoint.
+        split_endpoint(plan.rdzv_endpoint, plan.sources.get("rdzv_endpoint", "the rendezvous endpoint"), prefix="")
     if args.max_restarts is not None:
         plan.set("max_restarts", parse_int(args.max_restarts, "--max-restarts", minimum=0), "--max-restarts")
     settle_rendezvous(plan)
@@ -226,7 +242,7 @@ def make_target(args: argparse.Namespace, environ: Mapping[str, str]) -> Target:
     script_args = list(args.script_args)  # as given, a leading "--" included (parse_command_line)
     if args.hyperparameters_as_args:
         script_args += hyperparameter_args(environ)
-    if not args.module and not Path(args.script).is_file():
+    if not args.module and not script_is_file(args.script):
         raise CloudDDPError(
             f"the training script {args.script!r} does not exist (looked in {os.getcwd()}). "
             f"Pass a path to a .py file, or -m MODULE for a module."
@@ -239,22 +255,46 @@ def make_target(args: argparse.Namespace, environ: Mapping[str, str]) -> Target:
     return Target(program=program, args=script_args, is_module=args.module)
 
 
+def script_is_file(script: str) -> bool:
+    """Whether SCRIPT is a file; a path that cannot be looked at (a folder without permission, a name too long) is
+    an error naming it: pathlib's is_file() lets such an OSError out (Python 3.11 swallows only ENOENT, ENOTDIR,
+    EBADF, ELOOP), which was a traceback, exit 1, and no exit record."""
+    try:
+        return Path(script).is_file()
+    except OSError as exc:
+        raise CloudDDPError(
+            f"the training script {script!r} cannot be looked at ({exc.strerror or exc}; looked in {os.getcwd()}). "
+            f"Pass a path to a readable .py file, or -m MODULE for a module."
+        ) from None
+
+
+def rank_from_rendezvous(plan: ClusterPlan) -> bool:
+    """Whether the rendezvous numbers the nodes: a dynamic backend, and no node rank from the platform or a flag."""
+    rank_source = plan.sources.get("node_rank", "default")
+    return plan.rdzv_backend != "static" and rank_source.startswith(("assigned", "default"))
+
+
 def plan_for(args: argparse.Namespace, environ: Mapping[str, str]) -> ClusterPlan:
-    host_map = host_map_of(args, environ)
+    return finish_plan(detected_plan(args, environ), args, environ)
+
+
+def detected_plan(args: argparse.Namespace, environ: Mapping[str, str]) -> ClusterPlan:
+    """The platform's plan with the command line's overrides, its host names as the job gives them."""
     groups = [g for g in (args.instance_groups or "").split(",") if g] or None
     options = DetectOptions(metadata_timeout=args.metadata_timeout, instance_groups=groups)
     plan = resolve_plan(environ, args.provider, options)
     apply_overrides(plan, args)
-    plan.map_hosts(host_map)  # after the overrides: a --master-addr NAME is mapped too
+    return plan
+
+
+def finish_plan(plan: ClusterPlan, args: argparse.Namespace, environ: Mapping[str, str]) -> ClusterPlan:
+    """The host map applied (after the overrides: a --master-addr NAME is mapped too), processes per node a number,
+    a rendezvous that numbers the nodes planned as MIN:MAX, a lone static node meeting on 127.0.0.1."""
+    plan.map_hosts(host_map_of(args, environ))
     # Our default ("gpus-or-1") becomes a number here, so every printed plan (--check too) shows one.
     plan.set("nproc_per_node", resolve_nproc(plan.nproc_per_node, environ),
              plan.sources.get("nproc_per_node", "default"))  # fmt: skip
-    rank_source = plan.sources.get("node_rank", "default")
-    if (
-        plan.rdzv_backend != "static"
-        and isinstance(plan.nnodes, int)
-        and rank_source.startswith(("assigned", "default"))
-    ):
+    if isinstance(plan.nnodes, int) and rank_from_rendezvous(plan):
         # The rendezvous numbers the nodes (a Workers-only PyTorchJob with a fixed PET_NNODES: the operator sets no
         # rank without a Master, envvar.go): every node would plan itself node 0, start the fail-fast channel as
         # node 0 and report ranks it does not know. As MIN:MAX it is planned as the rendezvous job it is.
@@ -387,7 +427,12 @@ def supervise(
         if missing:  # a node that never came up: say which, not only that the rendezvous timed out
             print(missing, file=sys.stderr, flush=True)
         if code != 0 and failure is None and plan.node_rank != 0 and peers.master is None:
-            failure = f"this node never reached node 0's launcher on {plan.master_addr}:{port}"
+            # torchrun's rendezvous met (else its error says so): only the side channel failed. The reason stays
+            # torchrun's exit (the script's code), and the log says node 0 may not know.
+            verdict = diagnose_rendezvous(plan, args, environ, command, peers)
+            print(f"cloudddp: this node never reached node 0's launcher on {plan.master_addr}:{port} (the "
+                  f"fail-fast channel), so node 0 may not learn of this failure; checks from this node:\n{verdict}",
+                  file=sys.stderr, flush=True)  # fmt: skip
     if failure:  # the nodes never met: run the checks and say why
         verdict = diagnose_rendezvous(plan, args, environ, command, peers)
         why = f"the rendezvous failed ({failure})"
@@ -435,9 +480,13 @@ def host_map_of(args: argparse.Namespace, environ: Mapping[str, str]) -> dict[st
 
 def run_check(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
     """`--check`: this node's plan, then the network and clock checks (diagnostics.py); starts nothing."""
-    plan = plan_for(args, environ)
+    detected = detected_plan(args, environ)
+    named_host = split_host_port(detected.endpoint)[0]  # as the job names it, before --host-map
+    plan = finish_plan(detected, args, environ)
+    # No node knows its rank before the rendezvous: the endpoint's host serves, not every node as node 0.
+    meeting = rendezvous_meeting(plan, named_host, environ) if rank_from_rendezvous(plan) else None
     print(plan.summary(), flush=True)
-    code, verdict = check(plan, host_map_of(args, environ), args.check_window)
+    code, verdict = check(plan, host_map_of(args, environ), args.check_window, meeting)
     print(verdict, flush=True)
     return code
 
@@ -475,7 +524,7 @@ def failure_file_after_error(outcome: Outcome, environ: Mapping[str, str]) -> st
     try:
         on_sagemaker = bool(environ.get("SM_OUTPUT_DIR")) or sagemaker.detect(environ)
         return sagemaker.failure_file(environ) if on_sagemaker else None
-    except OSError:  # an unreadable config folder: no reason file, the log still has the message
+    except (OSError, CloudDDPError):  # an unreadable config folder: no reason file, the log still has the message
         return None
 
 
@@ -495,5 +544,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         # Supervisor handles SIGINT itself): one line, no traceback, 128 + SIGINT as a signalled launcher exits.
         print("cloudddp-launch: interrupted (SIGINT); exiting with 130.", file=sys.stderr, flush=True)
         code = 128 + signal.SIGINT
+    except (SystemExit, Exception) as exc:
+        # argparse's usage errors (SystemExit 2) and anything unforeseen (Python's traceback, exit 1) end this node
+        # too: the exit record says so, or an elastic Slurm job would count the node as lost (exit_record.py).
+        record_exit(os.environ, outcome.node_rank, exit_code_of(exc), stopped_by=outcome.stopped_by)
+        raise
     record_exit(os.environ, outcome.node_rank, code, stopped_by=outcome.stopped_by)
     return code
+
+
+def exit_code_of(exc: BaseException) -> int:
+    """The interpreter's exit code for an exception that leaves `main`: SystemExit's own, else 1."""
+    if not isinstance(exc, SystemExit):
+        return 1
+    if exc.code is None:
+        return 0
+    return exc.code if isinstance(exc.code, int) else 1  # sys.exit("message") prints it and exits 1

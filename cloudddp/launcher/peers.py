@@ -28,6 +28,8 @@ import time
 from collections.abc import Callable
 from urllib.parse import quote
 
+from cloudddp.launcher.network import listen, peer_address
+
 RETRY_SECONDS = 0.1  # node 0's listener usually appears within milliseconds of ours
 
 
@@ -128,7 +130,7 @@ class PeerWatch:
     # -- node 0 --------------------------------------------------------------------------
     def _serve(self) -> None:
         try:
-            server = socket.create_server(("", self.port), reuse_port=False)
+            server = listen(self.port)  # IPv6 and IPv4: a master given as ::1 is reached too
         except (OSError, OverflowError) as exc:
             print(f"cloudddp: fail-fast channel disabled (port {self.port}: {exc})", file=sys.stderr, flush=True)
             return
@@ -143,7 +145,7 @@ class PeerWatch:
     def _watch_peer(self, conn: socket.socket) -> None:
         rank = None
         done = False
-        address = conn.getpeername()[0] if conn.family in (socket.AF_INET, socket.AF_INET6) else "?"
+        address = peer_address(conn)
         for words in self._lines(conn):
             if words[:1] == ["HELLO"] and len(words) in (3, 4) and words[2] == self.rdzv_id and words[1].isdigit():
                 rank = int(words[1])
