@@ -87,10 +87,17 @@ class ClusterPlan:
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
+    def rank_from_rendezvous(self) -> bool:
+        """Whether the rendezvous numbers the nodes: a dynamic backend, and no node rank from the platform or a flag."""
+        rank_source = self.sources.get("node_rank", "default")
+        return self.rdzv_backend != "static" and rank_source.startswith(("assigned", "default"))
+
     def summary(self) -> str:
-        """One readable line for the log of every node."""
+        """One readable line for the log of every node. A rank the rendezvous will give is not known yet: `?`, not
+        the placeholder 0 (every pod of a Workers-only PyTorchJob printed `node 0`)."""
+        rank = "?" if self.rank_from_rendezvous() else self.node_rank
         return (
-            f"cloudddp: provider={self.provider} node {self.node_rank}/{self.nnodes} "
+            f"cloudddp: provider={self.provider} node {rank}/{self.nnodes} "
             f"nproc_per_node={self.nproc_per_node} rdzv={self.rdzv_backend}@{self.endpoint}"
             + (f" local_addr={self.local_addr}" if self.local_addr else "")
             + (f" ifname={self.network_interface}" if self.network_interface else "")

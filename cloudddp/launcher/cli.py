@@ -268,12 +268,6 @@ def script_is_file(script: str) -> bool:
         ) from None
 
 
-def rank_from_rendezvous(plan: ClusterPlan) -> bool:
-    """Whether the rendezvous numbers the nodes: a dynamic backend, and no node rank from the platform or a flag."""
-    rank_source = plan.sources.get("node_rank", "default")
-    return plan.rdzv_backend != "static" and rank_source.startswith(("assigned", "default"))
-
-
 def plan_for(args: argparse.Namespace, environ: Mapping[str, str]) -> ClusterPlan:
     return finish_plan(detected_plan(args, environ), args, environ)
 
@@ -294,7 +288,7 @@ def finish_plan(plan: ClusterPlan, args: argparse.Namespace, environ: Mapping[st
     # Our default ("gpus-or-1") becomes a number here, so every printed plan (--check too) shows one.
     plan.set("nproc_per_node", resolve_nproc(plan.nproc_per_node, environ),
              plan.sources.get("nproc_per_node", "default"))  # fmt: skip
-    if isinstance(plan.nnodes, int) and rank_from_rendezvous(plan):
+    if isinstance(plan.nnodes, int) and plan.rank_from_rendezvous():
         # The rendezvous numbers the nodes (a Workers-only PyTorchJob with a fixed PET_NNODES: the operator sets no
         # rank without a Master, envvar.go): every node would plan itself node 0, start the fail-fast channel as
         # node 0 and report ranks it does not know. As MIN:MAX it is planned as the rendezvous job it is.
@@ -484,7 +478,7 @@ def run_check(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
     named_host = split_host_port(detected.endpoint)[0]  # as the job names it, before --host-map
     plan = finish_plan(detected, args, environ)
     # No node knows its rank before the rendezvous: the endpoint's host serves, not every node as node 0.
-    meeting = rendezvous_meeting(plan, named_host, environ) if rank_from_rendezvous(plan) else None
+    meeting = rendezvous_meeting(plan, named_host, environ) if plan.rank_from_rendezvous() else None
     print(plan.summary(), flush=True)
     code, verdict = check(plan, host_map_of(args, environ), args.check_window, meeting)
     print(verdict, flush=True)

@@ -64,6 +64,8 @@ def test_check_on_a_workers_only_pytorchjob_the_endpoints_pod_serves_and_the_oth
     assert "cloudddp-check: a node (its rank assigned by the rendezvous)" in out1, out1
     assert f"rendezvous host 127.0.0.1:{port} reachable" in out1 and "clock skew" in out1, out1
     assert "never checked in" not in out0 + out1
+    # The plan line each pod prints: its rank is the rendezvous's to give (old: both printed `node 0/2:2`).
+    assert "provider=kubeflow node ?/2:2" in out0 and "provider=kubeflow node ?/2:2" in out1, (out0, out1)
 
 
 def test_check_on_a_workers_only_pytorchjob_names_a_pod_that_never_came() -> None:
