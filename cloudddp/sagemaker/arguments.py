@@ -8,8 +8,11 @@ name with the reason (`NOT_SUPPORTED`): none is silently ignored.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
+import os
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -19,6 +22,10 @@ from pydantic import ValidationError
 from cloudddp.errors import CloudDDPError
 from cloudddp.providers.sagemaker import validation
 from cloudddp.providers.sagemaker.instance_groups import InstanceGroupSetting
+from cloudddp.redact import REDACTED, is_secret_name
+from cloudddp.session import emit
+
+logger = logging.getLogger(__name__)
 
 LOCAL_TYPES = ("local", "local_gpu")
 DEFAULT_MAX_RUN = 24 * 60 * 60  # v2's EstimatorBase default
@@ -54,6 +61,18 @@ NOT_SUPPORTED: dict[str, str] = {
     "training_plan": "training plans are not requested",
     "instance_placement_config": "instance placement is not requested",
 }
+# v2's pre-2.0 names, still taken (aws/sagemaker-python-sdk v2.257.6, src/sagemaker/estimator.py
+# `EstimatorBase.__init__`: `renamed_kwargs("train_instance_count", "instance_count", instance_count, kwargs)`, ...).
+RENAMED: dict[str, str] = {
+    "train_instance_count": "instance_count", "train_instance_type": "instance_type", "train_max_run": "max_run",
+    "train_use_spot_instances": "use_spot_instances", "train_max_wait": "max_wait",
+    "train_volume_size": "volume_size", "train_volume_kms_key": "volume_kms_key",
+}  # fmt: skip
+V2_URL = "https://sagemaker.readthedocs.io/en/stable/v2.html"  # src/sagemaker/deprecations.py, same tag
+# The role v2 requires (src/sagemaker/estimator.py `EstimatorBase.__init__`, v2.257.6); v2 also reads it from its
+# config file, cloudddp's SageMaker provider from this variable (cloudddp.providers.sagemaker.provider).
+ROLE_REQUIRED = "An AWS IAM role is required to create an estimator."
+ROLE_VARIABLE = "CLOUDDDP_SAGEMAKER_ROLE"
 NOT_SUPPORTED_METHODS = (
     "deploy", "attach", "compile_model", "create_model", "register", "transformer", "training_job_analytics",
     "update_profiler", "enable_default_profiling", "disable_profiling", "latest_job_debugger_artifacts_path",
@@ -186,21 +205,60 @@ def check_instance_groups(kwargs: dict[str, Any]) -> tuple[list[InstanceGroupSet
     return settings, names
 
 
+def shown_hyperparameters(hyperparameters: dict[Any, Any]) -> dict[Any, Any]:
+    """The dict as a message may show it: a secret-named key's value (`api_key`, `hf_token`) is ***, whatever its
+    type (cloudddp.redact)."""
+    return {k: REDACTED if is_secret_name(str(k)) else v for k, v in hyperparameters.items()}
+
+
+@functools.cache
+def spec_takes_json_values() -> bool:
+    """Whether the job spec's `hyperparameters` carries lists, dicts and None (cloudddp/spec.py). Until it does,
+    the drop-in refuses them here, at construction, rather than fit() failing on the spec."""
+    from pydantic import TypeAdapter
+
+    from cloudddp.spec import JobSpecBase
+
+    try:
+        TypeAdapter(JobSpecBase.model_fields["hyperparameters"].annotation).validate_python({"k": [None, {}]})
+    except ValidationError:
+        return False
+    return True
+
+
 def check_hyperparameters(hyperparameters: Any) -> dict[str, Any]:
+    """The hyperparameters as the job receives them. v2 (aws/sagemaker-python-sdk v2.257.6, src/sagemaker/
+    estimator.py `EstimatorBase._json_encode_hyperparameters`) sends `{str(k): json.dumps(v)}` for any value, and
+    the training toolkit decodes each (sagemaker-training-toolkit 33839372, environment.py `read_hyperparameters`):
+    kept here as that decoded value (a tuple is a list, a dict's keys are strings), which encodes as v2 sent it.
+    Messages never show a secret-named key's value."""
     if hyperparameters is None:
         return {}
     if not isinstance(hyperparameters, dict):
-        raise _refuse("hyperparameters", hyperparameters, "must be a dict")
+        raise CloudDDPError(
+            f"PyTorch(hyperparameters=<{type(hyperparameters).__name__}>): must be a dict of name to value."
+        )
+    checked: dict[str, Any] = {}
     for key, value in hyperparameters.items():
-        if not isinstance(key, str):
-            raise _refuse("hyperparameters", hyperparameters, f"key {key!r} must be a string")
-        if not isinstance(value, (str, int, float, bool)):
+        shown = repr(REDACTED) if is_secret_name(str(key)) else f"<{type(value).__name__}>"
+        try:
+            encoded = json.dumps(value, allow_nan=False)  # NaN and Infinity: not JSON, refused as the provider does
+        except (TypeError, ValueError) as exc:
             raise CloudDDPError(
-                f"PyTorch(hyperparameters={{{key!r}: {value!r}}}): cloudddp passes str, int, float or bool values "
-                f"(JSON-encoded as the SDK does); pass {json.dumps(json.dumps(value))} as a string and parse it "
-                f"in the script."
-            )
-    return dict(hyperparameters)
+                f"PyTorch(hyperparameters={{{key!r}: {shown}}}): the value is not JSON ({exc}). The SDK v2 sends "
+                f"json.dumps(value) and SageMaker's hyperparameters are JSON: pass numbers, strings, booleans, None, "
+                f"or lists and dicts of them."
+            ) from None
+        checked[str(key)] = json.loads(encoded)
+    scalar = (str, int, float, bool)
+    other = next((k for k, v in checked.items() if not isinstance(v, scalar)), None)
+    if other is not None and not spec_takes_json_values():
+        raise CloudDDPError(
+            f"PyTorch(hyperparameters={shown_hyperparameters({other: checked[other]})}): cloudddp passes str, int, "
+            f"float or bool values (JSON-encoded as the SDK does); pass json.dumps(value) as a string and parse it "
+            f"in the script."
+        )
+    return checked
 
 
 def check_tags(tags: Any) -> dict[str, str]:
@@ -335,8 +393,23 @@ def _flag(name: str, value: Any) -> bool:
                   "given, and botocore, which takes only a boolean there, refuses it")  # fmt: skip
 
 
+def take_renamed(kwargs: dict[str, Any]) -> dict[str, Any]:
+    """v2's `renamed_kwargs` (src/sagemaker/deprecations.py, v2.257.6) for each of RENAMED: an old name given is
+    used under the new one, winning over the new name if both are given, with v2's `renamed_warning` (a
+    DeprecationWarning and a logged warning, same text)."""
+    taken = dict(kwargs)
+    for old, new in RENAMED.items():
+        if old in taken:
+            taken[new] = taken.pop(old)
+            message = f"{old} has been renamed in sagemaker>=2.\nSee: {V2_URL} for details."
+            warnings.warn(message, DeprecationWarning, stacklevel=2)
+            logger.warning(message)
+    return taken
+
+
 def parse(kwargs: dict[str, Any]) -> tuple[Arguments, Any]:
     """The checked arguments and the sagemaker_session (or None). Raises for anything not supported."""
+    kwargs = take_renamed(kwargs)
     check_names(kwargs)
     check_fixed_values(kwargs)
     get = kwargs.get
@@ -370,9 +443,13 @@ def parse(kwargs: dict[str, Any]) -> tuple[Arguments, Any]:
         instance_groups=groups, distribution_groups=distribution_groups,
         disable_profiler=bool(get("disable_profiler")), debugger_hook=get("debugger_hook_config") is None,
     )  # fmt: skip
-    if not args.local:
+    if args.local:
+        warn_requirements(args)
+    else:
+        check_role(args)
         check_network(args)
         check_stopping(args)
+        check_service_fields(args, "volume_kms_key" if get("volume_kms_key") else "output_kms_key")
     return args, get("sagemaker_session")
 
 
@@ -406,6 +483,57 @@ def v2_tags(tags: Any) -> Any:
 
 
 # -- checks the SageMaker provider makes too, made first with the v2 argument names -----------------------------
+
+
+def check_role(args: Arguments) -> None:
+    """v2 raises this ValueError in the constructor when no role is given (nor in its config file), before any
+    AWS call; a notebook may catch it. Local mode runs no SageMaker job here, so it needs none."""
+    if not args.role and not os.environ.get(ROLE_VARIABLE):
+        raise ValueError(
+            f"{ROLE_REQUIRED} Please provide a valid `role` argument with the ARN of an IAM role that has the "
+            f"necessary SageMaker permissions (cloudddp also reads it from {ROLE_VARIABLE})."
+        )
+
+
+# The provider's checks of these fields name the CLI's flags (--instance-type, --env, --tag, --checkpoint-s3,
+# --kms-key): made first here, named as the notebook wrote them.
+DROP_IN = validation.Naming(
+    instance_type="PyTorch(instance_type={value!r})", env_name="PyTorch(environment={{{key!r}: ...}})",
+    env_value="PyTorch(environment={{{key!r}: ...}})", env_source="PyTorch(environment=...) and cloudddp's own",
+    tag_key="PyTorch(tags=[{{'Key': {key!r}, ...}}])",
+    tag_value="PyTorch(tags=[{{'Key': {key!r}, 'Value': {value!r}}}])",
+)  # fmt: skip
+
+
+def check_service_fields(args: Arguments, kms_name: str) -> None:
+    """The instance type, image URI, environment, tags, checkpoint URI and KMS key (given as `kms_name`) as
+    SageMaker takes them."""
+    if not args.instance_groups:
+        validation.check_instance(args.instance_type, DROP_IN)
+    if args.image_uri is not None and len(args.image_uri) > validation.MAX_IMAGE_URI:
+        raise CloudDDPError(f"PyTorch(image_uri=...) is {len(args.image_uri)} characters; SageMaker allows at most "
+                            f"{validation.MAX_IMAGE_URI}.")  # fmt: skip
+    validation.check_environment(args.environment, DROP_IN)
+    validation.check_tags(args.tags, DROP_IN)
+    uri = args.checkpoint_s3_uri
+    if uri is not None and (not validation.S3_URI.fullmatch(uri) or len(uri) > validation.MAX_S3_URI):
+        raise _refuse("checkpoint_s3_uri", uri, f"is not an s3://bucket/prefix URI of at most {validation.MAX_S3_URI} "
+                      "characters")  # fmt: skip
+    if args.kms_key is not None and not validation.KMS_KEY.fullmatch(args.kms_key):
+        raise _refuse(kms_name, args.kms_key, "is not a KMS key id, alias or ARN")
+
+
+def warn_requirements(args: Arguments) -> None:
+    """Local mode runs the script in this Python environment: a source_dir's requirements.txt, which SageMaker's
+    training toolkit pip-installs first (sagemaker-training-toolkit 33839372, src/sagemaker_training/
+    entry_point.py `install`), is not installed. Said, not done."""
+    path = Path(args.source_dir) / "requirements.txt" if args.source_dir else None
+    if path is not None and path.is_file():
+        emit(
+            f"cloudddp: warning: {path} is not installed: instance_type={args.instance_type!r} runs the script in "
+            f"this Python environment, without SageMaker's training toolkit, which is what pip-installs "
+            f"requirements.txt on SageMaker. Install it here first: pip install -r {path}"
+        )
 
 
 def check_network(args: Arguments) -> None:

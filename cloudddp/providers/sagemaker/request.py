@@ -396,6 +396,23 @@ def check_cluster(spec: JobSpec) -> None:
         )
 
 
+REQUIREMENTS = "requirements.txt"
+
+
+def requirements_warning(source_dir: str, mode: str) -> str | None:
+    """A requirements.txt the job will not install. SageMaker's training toolkit pip-installs the code folder's
+    requirements.txt before the script (aws/sagemaker-training-toolkit 33839372, src/sagemaker_training/
+    entry_point.py `install` -> modules.py `install_requirements`); the ContainerEntrypoint mode runs no toolkit."""
+    path = Path(source_dir) / REQUIREMENTS
+    if mode != ENTRYPOINT or not path.is_file():
+        return None
+    return (
+        f"{path} is not installed: the image is not an AWS PyTorch training image (pytorch-training), so the job "
+        f"starts without SageMaker's training toolkit, which is what pip-installs {REQUIREMENTS}. Bake the packages "
+        f"into the image (`RUN pip install -r {REQUIREMENTS}` in its Dockerfile), or use a pytorch-training image"
+    )
+
+
 def build_request(spec: JobSpec, *, job_name: str, region: str, role: str, image: str, bucket: str) -> Rendered:
     """The CreateTrainingJob request and the staging plan for it (validated, nothing sent)."""
     sm = spec.sagemaker
@@ -409,7 +426,7 @@ def build_request(spec: JobSpec, *, job_name: str, region: str, role: str, image
         channels.append(s3_channel(CODE_CHANNEL, staging.code_uri))
     algorithm, hyperparameters, environment = container_settings(spec, mode, image, staging, code_channel, region)
     exposed = secret_environment_warning(spec.environment, "SageMaker", SECRET_STORE)
-    warnings = [exposed] if exposed else []
+    warnings = [w for w in (exposed, requirements_warning(spec.source_dir, mode)) if w]
     payload: dict[str, Any] = {
         "TrainingJobName": job_name,
         "RoleArn": role,

@@ -14,6 +14,7 @@ import os
 import re
 import unicodedata
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
 from cloudddp.errors import CloudDDPError
@@ -61,6 +62,23 @@ SOURCE_WARN_BYTES = 100 * 1024 * 1024
 # No documented SageMaker limit exists for the code archive; past 1 GiB it is data
 # shipped as code (every host downloads and extracts it before the script starts).
 SOURCE_MAX_BYTES = int(os.environ.get("CLOUDDDP_MAX_SOURCE_MB", "1024")) * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class Naming:
+    """How a message names the setting the user wrote (str.format templates): the CLI's flags by default. The SDK
+    v2 drop-in (cloudddp.sagemaker.arguments) names its constructor arguments instead, so a notebook's error
+    says `PyTorch(environment=...)`, not `--env`."""
+
+    instance_type: str = "--instance-type {value!r}"
+    env_name: str = "--env {key!r}"
+    env_value: str = "--env {key}"
+    env_source: str = "--env and cloudddp's own"
+    tag_key: str = "--tag {key!r}"
+    tag_value: str = "--tag {key}={value!r}"
+
+
+CLI = Naming()
 
 
 def check_job_name(name: str, base: str | None = None) -> str:
@@ -130,15 +148,15 @@ def training_instance_types() -> frozenset[str]:
     return frozenset(model.shape_for("TrainingInstanceType").enum)
 
 
-def check_instance(instance_type: str) -> None:
+def check_instance(instance_type: str, naming: Naming = CLI) -> None:
     """The instance type is one SageMaker trains on (the count is the job spec's `nodes`, checked there)."""
     known = training_instance_types()
     if instance_type not in known:
         close = difflib.get_close_matches(instance_type, sorted(known), n=4, cutoff=0.6)
         hint = f" Did you mean {', '.join(close)}?" if close else " They look like ml.g5.12xlarge or ml.m5.xlarge."
         raise CloudDDPError(
-            f"--instance-type {instance_type!r} is not a SageMaker training instance type (not in the "
-            f"TrainingInstanceType list of botocore's SageMaker service model; a newer botocore may know "
+            f"{naming.instance_type.format(value=instance_type)} is not a SageMaker training instance type (not in "
+            f"the TrainingInstanceType list of botocore's SageMaker service model; a newer botocore may know "
             f"newer types).{hint}"
         )
 
@@ -258,21 +276,22 @@ def check_hyperparameters(hyperparameters: Mapping[str, str]) -> None:
             )
 
 
-def check_environment(environment: Mapping[str, str]) -> None:
+def check_environment(environment: Mapping[str, str], naming: Naming = CLI) -> None:
     if len(environment) > MAX_ENVIRONMENT:
         raise CloudDDPError(
-            f"{len(environment)} environment variables (--env and cloudddp's own): SageMaker accepts at most "
+            f"{len(environment)} environment variables ({naming.env_source}): SageMaker accepts at most "
             f"{MAX_ENVIRONMENT}."
         )
     for key, value in environment.items():
         if not ENV_NAME.fullmatch(key) or len(key) > MAX_ENVIRONMENT_KEY:
             raise CloudDDPError(
-                f"--env {key[:60]!r}: environment variable names are letters, digits and '_', not starting with "
-                f"a digit, at most {MAX_ENVIRONMENT_KEY} characters."
+                f"{naming.env_name.format(key=key[:60])}: environment variable names are letters, digits and '_', "
+                f"not starting with a digit, at most {MAX_ENVIRONMENT_KEY} characters."
             )
         if len(value) > MAX_ENVIRONMENT_VALUE:
             raise CloudDDPError(
-                f"--env {key}: the value is {len(value)} characters; SageMaker allows at most {MAX_ENVIRONMENT_VALUE}."
+                f"{naming.env_value.format(key=key)}: the value is {len(value)} characters; SageMaker allows at most "
+                f"{MAX_ENVIRONMENT_VALUE}."
             )
 
 
@@ -281,19 +300,19 @@ def is_tag_text(text: str) -> bool:
     return all(ch in TAG_PUNCTUATION or unicodedata.category(ch)[0] in "LZN" for ch in text)
 
 
-def check_tags(tags: Mapping[str, str]) -> None:
+def check_tags(tags: Mapping[str, str], naming: Naming = CLI) -> None:
     if len(tags) > MAX_TAGS:
         raise CloudDDPError(f"{len(tags)} tags: SageMaker accepts at most {MAX_TAGS}.")
     for key, value in tags.items():
         if not key or len(key) > MAX_TAG_KEY or not is_tag_text(key) or key.lower().startswith("aws:"):
             raise CloudDDPError(
-                f"--tag {key!r}: tag keys are 1-{MAX_TAG_KEY} letters, digits, spaces or _.:/=+-@ and may not "
-                f"start with 'aws:'."
+                f"{naming.tag_key.format(key=key)}: tag keys are 1-{MAX_TAG_KEY} letters, digits, spaces or "
+                f"_.:/=+-@ and may not start with 'aws:'."
             )
         if len(value) > MAX_TAG_VALUE or not is_tag_text(value):
             raise CloudDDPError(
-                f"--tag {key}={value[:40]!r}: tag values are at most {MAX_TAG_VALUE} letters, digits, spaces or "
-                f"_.:/=+-@."
+                f"{naming.tag_value.format(key=key, value=value[:40])}: tag values are at most {MAX_TAG_VALUE} "
+                f"letters, digits, spaces or _.:/=+-@."
             )
 
 

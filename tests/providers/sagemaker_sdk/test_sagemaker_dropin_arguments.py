@@ -89,7 +89,7 @@ def test_torchrun_distributions_are_taken(name: str, source: Path) -> None:
 @pytest.mark.parametrize(
     ("overrides", "message"),
     [
-        ({"hyperparameters": {"layers": [1, 2]}}, r"hyperparameters=\{'layers': \[1, 2\]\}"),
+        ({"hyperparameters": {"layers": {1, 2}}}, r"hyperparameters=\{'layers': <set>\}\): the value is not JSON"),
         ({"debugger_hook_config": object()}, "debugger_hook_config"),
         ({"checkpoint_local_path": "ckpt"}, "checkpoint_local_path='ckpt'\\): must be an absolute path"),
         ({"checkpoint_local_path": "/tmp/ckpt", "instance_type": "local"}, "must be under /opt/ml/"),
