@@ -16,6 +16,9 @@ and the training toolkit itself (aws/sagemaker-training-toolkit, `src/sagemaker_
   `mapping.to_env_vars` (`SM_HP_<KEY>` upper-cased, non-strings as compact sorted JSON).
 - Processes per node: SM_NUM_GPUS, else SM_NUM_NEURONS, else (bring-your-own images) the Neuron core
   count as the toolkit finds it (64 on trn2.48xlarge, else `neuron-ls -j`), else visible GPUs or 1.
+- The script's variables: every one the toolkit exports (`Environment.to_env_vars`: SM_TRAINING_ENV,
+  SM_MODULE_DIR, SM_NUM_GPUS, ...), computed from the config files in `sagemaker_toolkit_env` for the local
+  emulation (`emulate`) and bring-your-own images (`framework_environment`).
 """
 
 from __future__ import annotations
@@ -31,6 +34,13 @@ from typing import Any
 from cloudddp.cluster.environment import EmulatedCluster, EmulatedNode, host_map_arg
 from cloudddp.cluster.options import DetectOptions
 from cloudddp.cluster.plan import NPROC_GPUS_OR_ONE, ClusterPlan, EnvReader, read_text
+from cloudddp.cluster.sagemaker_toolkit_env import (
+    MachineCounts,
+    gpu_count,
+    to_cmd_args,
+    to_env_value,
+    toolkit_variables,
+)
 from cloudddp.errors import CloudDDPError
 
 NAME = "sagemaker"
@@ -159,37 +169,6 @@ def user_hyperparameters(hyperparameters: Mapping[str, Any]) -> dict[str, Any]:
     """Without the SDK's and the toolkit's own keys: environment.py splits them off with
     mapping.split_by_criteria(keys=params.SAGEMAKER_HYPERPARAMETERS, prefix=params.SAGEMAKER_PREFIX)."""
     return {k: v for k, v in hyperparameters.items() if not k.startswith(PLATFORM_PREFIX) and k not in PLATFORM_KEYS}
-
-
-def _decode(value: Any) -> str:
-    """mapping._decode: None -> "", bytes -> latin-1 text, anything else str()."""
-    if value is None:
-        return ""
-    if isinstance(value, bytes):
-        return value.decode("latin1")
-    return str(value)
-
-
-def to_cmd_args(hyperparameters: Mapping[str, Any]) -> list[str]:
-    """mapping.to_cmd_args: sorted keys; `-k` for one-letter keys, else `--key`; dicts as `k=v,...`."""
-    args: list[str] = []
-    for key in sorted(hyperparameters):
-        name = _decode(key)
-        value = hyperparameters[key]
-        rendered = ",".join(f"{k}={v}" for k, v in sorted(value.items())) if hasattr(value, "items") else _decode(value)
-        args += [(f"--{name}" if len(name) > 1 else f"-{name}") if name else "", rendered]
-    return args
-
-
-def to_env_value(value: Any) -> str:
-    """mapping.to_env_vars' format_value: strings as they are, None as "", the rest compact sorted JSON."""
-    if isinstance(value, bytes):
-        return value.decode("latin1")
-    if value is None:
-        return ""
-    if isinstance(value, str):
-        return value
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
 
 
 def hyperparameter_args(environ: Mapping[str, str]) -> list[str]:
@@ -322,12 +301,35 @@ def plan(environ: Mapping[str, str], options: DetectOptions) -> ClusterPlan:
     return result
 
 
+def machine_counts(environ: Mapping[str, str], instance_type: str) -> MachineCounts:
+    """CPUs, GPUs and Neuron cores as the toolkit counts them (os.cpu_count, `nvidia-smi --list-gpus`, neuron_cores);
+    SM_NUM_GPUS or SM_NUM_NEURONS set already is the caller's pin."""
+    env = EnvReader(environ, NAME)
+    gpus = env.int("SM_NUM_GPUS", minimum=0) if env.has("SM_NUM_GPUS") else gpu_count(environ)
+    if env.has("SM_NUM_NEURONS"):
+        neurons = env.int("SM_NUM_NEURONS", minimum=0)
+    else:
+        neurons = neuron_cores(instance_type, environ)
+    return MachineCounts(cpus=os.cpu_count() or 1, gpus=gpus, neurons=neurons)
+
+
+def toolkit_variables_from_files(environ: Mapping[str, str]) -> dict[str, str]:
+    """The training toolkit's variables (SM_TRAINING_ENV and the rest) from the config files and `environ`."""
+    config = config_dir(environ)
+    resource, _ = read_resource_config(environ)
+    channels = read_json_file(config / "inputdataconfig.json", dict) or {}
+    counts = machine_counts(environ, str(resource.get("current_instance_type", "local")))
+    return toolkit_variables(config.parent.parent, resource, channels, read_hyperparameters(environ), environ, counts)
+
+
 def framework_environment(environ: Mapping[str, str]) -> dict[str, str]:
-    """The SM_* variables AWS's framework containers export, derived from the config files.
+    """The variables AWS's framework containers give the script (the training toolkit's), derived from the
+    config files.
 
     Bring-your-own containers get only /opt/ml/input/config/*.json; exporting the same
     variables there lets one training script run unchanged in both. Only variables that
-    are not set already are returned.
+    are not set already are returned; where the toolkit ran (SM_TRAINING_ENV is set), only the
+    cheap ones are derived (no nvidia-smi, no neuron-ls).
     """
     config = config_dir(environ)
     root = config.parent.parent  # /opt/ml
@@ -338,14 +340,17 @@ def framework_environment(environ: Mapping[str, str]) -> dict[str, str]:
         "SM_OUTPUT_DIR": str(root / "output"),
         "SM_OUTPUT_DATA_DIR": str(root / "output" / "data"),
     }
-    if config_file_exists(config / "resourceconfig.json", environ):
+    has_resources = config_file_exists(config / "resourceconfig.json", environ)
+    if has_resources and not environ.get("SM_TRAINING_ENV"):
+        derived.update(toolkit_variables_from_files(environ))
+        return {k: v for k, v in derived.items() if not environ.get(k)}
+    if has_resources:
         data, _ = read_resource_config(environ)
         derived["SM_HOSTS"] = to_env_value(data["hosts"])
         derived["SM_CURRENT_HOST"] = data["current_host"]
         if data.get("network_interface_name"):
             derived["SM_NETWORK_INTERFACE_NAME"] = data["network_interface_name"]
-    channels_path = config / "inputdataconfig.json"
-    channel_config = read_json_file(channels_path, dict)
+    channel_config = read_json_file(config / "inputdataconfig.json", dict)
     if channel_config is not None:
         channels = sorted(channel_config)
         derived["SM_CHANNELS"] = to_env_value(channels)
@@ -373,59 +378,49 @@ def checkpoint_folder(local_path: str | None) -> str:
     return relative
 
 
-def emulate(cluster: EmulatedCluster) -> list[EmulatedNode]:
-    """`<run>/nodes/algo-N/` laid out like /opt/ml, and the SM_* variables of a framework container."""
-    hosts = [f"algo-{i + 1}" for i in range(cluster.nodes)]
-    channels = sorted(cluster.channels)
+def emulated_node(
+    cluster: EmulatedCluster, hosts: list[str], rank: int, environ: Mapping[str, str], counts: MachineCounts
+) -> EmulatedNode:
+    """One host's folders, config files and variables: those of a framework container (training toolkit)."""
+    host, channels = hosts[rank], sorted(cluster.channels)
     hyperparameters = dict(cluster.hyperparameters)
     if "sagemaker_job_name" in hyperparameters:  # the SDK v2's own keys (cloudddp.sagemaker local mode): this job
         hyperparameters["sagemaker_job_name"] = cluster.job_name
-    # The SDK JSON-encodes every value (sagemaker-python-sdk: EstimatorBase.set_hyperparameters + json.dumps).
-    hyperparameters_file = {k: json.dumps(v) for k, v in hyperparameters.items()}
-    decoded = {k: json.loads(v) for k, v in hyperparameters_file.items()}
-    nodes = []
-    for rank, host in enumerate(hosts):
-        root = cluster.run_dir / "nodes" / host
-        config = root / "input" / "config"
-        node = EmulatedNode(name=host, rank=rank, root=root)
-        node.model_dir, node.checkpoint_dir = root / "model", root / checkpoint_folder(cluster.checkpoint_path)
-        node.channels = {c: root / "input" / "data" / c for c in channels}
-        node.dirs = [config, node.model_dir, root / "output" / "data", node.checkpoint_dir]
-        node.files = {
-            config / "resourceconfig.json": {
-                "current_host": host,
-                "current_instance_type": "local",
-                "current_group_name": "homogeneousCluster",
-                "hosts": hosts,
-                "instance_groups": [
-                    {"instance_group_name": "homogeneousCluster", "instance_type": "local", "hosts": hosts}
-                ],
-                "network_interface_name": "lo",
-            },
-            config / "hyperparameters.json": hyperparameters_file,
-            config / "inputdataconfig.json": {
-                c: {"TrainingInputMode": "File", "S3DistributionType": "FullyReplicated", "RecordWrapperType": "None"}
-                for c in channels
-            },
-            config / "checkpointconfig.json": {"LocalPath": str(node.checkpoint_dir)},
-        }
-        node.env = {
-            "TRAINING_JOB_NAME": cluster.job_name,
-            "SM_HOSTS": to_env_value(hosts),
-            "SM_CURRENT_HOST": host,
-            "SM_CURRENT_INSTANCE_TYPE": "local",
-            "SM_NUM_GPUS": "0",
-            "SM_NUM_CPUS": str(os.cpu_count() or 1),
-            "SM_NETWORK_INTERFACE_NAME": "lo",
-            "SM_INPUT_DIR": str(root / "input"),
-            "SM_INPUT_CONFIG_DIR": str(config),
-            "SM_MODEL_DIR": str(node.model_dir),
-            "SM_OUTPUT_DIR": str(root / "output"),
-            "SM_OUTPUT_DATA_DIR": str(root / "output" / "data"),
-            "SM_CHANNELS": to_env_value(channels),
-            **hyperparameter_variables(decoded),
-            **{f"SM_CHANNEL_{c.upper()}": str(p) for c, p in node.channels.items()},
-        }
-        node.launcher_args = ["--host-map", host_map_arg(hosts), "--hyperparameters-as-args"]
-        nodes.append(node)
-    return nodes
+    root = cluster.run_dir / "nodes" / host
+    config = root / "input" / "config"
+    node = EmulatedNode(name=host, rank=rank, root=root)
+    node.model_dir, node.checkpoint_dir = root / "model", root / checkpoint_folder(cluster.checkpoint_path)
+    node.channels = {c: root / "input" / "data" / c for c in channels}
+    node.dirs = [config, node.model_dir, root / "output" / "data", node.checkpoint_dir]
+    group = {"instance_group_name": "homogeneousCluster", "instance_type": "local", "hosts": hosts}
+    resource = {"current_host": host, "current_instance_type": "local", "current_group_name": "homogeneousCluster",
+                "hosts": hosts, "instance_groups": [group], "network_interface_name": "lo"}  # fmt: skip
+    data = {c: {"TrainingInputMode": "File", "S3DistributionType": "FullyReplicated", "RecordWrapperType": "None"}
+            for c in channels}  # fmt: skip
+    node.files = {
+        config / "resourceconfig.json": resource,
+        # The SDK JSON-encodes every value (sagemaker-python-sdk: EstimatorBase.set_hyperparameters + json.dumps).
+        config / "hyperparameters.json": {k: json.dumps(v) for k, v in hyperparameters.items()},
+        config / "inputdataconfig.json": data,
+        config / "checkpointconfig.json": {"LocalPath": str(node.checkpoint_dir)},
+    }
+    decoded = {k: json.loads(json.dumps(v)) for k, v in hyperparameters.items()}  # as the toolkit reads the file
+    container = {**environ, "TRAINING_JOB_NAME": cluster.job_name}  # what the node's processes inherit
+    node.env = {
+        "TRAINING_JOB_NAME": cluster.job_name,
+        **toolkit_variables(root, resource, data, decoded, container, counts),
+    }
+    node.launcher_args = ["--host-map", host_map_arg(hosts), "--hyperparameters-as-args"]
+    return node
+
+
+def emulate(cluster: EmulatedCluster, environ: Mapping[str, str] | None = None) -> list[EmulatedNode]:
+    """`<run>/nodes/algo-N/` laid out like /opt/ml, with the variables SageMaker's training toolkit gives the script
+    in a framework container (SM_TRAINING_ENV and the rest, cloudddp.cluster.sagemaker_toolkit_env).
+
+    `environ` is what the nodes inherit (default: this process's environment). SM_NUM_GPUS there pins the GPU
+    count; else it is this machine's, counted as the toolkit counts (nvidia-smi), once for every node."""
+    environ = os.environ if environ is None else environ
+    hosts = [f"algo-{i + 1}" for i in range(cluster.nodes)]
+    counts = machine_counts(environ, "local")
+    return [emulated_node(cluster, hosts, rank, environ, counts) for rank in range(len(hosts))]

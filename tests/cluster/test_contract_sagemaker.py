@@ -75,7 +75,11 @@ def test_a_tuning_jobs_objective_metric_never_reaches_the_script(tmp_path: Path)
     assert argv[argv.index(SCRIPT) + 1 :] == ["--epochs", "2"]
     exported = sagemaker.framework_environment(env)
     assert json.loads(exported["SM_HPS"]) == {"epochs": 2} and json.loads(exported["SM_USER_ARGS"]) == ["--epochs", "2"]
-    assert not [name for name in exported if "TUNING" in name or "MODULE_NAME" in name]
+    assert not [name for name in exported if name.startswith("SM_HP_") and ("TUNING" in name or "MODULE_NAME" in name)]
+    # Nor anywhere else: SM_MODULE_NAME is the toolkit's sagemaker_program (none here: str(None)), not this key.
+    training = json.loads(exported["SM_TRAINING_ENV"])
+    assert training["hyperparameters"] == {"epochs": 2} and training["additional_framework_parameters"] == {}
+    assert exported["SM_MODULE_NAME"] == "None"
 
 
 def test_one_letter_keys_are_single_dash_and_keys_are_sorted(tmp_path: Path) -> None:

@@ -189,6 +189,7 @@ def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
         if name.startswith(("AWS_", "OCI_", "CLOUDDDP_", "SM_")):
             monkeypatch.delenv(name)
     monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setenv("SM_NUM_GPUS", "0")  # the SageMaker emulation's pin: the same file on a machine with GPUs
     # The local emulation splits this machine's cores between nodes: pretend to have 8 everywhere.
     monkeypatch.setattr(os, "cpu_count", lambda: 8)
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(8)), raising=False)

@@ -52,8 +52,10 @@ def test_dry_run_prints_the_nodes_environment_and_creates_nothing(tmp_path: Path
         "algo-2",
     ]
     config = nodes[0]["files"][f"{nodes[0]['root']}/input/config/hyperparameters.json"]
-    # JSON-encoded values, as the SageMaker SDK writes them (-H keeps "2" a string)
-    assert config == {"epochs": '"2"'}
+    # JSON-encoded values, as the SageMaker SDK writes them (-H keeps "2" a string), with the SDK's own keys
+    assert config == {"epochs": '"2"', "sagemaker_program": '"train_ddp.py"',
+                      "sagemaker_submit_directory": json.dumps(str(SOURCES.resolve())),
+                      "sagemaker_job_name": json.dumps(nodes[0]["env"]["TRAINING_JOB_NAME"])}  # fmt: skip
     assert "hunter2" not in result.stdout and nodes[0]["env"]["API_TOKEN"] == "***"
     assert not runs.exists()
 
