@@ -5,8 +5,16 @@ from cloudddp.sagemaker import PyTorch    # was: from sagemaker.pytorch import P
 
 from __future__ import annotations
 
-from cloudddp.sagemaker.estimator import PyTorch, TrainingJob
+from cloudddp.sagemaker.estimator import CapacityError, PyTorch, TrainingJob, UnexpectedStatusException
 from cloudddp.sagemaker.instance_group import InstanceGroup
 from cloudddp.sagemaker.session import Session, get_execution_role
 
-__all__ = ["InstanceGroup", "PyTorch", "Session", "TrainingJob", "get_execution_role"]
+__all__ = [
+    "CapacityError",
+    "InstanceGroup",
+    "PyTorch",
+    "Session",
+    "TrainingJob",
+    "UnexpectedStatusException",
+    "get_execution_role",
+]

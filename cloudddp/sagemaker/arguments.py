@@ -444,6 +444,10 @@ def parse(kwargs: dict[str, Any]) -> tuple[Arguments, Any]:
         disable_profiler=bool(get("disable_profiler")), debugger_hook=get("debugger_hook_config") is None,
     )  # fmt: skip
     if args.local:
+        # v2's constructor (aws/sagemaker-python-sdk v2.257.6, src/sagemaker/estimator.py, EstimatorBase.__init__):
+        # the emulated hosts would share this machine's GPUs, every rank of each host on the same devices.
+        if args.instance_type == "local_gpu" and args.instance_count > 1:
+            raise RuntimeError("Distributed Training in Local GPU is not supported.")
         warn_requirements(args)
     else:
         check_role(args)

@@ -9,7 +9,8 @@
 The entry point runs under cloudddp's launcher (torchrun on every host, one process per GPU),
 so `launcher.py` helpers that start torch.distributed.run themselves are not needed.
 `instance_type="local"` trains on this machine with the same layout and no Docker
-(`local_mode.py`). Everything goes through `cloudddp.session.run_job`, like `cloudddp launch`.
+(`local_mode.py`); as in v2's local mode, fit() returns once the job has ended, `wait=False` or not.
+Everything goes through `cloudddp.session.run_job`, like `cloudddp launch`.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from cloudddp.sagemaker import arguments
 from cloudddp.sagemaker.arguments import NOT_SUPPORTED_METHODS, Arguments
 from cloudddp.sagemaker.images import training_image_uri
 from cloudddp.sagemaker.local_mode import LocalJob, container_hyperparameters
-from cloudddp.sagemaker.session import Session
+from cloudddp.sagemaker.session import Session, aws_errors
 from cloudddp.session import JobRecord, emit, run_job
 from cloudddp.spec import JobSpec, LocalSettings, build_spec
 
@@ -49,6 +50,43 @@ SAGEMAKER_STATUS_OF_JOB_STATE = {
     "STOPPED": "Stopped",
     "STOPPING": "Stopping",
 }
+TROUBLESHOOTING = "https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-python-sdk-troubleshooting.html"
+
+
+class UnexpectedStatusException(CloudDDPError, ValueError):
+    """v2's `sagemaker.exceptions.UnexpectedStatusException` (a ValueError, with `allowed_statuses` and
+    `actual_status`), raised where v2 raises it: `logs()` of a job that did not complete (aws/sagemaker-python-sdk
+    v2.257.6, commit fc582aaa46faf7b7e16ab1e13840869712174cd0, src/sagemaker/exceptions.py; session.py
+    `_check_job_status`). A CloudDDPError too, so the CLIs report it in one paragraph."""
+
+    def __init__(self, message: str, allowed_statuses: list[str], actual_status: str, *, exit_code: int = 1) -> None:
+        super().__init__(message, exit_code=exit_code)
+        self.allowed_statuses, self.actual_status = allowed_statuses, actual_status
+
+
+class CapacityError(UnexpectedStatusException):
+    """v2's `sagemaker.exceptions.CapacityError`: a job that failed for a lack of capacity (its reason says so)."""
+
+
+def check_job_status(described: dict[str, Any], secrets: list[str]) -> None:
+    """v2's `_check_job_status(job, desc, "TrainingJobStatus")` (session.py, v2.257.6 fc582aaa): Completed passes,
+    Stopped is only warned about, anything else raises with v2's message (the job's secrets hidden in it)."""
+    name, status = described.get("TrainingJobName", ""), str(described.get("TrainingJobStatus", ""))
+    if status == "Completed":
+        return
+    if status == "Stopped":
+        emit(
+            "cloudddp: warning: Job ended with status 'Stopped' rather than 'Completed'. This could mean the job "
+            "timed out or stopped early for some other reason: Consider checking whether it completed as you expect."
+        )
+        return
+    reason = redact_log_line(str(described.get("FailureReason", "(No reason provided)")), secrets)
+    message = (
+        f"Error for Training job {name}: {status}. Reason: {reason}. "
+        f"Check troubleshooting guide for common errors: {TROUBLESHOOTING}"
+    )
+    kind = CapacityError if "CapacityError" in reason else UnexpectedStatusException
+    raise kind(message, allowed_statuses=["Completed", "Stopped"], actual_status=status)
 
 
 def base_name(args: Arguments, image: str | None) -> str:
@@ -152,6 +190,7 @@ class TrainingJob:
     def __init__(self, estimator: PyTorch, provider: Provider, handle: JobHandle, name: str) -> None:
         self.estimator, self.provider, self.handle, self.name = estimator, provider, handle, name
         self.job_name = name
+        self.model_uri: str | None = None  # a local job's model.tar.gz, once uploaded (succeeded jobs only)
 
     def describe(self) -> dict[str, Any]:
         if self.provider.name == "sagemaker":
@@ -163,9 +202,8 @@ class TrainingJob:
         }
         if current.reason:
             described["FailureReason"] = current.reason
-        model = self.estimator._local_model_uri
-        if model:
-            described["ModelArtifacts"] = {"S3ModelArtifacts": model}
+        if self.model_uri:
+            described["ModelArtifacts"] = {"S3ModelArtifacts": self.model_uri}
         return described
 
     def wait(self, logs: bool | str = "All") -> None:
@@ -231,8 +269,7 @@ class PyTorch(metaclass=_RefusingMethods):
         # Created here as the SDK v2 does: a missing region fails at construction, not at fit().
         self.sagemaker_session = self.sagemaker_session or Session()
         self.latest_training_job: TrainingJob | None = None
-        self._local_job: LocalJob | None = None
-        self._local_model_uri: str | None = None
+        self._output_from_default = False  # v2's _is_output_path_set_from_default_bucket_and_prefix
 
     # -- v2 attributes a notebook reads ---------------------------------------------------
     def __getattr__(self, name: str) -> Any:
@@ -289,8 +326,8 @@ class PyTorch(metaclass=_RefusingMethods):
             raise CloudDDPError("fit(experiment_config=...): SageMaker Experiments are not supported by cloudddp.")
         channels = channels_of(inputs)
         with tempfile.TemporaryDirectory(prefix="cloudddp-sdk2-") as scratch:
-            if self.args.local:
-                self._fit_local(channels, wait, logs, job_name, Path(scratch))
+            if self.args.local:  # trains before it returns, as v2's local mode does (see _fit_local)
+                self._fit_local(channels, logs, job_name, Path(scratch))
             else:
                 self._fit_sagemaker(inputs, channels, wait, logs, job_name, Path(scratch))
 
@@ -311,13 +348,11 @@ class PyTorch(metaclass=_RefusingMethods):
         if a.instance_groups:  # before the default bucket is made: nothing happens for a refused cluster
             check_instance_groups(a.instance_groups, a.distribution_groups, training_instance_types(),
                                   instance_type_set=False, nodes_set=False)  # fmt: skip
-        if a.output_path:
+        if a.output_path and not self._output_from_default:
             bucket, prefix = a.output_path[len("s3://") :].split("/", 1)[0], ""
             output = a.output_path
         else:  # v2: the session's default bucket and prefix, for the output and the code alike
-            bucket, prefix = session.default_bucket(), (getattr(session, "default_bucket_prefix", None) or "")
-            folder = prefix.strip("/")  # a prefix of "/" is none, as the provider's keys drop it
-            output = f"s3://{bucket}/" + (f"{folder}/" if folder else "")
+            bucket, prefix, output = self._default_output()
         source, entry = merged_source(a, scratch)
         data = self._common(source, entry, job_name or base_name(a, image), channels)
         data["output"] = output
@@ -336,6 +371,26 @@ class PyTorch(metaclass=_RefusingMethods):
         else:
             data["sagemaker"]["instance_type"] = a.instance_type
         return build_spec(data, "PyTorch(...)")
+
+    def _default_output(self) -> tuple[str, str, str]:
+        """(bucket, prefix, output_path) from the session's default bucket and prefix: v2's `_prepare_for_training`
+        sets output_path to `s3_path_join("s3://", default_bucket(), default_bucket_prefix, with_end_slash=True)`
+        (aws/sagemaker-python-sdk v2.257.6, commit fc582aaa46faf7b7e16ab1e13840869712174cd0, src/sagemaker/estimator.py)."""
+        session = self.session()
+        with aws_errors("find or create the session's default bucket"):  # an SDK v2 Session's own default_bucket()
+            bucket = session.default_bucket()
+        prefix = getattr(session, "default_bucket_prefix", None) or ""
+        folder = prefix.strip("/")  # a prefix of "/" is none, as the provider's keys drop it
+        return bucket, prefix, f"s3://{bucket}/" + (f"{folder}/" if folder else "")
+
+    def _prepare_for_training(self, job_name: str | None, base: str, output: str) -> None:
+        """What v2's `_prepare_for_training` stores on the estimator (estimator.py v2.257.6 fc582aaa): with no
+        job_name, base_job_name (`_ensure_base_job_name`: as given, else the image's repository name); with no
+        output_path, the default one (and the code then goes under the default prefix on every later fit too)."""
+        if job_name is None:
+            self.args.base_job_name = base
+        if not self.args.output_path:
+            self.args.output_path, self._output_from_default = output, True
 
     def _run(self, provider: Provider, spec: JobSpec, wait: bool, logs: bool | str) -> TrainingJob:
         record = JobRecord()
@@ -358,7 +413,8 @@ class PyTorch(metaclass=_RefusingMethods):
         from botocore.exceptions import ClientError
 
         try:
-            self.s3().head_bucket(Bucket=bucket)
+            with aws_errors(f"check the output_path bucket {bucket!r}"):
+                self.s3().head_bucket(Bucket=bucket)
         except ClientError as exc:
             if str(exc.response.get("Error", {}).get("Code", "")) in ("404", "NoSuchBucket", "NotFound"):
                 raise CloudDDPError(
@@ -375,13 +431,13 @@ class PyTorch(metaclass=_RefusingMethods):
         job_name: str | None,
         scratch: Path,
     ) -> None:
-        self._local_job, self._local_model_uri = None, None
         from cloudddp.sagemaker.sdk_provider import DebuggerChoice, SDKv2SageMaker  # boto3 only when a job is sent
 
         arguments.check_channels(inputs, channels)
         spec = self.sagemaker_spec(channels, job_name, scratch)
-        if self.args.output_path:
+        if self.args.output_path and not self._output_from_default:
             self._check_output_bucket(spec.sagemaker.bucket or "")
+        self._prepare_for_training(job_name, spec.name, spec.output or "")
         # The session's own boto3 session (credentials, profile, region), v2's job names and debugger fields.
         a = self.args
         provider = SDKv2SageMaker(
@@ -391,45 +447,47 @@ class PyTorch(metaclass=_RefusingMethods):
         )  # fmt: skip
         self._run(provider, spec, wait, logs)
 
-    def _fit_local(
-        self, channels: dict[str, str], wait: bool, logs: bool | str, job_name: str | None, scratch: Path
-    ) -> None:
+    def _fit_local(self, channels: dict[str, str], logs: bool | str, job_name: str | None, scratch: Path) -> None:
         a = self.args
         if a.instance_type == "local_gpu" and not glob.glob(NVIDIA_DEVICES):
             raise CloudDDPError(
                 f"PyTorch(instance_type='local_gpu') runs one process per GPU, and this machine shows no NVIDIA GPU "
                 f"({NVIDIA_DEVICES} is empty). Use instance_type='local'."
             )
-        output = a.output_path or f"s3://{self.session().default_bucket()}/"
+        output = a.output_path or self._default_output()[2]
+        self._prepare_for_training(job_name, base_name(a, a.image_uri), output)
         # Downloads live beside the run folders until the artifacts are uploaded.
         runs_dir = Path(LocalSettings().runs_dir)
         runs_dir.mkdir(parents=True, exist_ok=True)
         work = Path(tempfile.mkdtemp(prefix=".local-mode-", dir=runs_dir))
-        before = self.latest_training_job
+        before, job = self.latest_training_job, None
         try:
-            job = LocalJob.prepare(self.s3(), work, channels, output, a.checkpoint_s3_uri, emit)
+            with aws_errors("download the channels and checkpoints for local mode"):
+                job = LocalJob.prepare(self.s3(), work, channels, output, a.checkpoint_s3_uri, emit)
             spec = self._local_spec(job, work, job_name)
-            self._local_job, self._local_model_uri = job, None
-            training_job = self._run(get_provider("local"), spec, wait, logs)
+            # v2's local mode trains inside CreateTrainingJob, so fit() returns once the job has ended and its
+            # artifacts are retrieved, whatever `wait` says (aws/sagemaker-python-sdk v2.257.6, commit
+            # fc582aaa46faf7b7e16ab1e13840869712174cd0, src/sagemaker/local/local_session.py
+            # `LocalSagemakerClient.create_training_job` -> local/entities.py `_LocalTrainingJob.start` ->
+            # local/image.py `_SageMakerContainer.train`). wait=False is ignored here the same way.
+            training_job = self._run(get_provider("local"), spec, True, logs)
         except BaseException:
             ran = self.latest_training_job
-            if ran is not None and ran is not before and ran.provider.name == "local":
+            if job is not None and ran is not None and ran is not before and ran.provider.name == "local":
                 # The job ran and failed: its checkpoints and artifacts are uploaded all the same, as v2's local
-                # mode does (aws/sagemaker-python-sdk v2.257.6, commit fc582aaa46faf7b7e16ab1e13840869712174cd0,
-                # src/sagemaker/local/image.py `_SageMakerContainer.train`: `retrieve_artifacts` in a `finally:`).
-                self._finish_failed_local(ran)
+                # mode does (src/sagemaker/local/image.py `_SageMakerContainer.train`: `retrieve_artifacts` in a
+                # `finally:`).
+                self._finish_failed_local(ran, job)
             else:
-                self._local_job = None
                 shutil.rmtree(work, ignore_errors=True)
             raise
-        if wait:
-            self._finish_local(training_job)
+        self._finish_local(training_job, job)
 
     def _local_spec(self, job: LocalJob, work: Path, job_name: str | None) -> JobSpec:
         """The local provider's JobSpec: the hosts laid out as SageMaker's, with v2 local mode's hyperparameters."""
         a, session = self.args, self.session()
         source, entry = merged_source(a, work)
-        data = self._common(source, entry, job_name or base_name(a, None), job.inputs)
+        data = self._common(source, entry, job_name or base_name(a, a.image_uri), job.inputs)
         data["hyperparameters"] = container_hyperparameters(
             a.hyperparameters, entry_point=entry, source_dir=source, region=session.boto_region_name,
             job_name=data["name"], distribution=a.distribution, instance_type=a.instance_type,
@@ -445,26 +503,23 @@ class PyTorch(metaclass=_RefusingMethods):
             data["nproc_per_node"] = "gpu"
         return build_spec(data, "PyTorch(instance_type='local')")
 
-    def _finish_local(self, training_job: TrainingJob) -> None:
+    def _finish_local(self, training_job: TrainingJob, job: LocalJob) -> None:
         """Once the local job has ended, succeeded or not: checkpoints to checkpoint_s3_uri, model.tar.gz and
         output.tar.gz to the output path (v2's local mode retrieves the artifacts in a `finally:`, see
-        `_fit_local`), then the downloads are removed. model_data is set only for a job that succeeded."""
-        job = self._local_job
-        if job is None or self._local_model_uri:
-            return
+        `_fit_local`), then the downloads are removed. The job's model_uri is set only for a job that succeeded."""
         try:
             current = training_job.provider.status(training_job.handle.job_id)
             if current.done:
-                uri = job.finish(self.s3(), Path(training_job.handle.job_id), training_job.name, emit)
-                self._local_model_uri = uri if current.succeeded else None
+                with aws_errors(f"upload the checkpoints and artifacts of {training_job.name}"):
+                    uri = job.finish(self.s3(), Path(training_job.handle.job_id), training_job.name, emit)
+                training_job.model_uri = uri if current.succeeded else None
         finally:
-            self._local_job = None
             job.clean()
 
-    def _finish_failed_local(self, training_job: TrainingJob) -> None:
+    def _finish_failed_local(self, training_job: TrainingJob, job: LocalJob) -> None:
         """_finish_local for a job that failed: an upload error is reported, and the job's own failure raised."""
         try:
-            self._finish_local(training_job)
+            self._finish_local(training_job, job)
         except Exception as error:  # the job's failure is what the caller needs to see
             emit(f"cloudddp: local mode: the failed job's checkpoints and artifacts were not all uploaded: {error}")
 
@@ -478,8 +533,6 @@ class PyTorch(metaclass=_RefusingMethods):
             for line in training_job.provider.logs(training_job.handle.job_id, follow=True):
                 emit(redact_log_line(line, secrets))  # as run_job's follow() and `cloudddp logs` print them
         current = training_job.provider.wait(training_job.handle.job_id, poll=1.0)
-        if training_job.provider.name == "local":
-            self._finish_local(training_job)
         if not current.succeeded:
             raise CloudDDPError(
                 f"training job {training_job.name} ended {current.state}: {current.reason or 'see its logs'}",
@@ -496,12 +549,11 @@ class PyTorch(metaclass=_RefusingMethods):
     def model_data(self) -> str:
         """The S3 URI of the job's model.tar.gz (v2: ModelArtifacts.S3ModelArtifacts)."""
         job = self._job()
-        if job.provider.name == "local":
-            if self._local_model_uri is None:
-                self._follow(job, logs=False)
-            if self._local_model_uri is None:
+        if job.provider.name == "local":  # fit() uploaded it when the job ended
+            if job.model_uri is None:
+                self._follow(job, logs=False)  # raises for a job that did not succeed
                 raise CloudDDPError(f"training job {job.name} produced no model.")
-            return self._local_model_uri
+            return job.model_uri
         described = job.describe()
         artifacts = (described.get("ModelArtifacts") or {}).get("S3ModelArtifacts")
         if artifacts:
@@ -510,10 +562,14 @@ class PyTorch(metaclass=_RefusingMethods):
         return f"{output}/{job.name}/output/model.tar.gz"
 
     def logs(self) -> None:
-        """Print the latest job's logs, following them until it ends (v2: logs_for_job(wait=True))."""
+        """Print the latest job's logs, following them until it ends; then, as v2's `logs_for_job(name, wait=True)`
+        does, raise UnexpectedStatusException for a job that failed (aws/sagemaker-python-sdk v2.257.6, commit
+        fc582aaa46faf7b7e16ab1e13840869712174cd0, src/sagemaker/session.py `_logs_for_job` -> `_check_job_status`).
+        `cloudddp logs` prints the same lines and does not raise."""
         job, secrets = self._job(), self._secrets()
         for line in job.provider.logs(job.handle.job_id, follow=True):
             emit(redact_log_line(line, secrets))  # as run_job's follow() and `cloudddp logs` print them
+        check_job_status(job.describe(), secrets)
 
 
 def _follow_logs(logs: bool | str) -> bool:

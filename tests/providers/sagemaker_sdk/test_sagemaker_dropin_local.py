@@ -117,7 +117,7 @@ def test_an_empty_channel_fails_before_anything_runs(bucket: str, source: Path, 
 @pytest.mark.skipif(bool(glob.glob("/dev/nvidia[0-9]*")), reason="this machine has an NVIDIA GPU")
 def test_local_gpu_without_a_gpu_fails_before_anything_runs(bucket: str, source: Path, moto: MotoServer) -> None:
     with pytest.raises(CloudDDPError, match=r"local_gpu.*no NVIDIA GPU"):
-        local_estimator(source, instance_type="local_gpu").fit({"train": f"s3://{bucket}/data/train"})
+        local_estimator(source, instance_type="local_gpu", instance_count=1).fit({"train": f"s3://{bucket}/data/train"})
     assert not Path("cloudddp-runs").exists()
 
 
@@ -131,7 +131,7 @@ def test_local_mode_downloads_channels_restores_checkpoints_and_uploads_like_sag
     est.fit({"train": f"s3://{bucket}/data/train", "notes": f"file://{tmp_path / 'notes'}"}, wait=False)
     training_job = est.latest_training_job
     assert training_job is not None
-    training_job.wait(logs=False)  # wait=False: the artifacts are uploaded once the job is waited for
+    training_job.wait(logs=False)  # local mode trains in fit() even with wait=False, as v2's: nothing to wait for
     job = training_job.name
     config = Path(training_job.handle.job_id, "nodes", "algo-2", "input", "config")
     # checkpoint_local_path: the host's checkpoint folder sits where /opt/ml/ckpt would, in its /opt/ml folder.
@@ -159,8 +159,8 @@ def test_local_mode_downloads_channels_restores_checkpoints_and_uploads_like_sag
 def failing_fit(est: PyTorch, bucket: str, tmp_path: Path, wait: bool) -> CloudDDPError:
     channels = {"train": f"s3://{bucket}/data/train", "notes": f"file://{tmp_path / 'notes'}"}
     with pytest.raises(CloudDDPError) as error:
-        est.fit(channels, logs=False, wait=wait)  # wait=True: fit raises
-        if est.latest_training_job is not None:  # wait=False: the job's wait() does
+        est.fit(channels, logs=False, wait=wait)  # fit raises, wait=False too (v2's local mode trains in fit())
+        if est.latest_training_job is not None:  # not reached while fit raises; a fit that returned is waited on
             est.latest_training_job.wait(logs=False)
     return error.value
 
