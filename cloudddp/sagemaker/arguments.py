@@ -8,7 +8,6 @@ name with the reason (`NOT_SUPPORTED`): none is silently ignored.
 
 from __future__ import annotations
 
-import functools
 import json
 import logging
 import os
@@ -211,21 +210,6 @@ def shown_hyperparameters(hyperparameters: dict[Any, Any]) -> dict[Any, Any]:
     return {k: REDACTED if is_secret_name(str(k)) else v for k, v in hyperparameters.items()}
 
 
-@functools.cache
-def spec_takes_json_values() -> bool:
-    """Whether the job spec's `hyperparameters` carries lists, dicts and None (cloudddp/spec.py). Until it does,
-    the drop-in refuses them here, at construction, rather than fit() failing on the spec."""
-    from pydantic import TypeAdapter
-
-    from cloudddp.spec import JobSpecBase
-
-    try:
-        TypeAdapter(JobSpecBase.model_fields["hyperparameters"].annotation).validate_python({"k": [None, {}]})
-    except ValidationError:
-        return False
-    return True
-
-
 def check_hyperparameters(hyperparameters: Any) -> dict[str, Any]:
     """The hyperparameters as the job receives them. v2 (aws/sagemaker-python-sdk v2.257.6, src/sagemaker/
     estimator.py `EstimatorBase._json_encode_hyperparameters`) sends `{str(k): json.dumps(v)}` for any value, and
@@ -246,13 +230,12 @@ def check_hyperparameters(hyperparameters: Any) -> dict[str, Any]:
         except (TypeError, ValueError) as exc:
             raise CloudDDPError(
                 f"PyTorch(hyperparameters={{{key!r}: {shown}}}): the value is not JSON ({exc}). The SDK v2 sends "
-                f"json.dumps(value) and SageMaker's hyperparameters are JSON: pass numbers, strings, booleans, None, "
-                f"or lists and dicts of them."
+                f"json.dumps(value) and SageMaker's hyperparameters are JSON: pass numbers, strings or booleans."
             ) from None
         checked[str(key)] = json.loads(encoded)
     scalar = (str, int, float, bool)
     other = next((k for k, v in checked.items() if not isinstance(v, scalar)), None)
-    if other is not None and not spec_takes_json_values():
+    if other is not None:  # the job spec's hyperparameters are scalars (cloudddp/spec.py), on every provider
         raise CloudDDPError(
             f"PyTorch(hyperparameters={shown_hyperparameters({other: checked[other]})}): cloudddp passes str, int, "
             f"float or bool values (JSON-encoded as the SDK does); pass json.dumps(value) as a string and parse it "

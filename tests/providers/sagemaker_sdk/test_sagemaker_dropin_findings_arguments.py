@@ -20,11 +20,9 @@ from typing import Any
 import pytest
 from sdk2_moto import MotoServer, moto  # noqa: F401  (moto is a fixture)
 
-from cloudddp.cluster.sagemaker import hyperparameter_args
 from cloudddp.errors import CloudDDPError
 from cloudddp.providers.sagemaker import validation
 from cloudddp.sagemaker import PyTorch, Session
-from cloudddp.spec import build_spec
 
 ROLE = "arn:aws:iam::123456789012:role/SageMakerRole"
 BASE: dict[str, Any] = {
@@ -33,20 +31,6 @@ BASE: dict[str, Any] = {
 }  # fmt: skip
 SECRET = "TOPSECRET"
 CUSTOM_IMAGE = "123456789012.dkr.ecr.us-east-1.amazonaws.com/my-trainer:latest"
-
-
-def spec_takes_json_values() -> bool:
-    try:
-        build_spec({"entry_point": "train.py", "hyperparameters": {"k": [None, {}]}})
-    except CloudDDPError:
-        return False
-    return True
-
-
-# Until cloudddp/spec.py's `hyperparameters` takes JSON values (lists, dicts, None), the drop-in refuses them.
-NEEDS_JSON_SPEC = pytest.mark.skipif(
-    not spec_takes_json_values(), reason="JobSpec.hyperparameters takes str/int/float/bool only (cloudddp/spec.py)"
-)
 
 
 @pytest.fixture(autouse=True)
@@ -137,55 +121,9 @@ def test_no_hyperparameter_message_shows_a_secret_named_value(source: Path, hype
 
 
 def test_a_secret_in_a_list_is_not_shown_where_lists_are_refused_either(source: Path) -> None:
-    if spec_takes_json_values():
-        estimator(source, hyperparameters={"db_password": [SECRET]})  # taken: nothing to show
-        return
     with pytest.raises(CloudDDPError) as error:
         estimator(source, hyperparameters={"db_password": [SECRET]})
     assert SECRET not in str(error.value) and "'db_password': '***'" in str(error.value)
-
-
-# What v2 sends for these values: json.dumps(v) each (estimator.py `_json_encode_hyperparameters`, v2.257.6); and
-# the arguments the training toolkit builds from them (mapping.py `to_cmd_args` at toolkit commit 33839372: keys
-# sorted, a one-letter key as -k, a dict as k=v joined by ",", None as "" (`_decode`), anything else str()).
-JSON_VALUES: dict[str, Any] = {"layers": [1, 2], "opt": {"lr": 0.1, "betas": [0.9, 0.99]}, "x": None, "t": (1, "a")}
-V2_SENT = {"layers": "[1, 2]", "opt": '{"lr": 0.1, "betas": [0.9, 0.99]}', "x": "null", "t": '[1, "a"]'}
-TOOLKIT_ARGV = ["--layers", "[1, 2]", "--opt", "betas=[0.9, 0.99],lr=0.1", "-t", "[1, 'a']", "-x", ""]
-
-
-@NEEDS_JSON_SPEC
-def test_lists_dicts_and_none_are_sent_as_v2_encodes_them(source: Path, moto: MotoServer, tmp_path: Path) -> None:
-    est = estimator(source, hyperparameters=JSON_VALUES, sagemaker_session=Session())
-    assert est.hyperparameters() == V2_SENT
-    est.fit("s3://data/all", wait=False)
-    (sent,) = moto.created()
-    assert {k: v for k, v in sent["HyperParameters"].items() if not k.startswith("sagemaker_")} == V2_SENT
-    # What the job side makes of that request's hyperparameters.json (a bring-your-own image's launcher; the
-    # toolkit itself in a pytorch-training image): the toolkit's arguments.
-    config = tmp_path / "config"
-    config.mkdir()
-    (config / "hyperparameters.json").write_text(json.dumps(sent["HyperParameters"]))
-    assert hyperparameter_args({"SM_INPUT_CONFIG_DIR": str(config)}) == TOOLKIT_ARGV
-
-
-ARGV_SCRIPT = """\
-import json, os, pathlib, sys
-pathlib.Path(os.environ["SM_OUTPUT_DATA_DIR"], "argv.json").write_text(json.dumps(sys.argv[1:]))
-"""
-
-
-@NEEDS_JSON_SPEC
-@pytest.mark.slow
-def test_a_local_run_gets_the_toolkits_arguments_for_them(source: Path, moto: MotoServer) -> None:
-    (source / "train.py").write_text(ARGV_SCRIPT)
-    moto.client("s3").create_bucket(Bucket="out")
-    est = estimator(source, instance_type="local", output_path="s3://out/m", hyperparameters=JSON_VALUES,
-                    sagemaker_session=Session())  # fmt: skip
-    est.fit(wait=True, logs=False)
-    job = est.latest_training_job
-    assert job is not None
-    argv = Path(job.handle.job_id, "nodes", "algo-1", "output", "data", "argv.json")
-    assert json.loads(argv.read_text()) == TOOLKIT_ARGV
 
 
 # -- 3. the role, and errors named as the notebook wrote them ---------------------------------------------------
