@@ -17,8 +17,12 @@ from typing import Any
 # job that set them was refused on OCI and Kubernetes, and every "false" in its logs was hidden). PRIVATE only as
 # PRIVATE_KEY: AWS Batch's AWS_BATCH_JOB_MAIN_NODE_PRIVATE_IPV4_ADDRESS is an address.
 SECRET_NAME = re.compile(
-    r"(SECRET|PASSWORD|PASSWD|PASSPHRASE|TOKEN(?!IZ|S)|CREDENTIAL|PRIVATE_?KEY|API_?KEY|ACCESS_?KEY|SESSION_?KEY)", re.I
+    r"(SECRET|PASSWORD|PASSWD|PASSPHRASE|TOKEN(?!IZ|IS|S)|CREDENTIAL|PRIVATE_?KEY|API_?KEY|ACCESS_?KEY|SESSION_?KEY)",
+    re.I,
 )
+# A command-line option names its secret last (`--hf-token`, `--wandb-api-key`); one that only mentions it names
+# something else: a flag (`--password-stdin`), a file (`--token-file`, `--secret-file`), a setting (`--pad-token-id`).
+SECRET_OPTION_NAME = re.compile(SECRET_NAME.pattern + "$", re.I)
 REDACTED = "***"
 # scheme://userinfo@host: userinfo runs to the last '@' before the path (passwords may hold '@' unencoded).
 URL_USERINFO = re.compile(r"(?P<scheme>\b[A-Za-z][A-Za-z0-9+.\-]*://)(?P<userinfo>[^/?#\s@]*(?:@[^/?#\s@]*)*)@")
@@ -75,9 +79,62 @@ def has_url_credentials(text: str) -> bool:
     return redact_text(text) != text
 
 
+def is_a_setting(value: Any) -> bool:
+    """A number, a boolean or nothing, as a value or as text: no credential, whatever its name says
+    (`pad_token_id=0`, `use_auth_token=True`, `token_dropout=0.1`)."""
+    if value is None or isinstance(value, (bool, int, float)):
+        return True
+    text = str(value).strip().lower()
+    if text in ("", "true", "false", "none", "null", "yes", "no", "on", "off"):
+        return True
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
 def secret_named_hyperparameter(hyperparameters: Mapping[str, Any]) -> str | None:
-    """The first hyperparameter whose name looks secret (`api_key`, `hf_token`): its value is a secret."""
-    return next((str(name) for name in hyperparameters if is_secret_name(str(name))), None)
+    """The first hyperparameter whose name looks secret (`api_key`, `hf_token`) and whose value could be one."""
+    return next(
+        (str(name) for name, value in hyperparameters.items() if is_secret_name(str(name)) and not is_a_setting(value)),
+        None,
+    )
+
+
+# --name=value, or --name value within one line (`python prep.py --hf-token abc`), a quote allowed before the option.
+LONG_OPTION = re.compile(
+    r"""(?:^|[\s;&|(])["']?--(?P<name>[A-Za-z][A-Za-z0-9_-]*)(?P<sep>=|\s+)(?P<value>[^\s;&|)]+)"""
+)
+LONE_OPTION = re.compile(r"""["']?--(?P<name>[A-Za-z][A-Za-z0-9_-]*)["']?""")
+
+
+def _literal_secret(value: str, after_equals: bool) -> bool:
+    """Whether an option's value is a literal that could be a credential: not a reference (`"$HF_TOKEN"`,
+    `$(cat f)`), not a setting, and, unless written after `=`, not the next option."""
+    text = value.strip().strip("\"'")
+    if not text or text[0] in "$`" or is_a_setting(text):
+        return False
+    return after_equals or not value.startswith("-")
+
+
+def named_for_a_secret(option: str) -> bool:
+    return bool(SECRET_OPTION_NAME.search(option.replace("-", "_")))
+
+
+def secret_option_in(words: Sequence[str]) -> tuple[int, str] | None:
+    """(index, option name) of the first long option named for a secret (SECRET_OPTION_NAME) and given a literal
+    value: in one entry (`--api-key=abc`, `... --hf-token abc`), or as two entries (`[--hf-token, abc]`), as
+    a command line's words are."""
+    for i, word in enumerate(words):
+        for match in LONG_OPTION.finditer(word):
+            if named_for_a_secret(match["name"]) and _literal_secret(match["value"], "=" in match["sep"]):
+                return i, match["name"]
+        lone = LONE_OPTION.fullmatch(word.strip())
+        following = words[i + 1] if i + 1 < len(words) else ""
+        if lone and named_for_a_secret(lone["name"]) and _literal_secret(following, after_equals=False):
+            return i, lone["name"]
+    return None
 
 
 def argument_with_url_password(args: Sequence[str], hyperparameters: Mapping[str, Any]) -> tuple[str, str] | None:

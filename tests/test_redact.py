@@ -237,3 +237,28 @@ def test_oci_takes_tokenizers_parallelism_and_still_refuses_a_token() -> None:
     check_environment({"TOKENIZERS_PARALLELISM": "false"}, ["TOKENIZERS_PARALLELISM"])  # raised "looks like a secret"
     with pytest.raises(CloudDDPError, match="HF_TOKEN: looks like a secret"):
         check_environment({"HF_TOKEN": "hf_abcdef"}, ["HF_TOKEN"])
+
+
+def test_a_hyperparameter_whose_value_is_a_setting_is_no_secret() -> None:
+    from cloudddp.redact import secret_named_hyperparameter
+
+    settings = {"pad_token_id": 0, "eos_token_id": "2", "use_auth_token": True, "token_dropout": "0.1",
+                "tokeniser": "bpe", "secret_sharing": "false", "api_key": None}  # fmt: skip
+    assert secret_named_hyperparameter(settings) is None
+    assert secret_named_hyperparameter({**settings, "hf_token": "hf_abcdef"}) == "hf_token"
+
+
+@pytest.mark.parametrize("provider", ["kubernetes", "oci", "slurm", "pbs"])
+def test_a_secret_given_to_the_scripts_option_is_refused_and_a_setting_is_not(tmp_path: Path, provider: str) -> None:
+    # The script's arguments are written into the manifest, the batch script or the container's CMD, as the
+    # hyperparameters are: `-- --hf-token VALUE` was let through where `-H hf_token=VALUE` was refused.
+    (tmp_path / "job.py").write_text("print('hi')\n")
+    extra = {"kubernetes": ["--image", "registry.example.com/train:1"],
+             "oci": ["--image", "iad.ocir.io/ns/train:1", "--work-dir", "oci://b@ns/p", "--compartment",
+                     "ocid1.compartment.oc1..aaaa", "--project", "ocid1.datascienceproject.oc1.iad.aaaa"]}  # fmt: skip
+    base = ["render", "-p", provider, *extra.get(provider, []), "job.py", "--"]
+    refused = run_cli(*base, "--epochs", "2", "--hf-token", "hf_LiveKey9999", cwd=tmp_path)
+    assert refused.returncode == 2 and "Traceback" not in refused.stderr, refused.stdout + refused.stderr
+    assert "hf-token" in refused.stderr and "hf_LiveKey9999" not in refused.stdout + refused.stderr
+    kept = run_cli(*base, "--pad-token-id", "0", "--token-file", "/run/secrets/hf", cwd=tmp_path)
+    assert kept.returncode == 0, kept.stdout + kept.stderr

@@ -38,6 +38,7 @@ from cloudddp.redact import (
     has_url_credentials,
     is_secret_name,
     secret_named_hyperparameter,
+    secret_option_in,
 )
 from cloudddp.staging.location import S3_BUCKET
 
@@ -296,6 +297,15 @@ def check_arguments(spec: JobSpec) -> None:
             f"written into the job's manifest, readable by anyone who can read the job. Keep it in a Kubernetes "
             f"Secret, hand it to the job with kubernetes.secret_env: {{VAR: SECRET/KEY}} and read it from the "
             f"environment in the script."
+        )
+    option = secret_option_in(spec.args)
+    if option:
+        index, name = option
+        raise CloudDDPError(
+            f"args[{index}] gives --{name}, which names a secret, a value, and the script's arguments are written "
+            f"into the job's manifest, readable by anyone who can read the job. Keep it in a Kubernetes Secret, hand "
+            f"it to the job with kubernetes.secret_env: {{{name.replace('-', '_').upper()}: SECRET/KEY}} and read it "
+            f"from the environment in the script."
         )
 
 

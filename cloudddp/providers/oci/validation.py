@@ -47,6 +47,7 @@ from cloudddp.redact import (
     has_url_credentials,
     is_secret_name,
     secret_named_hyperparameter,
+    secret_option_in,
 )
 from cloudddp.staging.location import oci_prefix_problems
 
@@ -436,6 +437,13 @@ def check_arguments(args: Sequence[str], hyperparameters: Mapping[str, object]) 
         raise CloudDDPError(
             f"{field_name}={value!r} holds a password in a URL, and the script's arguments are sent in the job's "
             f"container command (CMD), readable by anyone who can read the job. {advice}"
+        )
+    option = secret_option_in(args)
+    if option:
+        index, name = option
+        raise CloudDDPError(
+            f"args[{index}] gives --{name}, which names a secret, a value, and the script's arguments are sent in "
+            f"the job's container command (CMD), readable by anyone who can read the job. {advice}"
         )
 
 

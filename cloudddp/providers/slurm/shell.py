@@ -21,6 +21,7 @@ from cloudddp.redact import (
     is_secret_name,
     redact_text,
     secret_named_hyperparameter,
+    secret_option_in,
 )
 
 if TYPE_CHECKING:  # the spec module builds JobSpec from the registry, which imports this package
@@ -118,32 +119,14 @@ def refuse_url_credentials(spec: JobSpec, script: str, provider: str) -> None:
 ASSIGNMENT = re.compile(r"""(?:^|[\s;&|(,=])(?P<name>[A-Za-z_][A-Za-z0-9_]*)=(?P<value>["']?[^\s"'$`;&|)][^\s;&|)]*)""")
 
 
-# --name=value or --name value (`--api-key=abc`, `python prep.py --hf-token abc`): a literal value, as above, that is
-# not itself an option. Only long options: a short one's letter names nothing.
-OPTION = re.compile(r"""(?:^|[\s;&|(])--(?P<name>[A-Za-z][A-Za-z0-9_-]*)(?:=|\s+)(?P<value>["']?[^\s"'$`;&|)-])""")
-LONE_OPTION = re.compile(r"--(?P<name>[A-Za-z][A-Za-z0-9_-]*)")
-
-
-def secret_named(name: str) -> bool:
-    return is_secret_name(name.replace("-", "_"))
-
-
-def _literal(word: str) -> bool:
-    return bool(word) and word[0] not in "-$`"
-
-
 def secret_set_in(entries: list[str]) -> tuple[int, str] | None:
-    """(index, name) of the first entry giving a secret-named variable or long option a literal value. An option
-    and its value may also be two entries (`launcher_args: [--api-key, abc]`), as words of a command line are."""
-    for i, entry in enumerate(entries):
-        names = [m["name"] for m in ASSIGNMENT.finditer(entry)] + [m["name"] for m in OPTION.finditer(entry)]
-        lone = LONE_OPTION.fullmatch(entry.strip())
-        if lone and i + 1 < len(entries) and _literal(entries[i + 1].strip()):
-            names.append(lone["name"])
-        found = next((name for name in names if secret_named(name)), None)
-        if found:
-            return i, found
-    return None
+    """(index, name) of the first entry giving a secret-named variable (NAME=value) or a long option named for a
+    secret (redact.secret_option_in) a literal value."""
+    assignments = ((i, m["name"]) for i, entry in enumerate(entries) for m in ASSIGNMENT.finditer(entry))
+    assignment = next(((i, name) for i, name in assignments if is_secret_name(name)), None)
+    option = secret_option_in(entries)
+    found = [hit for hit in (assignment, option) if hit]
+    return min(found) if found else None
 
 
 def refuse_secret_assignments(lines: dict[str, list[str]], provider: str) -> None:

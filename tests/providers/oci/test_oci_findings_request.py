@@ -205,6 +205,23 @@ def test_a_secret_named_hyperparameter_is_refused_without_showing_it(tmp_path: P
     assert "ocid1.vaultsecret" in message and SECRET not in message
 
 
+@pytest.mark.parametrize("args", [["--epochs", "2", "--hf-token", SECRET], [f"--hf_token={SECRET}"]])
+def test_a_secret_given_to_an_option_of_the_script_is_refused_too(tmp_path: Path, args: list[str]) -> None:
+    # Before: refused as a hyperparameter, but the same secret in `args` reached CreateJob's CMD.
+    with pytest.raises(CloudDDPError) as caught:
+        render(tmp_path, args=args)
+    assert "names a secret, a value" in str(caught.value) and SECRET not in str(caught.value)
+
+
+def test_settings_named_like_secrets_are_not_refused(tmp_path: Path) -> None:
+    # Before (535dbb1): pad_token_id=0, use_auth_token=True... were refused as secrets; a number, a boolean or a
+    # flag followed by a file holds no credential.
+    hyperparameters = {"pad_token_id": 0, "eos_token_id": "2", "use_auth_token": True, "token_dropout": 0.1,
+                       "tokeniser": "bpe", "secret_sharing": False}  # fmt: skip
+    args = ["--pad-token-id", "0", "--token-file", "/run/secrets/hf", "--max-tokens", "512"]
+    assert render(tmp_path, hyperparameters=hyperparameters, args=args) is not None
+
+
 def test_a_password_in_a_url_argument_is_refused_redacted(tmp_path: Path) -> None:
     with pytest.raises(CloudDDPError) as caught:
         render(tmp_path, args=["--db", f"postgres://user:{SECRET}@db/x"])
