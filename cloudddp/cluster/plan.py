@@ -95,7 +95,7 @@ class ClusterPlan:
     def summary(self) -> str:
         """One readable line for the log of every node. A rank the rendezvous will give is not known yet: `?`, not
         the placeholder 0 (every pod of a Workers-only PyTorchJob printed `node 0`)."""
-        rank = "?" if self.rank_from_rendezvous() else self.node_rank
+        rank = "?" if self.rank_from_rendezvous() and self.max_nodes > 1 else self.node_rank
         return (
             f"cloudddp: provider={self.provider} node {rank}/{self.nnodes} "
             f"nproc_per_node={self.nproc_per_node} rdzv={self.rdzv_backend}@{self.endpoint}"

@@ -15,9 +15,11 @@ Standard library only, Python 3.8: this module runs inside training images.
 
 from __future__ import annotations
 
+import glob
 import json
 import shutil
 import subprocess
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -102,17 +104,36 @@ def split_hyperparameters(hyperparameters: Mapping[str, Any]) -> tuple[dict[str,
 # -- what the instance has
 
 
+# The device nodes of a machine (or a container given GPUs) with NVIDIA GPUs: none, no nvidia-smi to run. Every
+# launcher start on SageMaker and every local launch count GPUs; on a CPU machine that now costs one glob.
+GPU_DEVICES = "/dev/nvidia[0-9]*"
+# The toolkit waits for nvidia-smi without a limit (environment.num_gpus, check_output); a hung driver would hang
+# every node's start, so ours gives up after this long, says so, and counts no GPU.
+NVIDIA_SMI_SECONDS = 10.0
+
+
 def gpu_count(environ: Mapping[str, str]) -> int:
     """GPUs as environment.num_gpus counts them: the lines of `nvidia-smi --list-gpus` starting with "GPU ", 0 when
-    nvidia-smi is missing or fails. Where CUDA_VISIBLE_DEVICES is set, no more than it names (the script's
-    processes see only those; an empty one hides them all). Torch is never imported: it costs seconds."""
+    nvidia-smi is missing or fails, or when the machine has no GPU device node. Where CUDA_VISIBLE_DEVICES is set,
+    no more than it names (the script's processes see only those; an empty one hides them all). Torch is never
+    imported: it costs seconds."""
     visible = environ.get("CUDA_VISIBLE_DEVICES")
     named = None if visible is None else len([v for v in visible.split(",") if v.strip() and v.strip() != "-1"])
     tool = shutil.which("nvidia-smi", path=environ.get("PATH"))
-    if named == 0 or not tool:
+    if named == 0 or not tool or not glob.glob(GPU_DEVICES):
         return 0
     try:
-        output = subprocess.run([tool, "--list-gpus"], capture_output=True, check=True, timeout=30).stdout
+        output = subprocess.run(
+            [tool, "--list-gpus"], capture_output=True, check=True, timeout=NVIDIA_SMI_SECONDS
+        ).stdout
+    except subprocess.TimeoutExpired:
+        print(
+            f"cloudddp: warning: `nvidia-smi --list-gpus` did not answer within {NVIDIA_SMI_SECONDS:g} s; "
+            f"SM_NUM_GPUS=0 (set SM_NUM_GPUS to the GPU count to skip the question).",
+            file=sys.stderr,
+            flush=True,
+        )
+        return 0
     except (OSError, subprocess.SubprocessError):
         return 0
     found = sum(1 for line in output.decode("utf-8", "replace").split("\n") if line.startswith("GPU "))

@@ -477,8 +477,10 @@ def run_check(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
     detected = detected_plan(args, environ)
     named_host = split_host_port(detected.endpoint)[0]  # as the job names it, before --host-map
     plan = finish_plan(detected, args, environ)
-    # No node knows its rank before the rendezvous: the endpoint's host serves, not every node as node 0.
-    meeting = rendezvous_meeting(plan, named_host, environ) if plan.rank_from_rendezvous() else None
+    # No node knows its rank before the rendezvous: the endpoint's host serves, not every node as node 0. A job of
+    # one node has only node 0, whatever the endpoint.
+    numbered_later = plan.rank_from_rendezvous() and plan.max_nodes > 1
+    meeting = rendezvous_meeting(plan, named_host, environ) if numbered_later else None
     print(plan.summary(), flush=True)
     code, verdict = check(plan, host_map_of(args, environ), args.check_window, meeting)
     print(verdict, flush=True)

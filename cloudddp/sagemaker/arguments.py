@@ -430,7 +430,7 @@ def parse(kwargs: dict[str, Any]) -> tuple[Arguments, Any]:
         # v2's constructor (aws/sagemaker-python-sdk v2.257.6, src/sagemaker/estimator.py, EstimatorBase.__init__):
         # the emulated hosts would share this machine's GPUs, every rank of each host on the same devices.
         if args.instance_type == "local_gpu" and args.instance_count > 1:
-            raise RuntimeError("Distributed Training in Local GPU is not supported.")
+            raise RuntimeError("Distributed Training in Local GPU is not supported. Set instance_count to 1.")
         warn_requirements(args)
     else:
         check_role(args)

@@ -4,8 +4,10 @@ A stage deletes its folder when it ends, even on Ctrl-C; `kill -9` (or a lost ma
 the shard it was writing, up to `--shard-size` bytes, stayed in the temp folder for good. Each folder now holds a
 lock file its stage keeps locked (`flock`) while it runs. The kernel drops that lock when the process dies,
 however it dies, so the next stage that can take the lock of a sibling folder knows no stage is using it and
-removes it. A folder without a lock file (another stage between creating it and locking it, or one written by
-an older cloudddp) is left alone: nothing is removed on a guess.
+removes it. A folder is made under a hidden name, locked, and only then renamed, so no stage ever sees
+another's folder unlocked. A folder without a lock file (one written by an older cloudddp) is left alone:
+nothing is removed on a guess. Across machines (a shared --shard-dir) this holds where the filesystem's flock
+reaches every client (NFS does since Linux 2.6.12, unless mounted with local_lock or nolock).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ except ImportError:  # Windows: no flock, so nothing is cleaned (and nothing wro
     fcntl = None  # type: ignore[assignment]
 
 PREFIX = "cloudddp-shards-"
+HIDDEN_PREFIX = ".cloudddp-shards-new-"  # while being made: no cleaner looks at it
 LOCK_NAME = ".in-use"
 
 
@@ -55,8 +58,12 @@ class ShardWorkFolder:
     @classmethod
     def create(cls, parent: Path | None) -> ShardWorkFolder:
         try:
-            path = Path(tempfile.mkdtemp(prefix=PREFIX, dir=parent))
-            lock_fd = _lock(path / LOCK_NAME, create=True)
+            # Made under a name cleaners pass over, locked, then renamed: no cleaner sees it before it is locked
+            # (between creating the lock file and locking it, another stage took it for abandoned and removed it).
+            hidden = Path(tempfile.mkdtemp(prefix=HIDDEN_PREFIX, dir=parent))
+            lock_fd = _lock(hidden / LOCK_NAME, create=True)
+            path = hidden.with_name(PREFIX + hidden.name[len(HIDDEN_PREFIX) :])
+            hidden.rename(path)
         except OSError as exc:
             where = str(parent) if parent else tempfile.gettempdir()
             raise CloudDDPError(

@@ -30,7 +30,7 @@ import pytest
 from fixtures.sagemaker_upstream import HETERO_HYPERPARAMETERS, hetero_resource_config
 from helpers import run_cli
 
-from cloudddp.cluster import DetectOptions, sagemaker
+from cloudddp.cluster import DetectOptions, sagemaker, sagemaker_toolkit_env
 from cloudddp.cluster.environment import EmulatedCluster, EmulatedNode
 
 # params.py
@@ -260,11 +260,24 @@ def two_nodes(tmp_path: Path, environ: Mapping[str, str], **hyperparameters: Any
     return nodes
 
 
-def fake_nvidia_smi(folder: Path, output: str, code: int = 0) -> str:
-    """A PATH with an nvidia-smi printing `output` (and counting its calls in folder/calls)."""
+@pytest.fixture(autouse=True)
+def gpu_device_nodes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """This machine has no /dev/nvidia*: the tests' machine gets device nodes of its own (files), so that the
+    fake nvidia-smi below is asked, as on a machine with GPUs."""
+    devices = tmp_path / "dev"
+    devices.mkdir()
+    (devices / "nvidia0").touch()
+    monkeypatch.setattr(sagemaker_toolkit_env, "GPU_DEVICES", str(devices / "nvidia[0-9]*"))
+    return devices
+
+
+def fake_nvidia_smi(folder: Path, output: str, code: int = 0, delay: float = 0) -> str:
+    """A PATH with an nvidia-smi printing `output` (and counting its calls in folder/calls); `exec sleep` stands
+    for a hung driver (exec: the timeout's kill reaches the sleeper itself)."""
     folder.mkdir(parents=True, exist_ok=True)
     tool = folder / "nvidia-smi"
-    tool.write_text(f"#!/bin/sh\necho x >> '{folder}/calls'\nprintf '%s' '{output}'\nexit {code}\n")
+    hang = f"exec sleep {delay}\n" if delay else ""
+    tool.write_text(f"#!/bin/sh\necho x >> '{folder}/calls'\n{hang}printf '%s' '{output}'\nexit {code}\n")
     tool.chmod(tool.stat().st_mode | stat.S_IEXEC)
     return str(folder)
 
@@ -382,6 +395,24 @@ def test_no_usable_nvidia_smi_means_no_gpus(tmp_path: Path) -> None:
     failing = fake_nvidia_smi(tmp_path / "bin", "NVIDIA-SMI has failed", code=9)
     assert two_nodes(tmp_path / "a", {"PATH": failing})[0].env["SM_NUM_GPUS"] == "0"
     assert two_nodes(tmp_path / "b", {"PATH": str(tmp_path / "empty")})[0].env["SM_NUM_GPUS"] == "0"
+
+
+def test_a_machine_without_gpu_device_nodes_never_runs_nvidia_smi(tmp_path: Path, gpu_device_nodes: Path) -> None:
+    # Before: every local launch (--dry-run too) and every bring-your-own node's start ran nvidia-smi.
+    (gpu_device_nodes / "nvidia0").unlink()
+    bin_dir = tmp_path / "bin"
+    assert two_nodes(tmp_path / "run", {"PATH": fake_nvidia_smi(bin_dir, GPUS)})[0].env["SM_NUM_GPUS"] == "0"
+    assert calls(bin_dir) == 0
+
+
+def test_a_hung_nvidia_smi_costs_a_bounded_wait_and_says_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Before: a 30 s silent stall (the toolkit itself waits forever).
+    monkeypatch.setattr(sagemaker_toolkit_env, "NVIDIA_SMI_SECONDS", 0.5)
+    hung = fake_nvidia_smi(tmp_path / "bin", GPUS, delay=60)
+    assert sagemaker_toolkit_env.gpu_count({"PATH": hung}) == 0
+    assert "`nvidia-smi --list-gpus` did not answer within 0.5 s; SM_NUM_GPUS=0" in capsys.readouterr().err
 
 
 def test_an_environment_given_is_read_instead_of_this_processes(tmp_path: Path) -> None:

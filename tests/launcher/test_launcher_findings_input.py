@@ -237,3 +237,17 @@ def test_check_exits_promptly_when_told_it_cannot() -> None:
     started = time.monotonic()
     expect_exit_2("--check", env={"PET_RDZV_ENDPOINT": "localhost:23999", "PET_NNODES": "2"})
     assert time.monotonic() - started < 50  # no --check-window wait (60 s) before saying so
+
+
+@pytest.mark.parametrize(
+    ("args", "env"),
+    [(["--provider", "standalone", "--rdzv-backend", "c10d"], {}),
+     (["--provider", "kubeflow"], {"PET_NNODES": "1", "PET_RDZV_ENDPOINT": "localhost:29400", "PET_RDZV_BACKEND": "c10d"})],
+)  # fmt: skip
+def test_check_of_a_one_node_rendezvous_job_checks_node_0(args: list[str], env: dict[str, str]) -> None:
+    # Found by a review of 7e994c7: a job of one node has only node 0, whatever its endpoint; it was refused
+    # (exit 2, "cannot tell which node hosts this job's c10d rendezvous").
+    result = subprocess.run([PYTHON, "-m", "cloudddp.launcher", *args, "--check", "--check-window", "2"],
+                            cwd=REPO, env=clean_env(env), capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "node 0/1:1" in result.stdout and "cloudddp-check: node 0 (" in result.stdout and ": OK: " in result.stdout

@@ -15,8 +15,10 @@ from pathlib import Path
 from typing import Any
 
 import boto3
+import pytest
 from moto import mock_aws
 
+from cloudddp.staging import work_folder
 from cloudddp.staging.engine import StageOptions, stage
 from cloudddp.staging.location import parse_location
 from cloudddp.staging.manifest import SHARDS
@@ -85,3 +87,23 @@ def test_a_shard_stage_cleans_what_a_killed_one_left(tmp_path: Path) -> None:
                        StageOptions(layout=SHARDS, shard_dir=tmp_path / "shards"))  # fmt: skip
     assert result.files == 5
     assert not abandoned.exists() and not list((tmp_path / "shards").iterdir())
+
+
+def test_a_folder_is_locked_before_any_cleaner_can_see_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Found by a review of f685da2: the lock file was created, then locked; a stage starting in between took the
+    folder for abandoned and removed it under the running one. Now it is locked under a name no cleaner reads."""
+    seen_when_locking: list[list[str]] = []
+    lock = work_folder._lock
+
+    def watching(path: Path, create: bool) -> int | None:
+        if create:
+            seen_when_locking.append([p.name for p in tmp_path.glob(f"{PREFIX}*")])
+            assert work_folder.remove_abandoned(tmp_path, keep=tmp_path / "none") == []
+        return lock(path, create)
+
+    monkeypatch.setattr(work_folder, "_lock", watching)
+    work = ShardWorkFolder.create(tmp_path)
+    assert seen_when_locking == [[]]  # a cleaner at that moment found nothing to take
+    assert work.path.is_dir() and work.path.name.startswith(PREFIX)
+    assert lock(work.path / ".in-use", create=False) is None  # held: no other stage can take it
+    work.remove()

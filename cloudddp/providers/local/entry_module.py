@@ -23,8 +23,8 @@ NOT_FOUND = 3
 def require_module(module: str, cwd: Path, environment: dict[str, str]) -> None:
     """Refuse `module` if the nodes' `python -m` would not find its top-level package (exit code 2's error)."""
     top = module.split(".")[0]
-    if not top.isidentifier():
-        raise CloudDDPError(f"entry_point {module!r}: with -m it names a module, and {top!r} is not a module name.")
+    if not top:  # `python -m` takes any file name (`-m my-train` runs my-train.py), but no relative name
+        raise CloudDDPError(f"entry_point {module!r}: with -m it names a module, and a relative name names none.")
     try:
         found = subprocess.run(
             [sys.executable, "-c", FIND, top], cwd=cwd, env={**os.environ, **environment},

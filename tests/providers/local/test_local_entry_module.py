@@ -44,3 +44,11 @@ def test_looking_runs_none_of_the_users_code(tmp_path: Path) -> None:
     code, out, err = launch(tmp_path, "-m", "--source-dir", str(tmp_path), "--dry-run", "pkg.nosuchsub")
     assert code == 0, out + err  # the package is there; its submodule is the nodes' to find
     assert not (tmp_path / "ran").exists()
+
+
+def test_a_module_named_as_python_m_takes_any_file_name_is_found(tmp_path: Path) -> None:
+    # `python -m my-train` runs my-train.py (the name is looked up as a file, never checked as an identifier);
+    # found refused by a review of 8595244.
+    (tmp_path / "my-train.py").write_text("print('ran')\n")
+    code, out, err = launch(tmp_path, "-m", "--source-dir", str(tmp_path), "--dry-run", "my-train")
+    assert code == 0, out + err

@@ -214,7 +214,9 @@ def test_local_mode_warns_that_requirements_txt_is_not_installed(
 
 def test_local_gpu_on_several_hosts_is_v2s_runtime_error(source: Path) -> None:
     # Before: accepted, and every emulated host's ranks ran on the same GPUs of this machine.
-    with pytest.raises(RuntimeError, match=r"^Distributed Training in Local GPU is not supported\.$"):
+    with pytest.raises(
+        RuntimeError, match=r"^Distributed Training in Local GPU is not supported\. Set instance_count to 1\.$"
+    ):
         estimator(source, instance_type="local_gpu", instance_count=2, role=...)
     assert estimator(source, instance_type="local_gpu", instance_count=1, role=...).instance_count == 1
     assert estimator(source, instance_type="local", instance_count=2, role=...).instance_count == 2
