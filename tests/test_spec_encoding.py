@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 from helpers import run_cli
+from helpers.ads_yaml import guide_ads_yaml
 from helpers.oci_loopback_server import COMPARTMENT, LOG_GROUP, PROJECT
 
 from cloudddp.errors import CloudDDPError
@@ -17,45 +18,15 @@ from cloudddp.spec import load_spec, read_yaml
 SPEC = "entry_point: train.py\nnodes: 2\nenvironment:\n  GREETING: 'été'\n  DEBUG: off\n"
 
 # An Oracle ADS `opctl` train.yaml (the shape of the ADS guide's example).
-ADS_YAML = f"""\
-kind: distributed
-apiVersion: v1.0
-spec:
-  name: PyTorch-Distributed
-  infrastructure:
-    kind: infrastructure
-    type: dataScienceJob
-    apiVersion: v1.0
-    spec:
-      projectId: {PROJECT}
-      compartmentId: {COMPARTMENT}
-      displayName: my_distributed_training
-      logGroupId: {LOG_GROUP}
-      subnetId: ocid1.subnet.oc1.iad.aaaaaaaasubnet
-      shapeName: VM.GPU2.1
-      blockStorageSize: 50
-  cluster:
-    kind: PYTORCH
-    apiVersion: v1.0
-    spec:
-      image: iad.ocir.io/tenancy/image:1
-      workDir: "oci://my-bucket@my-namespace/path/to/dir/"
-      config:
-        env:
-          - name: GREETING
-            value: 'été'
-      main:
-        name: PyTorch-Distributed-main
-        replicas: 1
-      worker:
-        name: PyTorch-Distributed-worker
-        replicas: 2
-  runtime:
-    kind: python
-    apiVersion: v1.0
-    spec:
-      entryPoint: "train.py"
-"""
+ADS_YAML = guide_ads_yaml(
+    project=PROJECT,
+    compartment=COMPARTMENT,
+    log_group=LOG_GROUP,
+    subnet="ocid1.subnet.oc1.iad.aaaaaaaasubnet",
+    image="iad.ocir.io/tenancy/image:1",
+    env={"GREETING": "été"},
+    runtime='entryPoint: "train.py"\n',
+)
 
 # PowerShell 5.1's `>` (UTF-16 LE with a BOM), big-endian with a BOM, and UTF-8 with a BOM (Notepad).
 BOM_ENCODINGS = ["utf-16", "utf-16-be-bom", "utf-8-sig"]

@@ -18,6 +18,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from helpers.ads_yaml import guide_ads_yaml
 from typer.testing import CliRunner
 
 from cloudddp.cli import app
@@ -58,51 +59,15 @@ sagemaker:
   py_version: py311
 """
 # An Oracle ADS `opctl` train.yaml (the shape of the ADS guide's example, with valid OCIDs).
-ADS_YAML = f"""\
-kind: distributed
-apiVersion: v1.0
-spec:
-  name: PyTorch-Distributed
-  infrastructure:
-    kind: infrastructure
-    type: dataScienceJob
-    apiVersion: v1.0
-    spec:
-      projectId: {PROJECT}
-      compartmentId: {COMPARTMENT}
-      displayName: my_distributed_training
-      logGroupId: ocid1.loggroup.oc1.iad.aaaagolden
-      subnetId: ocid1.subnet.oc1.iad.aaaagolden
-      shapeName: VM.GPU2.1
-      blockStorageSize: 50
-  cluster:
-    kind: PYTORCH
-    apiVersion: v1.0
-    spec:
-      image: {OCI_IMAGE}
-      workDir: "oci://my-bucket@my-namespace/path/to/dir/"
-      config:
-        env:
-          - name: NCCL_ASYNC_ERROR_HANDLING
-            value: '1'
-      main:
-        name: PyTorch-Distributed-main
-        replicas: 1
-      worker:
-        name: PyTorch-Distributed-worker
-        replicas: 2
-  runtime:
-    kind: python
-    apiVersion: v1.0
-    spec:
-      entryPoint: "sources/train.py"
-      args:
-        - --epochs
-        - "2"
-      env:
-        - name: WANDB_MODE
-          value: offline
-"""
+ADS_YAML = guide_ads_yaml(
+    project=PROJECT,
+    compartment=COMPARTMENT,
+    log_group="ocid1.loggroup.oc1.iad.aaaagolden",
+    subnet="ocid1.subnet.oc1.iad.aaaagolden",
+    image=OCI_IMAGE,
+    env={"NCCL_ASYNC_ERROR_HANDLING": "1"},
+    runtime='entryPoint: "sources/train.py"\nargs:\n  - --epochs\n  - "2"\nenv:\n  - name: WANDB_MODE\n    value: offline\n',
+)
 
 CASES: dict[str, list[str]] = {
     "local-sagemaker": ["launch", "-p", "local", "--nodes", "2", "-H", "epochs=2", "-e", "API_TOKEN=hunter2",

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 import yaml
 from helpers import run_cli
+from helpers.ads_yaml import ads_yaml
 from helpers.oci_loopback_server import COMPARTMENT, IMAGE, LOG, PROJECT
 
 from cloudddp.errors import CloudDDPError
@@ -21,55 +22,42 @@ from cloudddp.spec import load_spec
 # - ads/opctl/backend/ads_ml_job.py, MLJobDistributedBackend.run: `job.run(conf["name"], env_var=conf["envVars"])`,
 #   and its docstring: "The Job Run will have overrides provided by the user under
 #   cluster/spec/{main|worker}/config section": main/worker win over both.
-PRECEDENCE_YAML = f"""\
-kind: distributed
-apiVersion: v1.0
-spec:
-  infrastructure:
-    kind: infrastructure
-    type: dataScienceJob
-    apiVersion: v1.0
-    spec:
-      projectId: {PROJECT}
-      compartmentId: {COMPARTMENT}
-      displayName: precedence
-      shapeName: VM.Standard.E4.Flex
-      blockStorageSize: 50
-  cluster:
-    kind: PYTORCH
-    apiVersion: v1.0
-    spec:
-      image: {IMAGE}
-      workDir: oci://bkt@ns/cloudddp
-      config:
-        env:
-          - name: EVERYWHERE
-            value: from-cluster
-          - name: CLUSTER_AND_RUNTIME
-            value: from-cluster
-      main:
-        replicas: 1
-        config:
-          env:
-            - name: EVERYWHERE
-              value: from-role
-      worker:
-        replicas: 1
-        config:
-          env:
-            - name: EVERYWHERE
-              value: from-role
-  runtime:
-    kind: python
-    apiVersion: v1.0
-    spec:
-      entryPoint: train.py
-      env:
-        - name: EVERYWHERE
-          value: from-runtime
-        - name: CLUSTER_AND_RUNTIME
-          value: from-runtime
-"""
+PRECEDENCE_YAML = ads_yaml(
+    project=PROJECT,
+    compartment=COMPARTMENT,
+    display_name="precedence",
+    infrastructure="shapeName: VM.Standard.E4.Flex\nblockStorageSize: 50\n",
+    cluster=f"""\
+image: {IMAGE}
+workDir: oci://bkt@ns/cloudddp
+config:
+  env:
+    - name: EVERYWHERE
+      value: from-cluster
+    - name: CLUSTER_AND_RUNTIME
+      value: from-cluster
+main:
+  replicas: 1
+  config:
+    env:
+      - name: EVERYWHERE
+        value: from-role
+worker:
+  replicas: 1
+  config:
+    env:
+      - name: EVERYWHERE
+        value: from-role
+""",
+    runtime="""\
+entryPoint: train.py
+env:
+  - name: EVERYWHERE
+    value: from-runtime
+  - name: CLUSTER_AND_RUNTIME
+    value: from-runtime
+""",
+)
 
 
 def write_ads(tmp_path: Path, text: str) -> Path:

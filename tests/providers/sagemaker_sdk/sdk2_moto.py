@@ -1,4 +1,4 @@
-"""The moto server fixture of the SDK v2 drop-in tests, imported by each of them.
+"""The moto server fixture of the SDK v2 drop-in tests, imported by each of them, and fixtures several of them share.
 
 Not a conftest.py: test modules here and elsewhere do `from conftest import ...` and must get tests/conftest.py.
 """
@@ -81,3 +81,21 @@ def moto(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[MotoServer
         yield spy
     finally:
         server.stop()
+
+
+@pytest.fixture
+def source(tmp_path: Path) -> Path:
+    folder = tmp_path / "src"
+    folder.mkdir()
+    (folder / "train.py").write_text("print('training')\n")
+    return folder
+
+
+@pytest.fixture
+def no_credentials(moto: MotoServer, monkeypatch: pytest.MonkeyPatch) -> MotoServer:
+    """The moto server, with no AWS credentials anywhere (variables, files, instance metadata, containers)."""
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
+                 "AWS_CONTAINER_CREDENTIALS_FULL_URI", "AWS_WEB_IDENTITY_TOKEN_FILE", "AWS_ROLE_ARN"):  # fmt: skip
+        monkeypatch.delenv(name, raising=False)
+    assert boto3.Session().get_credentials() is None
+    return moto

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sdk2_moto import MotoServer, moto  # noqa: F401  (moto is a fixture)
+from sdk2_moto import MotoServer, moto, source  # noqa: F401  (moto and source are fixtures)
 
 from cloudddp.errors import CloudDDPError
 from cloudddp.sagemaker import InstanceGroup, PyTorch, Session
@@ -33,14 +33,6 @@ BASE: dict[str, Any] = {
 def region(monkeypatch: pytest.MonkeyPatch) -> None:
     """The estimator makes its Session at construction (as the SDK v2 does): it needs a region, no call."""
     monkeypatch.setenv("AWS_REGION", "us-east-1")
-
-
-@pytest.fixture
-def source(tmp_path: Path) -> Path:
-    folder = tmp_path / "src"
-    folder.mkdir()
-    (folder / "train.py").write_text("print('training')\n")
-    return folder
 
 
 def estimator(source: Path, **overrides: Any) -> PyTorch:

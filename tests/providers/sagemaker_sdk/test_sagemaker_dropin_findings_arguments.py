@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sdk2_moto import MotoServer, moto  # noqa: F401  (moto is a fixture)
+from sdk2_moto import MotoServer, moto, source  # noqa: F401  (moto and source are fixtures)
 
 from cloudddp.errors import CloudDDPError
 from cloudddp.providers.sagemaker import validation
@@ -37,14 +37,6 @@ CUSTOM_IMAGE = "123456789012.dkr.ecr.us-east-1.amazonaws.com/my-trainer:latest"
 def region(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("AWS_REGION", "us-east-1")
     monkeypatch.delenv("CLOUDDDP_SAGEMAKER_ROLE", raising=False)
-
-
-@pytest.fixture
-def source(tmp_path: Path) -> Path:
-    folder = tmp_path / "src"
-    folder.mkdir()
-    (folder / "train.py").write_text("print('training')\n")
-    return folder
 
 
 def estimator(source: Path, **overrides: Any) -> PyTorch:

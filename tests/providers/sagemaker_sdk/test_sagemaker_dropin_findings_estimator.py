@@ -26,9 +26,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import boto3
 import pytest
-from sdk2_moto import REGION, MotoServer, moto  # noqa: F401  (moto is a fixture)
+from sdk2_moto import REGION, MotoServer, moto, no_credentials  # noqa: F401  (moto and no_credentials are fixtures)
 
 from cloudddp.errors import CloudDDPError
 from cloudddp.providers.sagemaker.provider import SageMakerProvider
@@ -190,16 +189,6 @@ def test_fit_with_a_job_name_leaves_base_job_name_unset_as_v2_does(source: Path,
 
 
 # -- 4: no credentials: one paragraph from every fit path ---------------------------------------------------------
-
-
-@pytest.fixture
-def no_credentials(moto: MotoServer, monkeypatch: pytest.MonkeyPatch) -> MotoServer:
-    """The moto server, with no AWS credentials anywhere (variables, files, instance metadata, containers)."""
-    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
-                 "AWS_CONTAINER_CREDENTIALS_FULL_URI", "AWS_WEB_IDENTITY_TOKEN_FILE", "AWS_ROLE_ARN"):  # fmt: skip
-        monkeypatch.delenv(name, raising=False)
-    assert boto3.Session().get_credentials() is None
-    return moto
 
 
 def fit_calls(source: Path) -> dict[str, Callable[[], None]]:

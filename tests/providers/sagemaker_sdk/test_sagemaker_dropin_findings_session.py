@@ -17,7 +17,7 @@ from pathlib import Path
 
 import boto3
 import pytest
-from sdk2_moto import REGION, MotoServer, moto  # noqa: F401  (moto is a fixture)
+from sdk2_moto import REGION, MotoServer, moto, no_credentials  # noqa: F401  (moto and no_credentials are fixtures)
 
 from cloudddp.errors import CloudDDPError
 from cloudddp.sagemaker import Session, get_execution_role
@@ -68,16 +68,6 @@ def test_upload_data_adds_the_default_prefix_only_when_no_bucket_is_given(moto: 
     assert session.upload_data(str(tmp_path / "d"), key_prefix="one") == f"s3://{bucket}/team/one"
     assert session.upload_data(str(tmp_path / "d"), bucket=bucket, key_prefix="two") == f"s3://{bucket}/two"
     assert moto.keys(bucket) == ["team/one/x.csv", "two/x.csv"]
-
-
-@pytest.fixture
-def no_credentials(moto: MotoServer, monkeypatch: pytest.MonkeyPatch) -> MotoServer:
-    """The moto server, with no AWS credentials anywhere (variables, files, instance metadata, containers)."""
-    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
-                 "AWS_CONTAINER_CREDENTIALS_FULL_URI", "AWS_WEB_IDENTITY_TOKEN_FILE", "AWS_ROLE_ARN"):  # fmt: skip
-        monkeypatch.delenv(name, raising=False)
-    assert boto3.Session().get_credentials() is None
-    return moto
 
 
 def no_credentials_error(call: object) -> CloudDDPError:
