@@ -37,6 +37,7 @@ from cloudddp.cluster.plan import NPROC_GPUS_OR_ONE, ClusterPlan, EnvReader, rea
 from cloudddp.cluster.sagemaker_toolkit_env import (
     MachineCounts,
     gpu_count,
+    split_hyperparameters,
     to_cmd_args,
     to_env_value,
     toolkit_variables,
@@ -46,11 +47,6 @@ from cloudddp.errors import CloudDDPError
 NAME = "sagemaker"
 DEFAULT_CONFIG_DIR = "/opt/ml/input/config"
 MASTER_PORT = 7777
-PLATFORM_PREFIX = "sagemaker_"  # params.SAGEMAKER_PREFIX: the SDK's own hyperparameters
-# The toolkit's own keys without that prefix (params.SAGEMAKER_HYPERPARAMETERS, aws/sagemaker-training-toolkit
-# src/sagemaker_training/params.py, commit 33839372faf8017edb7dafc6290c1ef63557b404): hyperparameter tuning adds
-# _tuning_objective_metric to every training job it starts; neither reaches the script.
-PLATFORM_KEYS = frozenset({"_tuning_objective_metric", "default_user_module_name"})
 DISTRIBUTION_GROUPS = "sagemaker_distribution_instance_groups"
 
 
@@ -167,8 +163,9 @@ def read_hyperparameters(environ: Mapping[str, str]) -> dict[str, Any]:
 
 def user_hyperparameters(hyperparameters: Mapping[str, Any]) -> dict[str, Any]:
     """Without the SDK's and the toolkit's own keys: environment.py splits them off with
-    mapping.split_by_criteria(keys=params.SAGEMAKER_HYPERPARAMETERS, prefix=params.SAGEMAKER_PREFIX)."""
-    return {k: v for k, v in hyperparameters.items() if not k.startswith(PLATFORM_PREFIX) and k not in PLATFORM_KEYS}
+    mapping.split_by_criteria(keys=params.SAGEMAKER_HYPERPARAMETERS, prefix=params.SAGEMAKER_PREFIX) (hyperparameter
+    tuning adds _tuning_objective_metric to every training job it starts; it does not reach the script either)."""
+    return split_hyperparameters(hyperparameters)[1]
 
 
 def hyperparameter_args(environ: Mapping[str, str]) -> list[str]:
