@@ -33,12 +33,10 @@ from cloudddp.providers.kubernetes.settings import (
     KubernetesSettings,
     check_subdomain,
 )
+from cloudddp.providers.secret_arguments import refuse_secret_arguments
 from cloudddp.redact import (
-    argument_with_url_password,
     has_url_credentials,
     is_secret_name,
-    secret_named_hyperparameter,
-    secret_option_in,
 )
 from cloudddp.staging.location import S3_BUCKET
 
@@ -279,34 +277,12 @@ def check_environment(spec: JobSpec, settings: KubernetesSettings) -> None:
 
 
 def check_arguments(spec: JobSpec) -> None:
-    """The script's arguments are in the manifest, readable by anyone who can read the job: no URL password,
-    no secret-named hyperparameter."""
-    secret = secret_named_hyperparameter(spec.hyperparameters)
-    if secret:
-        raise CloudDDPError(
-            f"hyperparameters.{secret} looks like a secret, and hyperparameters are written into the job's manifest "
-            f"as the script's arguments, readable by anyone who can read the job. Keep it in a Kubernetes Secret, "
-            f"hand it to the job with kubernetes.secret_env: {{{secret.upper()}: SECRET/KEY}} and read it from the "
-            f"environment in the script."
-        )
-    found = argument_with_url_password(spec.args, spec.hyperparameters)
-    if found:
-        field_name, value = found
-        raise CloudDDPError(
-            f"{field_name}={value!r} holds a password in a URL, and the script's arguments are "
-            f"written into the job's manifest, readable by anyone who can read the job. Keep it in a Kubernetes "
-            f"Secret, hand it to the job with kubernetes.secret_env: {{VAR: SECRET/KEY}} and read it from the "
-            f"environment in the script."
-        )
-    option = secret_option_in(spec.args)
-    if option:
-        index, name = option
-        raise CloudDDPError(
-            f"args[{index}] gives --{name}, which names a secret, a value, and the script's arguments are written "
-            f"into the job's manifest, readable by anyone who can read the job. Keep it in a Kubernetes Secret, hand "
-            f"it to the job with kubernetes.secret_env: {{{name.replace('-', '_').upper()}: SECRET/KEY}} and read it "
-            f"from the environment in the script."
-        )
+    """The script's arguments are in the manifest, readable by anyone who can read the job: no secret among them."""
+    refuse_secret_arguments(
+        spec.args, spec.hyperparameters, "written into the job's manifest",
+        lambda variable: f"Keep it in a Kubernetes Secret, hand it to the job with kubernetes.secret_env: "
+        f"{{{variable}: SECRET/KEY}} and read it from the environment in the script.",
+    )  # fmt: skip
 
 
 def environment(spec: JobSpec, settings: KubernetesSettings, storage: Storage) -> list[dict[str, Any]]:

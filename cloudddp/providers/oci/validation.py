@@ -42,12 +42,10 @@ from collections.abc import Mapping, Sequence
 from cloudddp.cluster.plan import parse_port
 from cloudddp.errors import CloudDDPError
 from cloudddp.providers.oci.node import MAX_COMMAND_BYTES, command_bytes
+from cloudddp.providers.secret_arguments import refuse_secret_arguments
 from cloudddp.redact import (
-    argument_with_url_password,
     has_url_credentials,
     is_secret_name,
-    secret_named_hyperparameter,
-    secret_option_in,
 )
 from cloudddp.staging.location import oci_prefix_problems
 
@@ -425,26 +423,7 @@ def check_arguments(args: Sequence[str], hyperparameters: Mapping[str, object]) 
         "Keep the secret in an OCI Vault secret, pass the secret's OCID in a variable (-e NAME_SECRET_ID="
         "ocid1.vaultsecret...) and read it in the script with the job run's resource principal (README, Secrets)."
     )
-    secret = secret_named_hyperparameter(hyperparameters)
-    if secret:
-        raise CloudDDPError(
-            f"hyperparameters.{secret} looks like a secret, and hyperparameters are sent in the job's container "
-            f"command (CMD) as the script's arguments, readable by anyone who can read the job. {advice}"
-        )
-    found = argument_with_url_password(args, hyperparameters)
-    if found:
-        field_name, value = found
-        raise CloudDDPError(
-            f"{field_name}={value!r} holds a password in a URL, and the script's arguments are sent in the job's "
-            f"container command (CMD), readable by anyone who can read the job. {advice}"
-        )
-    option = secret_option_in(args)
-    if option:
-        index, name = option
-        raise CloudDDPError(
-            f"args[{index}] gives --{name}, which names a secret, a value, and the script's arguments are sent in "
-            f"the job's container command (CMD), readable by anyone who can read the job. {advice}"
-        )
+    refuse_secret_arguments(args, hyperparameters, "sent in the job's container command (CMD)", lambda _: advice)
 
 
 def check_output_tag(output_uri: str, origin: str, fixed: int = 0) -> None:
