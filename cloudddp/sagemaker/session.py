@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import re
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,9 +18,8 @@ from typing import Any
 from cloudddp.errors import CloudDDPError
 
 # aws/sagemaker-python-sdk v2.257.6 (commit fc582aaa46faf7b7e16ab1e13840869712174cd0), src/sagemaker/session.py
-# `Session.get_caller_identity_arn`: an assumed-role session's ARN as its role's, and the name v2 takes the
-# role's IAM path for when iam:GetRole is refused (roles the SageMaker console makes live under /service-role/).
-ASSUMED_ROLE = re.compile(r"^(.+)sts::(\d+):assumed-role/(.+?)/.*$")
+# `Session.get_caller_identity_arn`: the name v2 takes the role's IAM path for when iam:GetRole is refused (roles
+# the SageMaker console makes live under /service-role/).
 CONSOLE_ROLE = "AmazonSageMaker-ExecutionRole"
 
 
@@ -154,8 +152,8 @@ def with_role_path(boto_session: Any, role: str, caller: str) -> str:
         with aws_errors(f"read the IAM role {name} (iam:GetRole)"):
             return str(boto_session.client("iam").get_role(RoleName=name)["Role"]["Arn"])
     except ClientError:  # v2 logs a warning and goes on
-        if CONSOLE_ROLE in caller and ASSUMED_ROLE.match(caller):
-            return ASSUMED_ROLE.sub(r"\1iam::\2:role/service-role/\3", caller)
+        if CONSOLE_ROLE in caller and ":assumed-role/" in caller:  # `role` is that session's role
+            return role.replace(":role/", ":role/service-role/", 1)
         return role
 
 
