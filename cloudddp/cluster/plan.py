@@ -73,6 +73,11 @@ class ClusterPlan:
                          f"{self.sources.get('rdzv_endpoint', 'default')}")  # fmt: skip
 
     @property
+    def min_nodes(self) -> int:
+        """The fewest nodes this job runs with: nnodes, or MIN of an elastic MIN:MAX."""
+        return self.nnodes if isinstance(self.nnodes, int) else int(str(self.nnodes).partition(":")[0])
+
+    @property
     def max_nodes(self) -> int:
         """The most nodes this job can have: nnodes, or MAX of an elastic MIN:MAX."""
         return self.nnodes if isinstance(self.nnodes, int) else int(str(self.nnodes).rpartition(":")[2])

@@ -32,13 +32,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from cloudddp.cluster.kubeflow import C10D_DEFAULT_PORT
 from cloudddp.cluster.plan import ClusterPlan, split_host_port
 from cloudddp.errors import CloudDDPError
 from cloudddp.launcher.network import listen, names_this_machine, peer_address
 
 SKEW_LIMIT = 1.0  # seconds
 CONNECT_TIMEOUT = 3.0
-C10D_DEFAULT_PORT = 29400  # torchrun's port for a c10d endpoint without one
 # torchrun's exceptions when nodes cannot meet: the static store's client (DistNetworkError: cannot
 # connect) and server (DistStoreError: timed out waiting for clients), and the dynamic handlers' own.
 RENDEZVOUS_ERRORS = ("RendezvousTimeoutError", "RendezvousConnectionError", "DistNetworkError", "DistStoreError")
@@ -220,9 +220,7 @@ def serve_node_0(plan: ClusterPlan, window: float, findings: Findings, meeting: 
 def report_unranked(plan: ClusterPlan, window: float, came: list[str], findings: Findings) -> None:
     """The rendezvous host's report: how many nodes came (their ranks are the rendezvous's to give, so a missing one
     cannot be named); fewer than the job's minimum is a problem, fewer than its maximum a note (elastic)."""
-    low, _, high = str(plan.nnodes).partition(":")
-    least = int(low) - 1
-    most = (int(high) if high else int(low)) - 1
+    least, most = plan.min_nodes - 1, plan.max_nodes - 1
     if came:
         findings.notes.append("checked in: " + ", ".join(came))
     if len(came) < least:
