@@ -41,7 +41,8 @@ def expect_exit_2(*args: str, env: dict[str, str] | None = None, cwd: Path | str
 
 
 def kubeflow_check(pod: str, endpoint: str, *, window: str = "20", backend: str = "c10d") -> subprocess.Popen[str]:
-    """One pod of a Workers-only elastic PyTorchJob `job`, as training-operator v1.9.0 starts it: no RANK, no
+    """One pod of a Workers-only elastic PyTorchJob `job`, as kubeflow/training-operator v1.9.0
+    (commit 6f74c7f6b2ed6c27aabd82d0a316b23f0646059c, pkg/controller.v1/pytorch/) starts it: no RANK, no
     PET_NODE_RANK, no MASTER_ADDR (envvar.go sets those only with a Master), PET_RDZV_ENDPOINT=job-worker-0:PORT
     (elastic.go); `job-worker-0` is 127.0.0.1 through the host map, as in the local emulation."""
     env = {"PET_RDZV_ENDPOINT": endpoint, "PET_RDZV_BACKEND": backend, "PET_NNODES": "2", "HOSTNAME": pod,
