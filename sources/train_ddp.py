@@ -24,7 +24,10 @@ Where things come from (first found wins):
   take `true`/`false` as well as nothing: SageMaker passes hyperparameters as `--name value`.
 
 Runs under torchrun (RANK/WORLD_SIZE/LOCAL_RANK set) or as a plain single process for
-debugging. gloo on CPU, nccl on GPU with mixed precision. Rank 0 logs one parseable
+debugging. gloo on CPU, nccl on GPU; under torchrun the process group is set up in a world of one
+too, so one GPU runs the cluster's DDP path. --precision auto (default) is mixed precision on a GPU
+(bf16 where native, else fp16 with loss scaling) and fp32 on the CPU; fp32, bf16 and fp16 choose
+(bf16 and fp16 need a GPU). Rank 0 logs one parseable
 line per epoch (`epoch=2/3 loss=... images_per_sec=... val_acc=...`), saves the model
 (model.pt), metrics.json, and every rank writes a fingerprint of its final weights
 (fingerprint-rank<R>.txt) so tests can prove the replicas are identical.
@@ -59,6 +62,7 @@ from torchvision import transforms
 
 DEFAULT_LR, DEFAULT_MOMENTUM = 0.02, 0.9
 NORMALIZE = transforms.Normalize((0.5, 0.5, 0.5), (0.25, 0.25, 0.25))
+PRECISIONS = ("auto", "fp32", "bf16", "fp16")
 
 
 def fail(message: str) -> NoReturn:
@@ -148,6 +152,11 @@ def build_parser() -> Parser:
     )
     p.add_argument("--checkpoint-every", type=int, default=0, help="also checkpoint every N steps (0: epochs only)")
     p.switch("--log-steps", help="rank 0 prints a line per step")
+    p.add_argument(
+        "--precision", choices=PRECISIONS, default="auto",
+        help="auto: mixed precision on a GPU (bf16 where the GPU has it natively, else fp16 with loss scaling) "
+        "and fp32 on the CPU; bf16 and fp16 need a GPU",
+    )  # fmt: skip
     return p
 
 
@@ -159,9 +168,15 @@ def setup() -> tuple[int, int, int, torch.device]:
         device = torch.device("cuda", local_rank)
     else:
         device = torch.device("cpu")
-    if world > 1:
+    if world > 1 or under_torchrun():
         dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
     return rank, world, local_rank, device
+
+
+def under_torchrun() -> bool:
+    """torchrun sets these for every worker, in a world of one too. A one-process job then runs the same DDP path
+    (nccl on a GPU) as a bigger one, so a one-GPU machine tries what a cluster will run."""
+    return all(os.environ.get(name) for name in ("MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE"))
 
 
 def datasets(args: argparse.Namespace, local_rank: int = 0, world: int = 1) -> tuple[Dataset, Dataset | None]:
@@ -435,16 +450,29 @@ def grad_scaler(enabled: bool) -> Any:
     return torch.cuda.amp.GradScaler(enabled=enabled)
 
 
-def amp_settings(device: torch.device) -> tuple[bool, torch.dtype]:
-    """Mixed precision on the GPU: bf16 where native, else fp16 (with loss scaling: see make_trainer)."""
-    use_amp = device.type == "cuda"
-    return use_amp, torch.bfloat16 if use_amp and native_bf16() else torch.float16
+def amp_settings(device: torch.device, precision: str = "auto") -> tuple[bool, torch.dtype]:
+    """Whether steps run under autocast, and its dtype. auto: mixed precision on the GPU, bf16 where native, else
+    fp16 (with loss scaling: see make_trainer); fp32 everywhere else."""
+    if precision == "auto":
+        use_amp = device.type == "cuda"
+        return use_amp, torch.bfloat16 if use_amp and native_bf16() else torch.float16
+    if precision == "fp32":
+        return False, torch.float32
+    if device.type != "cuda":
+        fail(f"--precision {precision}: mixed precision needs a GPU and this process has none "
+             f"(torch.cuda.is_available() is False). Pass --precision fp32 or auto")  # fmt: skip
+    return True, torch.bfloat16 if precision == "bf16" else torch.float16
+
+
+def precision_name(trainer: Trainer) -> str:
+    """What the steps compute in, as --precision names it."""
+    return {torch.bfloat16: "bf16", torch.float16: "fp16"}[trainer.amp_dtype] if trainer.use_amp else "fp32"
 
 
 def make_trainer(args: argparse.Namespace, classes: list[str], rank: int, world: int, device: torch.device) -> Trainer:
     model = build_model(len(classes), args.pretrained, args.arch).to(device)
-    ddp = DistributedDataParallel(model) if world > 1 else model
-    use_amp, amp_dtype = amp_settings(device)
+    ddp = DistributedDataParallel(model) if dist.is_initialized() else model
+    use_amp, amp_dtype = amp_settings(device, args.precision)
     lr = DEFAULT_LR if args.lr is None else args.lr
     momentum = DEFAULT_MOMENTUM if args.momentum is None else args.momentum
     optimizer = torch.optim.SGD(ddp.parameters(), lr=lr, momentum=momentum, weight_decay=1e-4)
@@ -648,11 +676,13 @@ def main() -> None:
             print(
                 f"training {args.arch} on {len(train_set)} images ({len(classes)} classes), validating on "
                 f"{len(val_set or train_set)} images, world_size={world}, "
-                f"batch={args.batch_size}/process, device={device.type}, epochs={args.epochs}",
+                f"batch={args.batch_size}/process, device={device.type}, precision={precision_name(trainer)}, "
+                f"backend={dist.get_backend() if dist.is_initialized() else 'none'}, "
+                f"epochs={args.epochs}",
                 flush=True,
             )
         train(trainer, (train_set, val_loader), position, stop, args)
-    if world > 1:
+    if dist.is_initialized():
         dist.destroy_process_group()
 
 

@@ -290,6 +290,32 @@ def test_bf16_only_where_the_gpu_has_it_natively(
     assert module.amp_settings(torch.device("cpu")) == (False, torch.float16)  # no autocast on the CPU
 
 
+@pytest.mark.parametrize(
+    ("precision", "expected"),
+    [("fp32", (False, torch.float32)), ("bf16", (True, torch.bfloat16)), ("fp16", (True, torch.float16))],
+)  # fmt: skip
+def test_precision_names_what_the_gpu_steps_compute_in_whatever_the_gpu_has(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, precision: str, expected: tuple[bool, torch.dtype]
+) -> None:
+    module = script(tmp_path)
+    gpu(monkeypatch, (7, 0), True)  # a V100: auto would pick fp16; an explicit choice is kept
+    assert module.amp_settings(torch.device("cuda", 0), precision) == expected
+    assert module.amp_settings(torch.device("cpu"), "fp32") == (False, torch.float32)
+
+
+@pytest.mark.parametrize("precision", ["bf16", "fp16"])
+def test_mixed_precision_asked_for_on_the_cpu_is_one_clear_error(tmp_path: Path, data: Path, precision: str) -> None:
+    done = train(tmp_path, "run", "--data-dir", str(data), "--epochs", "1", "--precision", precision)
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr[-3000:]
+    assert f"--precision {precision}: mixed precision needs a GPU" in done.stdout + done.stderr
+    assert not (tmp_path / "run" / "model").exists()
+
+
+def test_a_plain_process_trains_in_fp32_without_a_process_group(tmp_path: Path, data: Path) -> None:
+    out = ok(train(tmp_path, "run", "--data-dir", str(data), "--epochs", "1"))
+    assert "device=cpu, precision=fp32, backend=none," in out
+
+
 def test_the_loss_scaler_is_the_older_spelling_on_torch_before_2_3(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -362,6 +388,22 @@ def test_a_mid_epoch_resume_reports_the_whole_epoch(tmp_path: Path, data: Path) 
     assert {k: got[k] for k in keys} == {k: want[k] for k in keys}
     prints = {p.read_text() for p in tmp_path.glob("*/model/fingerprint-rank*.txt")}
     assert len(prints) == 1  # both ranks of both runs: the same weights
+
+
+@pytest.mark.slow
+def test_one_process_under_torchrun_runs_ddp_and_learns_what_a_plain_process_learns(tmp_path: Path, data: Path) -> None:
+    # torchrun with one process still sets up the process group (nccl on a GPU), so a one-GPU machine runs
+    # the cluster's code path; in a world of one DDP's all-reduce changes nothing, so the weights are the same.
+    args = ["--data-dir", str(data), "--epochs", "2"]
+    plain = ok(train(tmp_path, "plain", *args))
+    folders = ["--model-dir", str(tmp_path / "ddp" / "model"), "--checkpoint-dir", str(tmp_path / "ddp" / "ckpt")]
+    argv = ["-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "1", TRAIN, *TINY, *folders, *args]
+    under_torchrun = ok(run_python(argv, None, tmp_path, timeout=300))
+    assert "world_size=1, batch=4/process, device=cpu, precision=fp32, backend=gloo," in under_torchrun
+    assert "backend=none," in plain
+    fingerprints = [(tmp_path / name / "model" / "fingerprint-rank0.txt").read_text() for name in ("plain", "ddp")]
+    assert fingerprints[0] == fingerprints[1]
+    assert metrics(tmp_path, "ddp")["val_acc"] == metrics(tmp_path, "plain")["val_acc"]
 
 
 def fake_cifar10(folder: Path) -> tuple[bytes, dict[str, str]]:
