@@ -105,8 +105,8 @@ def rendezvous_meeting(plan: ClusterPlan, named_host: str, environ: Mapping[str,
         raise CloudDDPError(
             f"--check cannot tell which node hosts this job's c10d rendezvous at {endpoint!r}: the node ranks are "
             f"assigned by the rendezvous (no node rank from the platform or --node-rank), and {named_host!r} is a "
-            f"loopback address, which every node on this machine has. Run --check with --node-rank 0 on the node "
-            f"that hosts it and --node-rank 1, 2, ... on the others."
+            f"loopback or wildcard address, which names every node alike. Run --check with --node-rank 0 on the "
+            f"node that hosts it and --node-rank 1, 2, ... on the others."
         )
     return Meeting(host, int(port) if port else C10D_DEFAULT_PORT, serves, None)
 

@@ -111,7 +111,8 @@ def names_this_machine(host: str, environ: Mapping[str, str]) -> bool | None:
     True: the pod's or machine's own name (HOSTNAME, the host name; a Kubernetes service name `<job>-worker-0` or its
     FQDN matches the pod of that name), or an address of this machine. False: another machine's name or address, or
     a name that does not resolve here. None: a loopback address (127.0.0.1, ::1, localhost), which every node on
-    this machine has, so it cannot say which of them is meant.
+    this machine has, or the wildcard 0.0.0.0 / :: (a connection to it reaches whichever machine makes it), so it
+    cannot say which of them is meant.
     """
     wanted = host.strip().lower().rstrip(".")
     if not is_ip_address(wanted):
@@ -123,6 +124,7 @@ def names_this_machine(host: str, environ: Mapping[str, str]) -> bool | None:
         addresses = {str(info[4][0]) for info in socket.getaddrinfo(wanted, None, type=socket.SOCK_STREAM)}
     except (OSError, UnicodeError):
         return False  # not resolvable here: not this machine's name (a host map names it for the others)
-    if any(ipaddress.ip_address(address.split("%", 1)[0]).is_loopback for address in addresses):
+    ips = [ipaddress.ip_address(address.split("%", 1)[0]) for address in addresses]
+    if any(ip.is_loopback or ip.is_unspecified for ip in ips):
         return None
     return any(is_local_address(address) for address in addresses)

@@ -85,12 +85,14 @@ def test_check_alone_on_a_connecting_pod_says_it_cannot_reach_the_rendezvous_hos
     assert "never checked in" not in out  # it is no node 0
 
 
-def test_check_that_cannot_tell_which_node_hosts_the_rendezvous_says_so_with_exit_2() -> None:
-    """The tester's reproducer: a loopback endpoint is every local pod's, so none can tell it serves."""
+@pytest.mark.parametrize("host", ["127.0.0.1", "0.0.0.0", "[::]"])
+def test_check_that_cannot_tell_which_node_hosts_the_rendezvous_says_so_with_exit_2(host: str) -> None:
+    """The tester's reproducer: a loopback endpoint is every local pod's, so none can tell it serves. The wildcard
+    address is every pod's too: each would have taken itself for the host and waited for the others."""
     err = expect_exit_2("--check", "--check-window", "2", env={
-        "PET_RDZV_ENDPOINT": "127.0.0.1:23999", "PET_RDZV_BACKEND": "c10d", "PET_NNODES": "2:2",
+        "PET_RDZV_ENDPOINT": f"{host}:23999", "PET_RDZV_BACKEND": "c10d", "PET_NNODES": "2:2",
         "HOSTNAME": "job-worker-1"})  # fmt: skip
-    assert "--check cannot tell which node hosts this job's c10d rendezvous at '127.0.0.1:23999'" in err, err
+    assert f"--check cannot tell which node hosts this job's c10d rendezvous at '{host}:23999'" in err, err
     assert "--node-rank 0" in err and len(err.strip().splitlines()) == 1, err
 
 
