@@ -9,6 +9,7 @@ string: dry runs, generated files, log lines.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -69,10 +70,19 @@ def secret_values(*named: Mapping[str, Any]) -> list[str]:
 
 
 def mask_values(text: str, secret_values: Sequence[str]) -> str:
-    for value in sorted(secret_values, key=len, reverse=True):  # longest first: one may contain another
+    spellings = {spelling for value in secret_values for spelling in json_spellings(value)}
+    for value in sorted(spellings, key=len, reverse=True):  # longest first: one may contain another
         if len(value) >= SHORTEST_MASKED_VALUE:
             text = text.replace(value, REDACTED)
     return text
+
+
+def json_spellings(value: str) -> set[str]:
+    """`value` as written and as it reads inside a JSON string: SM_HPS and SM_TRAINING_ENV carry hyperparameters
+    through the training toolkit's `json.dumps(..., ensure_ascii=True)` (aws/sagemaker-training-toolkit 3383937
+    src/sagemaker_training/mapping.py to_env_vars), which escapes quotes, backslashes and non-ASCII characters;
+    a script's own json.dumps may keep non-ASCII as it is."""
+    return {value, json.dumps(value)[1:-1], json.dumps(value, ensure_ascii=False)[1:-1]}
 
 
 def has_url_credentials(text: str) -> bool:

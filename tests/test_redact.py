@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -145,6 +146,27 @@ def test_local_run_keeps_the_password_out_of_request_yaml_and_printed_logs(tmp_p
     assert "hub login hf_abcdef" in logs.stdout  # what the job printed, and cloudddp cannot know
     logs = run_cli("logs", str(request.parent), env={"HF_TOKEN": "hf_abcdef"})
     assert logs.returncode == 0 and "hub login ***" in logs.stdout and "hf_abcdef" not in logs.stdout, logs.stdout
+
+
+@pytest.mark.parametrize("ensure_ascii", [True, False])
+def test_a_secret_value_is_hidden_where_json_escaped_it(ensure_ascii: bool) -> None:
+    secret = 'sk"Live\\Key\u00e9'  # a quote, a backslash, an e-acute: each changes under json.dumps
+    line = json.dumps({"hyperparameters": {"api_key": secret}, "lr": 0.1}, ensure_ascii=ensure_ascii)
+    shown = redact_log_line(line, [secret])
+    assert shown == '{"hyperparameters": {"api_key": "***"}, "lr": 0.1}', shown
+
+
+def test_a_secret_with_characters_json_escapes_is_hidden_in_sm_training_env(tmp_path: Path) -> None:
+    # SM_TRAINING_ENV and SM_HPS carry the hyperparameters JSON-encoded (ensure_ascii): the value masked as given
+    # did not match the escaped copy a job printed.
+    script = tmp_path / "job.py"
+    script.write_text("import os\nprint(os.environ['SM_TRAINING_ENV'], os.environ['SM_HPS'], flush=True)\n")
+    secret = 'sk"Live\\Key\u00e9'
+    result = run_cli("launch", "--nodes", "1", "--runs-dir", str(tmp_path / "runs"), "-H", f"api_key={secret}",
+                     str(script), timeout=300)  # fmt: skip
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr
+    printed = result.stdout + result.stderr
+    assert '"api_key":"***"' in printed and "Live" not in printed, printed[-3000:]
 
 
 def test_a_secret_named_hyperparameter_is_hidden_in_every_value_built_from_it(tmp_path: Path) -> None:
