@@ -218,7 +218,7 @@ def settle_rendezvous(plan: ClusterPlan) -> None:
         if backend_from is not None:
             raise CloudDDPError(
                 f"nnodes={plan.nnodes!r} (from {nnodes_from}) is an elastic range, but the rendezvous backend "
-                f"is static (from {backend_from}), which waits for all {str(plan.nnodes).split(':')[1]} nodes; "
+                f"is static (from {backend_from}), which waits for all {plan.max_nodes} nodes; "
                 f"use --rdzv-backend c10d (or etcd-v2), or a fixed --nnodes N."
             )
         plan.set("rdzv_backend", "c10d", f"default (c10d, as nnodes from {nnodes_from} is a range)")

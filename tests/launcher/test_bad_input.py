@@ -144,3 +144,8 @@ def platform_envs(tmp: Path) -> dict[str, dict[str, str]]:
 def test_master_port_variable_outside_the_tcp_range_on_every_platform(platform: str, tmp_path: Path) -> None:
     env = {**platform_envs(tmp_path)[platform], "MASTER_PORT": "65536"}
     expect_exit_2(env=env, names=["MASTER_PORT='65536'", "between 1 and 65535"])
+
+
+def test_a_node_range_on_the_static_backend_names_how_many_nodes_static_would_wait_for() -> None:
+    err = expect_exit_2("--nnodes", "1:3", "--rdzv-backend", "static", env={}, names=["--rdzv-backend"])
+    assert "nnodes='1:3' (from --nnodes) is an elastic range" in err and "waits for all 3 nodes" in err, err
