@@ -20,7 +20,7 @@ from cloudddp.providers.base import JobHandle, JobRequest, JobStatus, Provider
 from cloudddp.providers.slurm.script import SbatchRequest, render_sbatch
 from cloudddp.providers.slurm.settings import SlurmSettings
 from cloudddp.providers.slurm.shell import ScriptJobRequest
-from cloudddp.providers.slurm.tools import run_tool
+from cloudddp.providers.slurm.tools import run_tool, tool_failure
 from cloudddp.spec import JobSpec
 
 # Slurm job states (squeue(1) "JOB STATE CODES") -> cloudddp's.
@@ -214,7 +214,22 @@ class SlurmProvider(Provider):
         current = self.status(self.check_id(job_id))  # an unknown job: the error status gives
         if current.done:
             raise CloudDDPError(f"Slurm job {job_id} already ended ({current.reason}); nothing to stop.")
-        run_tool(["scancel", job_id], env=self.environ, what="scancel")
+        # A job may still end between that check and scancel: --verbose makes scancel say so (same file).
+        argv = ["scancel", "--verbose", job_id]
+        said = run_tool(argv, env=self.environ, what="scancel", check=False)
+        if any(error in said.stderr for error in SCANCEL_ENDED):
+            try:
+                ended = f" ({self.status(job_id).reason})"
+            except CloudDDPError:  # already purged
+                ended = ""
+            raise CloudDDPError(f"Slurm job {job_id} ended before scancel reached it{ended}; nothing to stop.")
+        if said.returncode != 0:
+            raise tool_failure(argv, said, "scancel")
+
+
+# slurm_strerror(ESLURM_ALREADY_DONE) and (ESLURM_INVALID_JOB_ID, a finished job already purged), as scancel --verbose
+# prints them (SchedMD/slurm 284c3b95f08a2dc2478499837b03355e1b9c5c75 src/common/slurm_errno.c).
+SCANCEL_ENDED = ("Job/step already completing or completed", "Invalid job id specified")
 
 
 def create(**options: Any) -> SlurmProvider:

@@ -38,6 +38,11 @@ def run_tool(
     except subprocess.TimeoutExpired:
         raise CloudDDPError(f"`{' '.join(argv)}` did not answer within {TIMEOUT:.0f} s; is the scheduler up?") from None
     if check and result.returncode != 0:
-        detail = (result.stderr or result.stdout).strip() or f"exit code {result.returncode}"
-        raise CloudDDPError(f"{what or argv[0]} failed: `{' '.join(argv)}` said: {detail}")
+        raise tool_failure(argv, result, what)
     return result
+
+
+def tool_failure(argv: list[str], result: subprocess.CompletedProcess[str], what: str = "") -> CloudDDPError:
+    """The error for a tool's non-zero exit: the command and what it said."""
+    detail = (result.stderr or result.stdout).strip() or f"exit code {result.returncode}"
+    return CloudDDPError(f"{what or argv[0]} failed: `{' '.join(argv)}` said: {detail}")

@@ -20,6 +20,7 @@ from helpers import PYTHON, SOURCES, run_cli
 from helpers.slurm_cluster import SlurmCluster, slurm_cluster
 
 from cloudddp.errors import CloudDDPError
+from cloudddp.providers.base import JobStatus
 from cloudddp.providers.slurm.provider import SlurmProvider
 from cloudddp.spec import JobSpec
 
@@ -102,6 +103,23 @@ def test_a_running_job_is_cancelled_and_gone(cluster: SlurmCluster, tmp_path: Pa
     assert queue.stdout.strip() in ("", "CANCELLED"), queue.stdout
     running = subprocess.run(["pgrep", "-f", f"allreduce_check.py --out-dir {tmp_path}"], capture_output=True)
     assert running.returncode == 1, "the training processes outlived scancel"
+
+
+def test_a_job_that_ended_after_cancels_check_is_not_reported_stopped(
+    cluster: SlurmCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    provider = SlurmProvider(environ=cluster.env)
+    spec = JobSpec.model_validate({
+        "name": "quick", "entry_point": "allreduce_check.py", "source_dir": str(SOURCES), "nodes": 1,
+        "args": ["--out-dir", str(tmp_path / "out")], "slurm": settings(runs_dir=str(tmp_path)),
+    })  # fmt: skip
+    handle = provider.submit(provider.render(spec))
+    assert wait_for(provider, handle.job_id, ("SUCCEEDED", "FAILED", "STOPPED")) == "SUCCEEDED"
+    real_status = provider.status
+    checks = iter([JobStatus(job_id=handle.job_id, state="RUNNING")])  # the check saw it running; then it ended
+    monkeypatch.setattr(provider, "status", lambda job_id: next(checks, None) or real_status(job_id))
+    with pytest.raises(CloudDDPError, match=f"Slurm job {handle.job_id} ended before scancel reached it"):
+        provider.cancel(handle.job_id)  # Slurm's own scancel --verbose says the job is done
 
 
 def test_an_sbatch_refusal_shows_slurms_reason(cluster: SlurmCluster, tmp_path: Path) -> None:

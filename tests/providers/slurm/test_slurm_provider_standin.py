@@ -57,7 +57,22 @@ def test_cancel_of_an_unknown_or_ended_job_says_so(
 def test_cancel_of_a_live_job_runs_scancel(tmp_path: Path, bin_dir: Path, state: str) -> None:
     write_record(tmp_path, state)
     SlurmProvider(environ={"PATH": f"{bin_dir}:/usr/bin:/bin"}).cancel("8")
-    assert (tmp_path / "scancel-calls").read_text() == "8\n"
+    assert (tmp_path / "scancel-calls").read_text() == "--verbose 8\n"
+
+
+# What scancel --verbose prints when the job ended after cancel's check: its log prefix, _log_kill_job_error's text
+# and slurm_strerror's (SchedMD/slurm 284c3b95f08a2dc2478499837b03355e1b9c5c75 src/scancel/scancel.c,
+# src/common/slurm_errno.c); the real one is asked in test_slurm_provider_real.py.
+ENDED_MEANWHILE = "scancel: error: Kill job error on job id 8: Job/step already completing or completed"
+
+
+def test_a_job_that_ends_between_the_check_and_scancel_is_not_reported_stopped(tmp_path: Path, bin_dir: Path) -> None:
+    write_record(tmp_path, "RUNNING")
+    done = tmp_path / "record"
+    completed = RECORD.format(id=8, state="COMPLETED", reason="None", nodes="n1", out=tmp_path / "job-8.out")
+    (bin_dir / "scancel").write_text(f"#!/bin/sh\nprintf '%s' '{completed}' > '{done}'\necho '{ENDED_MEANWHILE}' >&2\n")
+    with pytest.raises(CloudDDPError, match=re.escape("Slurm job 8 ended before scancel reached it (COMPLETED)")):
+        SlurmProvider(environ={"PATH": f"{bin_dir}:/usr/bin:/bin"}).cancel("8")
 
 
 @pytest.mark.timeout(30)  # before the fix it waited silently, for ever
