@@ -68,9 +68,11 @@ class CapacityError(UnexpectedStatusException):
     """v2's `sagemaker.exceptions.CapacityError`: a job that failed for a lack of capacity (its reason says so)."""
 
 
-def check_job_status(described: dict[str, Any], secrets: list[str]) -> None:
+def check_job_status(described: dict[str, Any], secrets: list[str], exit_code: int = 1) -> None:
     """v2's `_check_job_status(job, desc, "TrainingJobStatus")` (session.py, v2.257.6 fc582aaa): Completed passes,
-    Stopped is only warned about, anything else raises with v2's message (the job's secrets hidden in it)."""
+    Stopped is only warned about, anything else raises with v2's message (the job's secrets hidden in it).
+    v2 calls it after `logs()`, `wait()` and `fit(wait=True)` alike (`_TrainingJob.wait` -> `logs_for_job(wait=True)`
+    or `wait_for_job`); `exit_code` is the one the CLIs end with."""
     name, status = described.get("TrainingJobName", ""), str(described.get("TrainingJobStatus", ""))
     if status == "Completed":
         return
@@ -86,7 +88,7 @@ def check_job_status(described: dict[str, Any], secrets: list[str]) -> None:
         f"Check troubleshooting guide for common errors: {TROUBLESHOOTING}"
     )
     kind = CapacityError if "CapacityError" in reason else UnexpectedStatusException
-    raise kind(message, allowed_statuses=["Completed", "Stopped"], actual_status=status)
+    raise kind(message, allowed_statuses=["Completed", "Stopped"], actual_status=status, exit_code=exit_code or 1)
 
 
 def base_name(args: Arguments, image: str | None) -> str:
@@ -254,7 +256,10 @@ class PyTorch(metaclass=_RefusingMethods):
         )  # fmt: skip
         # v2 keeps these as passed (estimator.py, v2.257.6 fc582aaa: `self.instance_count = instance_count`):
         # beside instance_groups, instance_count and instance_type read None, not the groups' total.
-        self._as_passed = {name: kwargs.get(name) for name in ("instance_count", "instance_type", "instance_groups")}
+        # The pre-2.0 names (train_instance_count, train_volume_kms_key, ...) set these under the new names, as v2's
+        # `renamed_kwargs` hands `EstimatorBase.__init__` the old name's value (same tag, src/sagemaker/estimator.py).
+        given = arguments.renamed(kwargs)
+        self._as_passed = {name: given.get(name) for name in ("instance_count", "instance_type", "instance_groups")}
         # The v2 attributes stored as v2 stores them (aws/sagemaker-python-sdk v2.257.6, commit
         # fc582aaa46faf7b7e16ab1e13840869712174cd0, src/sagemaker/estimator.py `EstimatorBase.__init__`:
         # `self.output_kms_key = resolve_value_from_config(output_kms_key, ...)`, `self.volume_kms_key`,
@@ -262,10 +267,10 @@ class PyTorch(metaclass=_RefusingMethods):
         # passed with no SageMaker config file; `self.tags = format_tags(tags)`; pytorch/estimator.py:
         # `self.distribution = distribution or {}`). cloudddp's own reading of them is in self.args.
         self.distribution = arguments.v2_distribution(distribution, self.args.distribution_groups)
-        self.tags = arguments.v2_tags(kwargs.get("tags"))
-        self.output_kms_key: str | None = kwargs.get("output_kms_key")
-        self.volume_kms_key: str | None = kwargs.get("volume_kms_key")
-        self.debugger_hook_config: Any = kwargs.get("debugger_hook_config")
+        self.tags = arguments.v2_tags(given.get("tags"))
+        self.output_kms_key: str | None = given.get("output_kms_key")
+        self.volume_kms_key: str | None = given.get("volume_kms_key")
+        self.debugger_hook_config: Any = given.get("debugger_hook_config")
         # Created here as the SDK v2 does: a missing region fails at construction, not at fit().
         self.sagemaker_session = self.sagemaker_session or Session()
         self.latest_training_job: TrainingJob | None = None
@@ -397,8 +402,14 @@ class PyTorch(metaclass=_RefusingMethods):
         code = run_job(provider, spec, wait=wait, logs=_follow_logs(logs), say=emit, record=record)
         if record.handle is None:
             raise CloudDDPError(f"the {provider.name} job was not submitted (exit code {code}).", exit_code=code or 1)
-        self.latest_training_job = TrainingJob(self, provider, record.handle, Path(record.handle.job_id).name)
-        if wait and code != 0:
+        self.latest_training_job = job = TrainingJob(self, provider, record.handle, Path(record.handle.job_id).name)
+        if wait and code != 0 and provider.name == "sagemaker" and record.final is not None and record.final.done:
+            # v2's fit(wait=True) ends in `_TrainingJob.wait` -> `_check_job_status` (aws/sagemaker-python-sdk
+            # v2.257.6, src/sagemaker/estimator.py `EstimatorBase.fit`, session.py `wait_for_job`): a Failed job
+            # raises UnexpectedStatusException (CapacityError), a Stopped one is only warned about.
+            check_job_status(job.describe(), secret_values(spec.environment, spec.hyperparameters), exit_code=code)
+            return job
+        if wait and code != 0:  # an interrupted wait, or a local job (v2's local mode raises from the container)
             raise CloudDDPError(
                 f"training job {self.latest_training_job.name} did not complete (exit code {code}); see its logs above.",
                 exit_code=code,
@@ -533,6 +544,14 @@ class PyTorch(metaclass=_RefusingMethods):
             for line in training_job.provider.logs(training_job.handle.job_id, follow=True):
                 emit(redact_log_line(line, secrets))  # as run_job's follow() and `cloudddp logs` print them
         current = training_job.provider.wait(training_job.handle.job_id, poll=1.0)
+        # v2's `_TrainingJob.wait` (aws/sagemaker-python-sdk v2.257.6, src/sagemaker/estimator.py): `logs_for_job(
+        # wait=True)` or `wait_for_job`, both ending in session.py `_check_job_status`.
+        if not current.succeeded:
+            check_job_status(training_job.describe(), self._secrets(), exit_code=current.exit_code or 1)
+
+    def _ended(self, training_job: TrainingJob) -> None:
+        """Wait for a local job; raise if it did not succeed (there is no model then)."""
+        current = training_job.provider.wait(training_job.handle.job_id, poll=1.0)
         if not current.succeeded:
             raise CloudDDPError(
                 f"training job {training_job.name} ended {current.state}: {current.reason or 'see its logs'}",
@@ -551,7 +570,7 @@ class PyTorch(metaclass=_RefusingMethods):
         job = self._job()
         if job.provider.name == "local":  # fit() uploaded it when the job ended
             if job.model_uri is None:
-                self._follow(job, logs=False)  # raises for a job that did not succeed
+                self._ended(job)  # raises for a job that did not succeed
                 raise CloudDDPError(f"training job {job.name} produced no model.")
             return job.model_uri
         described = job.describe()

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,6 +22,8 @@ from cloudddp.errors import CloudDDPError
 # `Session.get_caller_identity_arn`: the name v2 takes the role's IAM path for when iam:GetRole is refused (roles
 # the SageMaker console makes live under /service-role/).
 CONSOLE_ROLE = "AmazonSageMaker-ExecutionRole"
+# An assumed-role caller `arn:<partition>:sts::<account>:assumed-role/<role>[/<session>]` (same function's regex).
+ASSUMED_ROLE = re.compile(r"^(arn:[^:]+:)sts::(\d+):assumed-role/([^/]+)")
 
 
 @contextlib.contextmanager
@@ -130,12 +133,15 @@ class Session:
 
 
 def role_from_identity(arn: str) -> str:
-    """The role ARN behind a caller identity: a role itself, or the role of an assumed-role session."""
+    """The role ARN behind a caller identity: a role itself, or the role of an assumed-role session, in the caller's
+    partition (aws, aws-cn, aws-us-gov) as v2 keeps it (aws/sagemaker-python-sdk v2.257.6, src/sagemaker/session.py
+    `get_caller_identity_arn` rewrites `<prefix>sts::<account>:assumed-role/<role>/...` to
+    `<prefix>iam::<account>:role/<role>`, the prefix `arn:<partition>:` kept)."""
     if ":role/" in arn:
         return arn
-    if ":assumed-role/" in arn:
-        account = arn.split(":")[4]
-        return f"arn:aws:iam::{account}:role/{arn.split(':assumed-role/', 1)[1].split('/')[0]}"
+    assumed = ASSUMED_ROLE.match(arn)
+    if assumed:
+        return f"{assumed.group(1)}iam::{assumed.group(2)}:role/{assumed.group(3)}"
     raise CloudDDPError(
         f"get_execution_role(): the current AWS identity is not a role ({arn}), so it cannot be a SageMaker "
         f"execution role. Pass role='arn:aws:iam::<account>:role/<name>' to PyTorch(...) instead."
