@@ -31,6 +31,13 @@ JOB_STATE_OF_PBS_STATE = {"Q": "PENDING", "H": "PENDING", "W": "PENDING", "T": "
           "M": "PENDING", "R": "RUNNING", "B": "RUNNING", "E": "STOPPING"}  # fmt: skip
 FINISHED = ("F", "C", "X")
 JOB_ID = re.compile(r"^\d+(\[\d*\])?(\.[A-Za-z0-9_.-]+)?$")
+# The negative Exit_status values PBS sets when it kills a job for a limit (openpbs/openpbs cd7ab5ed
+# src/include/job.h JOB_EXEC_KILL_*, set by resmom/mom_main.c when a job exceeds them).
+EXEC_KILLS = {
+    -24: "killed by PBS for exceeding its ncpus (burst)", -25: "killed by PBS for exceeding its ncpus (sum)",
+    -26: "killed by PBS for exceeding its vmem", -27: "killed by PBS for exceeding its mem",
+    -28: "killed by PBS for exceeding its cput", -29: "killed by PBS for exceeding its walltime",
+}  # fmt: skip
 QDEL_EXIT_CODES = (271,)  # PBS Pro sets Exit_status 271 (SIGTERM+256) for jobs deleted while running
 
 
@@ -158,9 +165,10 @@ class PBSProvider(Provider):
             elif exit_code == 0:
                 state = "SUCCEEDED"
             elif exit_code in QDEL_EXIT_CODES or exit_code > 256:
-                state = "STOPPED"  # killed by a signal (exit status 256 + signal): qdel or walltime
+                state = "STOPPED"  # killed by a signal (exit status 256 + signal): qdel
             else:
-                state = "FAILED"
+                state = "FAILED"  # a limit PBS enforced is a failure, as Slurm's TIMEOUT is (slurm/provider.py)
+                reason += f"; {EXEC_KILLS[exit_code]}" if exit_code in EXEC_KILLS else ""
         else:
             state = JOB_STATE_OF_PBS_STATE.get(pbs_state, "RUNNING")
         hosts = [chunk.split("/")[0] for chunk in str(record.get("exec_host", "")).split("+") if chunk]

@@ -125,6 +125,11 @@ def directives(spec: JobSpec, settings: PBSSettings, runs_dir: Path, secret: lis
 
 def node_script(spec: JobSpec, settings: PBSSettings) -> str:
     """What every node runs: the user's environment, the CLOUDDDP_* folders, then cloudddp-launch."""
+    if spec.nproc_per_node is None and settings.ngpus:
+        # One process per GPU asked for. The launcher's default counts the visible GPUs, and OpenPBS narrows
+        # CUDA_VISIBLE_DEVICES to the job's GPUs only through its cgroups hook (openpbs/openpbs cd7ab5ed
+        # src/hooks/cgroups/pbs_cgroups.PY): without it every GPU of the node is visible.
+        spec = spec.model_copy(update={"nproc_per_node": settings.ngpus})
     plain, _ = split_environment(spec)
     variables = data_variables(spec, "pbs")
     if spec.checkpoint:

@@ -112,3 +112,17 @@ def test_pbs_pro_json_status_is_read(tmp_path: Path) -> None:
     PBS_PRO_RECORD["Jobs"]["1234.pbs-head"]["Exit_status"] = 271  # type: ignore[index]  # qdel of a running job
     record.write_text(json.dumps(PBS_PRO_RECORD))
     assert provider.status("1234.pbs-head").state == "STOPPED"
+
+
+@pytest.mark.parametrize(("code", "said"), [(-29, "exceeding its walltime"), (-27, "exceeding its mem"), (1, None)])
+def test_a_job_pbs_killed_for_a_limit_says_which(tmp_path: Path, code: int, said: str | None) -> None:
+    # OpenPBS's Exit_status for a job it killed over a limit: JOB_EXEC_KILL_WALLTIME -29, _MEM -27
+    # (openpbs/openpbs cd7ab5ed src/include/job.h); a script's own exit 1 names no limit.
+    record = json.loads(json.dumps(PBS_PRO_RECORD))
+    record["Jobs"]["1234.pbs-head"]["Exit_status"] = code
+    (tmp_path / "record.json").write_text(json.dumps(record))
+    (tmp_path / "qstat").write_text(f"#!/bin/sh\ncat {tmp_path / 'record.json'}\n")
+    (tmp_path / "qstat").chmod(0o755)
+    current = PBSProvider(environ={"PATH": f"{tmp_path}:/usr/bin:/bin"}).status("1234.pbs-head")
+    assert (current.state, current.exit_code) == ("FAILED", code)
+    assert (said in current.reason) if said else current.reason == "job_state=F", current.reason

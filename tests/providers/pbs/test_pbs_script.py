@@ -98,6 +98,17 @@ def test_torque_resources_use_nodes_and_ppn() -> None:
     assert directives(script_for(Path("/tmp/x"), resources="nodes", ncpus=4, ngpus=1))[1] == "-l nodes=2:ppn=4:gpus=1"
 
 
+@pytest.mark.parametrize(("nproc", "ngpus", "expected"), [(None, 2, "--nproc-per-node=2"), (4, 2, "--nproc-per-node=4"),
+                                                        (None, 0, None)])  # fmt: skip
+def test_each_node_starts_one_process_per_gpu_it_asked_for(nproc: int | None, ngpus: int, expected: str | None) -> None:
+    # Without OpenPBS's cgroups hook every GPU of the node is visible: the launcher's default would count them all.
+    spec = build_spec({**spec_data(Path("/tmp/x"), ngpus=ngpus), "nproc_per_node": nproc})
+    launch = next(
+        line for line in PBSProvider().render(spec).request.script.splitlines() if "cloudddp.launcher" in line
+    )
+    assert (expected in launch) if expected else "--nproc-per-node" not in launch, launch
+
+
 def test_walltime_defaults_to_the_specs_max_runtime(tmp_path: Path) -> None:
     spec = build_spec({**spec_data(tmp_path), "max_runtime": 90061})
     assert "#PBS -l walltime=25:01:01" in PBSProvider().render(spec).request.script
