@@ -12,7 +12,9 @@ PET_NNODES) set it to the node count. Default port: 23456 for v1, 29500 for v2.
 Upstream: kubeflow/training-operator `pkg/controller.v1/pytorch/{envvar,master,elastic}.go` (v1) and
 kubeflow/trainer `pkg/runtime/framework/plugins/torch/torch.go` (v2). The elastic rendezvous id is
 PET_RDZV_ID when the job sets `elasticPolicy.rdzvId`, else the job's name, read from the pod's
-HOSTNAME (`<job>-worker-<i>`, the operator's replica name): two jobs sharing one etcd never collide.
+HOSTNAME (`<job>-worker-<i>`, the operator's replica name). torch keeps a closed etcd rendezvous for 2 hours, so
+cloudddp's manifests set a fresh rdzvId for etcd (providers/kubernetes/pytorchjob.py rendezvous_id); a job without
+one shares its rendezvous with a rerun of its name, or a same-named job in another namespace on that etcd.
 """
 
 from __future__ import annotations

@@ -31,8 +31,8 @@ from cloudddp.errors import CloudDDPError
 from cloudddp.providers.base import BlockDumper, JobHandle, JobRequest, JobStatus, Provider
 from cloudddp.providers.kubernetes.manifest import PYTORCHJOB, TRAINJOB, Storage, storage_for
 from cloudddp.providers.kubernetes.pytorchjob import pytorchjob
-from cloudddp.providers.kubernetes.settings import KubernetesSettings
-from cloudddp.providers.kubernetes.trainjob import TRAINER_CONTAINER, trainjob
+from cloudddp.providers.kubernetes.settings import DNS_LABEL, DNS_SUBDOMAIN, KubernetesSettings
+from cloudddp.providers.kubernetes.trainjob import TRAINER_CONTAINER, TRAINER_JOB, trainjob
 from cloudddp.redact import has_url_credentials, redact_text
 from cloudddp.spec import JobSpec
 
@@ -42,9 +42,16 @@ POD_SELECTORS = {
     "trainjobs": "jobset.sigs.k8s.io/jobset-name={name}",  # the TrainJob's JobSet has the job's name
 }
 CONTAINERS = {"pytorchjobs": "pytorch", "trainjobs": TRAINER_CONTAINER}
-# Condition types (training-operator common_types.go; trainer trainjob_types.go) -> cloudddp states.
-CONDITIONS = {"Created": "PENDING", "Running": "RUNNING", "Restarting": "RUNNING", "Suspended": "PENDING",
-              "Succeeded": "SUCCEEDED", "Complete": "SUCCEEDED", "Failed": "FAILED"}  # fmt: skip
+JOB_COUNTS = ("active", "ready", "succeeded", "failed", "suspended")  # a TrainJob's jobsStatus entries
+# Condition types -> cloudddp states. A PyTorchJob has Created, Running, Restarting, Succeeded and Failed
+# (training-operator common_types.go, v1.9.0); a TrainJob only Suspended, Complete and Failed (kubeflow/trainer
+# pkg/apis/trainer/v1alpha1/trainjob_types.go at v2.0.1, v2.1.0, v2.2.0 and v2.3.0, commit 658725bd): whether it
+# runs is in its status.jobsStatus (trainjob_state).
+CONDITIONS = {
+    "pytorchjobs": {"Created": "PENDING", "Running": "RUNNING", "Restarting": "RUNNING", "Succeeded": "SUCCEEDED",
+                    "Failed": "FAILED"},
+    "trainjobs": {"Suspended": "PENDING", "Complete": "SUCCEEDED", "Failed": "FAILED"},
+}  # fmt: skip
 
 
 def settings_of(spec: JobSpec) -> KubernetesSettings:
@@ -181,20 +188,57 @@ def unknown_fields_error(exc: ApiException, manifest: ManifestRequest, what: str
     )
 
 
+def check_job_id_parts(job_id: str, namespace: str, name: str) -> None:
+    """The namespace a DNS-1123 label and the name a DNS-1123 subdomain, as the API server takes them
+    (kubernetes/apimachinery pkg/util/validation/validation.go IsDNS1123Label / IsDNS1123Subdomain, commit
+    eed236ceee2c19c2753a3d93ac0631dc20750454; a namespace's name is NameIsDNSLabel, a custom object's
+    NameIsDNSSubdomain). Checked before any call: `.` or `..` would be dropped from the URL as a dot segment,
+    and a DELETE without a name deletes every job of the namespace (deletecollection)."""
+    for what, value, pattern, form in (
+        ("namespace", namespace, DNS_LABEL, "a DNS-1123 label: at most 63 lower-case letters, digits and '-'"),
+        ("name", name, DNS_SUBDOMAIN, "a DNS-1123 subdomain: at most 253 lower-case letters, digits, '-' and '.'"),
+    ):
+        if not pattern.fullmatch(value):
+            raise CloudDDPError(
+                f"{job_id!r} is not a Kubernetes job id: its {what} {value!r} is not {form}, starting and ending "
+                f"with a letter or digit. Write pytorchjobs/NAMESPACE/NAME or trainjobs/NAMESPACE/NAME."
+            )
+
+
 def parse_job_id(job_id: str, namespace: str) -> tuple[str, str, str]:
     """`plural/namespace/name`, `namespace/name` or `name` -> (plural, namespace, name)."""
     parts = job_id.split("/")
     if not all(parts):  # `pytorchjobs/team/` (an unset $JOB): a DELETE of it would be a deletecollection
         parts = []
     if len(parts) == 3 and parts[0] in POD_SELECTORS:
-        return parts[0], parts[1], parts[2]
-    if len(parts) == 2:
-        return "pytorchjobs", parts[0], parts[1]
-    if len(parts) == 1 and parts[0]:
-        return "pytorchjobs", namespace, parts[0]
-    raise CloudDDPError(
-        f"{job_id!r} is not a Kubernetes job id: write pytorchjobs/NAMESPACE/NAME or trainjobs/NAMESPACE/NAME."
-    )
+        found = parts[0], parts[1], parts[2]
+    elif len(parts) == 2:
+        found = "pytorchjobs", parts[0], parts[1]
+    elif len(parts) == 1 and parts[0]:
+        found = "pytorchjobs", namespace, parts[0]
+    else:
+        raise CloudDDPError(
+            f"{job_id!r} is not a Kubernetes job id: write pytorchjobs/NAMESPACE/NAME or trainjobs/NAMESPACE/NAME."
+        )
+    check_job_id_parts(job_id, found[1], found[2])
+    return found
+
+
+def trainjob_state(state: str, last: dict[str, Any], status: dict[str, Any]) -> tuple[str, dict[str, str]]:
+    """A TrainJob's state and its child Jobs' counts, from status.jobsStatus (trainjob_types.go JobStatus: ready,
+    succeeded, failed, active, suspended, each a count of the replicated job's child Jobs; plain int32 at v2.0.1,
+    optional from v2.1.0 to v2.3.0). The TrainJob has no Running condition, so with no finishing or Suspended
+    condition it is RUNNING once the trainer's job (`node`) is ready: all its pods ready or done. `active` alone
+    counts pending pods too, so it is still PENDING then."""
+    jobs = [job for job in status.get("jobsStatus") or [] if isinstance(job, dict)]
+    nodes = {str(job.get("name", "?")): ", ".join(f"{key} {job[key]}" for key in JOB_COUNTS
+                                                   if isinstance(job.get(key), int))
+             for job in jobs}  # fmt: skip
+    if last.get("type") not in CONDITIONS["trainjobs"]:  # neither finished nor suspended
+        trainer = next((job for job in jobs if job.get("name") == TRAINER_JOB), {})
+        if isinstance(trainer.get("ready"), int) and trainer["ready"] > 0:
+            state = "RUNNING"
+    return state, nodes
 
 
 class KubernetesProvider(Provider):
@@ -318,14 +362,18 @@ class KubernetesProvider(Provider):
             raise api_error(exc, f"reading {plural} {where}") from None
 
     def _status(self, job_id: str) -> JobStatus:
-        job = self.read_job(job_id)
-        conditions = [c for c in (job.get("status") or {}).get("conditions") or [] if c.get("status") == "True"]
+        plural = self.locate(job_id)[2]
+        status = self.read_job(job_id).get("status") or {}
+        conditions = [c for c in status.get("conditions") or [] if c.get("status") == "True"]
         last = conditions[-1] if conditions else {}
-        state = CONDITIONS.get(last.get("type", ""), "PENDING")
+        state = CONDITIONS[plural].get(last.get("type", ""), "PENDING")
         reason = ": ".join(part for part in (last.get("reason"), last.get("message")) if part)
-        replicas = (job.get("status") or {}).get("replicaStatuses") or {}
-        nodes = {role: ", ".join(f"{k} {v}" for k, v in counts.items() if isinstance(v, int))
-                 for role, counts in replicas.items()}  # fmt: skip
+        if plural == "trainjobs":
+            state, nodes = trainjob_state(state, last, status)
+        else:
+            replicas = status.get("replicaStatuses") or {}
+            nodes = {role: ", ".join(f"{k} {v}" for k, v in counts.items() if isinstance(v, int))
+                     for role, counts in replicas.items()}  # fmt: skip
         return JobStatus(job_id=job_id, state=state, reason=reason, nodes=nodes)
 
     def pods(self, job_id: str) -> list[Any]:

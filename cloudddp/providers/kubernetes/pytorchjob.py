@@ -9,6 +9,7 @@ defaults to <job>-worker-0 (pkg/controller.v1/pytorch/elastic.go, tag v1.9.0).
 from __future__ import annotations
 
 import copy
+import secrets
 from typing import TYPE_CHECKING, Any
 
 from cloudddp.cluster.kubeflow import C10D_DEFAULT_PORT, ETCD_DEFAULT_PORT, nproc_per_node_for
@@ -121,6 +122,20 @@ def elastic_policy(spec: JobSpec, elastic: ElasticSettings) -> dict[str, Any]:
     return policy
 
 
+def rendezvous_id(name: str) -> str:
+    """An etcd rendezvous id of this submission's own: the job's name and 8 random hex digits.
+
+    The operator hands elasticPolicy.rdzvId to the pods as PET_RDZV_ID (kubeflow/training-operator v1.9.0, commit
+    6f74c7f6, pkg/controller.v1/pytorch/elastic.go Generate); without one the job side meets under the job's name
+    (cloudddp/cluster/kubeflow.py). torch (2.14.1, as installed) keeps an etcd rendezvous after the job: etcd-v2 writes its state, closed
+    at shutdown, with a 2-hour TTL (torch/distributed/elastic/rendezvous/etcd_rendezvous_backend.py _DEFAULT_TTL,
+    dynamic_rendezvous.py shutdown), etcd leases the run's directory for as long (etcd_rendezvous.py
+    CONST_RUNID_SUBROOT_TTL = 7200, set_closed). So a rerun of one name within 2 hours, or jobs of one name in two
+    namespaces sharing an etcd, would meet a closed or foreign rendezvous. c10d's store lives in the job's own pod.
+    """
+    return f"{name}-{secrets.token_hex(4)}"
+
+
 def service_names(job_spec: dict[str, Any]) -> DerivedName:
     """The longest Service name the training operator derives for this job (kubeflow/training-operator tag v1.9.0,
     commit 6f74c7f6b2ed6c27aabd82d0a316b23f0646059c): pkg/controller.v1/common/service.go ReconcileServices makes one
@@ -162,11 +177,14 @@ def pytorchjob(spec: JobSpec, settings: KubernetesSettings, storage: Storage, na
         job_spec["pytorchReplicaSpecs"]["Master"] = replica(1, template, settings)
         if spec.nodes > 1:
             job_spec["pytorchReplicaSpecs"]["Worker"] = replica(spec.nodes - 1, template, settings)
+    name = job_name(spec, service_names(job_spec))
+    if elastic and elastic.rdzv_backend.startswith("etcd"):
+        job_spec["elasticPolicy"]["rdzvId"] = rendezvous_id(name)
     return {
         "apiVersion": f"{group}/{version}",
         "kind": kind,
         "metadata": {
-            "name": job_name(spec, service_names(job_spec)),
+            "name": name,
             "namespace": namespace,
             "labels": {"app.kubernetes.io/managed-by": "cloudddp"},
         },

@@ -87,6 +87,24 @@ def unsupported(spec: JobSpec, settings: KubernetesSettings) -> None:
         )  # fmt: skip
 
 
+# What the torch plugin sets on each node and its webhook refuses in spec.trainer.env (kubeflow/trainer
+# pkg/runtime/framework/plugins/torch/torch.go Validate, constants.go TorchRunReservedEnvNames: the same five at
+# v2.0.1 commit 332ad393, v2.1.0 commit 73c9bece, v2.2.0 commit dc7656ad and v2.3.0 commit 658725bd).
+TORCHRUN_RESERVED = ("PET_NNODES", "PET_NPROC_PER_NODE", "PET_NODE_RANK", "PET_MASTER_ADDR", "PET_MASTER_PORT")
+
+
+def refuse_reserved_env(env: list[dict[str, Any]]) -> None:
+    """A variable the runtime sets itself: Trainer's webhook would refuse the TrainJob when it is created."""
+    item = next((item for item in env if item["name"] in TORCHRUN_RESERVED), None)
+    if item:
+        reserved, where = item["name"], "kubernetes.secret_env" if "valueFrom" in item else "environment"
+        raise CloudDDPError(
+            f"{where}.{reserved}: a TrainJob may not set {reserved}; Trainer's torch runtime sets it on each node "
+            f"({', '.join(TORCHRUN_RESERVED)}) and its webhook refuses a job that sets one. Leave it out: the node "
+            f"count, processes per node, rank and master come from --nodes and --nproc-per-node."
+        )
+
+
 def pod_overrides(settings: KubernetesSettings, storage: Storage) -> dict[str, Any]:
     """What the runtime's `node` pods need beyond the trainer fields, in core/v1 PodSpec names; {} for nothing."""
     pod: dict[str, Any] = {}
@@ -195,6 +213,7 @@ def trainjob(spec: JobSpec, settings: KubernetesSettings, storage: Storage, name
         "env": environment(spec, settings, storage) + pull_env,
         "numNodes": spec.nodes,
     }
+    refuse_reserved_env(trainer["env"])
     trainer.update(processes_per_node(spec, settings))
     if resources(settings):
         trainer["resourcesPerNode"] = resources(settings)
