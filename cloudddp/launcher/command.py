@@ -110,11 +110,12 @@ def torchrun_argv(
     argv += [arg for arg in extra_args if not arg.startswith(RDZV_CONF)]
     if target.is_module:
         argv.append("--module")
-    if target.program.startswith("-") or target.args[:1] == ["--"]:
-        # torchrun's argparse would take such a script for an option, or swallow the script's leading
-        # "--" as the end of its own options (torch/distributed/run.py, training_script_args: REMAINDER);
-        # after a "--" of ours it passes the script and every argument through as they are.
-        argv.append("--")
+    # Always a "--" before the script: without it torchrun's argparse takes a script named like an option for
+    # one, swallows the script's own leading "--", and reads a script option that abbreviates one of torchrun's
+    # as torchrun's (`train.py --log x`: "ambiguous option: --log could match --log-dir, ..."; argparse's prefix
+    # matching reaches into training_script_args, a REMAINDER, torch/distributed/run.py). After it, the script
+    # and every argument pass through as they are.
+    argv.append("--")
     argv.append(target.program)
     return argv + target.args
 

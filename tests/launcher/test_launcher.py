@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers import PYTHON, REPO, SOURCES, clean_env, run_launcher
+from helpers import PYTHON, REPO, SOURCES, clean_env, run_cli, run_launcher
 
 from cloudddp.cluster.plan import ClusterPlan
 from cloudddp.errors import CloudDDPError
@@ -76,7 +76,7 @@ def test_module_target_and_torchrun_passthrough_arguments() -> None:
     plan = dry_run("--torchrun-arg=--monitor-interval=1", "-m", "json.tool", "--help")
     argv = plan["argv"]
     assert "--monitor-interval=1" in argv
-    assert argv[argv.index("--module") + 1 :] == ["json.tool", "--help"]
+    assert argv[argv.index("--module") + 1 :] == ["--", "json.tool", "--help"]
 
 
 def test_dynamic_rendezvous_uses_the_endpoint_and_the_right_timeout_key() -> None:
@@ -278,8 +278,32 @@ def test_torchrun_gets_the_underscore_spelling_every_torchrun_takes(plan: Cluste
     parsed = parser.parse_args(argv[3:])
     assert parsed.training_script == "t.py" and parsed.training_script_args == ["--x"]
     spellings = {s: a.option_strings for a in parser._actions for s in a.option_strings}
-    options = [arg.split("=", 1)[0] for arg in argv[3 : argv.index("t.py")]]
+    options = [arg.split("=", 1)[0] for arg in argv[3 : argv.index("--")]]
     for option in options:
         underscored = [s for s in spellings[option] if "_" in s]
         assert not underscored or option in underscored, (option, spellings[option])
     assert {"--nnodes", "--nproc_per_node", "--rdzv_backend", "--rdzv_id", "--rdzv_conf"} <= set(options)
+
+
+@pytest.mark.parametrize(
+    ("program", "args"),
+    [("t.py", ["--log", "x"]), ("t.py", ["--monitor", "5"]), ("t.py", ["--d", "off"]), ("t.py", ["--", "--nnodes"]),
+     ("-t.py", ["--x"]), ("t.py", [])],
+)  # fmt: skip
+def test_torchrun_hands_the_script_every_argument_even_one_abbreviating_its_own(program: str, args: list[str]) -> None:
+    # argparse's prefix matching reached past the script into its arguments: `t.py --log x` was torchrun's
+    # "ambiguous option: --log could match --log-dir, ...", and every node of the job failed with exit 2.
+    from torch.distributed.run import get_args_parser
+
+    plan = ClusterPlan(provider="oci", nnodes=2, node_rank=1, master_addr="10.0.0.1")
+    parsed = get_args_parser().parse_args(torchrun_argv(plan, Target(program, args), python="py")[3:])
+    assert (parsed.training_script, parsed.training_script_args) == (program, args)
+
+
+def test_a_script_option_torchrun_could_mistake_for_its_own_reaches_the_script(tmp_path: Path) -> None:
+    script = tmp_path / "show.py"
+    script.write_text("import sys\nprint('ARGS', sys.argv[1:], flush=True)\n")
+    result = run_cli("launch", "--emulate", "none", "--runs-dir", str(tmp_path / "runs"), str(script), "--",
+                     "--log", "x", timeout=300)  # fmt: skip
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr
+    assert "ARGS ['--log', 'x']" in result.stdout
