@@ -2,8 +2,8 @@
 
 The single code path behind `cloudddp launch` and `Estimator.fit`: both call `run_job`.
 
-While `run_job` follows a job, SIGTERM (`timeout`, a CI job's cancel, `kill`) and SIGHUP (a closed terminal)
-take Ctrl-C's path: the provider's Ctrl-C decides whether the job is stopped (the local provider's nodes are
+While `run_job` follows a job, SIGTERM (`timeout`, a CI job's cancel, `kill`), SIGHUP (a closed terminal) and a
+closed output pipe (`| head`, exit code 141 as SIGPIPE's) take Ctrl-C's path: the provider's Ctrl-C decides whether the job is stopped (the local provider's nodes are
 this machine's processes: they are; a cloud job is left running, as after Ctrl-C where nobody can be asked),
 and the exit code is 128 + the signal. Their default action would end this process at once and leave the
 nodes of a local job running until max_runtime.
@@ -185,5 +185,7 @@ def run_job(
                 return interrupted(chosen, handle, stop_on_interrupt, say, signum)
             except StopSignal as again:  # a second SIGTERM/SIGHUP while stopping: stop waiting, as a second Ctrl-C
                 return 128 + again.signum
+        except BrokenPipeError:  # whoever read our output is gone (`launch ... | head`): as a closed terminal
+            return interrupted(chosen, handle, stop_on_interrupt, say, signal.SIGPIPE)
     summarize(record.final, say)
     return command_exit_code(record.final)

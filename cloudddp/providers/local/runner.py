@@ -85,7 +85,7 @@ class Runner:
         self.stopping = True
         self.state["state"] = "STOPPING"
         # Not the nodes' 143s, which would read as failures: the job was stopped (max_runtime sets its own reason).
-        self.state.setdefault("reason", "stopped on request (cloudddp cancel, or Ctrl-C, SIGTERM or SIGHUP on launch)")
+        self.state.setdefault("reason", "stopped on request (cloudddp cancel, or Ctrl-C, SIGTERM, SIGHUP or a closed output pipe on launch)")
         write_state(self.run_dir, self.state)
         self.signal_nodes(signal.SIGTERM)
 

@@ -129,3 +129,38 @@ def test_estimator_fit_interrupted_by_sigterm_says_so_with_its_exit_code() -> No
                             capture_output=True, text=True, timeout=60)  # fmt: skip
     assert "FIT interrupted while following job-1. 143" in result.stdout, (result.stdout, result.stderr)
     assert "AssertionError" not in result.stderr
+
+
+@pytest.mark.slow
+def test_launch_whose_output_pipe_closes_stops_every_node(tmp_path: Path) -> None:
+    # `cloudddp launch ... | head -3`: the reader went away, the next line was a BrokenPipeError, and launch exited 1
+    # with the job left training until max_runtime. Now it is a closed terminal's path, with SIGPIPE's code.
+    script, runs = tmp_path / "ticks.py", tmp_path / "runs"
+    script.write_text("import time\nwhile True:\n    print('tick', flush=True)\n    time.sleep(0.2)\n")
+    proc = subprocess.Popen(
+        [PYTHON, *CLI_WITH_DEFAULT_SIGNALS, "launch", "--nodes", "2", "--runs-dir", str(runs), str(script)],
+        cwd=REPO, env=clean_env(), stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+    )  # fmt: skip
+    before: list[int] = []
+    try:
+        assert proc.stdout is not None
+        ticked: set[str] = set()
+        while len(ticked) < 2:  # both nodes' scripts run: every launcher, torchrun and worker is up
+            line = proc.stdout.readline()
+            assert line, "launch ended before both nodes printed"
+            if line.rstrip().endswith("] tick"):
+                ticked.add(line.split("]", 1)[0])
+        run = next(runs.iterdir())
+        before = every_job_process(run)
+        assert len(before) >= 7, before  # runner + launcher, torchrun, worker per node
+        proc.stdout.close()  # as `head` exits: launch's next line finds no reader
+        assert proc.wait(timeout=150) == 128 + signal.SIGPIPE
+        assert state(run)["state"] == "STOPPED"
+        assert not [pid for pid in before if alive(pid)]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        for pid in before:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
