@@ -344,6 +344,8 @@ def read_yaml(path: Path, loader: type[yaml.SafeLoader] = SpecLoader) -> dict[st
         data = yaml.load(path.read_bytes(), Loader=loader)  # a safe loader: SafeLoader or SpecLoader
     except FileNotFoundError:
         raise CloudDDPError(f"the job spec file {str(path)!r} does not exist.") from None
+    except OSError as exc:  # a folder, no permission, an unreadable disk
+        raise CloudDDPError(f"the job spec file {str(path)!r} cannot be read: {exc.strerror or exc}.") from None
     except yaml.reader.ReaderError as exc:
         raise undecodable(path, exc) from None
     except yaml.YAMLError as exc:

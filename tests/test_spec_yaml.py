@@ -227,3 +227,11 @@ def test_a_folder_given_as_the_script_is_named_a_folder(spec_file: Path) -> None
     result = run_cli("launch", "s", cwd=spec_file.parent)
     assert result.returncode == 2 and "Traceback" not in result.stderr
     assert "entry_point 's': the training script 's' is a folder, not a script" in result.stderr
+
+
+def test_a_spec_path_that_is_a_folder_is_one_clear_error(tmp_path: Path) -> None:
+    folder = tmp_path / "job.yaml"
+    folder.mkdir()
+    result = run_cli("launch", "-f", str(folder), cwd=tmp_path)
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
+    assert f"the job spec file '{folder}' cannot be read: Is a directory." in result.stderr, result.stderr
