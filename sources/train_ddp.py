@@ -41,6 +41,7 @@ import functools
 import hashlib
 import io
 import json
+import math
 import os
 import shutil
 import sys
@@ -98,6 +99,26 @@ def boolean(text: str) -> bool:
         raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}") from None
 
 
+def at_least(low: float, kind: type = int, above: bool = False) -> Any:
+    """An argparse type: a number of `kind` no less than `low` (greater than it, with `above`), finite. A batch
+    size of 0, a negative learning rate or `nan` would otherwise fail deep in torch or train a broken model."""
+
+    def read(text: str) -> float:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"expected a {'whole ' if kind is int else ''}number, got {text!r}"
+            ) from None
+        if not math.isfinite(value) or value < low or (above and value == low):
+            raise argparse.ArgumentTypeError(
+                f"expected a number {'above' if above else 'of at least'} {low}, got {text!r}"
+            )
+        return value
+
+    return read
+
+
 class Parser(argparse.ArgumentParser):
     """Every `--a-b` also answers to `--a_b`: SageMaker passes hyperparameter names as written
     (sagemaker-training-toolkit mapping.py to_cmd_args, whose own example is `--batch_size`)."""
@@ -131,26 +152,28 @@ def build_parser() -> Parser:
         "--checkpoint-dir",
         default=first(sagemaker_checkpoint_dir(), env("CLOUDDDP_CHECKPOINT_DIR"), "checkpoints"),
     )
-    p.add_argument("--epochs", type=int, default=5)
-    p.add_argument("--batch-size", type=int, default=16, help="per process")
+    p.add_argument("--epochs", type=at_least(1), default=5)
+    p.add_argument("--batch-size", type=at_least(1), default=16, help="per process")
     resumed = "on a resumed run the checkpoint's unless given"
-    p.add_argument("--lr", type=float, help=f"default {DEFAULT_LR}; {resumed}")
-    p.add_argument("--momentum", type=float, help=f"default {DEFAULT_MOMENTUM}; {resumed}")
-    p.add_argument("--image-size", type=int, default=32)
-    p.add_argument("--workers", type=int, default=0)
+    p.add_argument("--lr", type=at_least(0, float, above=True), help=f"default {DEFAULT_LR}; {resumed}")
+    p.add_argument("--momentum", type=at_least(0, float), help=f"default {DEFAULT_MOMENTUM}; {resumed}")
+    p.add_argument("--image-size", type=at_least(1), default=32)
+    p.add_argument("--workers", type=at_least(0), default=0)
     p.add_argument("--seed", type=int, default=0)
     p.switch("--pretrained", help="ImageNet weights (downloads them)")
     p.add_argument("--arch", choices=("resnet18", "tiny"), default="resnet18", help="tiny: a small CNN for tests")
     p.switch("--no-resume", help="start from scratch even if the checkpoint folder holds a checkpoint")
-    p.add_argument("--epoch-sleep", type=float, default=0.0, help="pause after each epoch (tests use it)")
-    p.add_argument("--step-sleep", type=float, default=0.0, help="pause after each step (tests use it)")
+    p.add_argument("--epoch-sleep", type=at_least(0, float), default=0.0, help="pause after each epoch (tests use it)")
+    p.add_argument("--step-sleep", type=at_least(0, float), default=0.0, help="pause after each step (tests use it)")
     p.add_argument(
         "--hold-while",
         metavar="PATH",
         help="after each step and its checkpoint, wait while PATH exists or until a stop signal "
         "(tests use it to keep a job training until they have done what they came to do)",
     )
-    p.add_argument("--checkpoint-every", type=int, default=0, help="also checkpoint every N steps (0: epochs only)")
+    p.add_argument(
+        "--checkpoint-every", type=at_least(0), default=0, help="also checkpoint every N steps (0: epochs only)"
+    )
     p.switch("--log-steps", help="rank 0 prints a line per step")
     p.add_argument(
         "--precision", choices=PRECISIONS, default="auto",
@@ -657,6 +680,9 @@ def train(
 
 def main() -> None:
     args = parse_args()
+    for flag, folder in (("--model-dir", args.model_dir), ("--checkpoint-dir", args.checkpoint_dir)):
+        if Path(folder).exists() and not Path(folder).is_dir():
+            fail(f"{flag} {folder}: a file, not a folder")  # before any process group, data or model is made
     rank, world, local_rank, device = setup()
     # SageMaker stop / spot reclaim (SIGTERM) and Slurm's time-limit warning (SIGUSR1): checkpoint, exit.
     stop = StopRequest().install()

@@ -249,6 +249,33 @@ def test_a_switch_given_a_word_that_is_not_a_boolean_is_a_usage_error(tmp_path: 
     assert re.search(r"error: argument --pretrained\S*: expected true or false, got 'maybe'", done.stderr)
 
 
+@pytest.mark.parametrize(
+    ("flag", "value", "expected"),
+    [("--batch-size", "0", "of at least 1"), ("--image-size", "0", "of at least 1"), ("--epochs", "0", "of at least 1"),
+     ("--lr", "-1", "above 0"), ("--lr", "nan", "above 0"), ("--lr", "0", "above 0"), ("--momentum", "-0.5", "of at least 0"),
+     ("--workers", "-1", "of at least 0"), ("--batch_size", "eight", "expected a whole number")],
+)  # fmt: skip
+def test_a_value_that_cannot_train_is_a_usage_error_before_anything_runs(
+    tmp_path: Path, data: Path, flag: str, value: str, expected: str
+) -> None:
+    # They ended in torch tracebacks (exit 1), or "succeeded" with a NaN or untrained model.
+    done = train(tmp_path, "run", "--data-dir", str(data), flag, value)
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr[-3000:]
+    assert f"argument {flag.replace('_', '-')}" in done.stderr and expected in done.stderr, done.stderr
+    assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize("flag", ["--model-dir", "--checkpoint-dir"])
+def test_a_model_or_checkpoint_folder_that_is_a_file_is_one_clear_error(tmp_path: Path, data: Path, flag: str) -> None:
+    taken = tmp_path / "taken"
+    taken.write_text("a file the user keeps")
+    done = run_python([TRAIN, *TINY, "--data-dir", str(data), "--model-dir", str(tmp_path / "m"),
+                       "--checkpoint-dir", str(tmp_path / "c"), flag, str(taken)], None, tmp_path, timeout=300)  # fmt: skip
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr[-3000:]
+    assert f"{flag} {taken}: a file, not a folder" in done.stdout + done.stderr
+    assert taken.read_text() == "a file the user keeps"
+
+
 def test_the_script_runs_with_the_arguments_the_sagemaker_toolkit_builds(tmp_path: Path, data: Path) -> None:
     # mapping.to_cmd_args({"batch_size": 8, "epochs": 1, "log_steps": True, "no_resume": True, "pretrained": False})
     # (aws/sagemaker-training-toolkit 33839372 src/sagemaker_training/mapping.py): sorted keys, str(value).
