@@ -33,6 +33,17 @@ from cloudddp.launcher.network import listen, peer_address
 RETRY_SECONDS = 0.1  # node 0's listener usually appears within milliseconds of ours
 
 
+STOPPED_BY = {"129": "SIGHUP", "130": "SIGINT", "143": "SIGTERM"}  # 128 + the signal a stop sends
+
+
+def ended(who: str, code: str) -> str:
+    """How another node's end reads in this node's log: a cancel, max-runtime or spot stop reaches the nodes one by
+    one, and the first one stopped is no failure."""
+    if code in STOPPED_BY:
+        return f"{who} was stopped (exit code {code}, {STOPPED_BY[code]})"
+    return f"{who} failed (exit code {code})"
+
+
 class PeerWatch:
     def __init__(
         self,
@@ -163,7 +174,7 @@ class PeerWatch:
                 done = True
             elif words[:1] == ["FAIL"] and len(words) == 3:
                 self._broadcast_abort(rank, words[2])
-                self._abort(f"node {rank} failed (exit code {words[2]})", words[2], cause=rank)
+                self._abort(ended(f"node {rank}", words[2]), words[2], cause=rank)
                 return
         if rank is not None and not done and not self.finished.is_set():
             self._broadcast_abort(rank, "lost")
@@ -215,11 +226,7 @@ class PeerWatch:
                 return
             if words[:1] == ["ABORT"] and len(words) == 3:
                 who = "node 0" if words[1] == "0" else f"node {words[1]}"
-                self._abort(
-                    f"{who} failed (exit code {words[2]})",
-                    words[2],
-                    cause=int(words[1]) if words[1].isdigit() else None,
-                )
+                self._abort(ended(who, words[2]), words[2], cause=int(words[1]) if words[1].isdigit() else None)
                 return
         if not self.finished.is_set():
             self._abort("lost the connection to node 0's launcher", cause=0)

@@ -96,6 +96,24 @@ def test_a_node_whose_launcher_is_killed_mid_job_stops_the_other_within_seconds(
     assert no_worker_left(tmp_path)
 
 
+def test_a_node_stopped_by_sigterm_is_reported_stopped_not_failed_by_the_others(tmp_path: Path) -> None:
+    # A cancel, max-runtime or spot stop reaches the nodes one at a time: the others' logs said "node 1 failed
+    # (exit code 143)" although nothing failed.
+    port = free_port()
+    nodes = [start_node(rank, port, tmp_path, "--sleep", "120") for rank in range(2)]
+    out = tmp_path / "out"
+    deadline = time.monotonic() + 90
+    while not all((out / f"rank{r}.json").exists() for r in range(2)):
+        assert time.monotonic() < deadline, "the all-reduce never finished"
+        time.sleep(0.1)
+    nodes[1].send_signal(signal.SIGTERM)
+    ended = wait_all(nodes, timeout=60)
+    log = (tmp_path / "node0.log").read_text()
+    assert ended[1][0] == 143 and "stopping this node: node 1 was stopped (exit code 143, SIGTERM)" in log, log
+    assert "node 1 failed" not in log
+    assert no_worker_left(tmp_path)
+
+
 def test_a_local_job_reports_the_failing_nodes_exit_code_not_a_kill(tmp_path: Path) -> None:
     result = run_cli(
         "launch", "--provider", "local", "--nodes", "2", "--name", "failfast", "--runs-dir", str(tmp_path / "runs"),

@@ -307,3 +307,14 @@ def test_a_script_option_torchrun_could_mistake_for_its_own_reaches_the_script(t
                      "--log", "x", timeout=300)  # fmt: skip
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr
     assert "ARGS ['--log', 'x']" in result.stdout
+
+
+@pytest.mark.parametrize(
+    ("code", "said"),
+    [("143", "node 1 was stopped (exit code 143, SIGTERM)"), ("130", "node 1 was stopped (exit code 130, SIGINT)"),
+     ("7", "node 1 failed (exit code 7)"), ("137", "node 1 failed (exit code 137)")],
+)  # fmt: skip
+def test_another_nodes_end_reads_as_a_stop_or_a_failure_by_its_code(code: str, said: str) -> None:
+    from cloudddp.launcher.peers import ended
+
+    assert ended("node 1", code) == said
