@@ -121,8 +121,8 @@ class Estimator:
         current = record.final
         assert current is not None  # run_job waited
         if not current.succeeded:
-            raise CloudDDPError(
-                f"job {current.job_id} ended {current.state}: {current.reason or 'see its logs'}", exit_code=1
+            raise CloudDDPError(  # the job's own exit code, as `cloudddp launch` exits with
+                f"job {current.job_id} ended {current.state}: {current.reason or 'see its logs'}", exit_code=code or 1
             )
         return current
 
@@ -153,5 +153,12 @@ class Estimator:
 
     @property
     def model_data(self) -> str | None:
-        """Where the trained model is: a local folder, s3:// or oci:// URI."""
-        return self.status().artifacts
+        """Where the trained model is: a local folder, s3:// or oci:// URI. Only a job that succeeded has one."""
+        current = self.status()
+        if not current.succeeded:
+            raise CloudDDPError(
+                f"job {current.job_id} is {current.state}"
+                + (f" ({current.reason})" if current.reason else "")
+                + ": only a job that succeeded has a trained model; see its logs (Estimator.logs())."
+            )
+        return current.artifacts

@@ -104,14 +104,14 @@ def ask_to_stop(provider: Provider, handle: JobHandle, stop_on_interrupt: bool, 
 
 def summarize(current: JobStatus, say: Callable[[str], None]) -> None:
     say(f"cloudddp: job {current.state}" + (f": {current.reason}" if current.reason else ""))
-    if current.artifacts:
+    # A failed job's folder holds no finished model, and its output folder may hold an earlier run's: show neither.
+    if current.artifacts and current.succeeded:
         metrics = Path(current.artifacts) / "metrics.json"
         if metrics.is_file():
             values = json.loads(metrics.read_text())
             shown = ", ".join(f"{k}={v}" for k, v in values.items() if not isinstance(v, (dict, list)))
             say(f"cloudddp: metrics: {shown}")
-        if current.succeeded:  # a failed job's folder holds no finished model
-            say(f"cloudddp: model: {current.artifacts}")
+        say(f"cloudddp: model: {current.artifacts}")
 
 
 def command_exit_code(current: JobStatus) -> int:

@@ -31,12 +31,14 @@ from cloudddp.elastic import is_elastic
 from cloudddp.errors import CloudDDPError
 from cloudddp.launcher.supervisor import is_running
 from cloudddp.providers.base import FINISHED_STATES, JobHandle, JobRequest, JobStatus, Provider
+from cloudddp.providers.local import LocalSettings
 from cloudddp.providers.local.elastic import check_elastic_emulation, elastic_launcher_args, share_node0_folders
 from cloudddp.providers.local.entry_module import require_module
 from cloudddp.providers.local.layout import node_layouts
 from cloudddp.providers.local.orphans import is_same_process, live_nodes, stop_orphaned_nodes
+from cloudddp.providers.local.run_secrets import SecretMasker, secret_arguments, write_secret_digests
 from cloudddp.providers.local.runner import CANCEL_REQUEST, write_state
-from cloudddp.redact import redact_text
+from cloudddp.redact import mask_values, redact_text, secret_values
 from cloudddp.spec import JobSpec
 
 
@@ -165,13 +167,16 @@ class LocalNode:
         for channel, target in self.layout.channels.items():
             source = self.inputs[channel]
             target.parent.mkdir(parents=True, exist_ok=True)
-            if link_inputs:
-                target.symlink_to(source, target_is_directory=source.is_dir())
+            if source.is_dir() and link_inputs:
+                target.symlink_to(source, target_is_directory=True)
             elif source.is_dir():
                 shutil.copytree(source, target)
-            else:
+            else:  # a channel is a folder on every platform: a single file goes in one, linked or copied
                 target.mkdir(parents=True, exist_ok=True)
-                shutil.copy2(source, target)
+                if link_inputs:
+                    (target / source.name).symlink_to(source)
+                else:
+                    shutil.copy2(source, target)
         ckpt = self.layout.checkpoint_dir
         if checkpoint and ckpt:
             # Stands in for the platform's checkpoint sync (SageMaker: CheckpointConfig.S3Uri).
@@ -240,7 +245,11 @@ class LocalProvider(Provider):
     def runs_dir(self, spec: JobSpec | None = None) -> Path:
         if self.runs_dir_override:
             return self.runs_dir_override
-        return Path(spec.local.runs_dir if spec else os.environ.get("CLOUDDDP_RUNS_DIR", "cloudddp-runs"))
+        # A runs_dir the spec sets (--runs-dir, Estimator(runs_dir=...)) wins; else $CLOUDDDP_RUNS_DIR, which
+        # status/logs/cancel read too, so a launch lands where `status latest` looks.
+        if spec is not None and "runs_dir" in spec.local.model_fields_set:
+            return Path(spec.local.runs_dir)
+        return Path(os.environ.get("CLOUDDDP_RUNS_DIR") or LocalSettings().runs_dir)
 
     def validate(self, spec: JobSpec) -> None:
         spec.require_source()
@@ -328,7 +337,11 @@ class LocalProvider(Provider):
         request, run_dir = job.request, job.request.run_dir
         for node in request.nodes:
             node.prepare(request.link_inputs, request.checkpoint)
-        (run_dir / "request.yaml").write_text(job.to_yaml())
+        spec = job.spec
+        # to_yaml hides the secret-named variables and hyperparameters; a script's `--api-key=...` too, here.
+        arguments = secret_arguments(spec.args)
+        (run_dir / "request.yaml").write_text(mask_values(job.to_yaml(), arguments))
+        write_secret_digests(run_dir, [*secret_values(spec.environment, spec.hyperparameters), *arguments])
         write_state(run_dir, {"state": "PENDING", "launched": launched, "nodes": {}})
         model = request.nodes[0].layout.model_dir
         if model:
@@ -386,8 +399,15 @@ class LocalProvider(Provider):
                  for name, record in state.get("nodes", {}).items()}  # fmt: skip
         return JobStatus(
             job_id=str(run_dir), state=current, reason=state.get("reason", ""), exit_code=state.get("exit_code"),
-            nodes=nodes, artifacts=state.get("output") or str(run_dir / "model"),
+            nodes=nodes, artifacts=self.artifacts(run_dir, state, current),
         )  # fmt: skip
+
+    def artifacts(self, run_dir: Path, state: dict[str, Any], current: str) -> str | None:
+        """Where this job's finished model is: only a job that succeeded has one (a failed job's --output may
+        hold an earlier run's model, which must not pass for this job's)."""
+        if current != "SUCCEEDED":
+            return None
+        return state.get("output") or str(run_dir / "model")
 
     def logs(self, job_id: str, follow: bool = False) -> Iterator[str]:
         run_dir = self.find_run(job_id)
@@ -411,6 +431,10 @@ class LocalProvider(Provider):
                     yield f"[{log.stem}] {rest}"
                 return
             time.sleep(0.2)
+
+    def secret_masker(self, job_id: str) -> SecretMasker:
+        """Hides the run's own secret values in its log lines, as `launch` does (`cloudddp logs`)."""
+        return SecretMasker.of_run(self.find_run(job_id))
 
     def cancel(self, job_id: str) -> None:
         """Stop the run: SIGTERM to its runner, which stops the nodes; a runner that has not recorded its pid yet

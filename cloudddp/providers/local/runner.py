@@ -85,7 +85,10 @@ class Runner:
         self.stopping = True
         self.state["state"] = "STOPPING"
         # Not the nodes' 143s, which would read as failures: the job was stopped (max_runtime sets its own reason).
-        self.state.setdefault("reason", "stopped on request (cloudddp cancel, or Ctrl-C, SIGTERM, SIGHUP or a closed output pipe on launch)")
+        self.state.setdefault(
+            "reason",
+            "stopped on request (cloudddp cancel, or Ctrl-C, SIGTERM, SIGHUP or a closed output pipe on launch)",
+        )
         write_state(self.run_dir, self.state)
         self.signal_nodes(signal.SIGTERM)
 
@@ -207,9 +210,11 @@ class Runner:
         return exit_code
 
     def copy_output(self) -> None:
-        """The spec's `output`: node 0's model folder is copied there when the job ends, whatever the outcome."""
+        """The spec's `output`: node 0's model folder is copied there when the job has succeeded. A job that did
+        not leaves it as it was: an earlier run's model there is neither overwritten by a half-trained one nor
+        reported as this job's (this run's own model folder stays in the run folder)."""
         target, model = self.job.get("output"), self.job["nodes"][0].get("model_dir")
-        if not target or not model or not Path(model).is_dir():
+        if not target or not model or not Path(model).is_dir() or self.state["state"] != "SUCCEEDED":
             return
         try:
             shutil.copytree(model, target, dirs_exist_ok=True)
