@@ -158,7 +158,7 @@ def test_a_failing_job_on_the_entry_point_provider_fails_fit_and_launch(throwawa
     est = Estimator(provider="throwaway", entry_point="fail.py", source_dir="src")
     with pytest.raises(CloudDDPError, match="ended FAILED") as caught:
         est.fit()
-    assert caught.value.exit_code == 1
+    assert caught.value.exit_code == 3  # the job's own code, as launch exits with
     result = run_cli("launch", "-p", "throwaway", "src/fail.py", cwd=tmp_path, env={"PYTHONPATH": str(throwaway)})
     assert result.returncode == 3 and "cloudddp: job FAILED" in result.stdout
 

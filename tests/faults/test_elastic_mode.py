@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -173,8 +174,10 @@ def kubernetes_body(**fields: object) -> dict:
 
 def test_kubernetes_turns_a_node_range_into_the_pytorchjobs_elastic_policy() -> None:
     body = kubernetes_body(min_nodes=2, max_restarts=4, rdzv_backend="etcd-v2", rdzv_endpoint="etcd-service:2379")
-    assert body["spec"]["elasticPolicy"] == {"rdzvBackend": "etcd-v2", "minReplicas": 2, "maxReplicas": 3,
-                                             "rdzvHost": "etcd-service", "rdzvPort": 2379, "maxRestarts": 4}  # fmt: skip
+    policy = dict(body["spec"]["elasticPolicy"])
+    assert re.fullmatch(r"resnet-[0-9a-f]{8}", policy.pop("rdzvId"))  # etcd: this submission's own rendezvous
+    assert policy == {"rdzvBackend": "etcd-v2", "minReplicas": 2, "maxReplicas": 3, "rdzvHost": "etcd-service",
+                      "rdzvPort": 2379, "maxRestarts": 4}  # fmt: skip
     assert set(body["spec"]["pytorchReplicaSpecs"]) == {"Worker"}
 
 

@@ -78,14 +78,19 @@ def test_a_node_failing_before_init_stops_the_other_within_seconds_with_its_code
     assert no_worker_left(tmp_path)
 
 
-def test_a_node_whose_launcher_is_killed_mid_job_stops_the_other_within_seconds(tmp_path: Path) -> None:
+def two_nodes_past_their_allreduce(tmp_path: Path) -> list[subprocess.Popen[bytes]]:
+    """Two nodes whose workers did their all-reduce and now sleep: the whole job is up."""
     port = free_port()
     nodes = [start_node(rank, port, tmp_path, "--sleep", "120") for rank in range(2)]
-    out = tmp_path / "out"
     deadline = time.monotonic() + 90
-    while not all((out / f"rank{r}.json").exists() for r in range(2)):
+    while not all((tmp_path / "out" / f"rank{r}.json").exists() for r in range(2)):
         assert time.monotonic() < deadline, "the all-reduce never finished"
         time.sleep(0.1)
+    return nodes
+
+
+def test_a_node_whose_launcher_is_killed_mid_job_stops_the_other_within_seconds(tmp_path: Path) -> None:
+    nodes = two_nodes_past_their_allreduce(tmp_path)
     nodes[1].send_signal(signal.SIGKILL)  # the node vanishes: no DONE, no FAIL
     killed_at = time.monotonic()
     code = nodes[0].wait(timeout=60)
@@ -99,13 +104,7 @@ def test_a_node_whose_launcher_is_killed_mid_job_stops_the_other_within_seconds(
 def test_a_node_stopped_by_sigterm_is_reported_stopped_not_failed_by_the_others(tmp_path: Path) -> None:
     # A cancel, max-runtime or spot stop reaches the nodes one at a time: the others' logs said "node 1 failed
     # (exit code 143)" although nothing failed.
-    port = free_port()
-    nodes = [start_node(rank, port, tmp_path, "--sleep", "120") for rank in range(2)]
-    out = tmp_path / "out"
-    deadline = time.monotonic() + 90
-    while not all((out / f"rank{r}.json").exists() for r in range(2)):
-        assert time.monotonic() < deadline, "the all-reduce never finished"
-        time.sleep(0.1)
+    nodes = two_nodes_past_their_allreduce(tmp_path)
     nodes[1].send_signal(signal.SIGTERM)
     ended = wait_all(nodes, timeout=60)
     log = (tmp_path / "node0.log").read_text()

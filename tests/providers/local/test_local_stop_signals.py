@@ -33,6 +33,16 @@ def every_job_process(run: Path) -> list[int]:
     return [int(state(run)["runner_pid"]), *job_processes(run)]
 
 
+def kill_all(proc: subprocess.Popen[str], pids: list[int]) -> None:
+    """`launch` and the job's processes, whatever state a failed test left them in."""
+    if proc.poll() is None:
+        proc.kill()
+        proc.wait()
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP], ids=["SIGTERM", "SIGHUP"])
 def test_a_stop_signal_to_launch_stops_every_node(tmp_path: Path, sig: signal.Signals) -> None:
@@ -65,12 +75,7 @@ def test_a_stop_signal_to_launch_stops_every_node(tmp_path: Path, sig: signal.Si
         left = [pid for pid in before if alive(pid)]
         assert not left, f"still running after {sig.name}: {left}"
     finally:  # whatever happened, nothing of the job outlives the test
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        for pid in before:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
+        kill_all(proc, before)
 
 
 # `run_job` with a stand-in provider whose log stream is interrupted by SIGTERM: prints what it was asked to do.
@@ -158,9 +163,4 @@ def test_launch_whose_output_pipe_closes_stops_every_node(tmp_path: Path) -> Non
         assert state(run)["state"] == "STOPPED"
         assert not [pid for pid in before if alive(pid)]
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        for pid in before:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
+        kill_all(proc, before)
