@@ -147,6 +147,19 @@ def secret_option_in(words: Sequence[str]) -> tuple[int, str] | None:
     return None
 
 
+def secret_arguments(args: Sequence[str]) -> list[str]:
+    """The literal values given to secret-named options in a script's arguments (`--api-key=abc`,
+    `--hf-token abc`), as `secret_option_in` finds them."""
+    values: list[str] = []
+    start = 0
+    while (found := secret_option_in(args[start:])) is not None:
+        i = start + found[0]
+        inline = [m["value"] for m in LONG_OPTION.finditer(args[i]) if named_for_a_secret(m["name"])]
+        values += inline or args[i + 1 : i + 2]  # `--api-key=abc` in one word, else the word after `--api-key`
+        start = i + 1
+    return [value.strip("\"'") for value in values]
+
+
 def argument_with_url_password(args: Sequence[str], hyperparameters: Mapping[str, Any]) -> tuple[str, str] | None:
     """(field, value shown redacted) of the first script argument or hyperparameter holding a URL password."""
     arguments = [(f"args[{i}]", arg) for i, arg in enumerate(args)]

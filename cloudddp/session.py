@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 
 from cloudddp.elastic import require_elastic_support
 from cloudddp.providers import JobHandle, JobRequest, JobStatus, Provider, get_provider, registry
-from cloudddp.redact import redact_log_line, secret_values
+from cloudddp.redact import redact_log_line, secret_arguments, secret_values
 
 if TYPE_CHECKING:
     from cloudddp.spec import JobSpec
@@ -178,7 +178,8 @@ def run_job(
         return 0
     with stop_signals_interrupt():
         try:
-            record.final = follow(chosen, handle, logs, say, secret_values(spec.environment, spec.hyperparameters))
+            secrets = [*secret_values(spec.environment, spec.hyperparameters), *secret_arguments(spec.args)]
+            record.final = follow(chosen, handle, logs, say, secrets)
         except KeyboardInterrupt as exc:
             signum = exc.signum if isinstance(exc, StopSignal) else None
             try:

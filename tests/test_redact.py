@@ -142,8 +142,10 @@ def test_local_run_keeps_the_password_out_of_request_yaml_and_printed_logs(tmp_p
     logs = run_cli("logs", str(request.parent))
     assert logs.returncode == 0 and "DB_PASSWORD=***" in logs.stdout, logs.stdout + logs.stderr
     assert "hunter2" not in logs.stdout and "s3cr3t" not in logs.stdout
-    # The bare token: a local run keeps no secret values, so `logs` hides it where this shell holds it.
-    assert "hub login hf_abcdef" in logs.stdout  # what the job printed, and cloudddp cannot know
+    # The bare token: the run folder keeps digests of the run's secret values (never the values), so `logs`
+    # hides it from any shell, as launch did; and where this shell holds it too.
+    assert "hub login ***" in logs.stdout and "hf_abcdef" not in logs.stdout, logs.stdout
+    assert "hf_abcdef" not in "".join(p.read_text(errors="replace") for p in request.parent.rglob("*.json"))
     logs = run_cli("logs", str(request.parent), env={"HF_TOKEN": "hf_abcdef"})
     assert logs.returncode == 0 and "hub login ***" in logs.stdout and "hf_abcdef" not in logs.stdout, logs.stdout
 
@@ -284,3 +286,14 @@ def test_a_secret_given_to_the_scripts_option_is_refused_and_a_setting_is_not(tm
     assert "hf-token" in refused.stderr and "hf_LiveKey9999" not in refused.stdout + refused.stderr
     kept = run_cli(*base, "--pad-token-id", "0", "--token-file", "/run/secrets/hf", cwd=tmp_path)
     assert kept.returncode == 0, kept.stdout + kept.stderr
+
+
+def test_launch_hides_the_value_of_a_secret_named_script_option_it_prints(tmp_path: Path) -> None:
+    # request.yaml and `cloudddp logs` hid `--api-key=...`; launch's own live log lines showed it.
+    script = tmp_path / "show.py"
+    script.write_text("import sys\nprint('ARGV', sys.argv[1:], flush=True)\n")
+    result = run_cli("launch", "--emulate", "none", "--runs-dir", str(tmp_path / "runs"), str(script), "--",
+                     "--api-key=argkey555", "--hf-token", "tok98765", "--lr", "0.1", timeout=300)  # fmt: skip
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr
+    assert "ARGV ['--api-key=***', '--hf-token', '***', '--lr', '0.1']" in result.stdout, result.stdout[-2000:]
+    assert "argkey555" not in result.stdout + result.stderr and "tok98765" not in result.stdout + result.stderr

@@ -36,9 +36,9 @@ from cloudddp.providers.local.elastic import check_elastic_emulation, elastic_la
 from cloudddp.providers.local.entry_module import require_module
 from cloudddp.providers.local.layout import node_layouts
 from cloudddp.providers.local.orphans import is_same_process, live_nodes, stop_orphaned_nodes
-from cloudddp.providers.local.run_secrets import SecretMasker, secret_arguments, write_secret_digests
+from cloudddp.providers.local.run_secrets import SecretMasker, write_secret_digests
 from cloudddp.providers.local.runner import CANCEL_REQUEST, write_state
-from cloudddp.redact import mask_values, redact_text, secret_values
+from cloudddp.redact import mask_values, redact_text, secret_arguments, secret_values
 from cloudddp.spec import JobSpec
 
 

@@ -14,29 +14,9 @@ import secrets
 from collections.abc import Sequence
 from pathlib import Path
 
-from cloudddp.redact import (
-    LONG_OPTION,
-    REDACTED,
-    SHORTEST_MASKED_VALUE,
-    json_spellings,
-    named_for_a_secret,
-    secret_option_in,
-)
+from cloudddp.redact import REDACTED, SHORTEST_MASKED_VALUE, json_spellings
 
 DIGESTS = "secret-digests.json"
-
-
-def secret_arguments(args: Sequence[str]) -> list[str]:
-    """The literal values given to secret-named options in a script's arguments (`--api-key=abc`,
-    `--hf-token abc`), as `cloudddp.redact.secret_option_in` finds them."""
-    values: list[str] = []
-    start = 0
-    while (found := secret_option_in(args[start:])) is not None:
-        i = start + found[0]
-        inline = [m["value"] for m in LONG_OPTION.finditer(args[i]) if named_for_a_secret(m["name"])]
-        values += inline or args[i + 1 : i + 2]  # `--api-key=abc` in one word, else the word after `--api-key`
-        start = i + 1
-    return [value.strip("\"'") for value in values]
 
 
 def digest(key: bytes, text: str) -> str:
