@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import os
 import signal
 import sys
 from pathlib import Path
+from typing import NoReturn
 
 from cloudddp.errors import CloudDDPError, print_error
 from cloudddp.staging.engine import StageOptions, StageResult, counted, stage
@@ -121,26 +123,60 @@ class Terminated(KeyboardInterrupt):
         self.signum = signum
 
 
-def raise_terminated(signum: int, _frame: object) -> None:
-    raise Terminated(signum)
+class Interrupts:
+    """The first SIGINT, SIGTERM or SIGHUP is raised in the main thread (KeyboardInterrupt, Terminated), so the
+    stage unwinds through its clean-ups, which wait for no upload (store.upload_in_parallel). One more while that
+    runs ends the process at once, with the same line and exit code: a second Ctrl-C means "now", and without
+    this it would raise inside a clean-up or the exit, a traceback. A signal already ignored (`nohup`, a
+    background job of a non-interactive shell) stays ignored."""
+
+    def __init__(self) -> None:
+        self.raised: int | None = None  # the signal raised, once one was
+
+    def catch(self) -> None:
+        caught = {
+            signal.SIGINT: signal.default_int_handler,
+            signal.SIGTERM: signal.SIG_DFL,
+            signal.SIGHUP: signal.SIG_DFL,
+        }
+        for signum, default in caught.items():
+            if signal.getsignal(signum) == default:
+                signal.signal(signum, self.on_signal)
+
+    def on_signal(self, signum: int, _frame: object) -> None:
+        if self.raised is not None:
+            leave(exit_code(self.raised))
+        self.raised = signum
+        if signum == signal.SIGINT:
+            raise KeyboardInterrupt
+        raise Terminated(signum)
 
 
-def catch_termination() -> None:
-    """Turn SIGTERM and SIGHUP into Terminated; a signal already ignored (`nohup`) stays ignored."""
-    for signum in (signal.SIGTERM, signal.SIGHUP):
-        if signal.getsignal(signum) == signal.SIG_DFL:
-            signal.signal(signum, raise_terminated)
+def exit_code(signum: int) -> int:
+    """128 + the signal, as a shell reports a process that signal ended: 130 Ctrl-C, 143 SIGTERM, 129 SIGHUP."""
+    return INTERRUPTED_EXIT_CODE if signum == signal.SIGINT else 128 + signum
+
+
+def leave(code: int) -> NoReturn:
+    """Print the interrupted line and end the process now: no interpreter teardown, which would join threads
+    still uploading (ThreadPoolExecutor's exit hook, the SDK's thread pools) and let a further signal raise
+    there. Written with os.write: this also runs in a signal handler, possibly while `print` holds stderr."""
+    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, signal.SIG_IGN)  # the line is printed once, and the exit is not interrupted
+    with contextlib.suppress(OSError, ValueError, RuntimeError):  # a closed pipe; a flush the signal interrupted
+        sys.stdout.flush()
+    os.write(sys.stderr.fileno(), (INTERRUPTED + "\n").encode())
+    os._exit(code)
 
 
 def main(args: list[str]) -> None:
-    """`cloudddp stage ARGS` on its own (cloudddp/console.py): the rest of the CLI is never imported."""
-    catch_termination()
+    """`cloudddp stage ARGS` on its own (cloudddp/console.py): the rest of the CLI is never imported. An interrupt
+    ends the process (os._exit): call it in a process of its own."""
+    Interrupts().catch()
     try:
         run(parser().parse_args(args))
     except CloudDDPError as exc:
         print_error(exc)
         sys.exit(exc.exit_code)
     except KeyboardInterrupt as exc:  # true at any moment: the engine publishes only a complete version
-        print(INTERRUPTED, file=sys.stderr, flush=True)
-        # 128 + the signal, as a shell reports a process that signal ended: 143 for SIGTERM, 129 for SIGHUP
-        sys.exit(128 + exc.signum if isinstance(exc, Terminated) else INTERRUPTED_EXIT_CODE)
+        leave(exit_code(exc.signum) if isinstance(exc, Terminated) else INTERRUPTED_EXIT_CODE)

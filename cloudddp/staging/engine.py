@@ -49,6 +49,7 @@ from cloudddp.staging.work_folder import ShardWorkFolder
 T = TypeVar("T")
 VERSION_FOLDER = re.compile(r"^v-[0-9a-f]{16}/")  # what version_of() names
 SHARD_OBJECT = re.compile(r"^shard-[0-9]{6}\.tar$")  # what shards.shard_name() names
+VERSION_LIKE = "v-" + "0" * 16  # as long as every version folder's name (manifest.version_of, scan_version_of)
 
 
 @dataclass
@@ -113,6 +114,8 @@ def stage(
     files = local_files.list_files(Path(local))
     if not files:
         raise CloudDDPError(f"the local folder {str(local)!r} to stage holds no files.")
+    if options.layout == PLAIN:  # in shards, the names are tar members' and the index's, not object names
+        local_files.check_keys(files, lambda relative: store.location.key(VERSION_LIKE, relative), Path(local))
     store.check_bucket(options.create_bucket)
     # The published manifest needs nothing local: fetched while the files are hashed (a round trip less to wait
     # for). The store is not used here again before its result is taken.
@@ -464,6 +467,7 @@ def copy_folder(local: str | Path, store: ObjectStore, progress: Progress | None
     each a fresh prefix per job. Every object is verified like a staged one."""
     progress = progress or Progress()
     files = local_files.list_files(Path(local))
+    local_files.check_keys(files, store.location.key, Path(local))
     hashed = local_files.hash_files(files, md5_part_size=store.md5_part_size)
     uploads = [upload_of(h, store.location.key(h.file.relative)) for h in hashed]
     result = StageResult(uri=store.location.uri(folder=True), version="", layout=PLAIN, files=len(files))

@@ -11,7 +11,7 @@ import base64
 import hashlib
 import os
 import zlib
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -123,6 +123,34 @@ def check_utf8(name: str, path: str, root: Path) -> None:
             f"{path!r} under {str(root)!r} has a name that is not valid UTF-8, so it cannot be an object key "
             f"(S3 and OCI Object Storage keys are UTF-8). Rename it (e.g. `convmv -f latin1 -t utf8`) and stage again."
         ) from None
+
+
+# Object names: OCI takes 1 to 1024 characters, any but line feed, carriage return and NUL (Object Storage docs,
+# "Managing Objects", Object Names: docs.oracle.com/en-us/iaas/Content/Object/Tasks/managingobjects.htm); S3 a key
+# whose UTF-8 is at most 1024 bytes (S3 user guide, "Naming Amazon S3 objects"), listed in XML, where a carriage
+# return reads back as a line feed (same page, "XML related object key constraints").
+MAX_KEY_BYTES = 1024
+REFUSED_IN_KEYS = {"\n": "a line feed", "\r": "a carriage return", "\0": "a NUL"}
+
+
+def check_keys(files: list[LocalFile], key_of: Callable[[str], str], root: Path) -> None:
+    """Every file's object name (`key_of` its relative path) is one S3 and OCI Object Storage both store: refused
+    before anything is uploaded, naming the file, rather than by the service halfway through the upload."""
+    for file in files:
+        if refused := [what for char, what in REFUSED_IN_KEYS.items() if char in file.relative]:
+            raise CloudDDPError(
+                f"{file.path!r} under {str(root)!r} has {' and '.join(refused)} in its name, which cannot be in an "
+                f"object name (OCI Object Storage refuses it; S3 lists a carriage return as a line feed). Rename it, "
+                f"or stage with --shards (names are then kept inside the shards), and stage again."
+            )
+        key = key_of(file.relative)
+        if len(key.encode()) > MAX_KEY_BYTES:
+            raise CloudDDPError(
+                f"{file.path!r} under {str(root)!r} would be the object {key!r}, {len(key.encode())} bytes long "
+                f"with the prefix and version folder: S3 and OCI Object Storage take names of at most "
+                f"{MAX_KEY_BYTES} bytes. Shorten its path or the prefix, or stage with --shards (names are then kept "
+                f"inside the shards), and stage again."
+            )
 
 
 def describe(path: str | Path, relative: str) -> LocalFile:

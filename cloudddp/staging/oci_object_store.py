@@ -1,33 +1,43 @@
 """OCI Object Storage adapter for the staging algorithm (`cloudddp.staging.engine`).
 
-Uploads go through the `oci` SDK's `UploadManager`: one `put_object` with `Content-MD5`
-(the service refuses bytes that don't match) for files up to `part_size`, a multipart
-upload above it with `parallel_process_count` parts in flight, each part carrying its own
-MD5 (the SDK computes it). Single-part uploads are also checked against the MD5 the
-service reports back. Several files go up at a time. Object Storage's `copy_object` is an
-asynchronous work request meant for copies across regions, so this adapter does not copy:
-objects of a new version are uploaded from the local files (`can_copy = False`).
+A file up to `part_size` goes up in one `put_object` (the SDK's `UploadManager`) with `Content-MD5`:
+the service refuses bytes that don't match. A larger one is a multipart upload driven through the
+SDK's `MultipartObjectAssembler`, `parallel_parts` parts in flight, each given its MD5 so the SDK
+sends it as `Content-MD5` and the service refuses a damaged part; a failed or interrupted upload is
+aborted, so no uncommitted parts stay behind. Every object's MD5 as the service reports it is then
+compared with the scan's; a committed multipart object that differs (the file changed since the
+scan) is deleted before the error, so a rerun cannot resume it. Several files go up at a time.
+Object Storage's `copy_object` is an asynchronous work request meant for copies across regions,
+so this adapter does not copy: objects of a new version are uploaded from the local files
+(`can_copy = False`).
 """
 
 from __future__ import annotations
 
 import base64
+import contextlib
 import hashlib
-from collections.abc import Callable
+import threading
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
 import oci
 from oci.object_storage import UploadManager
+from oci.object_storage.transfer.internal.multipart_object_assembler import MultipartObjectAssembler
 
 from cloudddp.errors import CloudDDPError
+from cloudddp.staging.local_files import READ_BLOCK
 from cloudddp.staging.location import Location
 from cloudddp.staging.store import Upload, upload_in_parallel
 
 PART_SIZE = 128 * 1024 * 1024  # the SDK's default: multipart above this size
 PARALLEL_PARTS = 8  # parts of one file in flight (the SDK's default is 3)
 FILES_AT_ONCE = 8
+ABORT_WAIT = 5.0  # seconds an interrupted stage gives the aborts of its multipart uploads in flight
 
 
 class OCIObjectStore:
@@ -39,11 +49,13 @@ class OCIObjectStore:
 
     def __init__(self, client: Any, location: Location, part_size: int = PART_SIZE,
                  parallel_parts: int = PARALLEL_PARTS, compartment_id: str | None = None) -> None:  # fmt: skip
-        self.client, self.location, self.part_size = client, location, part_size
+        self.client, self.location, self.part_size, self.parallel_parts = client, location, part_size, parallel_parts
         self.md5_part_size = part_size  # the scan computes the MD5s the service will report for these parts
         self.namespace, self.bucket = location.namespace, location.bucket
         self.compartment_id = compartment_id
         self.uploads = UploadManager(client, allow_parallel_uploads=True, parallel_process_count=parallel_parts)
+        self.lock = threading.Lock()
+        self.active: set[MultipartObjectAssembler] = set()  # multipart uploads begun and not yet committed
 
     def error(self, exc: oci.exceptions.ServiceError, action: str, name: str | None = None) -> CloudDDPError:
         where = f"{self.location.bucket_uri}/{name}" if name else f"the bucket {self.location.bucket_uri}"
@@ -111,16 +123,27 @@ class OCIObjectStore:
             raise self.error(exc, "write", key) from None
 
     def upload(self, uploads: list[Upload], on_done: Callable[[Upload], None]) -> None:
-        upload_in_parallel(uploads, self.upload_one, on_done, FILES_AT_ONCE)
+        try:
+            upload_in_parallel(uploads, self.upload_one, on_done, FILES_AT_ONCE)
+        except KeyboardInterrupt:
+            # upload_in_parallel leaves the uploads in flight running (an interrupt does not wait for them), so
+            # their multipart uploads are aborted from here, or their parts would stay in the bucket.
+            self.abort_in_flight()
+            raise
 
     def upload_one(self, upload: Upload) -> None:
-        """Upload one file and compare the MD5 the service computed with the scan's (per part for multipart)."""
-        single = upload.size <= self.part_size
-        kwargs: dict[str, Any] = {"part_size": self.part_size}
-        if single and upload.md5:
-            kwargs["content_md5"] = upload.md5  # the service refuses bytes that don't match
+        """Upload one file; the service's MD5 of what it stored must be the scan's (see the module's note)."""
+        with self.upload_errors(upload):
+            if upload.size <= self.part_size:
+                self.upload_whole(upload)
+            else:
+                self.upload_parts(upload)
+
+    @contextlib.contextmanager
+    def upload_errors(self, upload: Upload) -> Iterator[None]:
+        """The SDK's errors while uploading `upload` as one CloudDDPError naming the object (or the file)."""
         try:
-            response = self.uploads.upload_file(self.namespace, self.bucket, upload.key, str(upload.path), **kwargs)
+            yield
         except oci.exceptions.ServiceError as exc:
             if exc.code == "InvalidContentMd5" or "md5" in str(exc.message).lower():
                 raise self.mismatch(upload) from None
@@ -129,10 +152,78 @@ class OCIObjectStore:
             if exc.filename != str(upload.path):
                 raise  # a network failure (the SDK's requests errors are OSErrors too): the caller words it
             raise CloudDDPError(f"cannot read {str(upload.path)!r}: {exc.strerror}.") from None
-        # The SDK sends no Content-MD5 with file parts, so the multipart MD5 is the end-to-end check there.
-        reported = response.headers.get("opc-content-md5" if single else "opc-multipart-md5")
-        if upload.md5 and reported != upload.md5:
+
+    def upload_whole(self, upload: Upload) -> None:
+        kwargs: dict[str, Any] = {"part_size": self.part_size}
+        if upload.md5:
+            kwargs["content_md5"] = upload.md5  # the service refuses bytes that don't match
+        response = self.uploads.upload_file(self.namespace, self.bucket, upload.key, str(upload.path), **kwargs)
+        if upload.md5 and response.headers.get("opc-content-md5") != upload.md5:
             raise self.mismatch(upload)
+
+    def upload_parts(self, upload: Upload) -> None:
+        """A multipart upload whose every part carries its MD5, aborted unless committed; the committed object is
+        deleted again if its multipart MD5 is not the scan's."""
+        path = str(upload.path)
+        parts = part_ranges(upload.size, self.part_size)  # the scanned size: what upload.md5 covers
+        # UploadManager.upload_file cannot send part MD5s: MultipartObjectAssembler._upload_part builds
+        # `new_kwargs = {'content_md5': part["hash"]}` (oci 2.189.0, object_storage/transfer/internal/
+        # multipart_object_assembler.py:445) before it computes a missing hash (lines 467-468), so a part added
+        # without `part_hash` goes without Content-MD5 and the service would accept a damaged one.
+        hashes = part_md5s(path, parts, self.parallel_parts)
+        assembler = MultipartObjectAssembler(self.client, self.namespace, self.bucket, upload.key,
+                                             part_size=self.part_size, parallel_process_count=self.parallel_parts)  # fmt: skip
+        for (offset, size), md5 in zip(parts, hashes, strict=True):
+            assembler.add_part_from_file(path, offset=offset, size=size, part_hash=md5)
+        assembler.new_upload()
+        with self.in_flight(assembler):
+            try:
+                assembler.upload()
+                response = assembler.commit()
+            except BaseException:
+                abort(assembler)
+                raise
+        if upload.md5 and response.headers.get("opc-multipart-md5") != upload.md5:
+            self.remove_committed(upload.key, response.headers.get("etag"))
+            raise self.mismatch(upload)
+
+    @contextlib.contextmanager
+    def in_flight(self, assembler: MultipartObjectAssembler) -> Iterator[None]:
+        """`assembler`'s upload is one abort_in_flight aborts, until it is committed or aborted."""
+        with self.lock:
+            self.active.add(assembler)
+        try:
+            yield
+        finally:
+            with self.lock:
+                self.active.discard(assembler)
+
+    def abort_in_flight(self) -> None:
+        """Abort every multipart upload under way, on threads of their own, waiting at most ABORT_WAIT seconds in
+        all: an interrupted stage exits promptly even where the service does not answer."""
+        with self.lock:
+            running = list(self.active)
+        threads = [threading.Thread(target=abort, args=(a,), name="cloudddp-abort", daemon=True) for a in running]
+        for thread in threads:
+            thread.start()
+        deadline = time.monotonic() + ABORT_WAIT
+        for thread in threads:
+            thread.join(max(0.0, deadline - time.monotonic()))
+
+    def remove_committed(self, key: str, etag: str | None) -> None:
+        """Delete the object this upload committed: with its ETag as if-match, so an object another stage wrote
+        to the key since is left alone (DeleteObject answers 412 NoEtagMatch then: OCI API Errors,
+        docs.oracle.com/en-us/iaas/Content/API/References/apierrors.htm)."""
+        try:
+            self.client.delete_object(self.namespace, self.bucket, key, **({"if_match": etag} if etag else {}))
+        except oci.exceptions.ServiceError as exc:
+            if exc.status not in (404, 412):  # gone already, or no longer the object this upload wrote
+                raise CloudDDPError(
+                    f"{self.location.bucket_uri}/{key} failed its MD5 check (the file changed since the scan) and "
+                    f"could not be deleted: Object Storage said {exc.status} {exc.code}: {exc.message}. Delete it "
+                    f"(oci os object delete --bucket-name {self.bucket} --name '{key}') before staging again, or "
+                    f"the rerun keeps it."
+                ) from None
 
     def mismatch(self, upload: Upload) -> CloudDDPError:
         return CloudDDPError(
@@ -174,6 +265,34 @@ class OCIObjectStore:
             except oci.exceptions.ServiceError as exc:
                 if exc.status != 404:
                     raise self.error(exc, "delete", key) from None
+
+
+def part_ranges(size: int, part_size: int) -> list[tuple[int, int]]:
+    """(offset, size) of each part of a file of `size` bytes, as the SDK's add_parts_from_file cuts it."""
+    return [(offset, min(part_size, size - offset)) for offset in range(0, size, part_size)]
+
+
+def part_md5s(path: str, parts: list[tuple[int, int]], threads: int) -> list[str]:
+    """The base64 MD5 of each part of the file at `path`, `threads` parts at a time (hashlib releases the GIL)."""
+    with ThreadPoolExecutor(max_workers=threads) as pool:
+        return list(pool.map(lambda part: part_md5(path, *part), parts))
+
+
+def part_md5(path: str, offset: int, size: int) -> str:
+    digest = hashlib.md5(usedforsecurity=False)
+    with open(path, "rb", buffering=0) as handle:
+        handle.seek(offset)
+        while size > 0 and (block := handle.read(min(READ_BLOCK, size))):
+            digest.update(block)
+            size -= len(block)
+    return base64.b64encode(digest.digest()).decode()
+
+
+def abort(assembler: MultipartObjectAssembler) -> None:
+    """Abort `assembler`'s upload, best effort: a failure here must not hide the one that led to it (and an upload
+    already committed or aborted answers 404)."""
+    with contextlib.suppress(Exception):
+        assembler.abort()
 
 
 def open_oci_store(location: Location) -> OCIObjectStore:

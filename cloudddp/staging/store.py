@@ -7,8 +7,9 @@ and calls `on_done` as each one lands, so progress and resume see completed obje
 
 from __future__ import annotations
 
+import queue
+import threading
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -65,16 +66,67 @@ def upload_in_parallel(
 ) -> None:
     """Run `upload_one` for every upload on `workers` threads, reporting each as it completes.
 
-    The first failure cancels the uploads not yet started and is raised; objects already written
-    stay (the manifest is written only after every upload, so a job never reads a partial version).
+    The first failure of an upload stops those not yet started, waits for those in flight and is raised; objects
+    already written stay (the manifest is written only after every upload, so a job never reads a partial version).
+    An interrupt of the calling thread (KeyboardInterrupt, or cli.Terminated for SIGTERM, raised by a signal handler
+    or `on_done`) is raised at once, without waiting for the uploads in flight: they run on daemon threads, which the
+    process does not wait for at exit (a ThreadPoolExecutor's are joined, by its `with` and again at interpreter
+    exit), and an object only exists once its upload completed, so an abandoned one leaves nothing a rerun would
+    take for finished.
     """
-    with ThreadPoolExecutor(max_workers=workers) as pool:
-        futures = {pool.submit(upload_one, u): u for u in uploads}
+    pending: queue.SimpleQueue[Upload] = queue.SimpleQueue()
+    for upload in uploads:
+        pending.put(upload)
+    finished: queue.SimpleQueue[tuple[Upload, BaseException | None]] = queue.SimpleQueue()
+    stop = threading.Event()
+    threads = [
+        threading.Thread(target=upload_each, args=(pending, upload_one, finished, stop), name="cloudddp-upload",
+                         daemon=True)
+        for _ in range(min(workers, len(uploads)))
+    ]  # fmt: skip
+    for thread in threads:
+        thread.start()
+    try:
+        failure = report_each(len(uploads), finished, on_done)
+    except KeyboardInterrupt:
+        stop.set()
+        raise
+    except BaseException as exc:  # on_done's: the uploads in flight are waited for, as for an upload's failure
+        failure = exc
+    if failure is None:
+        return
+    stop.set()
+    for thread in threads:
+        thread.join()
+    raise failure
+
+
+def report_each(
+    count: int, finished: queue.SimpleQueue[tuple[Upload, BaseException | None]], on_done: Callable[[Upload], None]
+) -> BaseException | None:
+    """`on_done` for each of `count` uploads as it lands; the first upload's failure is returned, not raised."""
+    for _ in range(count):
+        upload, error = finished.get()  # a signal interrupts this wait, as it does any lock's
+        if error is not None:
+            return error
+        on_done(upload)
+    return None
+
+
+def upload_each(
+    pending: queue.SimpleQueue[Upload], upload_one: Callable[[Upload], None],
+    finished: queue.SimpleQueue[tuple[Upload, BaseException | None]], stop: threading.Event,
+) -> None:  # fmt: skip
+    """One worker of upload_in_parallel: uploads from `pending` until none is left or `stop` is set."""
+    while not stop.is_set():
         try:
-            for future in as_completed(futures):
-                future.result()
-                on_done(futures[future])
-        except BaseException:
-            for future in futures:
-                future.cancel()
-            raise
+            upload = pending.get_nowait()
+        except queue.Empty:
+            return
+        try:
+            upload_one(upload)
+        except BaseException as exc:  # raised again in the caller's thread
+            stop.set()
+            finished.put((upload, exc))
+            return
+        finished.put((upload, None))

@@ -18,7 +18,13 @@ Implemented (paths as in the API reference):
   GET /jobRuns (list), POST /jobRuns/{id}/actions/cancelJobRun.
 - Object Storage: PUT/GET/HEAD/DELETE /n/{ns}/b/{bucket}/o/{object}, GET .../o (list),
   multipart POST .../u, PUT .../u/{object}?uploadId&uploadPartNum, POST .../u/{object}
-  (commit), DELETE .../u/{object} (abort). MD5s as the service reports them.
+  (commit), DELETE .../u/{object} (abort). MD5s as the service reports them. Each stored object keeps
+  one ETag (PUT, commit, GET and HEAD return it) and DeleteObject honours if-match: 412 NoEtagMatch
+  for another ETag (OCI API Errors, docs.oracle.com/en-us/iaas/Content/API/References/apierrors.htm).
+  Object names follow the service's rules (Object Storage docs, "Managing Objects", Object Names:
+  1 to 1024 characters, no line feed, carriage return or NUL): PutObject and CreateMultipartUpload
+  refuse others with 400 InvalidObjectName, the code the service answers (its API Errors page,
+  #apierrors_400__400_invalidobjectname, as quoted in rclone/rclone#6332).
 - Logging Search 20190909: POST /search (at most `limit` results per call; records show
   up `ingestion_delay` seconds after they were written). The scope must be
   "<the log's compartment>/<its log group>/<log>", as ADS builds it (ads/common/oci_logging.py
@@ -156,6 +162,7 @@ class StoredObject:
     metadata: dict[str, str]
     multipart_md5: str | None = None
     created: float = field(default_factory=time.time)
+    etag: str = field(default_factory=lambda: uuid.uuid4().hex)  # one per object written, as the service keeps
 
     @property
     def md5(self) -> str:
@@ -200,6 +207,16 @@ def parse_time(text: str) -> dt.datetime:
 
 def b64md5(data: bytes) -> str:
     return base64.b64encode(hashlib.md5(data, usedforsecurity=False).digest()).decode()
+
+
+MAX_OBJECT_NAME = 1024  # characters (Object Storage docs, Object Names)
+REFUSED_IN_OBJECT_NAMES = "\n\r\0"
+
+
+def check_object_name(name: str) -> None:
+    """The service's object name rules (see the module's note): 400 InvalidObjectName for a name they refuse."""
+    if not name or len(name) > MAX_OBJECT_NAME or any(char in name for char in REFUSED_IN_OBJECT_NAMES):
+        raise ApiError(400, "InvalidObjectName", f"Invalid object name: {name}")
 
 
 class FakeOCI:
@@ -893,18 +910,22 @@ class FakeOCI:
             if method == "PUT":
                 if "content-md5" in headers and headers["content-md5"] != b64md5(body):
                     raise ApiError(400, "InvalidContentMd5", "The computed MD5 does not match the Content-MD5 header")
+                check_object_name(name)
                 metadata = {k: v for k, v in headers.items() if k.startswith("opc-meta-")}
-                self.objects[key] = StoredObject(body, metadata)
-                return 200, None, {"opc-content-md5": b64md5(body), "etag": uuid.uuid4().hex}
+                written = self.objects[key] = StoredObject(body, metadata)
+                return 200, None, {"opc-content-md5": b64md5(body), "etag": written.etag}
             stored = self.objects.get(key)
             if method == "DELETE":
                 if stored is None:
                     raise ApiError(404, "ObjectNotFound", f"The object '{name}' was not found in the bucket '{bucket}'")
+                if "if-match" in headers and headers["if-match"] != stored.etag:
+                    raise ApiError(412, "NoEtagMatch", "The ETag specified in the request does not match the ETag "
+                                   "for the resource")  # fmt: skip
                 del self.objects[key]
                 return 204, None, {}
             if stored is None:
                 raise ApiError(404, "ObjectNotFound", f"The object '{name}' was not found in the bucket '{bucket}'")
-            extra = {"etag": hashlib.sha1(stored.data, usedforsecurity=False).hexdigest(), **stored.metadata}
+            extra = {"etag": stored.etag, **stored.metadata}
             extra["opc-multipart-md5" if stored.multipart_md5 else "content-md5"] = stored.listed_md5
             if method == "HEAD":
                 extra["content-length-hint"] = str(len(stored.data))
@@ -940,6 +961,7 @@ class FakeOCI:
         with self.lock:
             if method == "POST" and name is None:
                 details = json.loads(body)
+                check_object_name(details["object"])
                 upload_id = uuid.uuid4().hex
                 self.uploads[upload_id] = {"namespace": namespace, "bucket": bucket, "object": details["object"],
                                            "metadata": details.get("metadata") or {}, "parts": {}}  # fmt: skip
@@ -967,9 +989,11 @@ class FakeOCI:
                 multipart = (
                     f"{base64.b64encode(hashlib.md5(digests, usedforsecurity=False).digest()).decode()}-{len(chosen)}"
                 )
-                self.objects[(namespace, bucket, name)] = StoredObject(data, dict(upload["metadata"]), multipart)
+                stored = self.objects[(namespace, bucket, name)] = StoredObject(
+                    data, dict(upload["metadata"]), multipart
+                )
                 del self.uploads[q["uploadId"]]
-                return 200, None, {"opc-multipart-md5": multipart, "etag": uuid.uuid4().hex}
+                return 200, None, {"opc-multipart-md5": multipart, "etag": stored.etag}
             if method == "DELETE":
                 del self.uploads[q["uploadId"]]
                 return 204, None, {}

@@ -76,7 +76,7 @@ from pathlib import Path
 from cloudddp.staging import cli
 
 # As in a terminal session: a parent started under nohup (as a CI job may be) passes SIGHUP on ignored, and
-# catch_termination rightly leaves an ignored signal ignored.
+# cli.Interrupts.catch rightly leaves an ignored signal ignored.
 signal.signal(signal.SIGHUP, signal.SIG_DFL)
 
 def run(args):  # stands for the engine: a shard folder removed in `finally`, as engine.stage does

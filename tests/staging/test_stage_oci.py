@@ -1,4 +1,4 @@
-"""Staging to OCI Object Storage through the real `oci` SDK (UploadManager) against the
+"""Staging to OCI Object Storage through the real `oci` SDK (UploadManager, MultipartObjectAssembler) against the
 loopback OCI service, which checks request signatures and Content-MD5 like the service."""
 
 from __future__ import annotations
@@ -319,3 +319,216 @@ def test_a_missing_config_or_profile_names_the_variables_stage_reads(
         done = run_cli("stage", str(data), "oci://bkt@ns/x", env={**env, "CLOUDDDP_CACHE_DIR": str(tmp_path / "c")})
         assert done.returncode == 2 and named in done.stderr and "Traceback" not in done.stderr, done.stderr
         assert done.stdout == ""
+
+
+# -- multipart integrity, aborts and object names (tester findings on `cloudddp stage` to OCI) ---------------------
+def damage_part_one(client: Any) -> None:
+    """One byte of part 1 of every multipart upload flipped on its way to the service: damage in transit."""
+    real = client.upload_part
+
+    def damaged(namespace: str, bucket: str, name: str, upload_id: str, part_num: int, body: Any, **kw: Any) -> Any:
+        if part_num == 1:
+            data = bytearray(body.read(body.size))
+            data[100] ^= 0xFF
+            body = bytes(data)
+        return real(namespace, bucket, name, upload_id, part_num, body, **kw)
+
+    client.upload_part = damaged
+
+
+def test_a_part_damaged_in_transit_is_refused_and_the_rerun_sends_it_again(
+    server: FakeOCI, client: Any, data: Path
+) -> None:
+    # Before: the SDK sent parts without Content-MD5, the damaged object was committed and left under the version,
+    # and the rerun the error asks for counted it "already there" and published it.
+    damage_part_one(client)
+    with pytest.raises(CloudDDPError, match=r"big\.bin.*MD5 mismatch"):
+        stage(data, store(client))
+    parts = server.calls("PUT", r"/u/datasets/x/v-.*/big\.bin$")
+    assert parts and all(p.headers.get("content-md5") for p in parts)  # every part carried its MD5
+    assert 400 in [p.status for p in parts]  # which the service checked: the damaged one refused
+    assert not [n for n in server.object_names() if n.endswith("big.bin")] and not server.uploads  # aborted
+    del client.upload_part  # the link is sound again
+    result = stage(data, store(client))
+    assert "big.bin" in result.uploaded and "big.bin" not in result.resumed
+    assert staged(server, f"datasets/x/{result.version}/") == local(data)
+
+
+def rewrite_before_upload(target: OCIObjectStore, name: str) -> None:
+    """`name` gets other bytes of the same size and mtime just before its upload: only the content can tell."""
+    real = target.upload_one
+
+    def rewrite_then_upload(upload: Any) -> None:
+        if Path(upload.path).name == name:
+            stat = os.stat(upload.path)
+            Path(upload.path).write_bytes(b"Y" * upload.size)
+            os.utime(upload.path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+        real(upload)
+
+    target.upload_one = rewrite_then_upload  # type: ignore[method-assign]
+
+
+def test_a_committed_object_failing_the_multipart_md5_is_deleted_before_the_error(
+    server: FakeOCI, client: Any, data: Path
+) -> None:
+    # Before: the object stayed under the version; a rerun with the file's first content back resumed it.
+    target = store(client)
+    rewrite_before_upload(target, "big.bin")
+    with pytest.raises(CloudDDPError, match=r"big\.bin.*MD5 mismatch"):
+        stage(data, target)
+    (commit,) = server.calls("POST", r"/u/datasets/x/v-.*/big\.bin$")
+    (delete,) = server.calls("DELETE", r"/o/datasets/x/v-.*/big\.bin$")
+    assert delete.status == 204 and delete.headers.get("if-match")  # the commit's ETag: only the object it wrote
+    assert commit.status == 200 and not [n for n in server.object_names() if n.endswith("big.bin")]
+
+
+def test_an_object_another_writer_replaced_since_the_commit_is_left_alone(
+    server: FakeOCI, client: Any, data: Path
+) -> None:
+    """The delete of an unverified object carries the commit's ETag: what another stage wrote since stays."""
+    target = store(client)
+    rewrite_before_upload(target, "big.bin")
+    real = client.commit_multipart_upload
+
+    def commit_then_overwritten(namespace: str, bucket: str, name: str, *args: Any, **kwargs: Any) -> Any:
+        response = real(namespace, bucket, name, *args, **kwargs)
+        server.put_object(name, b"the other stage's bytes")
+        return response
+
+    client.commit_multipart_upload = commit_then_overwritten
+    with pytest.raises(CloudDDPError, match=r"big\.bin.*MD5 mismatch"):
+        stage(data, target)
+    (delete,) = server.calls("DELETE", r"/o/datasets/x/v-.*/big\.bin$")
+    assert delete.status == 412
+    (name,) = [n for n in server.object_names() if n.endswith("big.bin")]
+    assert server.objects[("ns", "bkt", name)].data == b"the other stage's bytes"
+
+
+def test_delete_object_honours_if_match_with_one_etag_per_object(server: FakeOCI, client: Any) -> None:
+    put = client.put_object("ns", "bkt", "a.txt", b"a")
+    assert client.head_object("ns", "bkt", "a.txt").headers["etag"] == put.headers["etag"]
+    with pytest.raises(oci.exceptions.ServiceError) as refused:
+        client.delete_object("ns", "bkt", "a.txt", if_match="another-etag")
+    assert (refused.value.status, refused.value.code) == (412, "NoEtagMatch")
+    assert server.object_names() == ["a.txt"]
+    client.delete_object("ns", "bkt", "a.txt", if_match=put.headers["etag"])
+    assert server.object_names() == []
+
+
+@pytest.mark.parametrize("abort_fails", [False, True])
+def test_a_failed_multipart_upload_is_aborted(server: FakeOCI, client: Any, data: Path, abort_fails: bool) -> None:
+    # Before: its parts stayed in the bucket as an uncommitted upload, on every failure.
+    real = client.upload_part
+
+    def part_three_fails(namespace: str, bucket: str, name: str, upload_id: str, part_num: int, *args: Any,
+                         **kwargs: Any) -> Any:  # fmt: skip
+        if part_num == 3:
+            raise oci.exceptions.ServiceError(503, "ServiceUnavailable", {}, "Service unavailable")
+        return real(namespace, bucket, name, upload_id, part_num, *args, **kwargs)
+
+    client.upload_part = part_three_fails
+    if abort_fails:  # best effort: the error raised is still the upload's own
+        client.abort_multipart_upload = lambda *_, **__: (_ for _ in ()).throw(ConnectionError("abort failed"))
+    with pytest.raises(CloudDDPError, match=r"cannot upload .*big\.bin: Object Storage said 503 ServiceUnavailable"):
+        stage(data, store(client))
+    assert bool(server.uploads) == abort_fails
+    if not abort_fails:
+        (aborted,) = server.calls("DELETE", r"/u/datasets/x/v-.*/big\.bin$")
+        assert aborted.status == 204
+
+
+def test_an_interrupt_aborts_the_multipart_uploads_in_flight_without_waiting_for_them(
+    server: FakeOCI, client: Any, data: Path
+) -> None:
+    # Before: the interrupt waited for every upload in flight to finish (and so committed it), aborting nothing.
+    from cloudddp.staging.engine import upload_of
+    from cloudddp.staging.local_files import describe, hash_file
+
+    target = store(client)
+    big, small = (hash_file(describe(data / name, name), MIB) for name in ("big.bin", "part0/0.bin"))
+    sending, release = threading.Event(), threading.Event()
+    real = client.upload_part
+
+    def held(*args: Any, **kwargs: Any) -> Any:
+        sending.set()
+        release.wait(60)  # only a stage that waits for the uploads in flight (the old code) waits this out
+        return real(*args, **kwargs)
+
+    def interrupted(_: Any) -> None:  # as Ctrl-C in the main thread once the big file's parts are on their way
+        assert sending.wait(60)
+        raise KeyboardInterrupt
+
+    client.upload_part = held
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            target.upload([upload_of(big, "x/big.bin"), upload_of(small, "x/0.bin")], interrupted)
+        assert not server.uploads and "x/big.bin" not in server.object_names()
+        assert [c.status for c in server.calls("DELETE", r"/u/x/big\.bin$")] == [204]
+    finally:
+        release.set()
+
+
+ODD_NAMES = {"a line feed": "new\nline.txt", "a carriage return": "cr\rname.txt"}
+
+
+def odd_names(root: Path, names: list[str]) -> None:
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "ok.txt").write_text("one")
+    for name in names:
+        (root / name).write_text("x")
+
+
+@pytest.mark.parametrize("what", ["a line feed", "a carriage return"])
+def test_a_name_object_storage_refuses_is_refused_before_anything_is_uploaded(
+    server: FakeOCI, key: ThrowawayKey, tmp_path: Path, what: str
+) -> None:
+    # Before: uploaded (the service refuses such names halfway through the upload, with a 400 per object).
+    from helpers import run_cli
+
+    root, path = tmp_path / "odd", tmp_path / "odd" / ODD_NAMES[what]
+    odd_names(root, [ODD_NAMES[what]])
+    env = {"CLOUDDDP_OCI_SERVICE_ENDPOINT": server.url, "OCI_CONFIG_FILE": str(key.write_config(tmp_path / "cfg")),
+           "CLOUDDDP_CACHE_DIR": str(tmp_path / "hash-cache")}  # fmt: skip
+    done = run_cli("stage", str(root), "oci://bkt@ns/odd", env=env, timeout=120)
+    assert done.returncode == 2 and "Traceback" not in done.stderr and done.stdout == ""
+    assert f"{str(path)!r} under {str(root)!r} has {what} in its name" in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1  # one paragraph: the name's own line break is escaped
+    assert not server.writes()
+
+
+def test_an_object_name_over_1024_bytes_is_refused_before_anything_is_uploaded(
+    server: FakeOCI, client: Any, tmp_path: Path
+) -> None:
+    # Before: a 1182-byte name was uploaded (OCI and S3 refuse names over 1024). The limit counts the whole key.
+    root = tmp_path / "deep"
+    fixed = len("datasets/x/v-0123456789abcdef/")
+    fits = root / ("f" * 200) / ("g" * 200) / ("h" * 200) / ("i" * 200)
+    fits.mkdir(parents=True)
+    room = 1024 - fixed - len(fits.relative_to(root).as_posix()) - 1  # bytes left for the file's own name
+    (fits / ("j" * room)).write_text("fits")
+    result = stage(root, store(client))  # a key of exactly 1024 bytes: stored
+    assert max(len(n.encode()) for n in server.object_names()) == 1024
+    (fits / ("k" * (room - 1) + "é")).write_text("over by a byte: é is two bytes in UTF-8")
+    writes = len(server.writes())
+    with pytest.raises(CloudDDPError, match=r"é' under .* would be the object .*, 1025 bytes long.* 1024 bytes"):
+        stage(root, store(client))
+    assert len(server.writes()) == writes
+    assert result.uri  # the first stage published
+
+
+def test_names_inside_shards_are_not_object_names(server: FakeOCI, client: Any, tmp_path: Path) -> None:
+    root = tmp_path / "odd"
+    odd_names(root, list(ODD_NAMES.values()))
+    result = stage(root, store(client), StageOptions(layout=SHARDS, shard_size=MIB))
+    assert sorted(unpacked(staged(server, f"datasets/x/{result.version}/"))) == sorted(local(root))
+
+
+def test_the_fake_service_refuses_the_object_names_oci_refuses(client: Any) -> None:
+    for name in ("new\nline", "cr\rname", "nul\0name", "x" * 1025):
+        with pytest.raises(oci.exceptions.ServiceError) as refused:
+            client.put_object("ns", "bkt", name, b"x")
+        assert (refused.value.status, refused.value.code) == (400, "InvalidObjectName")
+    details = oci.object_storage.models.CreateMultipartUploadDetails(object="new\nline")
+    with pytest.raises(oci.exceptions.ServiceError, match="InvalidObjectName"):
+        client.create_multipart_upload("ns", "bkt", details)
+    assert client.put_object("ns", "bkt", "x" * 1024, b"x").status == 200
