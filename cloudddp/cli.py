@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from rich.console import Console
 
-from cloudddp.elastic import parse_nodes
+from cloudddp.elastic import is_count, parse_nodes
 from cloudddp.errors import CloudDDPError, print_error
 from cloudddp.providers import registry
 from cloudddp.providers.registry import Option
@@ -96,11 +96,13 @@ def provider_for(provider: str, runs_dir: str | None) -> Any:
 
 def pairs(values: list[str] | None, flag: str) -> dict[str, str]:
     """`["a=1", "b=2"]` -> {"a": "1", "b": "2"}, with an error naming the flag and item."""
+    from cloudddp.redact import redact_named_value
+
     result: dict[str, str] = {}
     for item in values or []:
         key, sep, value = item.partition("=")
-        if not sep or not key:
-            raise CloudDDPError(f"{flag} {item!r}: expected KEY=VALUE.")
+        if not sep or not key:  # `HF_TOKEN:abc` is shown as `HF_TOKEN:***`: a mistyped separator is no reason to leak
+            raise CloudDDPError(f"{flag} {redact_named_value(item)!r}: expected KEY=VALUE.")
         if key in result and result[key] != value:  # one of the two would be dropped without a word
             raise CloudDDPError(f"{flag} {key}=... is given twice, with different values; give it once.")
         result[key] = value
@@ -110,18 +112,12 @@ def pairs(values: list[str] | None, flag: str) -> dict[str, str]:
 def split_entry_point(script: str, source_dir: str | None) -> tuple[str, str]:
     """`sources/train.py` -> ("sources", "train.py") unless --source-dir says otherwise.
 
-    With --source-dir, a script that names a file inside that folder (absolute, or relative to this folder, in
-    whatever spelling) becomes its path within it; any other script is taken within the folder, as SageMaker
-    takes `entry_point` within `source_dir`."""
+    With --source-dir, the script is placed within that folder by the spec (`spec.within_source_dir`), as a YAML
+    spec's and the Estimator's are: a file inside it, named from here in whatever spelling, becomes its path within
+    it, and a script outside it is refused."""
     if source_dir is None:
         path = Path(script)
         return (str(path.parent) if str(path.parent) else "."), path.name
-    here = Path(script).resolve()
-    if Path(script).is_absolute() or here.is_file():
-        try:
-            return source_dir, str(here.relative_to(Path(source_dir).resolve()))
-        except ValueError:
-            pass  # outside the folder: require_source names it
     return source_dir, script
 
 
@@ -232,8 +228,8 @@ def script_overrides(script: str | None, module: bool, source_dir: str | None, a
 
 
 def read_nproc(value: str | None) -> int | str | None:
-    """`--nproc-per-node 2` is the number 2; gpu, cpu and auto stay words."""
-    return int(value) if value and value.isdigit() else value
+    """`--nproc-per-node 2` is the number 2; gpu, cpu and auto stay words (and anything else is the spec's error)."""
+    return int(value) if value and is_count(value) else value
 
 
 def load_launch_spec(file: Path | None, overrides: dict[str, Any]) -> JobSpec:

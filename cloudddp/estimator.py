@@ -9,15 +9,20 @@
 Provider-specific keyword arguments (role, instance_type, compartment_id, shape, ...)
 go to that provider's section of the job spec; which providers and fields exist comes from
 the provider registry. `instance_count` is the SageMaker-compatible name of the spec's `nodes`.
+Elastic jobs take the CLI's settings: `nodes="2:3"` (or `nodes=3, min_nodes=2`), `max_restarts`,
+`rdzv_backend` and `rdzv_endpoint`.
 """
 
 from __future__ import annotations
 
+import difflib
+import inspect
 from typing import Any
 
+from cloudddp.elastic import parse_nodes, require_elastic_support
 from cloudddp.errors import CloudDDPError
 from cloudddp.providers import JobHandle, JobStatus, Provider, get_provider, registry
-from cloudddp.redact import redact_log_line, secret_values
+from cloudddp.redact import job_secrets, redact_log_line
 from cloudddp.session import JobRecord, emit, run_job
 from cloudddp.spec import JobSpec, build_spec
 
@@ -39,6 +44,48 @@ def channels(inputs: Inputs) -> dict[str, str]:
     )
 
 
+# `nodes` and `min_nodes` as the Estimator's errors name them (the CLI's say --nodes and --min-nodes).
+ESTIMATOR_NODE_NAMES = ("nodes={!r}", "min_nodes={}")
+
+
+def node_settings(nodes: int | str | None, instance_count: int | None, min_nodes: int | None) -> dict[str, Any]:
+    """The spec's `nodes` and `min_nodes`, read as `cloudddp launch --nodes` reads them: "2:3" is elastic."""
+    if nodes is not None and instance_count is not None and nodes != instance_count:
+        raise CloudDDPError(
+            f"Estimator got nodes={nodes!r} and instance_count={instance_count!r}: they are one setting "
+            "(instance_count is the SageMaker SDK's name for nodes); pass one."
+        )
+    count = nodes if nodes is not None else instance_count
+    if isinstance(count, str):  # "3" or "MIN:MAX"; anything else gets the CLI's error
+        return {"min_nodes": min_nodes, **parse_nodes(count, min_nodes, ESTIMATOR_NODE_NAMES)}
+    return {"nodes": count, "min_nodes": min_nodes}
+
+
+def unknown_options(provider: str, unknown: list[str], fields: list[str]) -> CloudDDPError:
+    """The error for keyword arguments that are neither the Estimator's own nor `provider`'s options, with where
+    each one belongs if it belongs somewhere (fit's inputs, another provider, a near spelling)."""
+    own = [name for name in inspect.signature(Estimator).parameters if name != "provider_options"]
+    hints = [hint for name in unknown if (hint := unknown_option_hint(name, provider, [*own, *fields]))]
+    return CloudDDPError(
+        f"Estimator(provider={provider!r}) got unknown option(s) {', '.join(unknown)}: neither an Estimator "
+        f"argument ({', '.join(own)}) nor an option of the {provider} provider ({', '.join(fields) or 'none'})"
+        + "".join(f"; {hint}" for hint in hints)
+        + "."
+    )
+
+
+def unknown_option_hint(name: str, provider: str, known: list[str]) -> str | None:
+    """Where the unknown keyword `name` belongs, if anywhere this can tell."""
+    if name == "inputs":
+        return "inputs are fit()'s: est.fit({'train': ...})"
+    others = sorted(other for other, info in registry.providers().items()
+                    if other != provider and name in info.settings.model_fields)  # fmt: skip
+    if others:
+        return f"{name} is an option of the {' and '.join(others)} provider (with_provider switches to one)"
+    close = difflib.get_close_matches(name, known, n=1)
+    return f"did you mean {close[0]} for {name}" if close else None
+
+
 class Estimator:
     def __init__(
         self,
@@ -46,8 +93,12 @@ class Estimator:
         entry_point: str = "train_ddp.py",
         source_dir: str = ".",
         *,
-        nodes: int | None = None,
+        nodes: int | str | None = None,
         instance_count: int | None = None,
+        min_nodes: int | None = None,
+        max_restarts: int | None = None,
+        rdzv_backend: str | None = None,
+        rdzv_endpoint: str | None = None,
         nproc_per_node: int | str | None = None,
         hyperparameters: dict[str, Any] | None = None,
         args: list[str] | None = None,
@@ -59,15 +110,12 @@ class Estimator:
         module: bool = False,
         **provider_options: Any,
     ) -> None:
-        if nodes is not None and instance_count is not None and nodes != instance_count:
-            raise CloudDDPError(
-                f"Estimator got nodes={nodes} and instance_count={instance_count}: they are one setting "
-                "(instance_count is the SageMaker SDK's name for nodes); pass one."
-            )
         self.provider_name = provider
         self.base: dict[str, Any] = {
             "name": name, "entry_point": entry_point, "source_dir": source_dir, "module": module,
-            "nodes": nodes if nodes is not None else instance_count, "nproc_per_node": nproc_per_node, "hyperparameters": hyperparameters or {},
+            **node_settings(nodes, instance_count, min_nodes), "max_restarts": max_restarts,
+            "rdzv_backend": rdzv_backend, "rdzv_endpoint": rdzv_endpoint,
+            "nproc_per_node": nproc_per_node, "hyperparameters": hyperparameters or {},
             "args": args or [], "environment": environment or {}, "output": output, "checkpoint": checkpoint,
             "max_runtime": max_runtime,
         }  # fmt: skip
@@ -80,10 +128,7 @@ class Estimator:
         section = registry.get(self.provider_name).settings
         unknown = sorted(set(self.provider_options) - set(section.model_fields))
         if unknown:
-            raise CloudDDPError(
-                f"Estimator(provider={self.provider_name!r}) got unknown option(s) {', '.join(unknown)}; "
-                f"valid: {', '.join(section.model_fields)}."
-            )
+            raise unknown_options(self.provider_name, unknown, list(section.model_fields))
         data = {k: v for k, v in self.base.items() if v is not None}
         data["inputs"] = channels(inputs)
         data[self.provider_name] = self.provider_options
@@ -105,7 +150,9 @@ class Estimator:
 
     def dry_run(self, inputs: Inputs = None) -> str:
         """The exact request as YAML; nothing is uploaded or started."""
-        return self.provider.render(self.spec(inputs)).to_yaml()
+        spec = self.spec(inputs)
+        require_elastic_support(self.provider_name, spec)  # as run_job checks before launch's --dry-run renders
+        return self.provider.render(spec).to_yaml()
 
     def fit(self, inputs: Inputs = None, wait: bool = True, logs: bool = True) -> JobStatus | None:
         """Launch the job (the same `run_job` as `cloudddp launch`); with wait, its final status."""
@@ -135,8 +182,9 @@ class Estimator:
         return self.provider.status(self._job().job_id)
 
     def logs(self, follow: bool = False) -> None:
-        """The job's log lines, secrets hidden as `fit()` hides them (this estimator's secret variables)."""
-        secrets = secret_values(self.base["environment"], self.base["hyperparameters"])
+        """The job's log lines, secrets hidden as `fit()` hides them (the same job_secrets: this estimator's
+        secret-named variables, hyperparameters and script options)."""
+        secrets = job_secrets(self.base["environment"], self.base["hyperparameters"], self.base["args"])
         for line in self.provider.logs(self._job().job_id, follow=follow):
             emit(redact_log_line(line, secrets))
 
@@ -149,7 +197,9 @@ class Estimator:
             raise CloudDDPError(f"to_model_trainer() is for provider='sagemaker', not {self.provider_name!r}.")
         from cloudddp.providers.sagemaker.model_trainer import to_model_trainer
 
-        return to_model_trainer(self.spec(inputs))
+        spec = self.spec(inputs)
+        require_elastic_support(self.provider_name, spec)  # SageMaker starts a fixed set of hosts
+        return to_model_trainer(spec)
 
     @property
     def model_data(self) -> str | None:

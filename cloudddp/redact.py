@@ -160,6 +160,12 @@ def secret_arguments(args: Sequence[str]) -> list[str]:
     return [value.strip("\"'") for value in values]
 
 
+def job_secrets(environment: Mapping[str, Any], hyperparameters: Mapping[str, Any], args: Sequence[str]) -> list[str]:
+    """Every secret value a job's spec gives: its secret-named variables and hyperparameters, and the values of
+    its script's secret-named options. The one list that its dry run, request.yaml and logs all hide."""
+    return [*secret_values(environment, hyperparameters), *secret_arguments(args)]
+
+
 def argument_with_url_password(args: Sequence[str], hyperparameters: Mapping[str, Any]) -> tuple[str, str] | None:
     """(field, value shown redacted) of the first script argument or hyperparameter holding a URL password."""
     arguments = [(f"args[{i}]", arg) for i, arg in enumerate(args)]
@@ -170,14 +176,15 @@ def argument_with_url_password(args: Sequence[str], hyperparameters: Mapping[str
 def redact(value: Any, secrets: Sequence[str] = ()) -> Any:
     """A copy of `value` with secrets replaced, at any depth.
 
-    Values of secret-looking keys become `***`, in plain mappings and in AWS-style
-    `[{"Name": ..., "Value": ...}]` pairs; every other string loses its URL user-info and any of
-    `secrets` (the values under those keys, which also reach strings built from them: SM_HPS's JSON,
+    Values of secret-looking keys become `***`, in plain mappings and in `[{"Name": ..., "Value": ...}]`
+    pairs (AWS's spelling, or Kubernetes' and ADS's `name`/`value`); every other string loses its URL user-info
+    and any of `secrets` (the values under those keys, which also reach strings built from them: SM_HPS's JSON,
     SM_USER_ARGS, a command line).
     """
     if isinstance(value, dict):
-        if set(value) >= {"Name", "Value"} and is_secret_name(str(value["Name"])):
-            return {**value, "Value": REDACTED}
+        for name, content in (("Name", "Value"), ("name", "value")):
+            if set(value) >= {name, content} and is_secret_name(str(value[name])):
+                return {**value, content: REDACTED}
         return {k: (REDACTED if is_secret_name(str(k)) and isinstance(v, str) else redact(v, secrets))
                 for k, v in value.items()}  # fmt: skip
     if isinstance(value, (list, tuple)):
@@ -185,6 +192,40 @@ def redact(value: Any, secrets: Sequence[str] = ()) -> Any:
     if isinstance(value, str):
         return mask_values(redact_text(value), secrets)
     return value
+
+
+# NAME=value, NAME:value or NAME value in one string: a variable as a shell, docker-compose or a mistyped
+# `--env HF_TOKEN:abc` writes it.
+NAMED_VALUE = re.compile(r"(?P<name>\s*[^\s=:]+)(?P<sep>\s*[=:]\s*|\s+)(?P<value>.+)", re.S)
+
+
+def redact_named_value(text: str) -> str:
+    """`text` with its value hidden where it reads as a value given to a secret-looking name (`HF_TOKEN=abc`,
+    `api_key:abc`); a value under any other name is shown, less its URL user-info."""
+    match = NAMED_VALUE.fullmatch(text)
+    if match and is_secret_name(match["name"]):
+        return f"{match['name']}{match['sep']}{REDACTED}"
+    return redact_text(text)
+
+
+def redact_entries(value: Any) -> Any:
+    """`value` as an error may show it where a mapping of names to values was expected and something else came
+    (`environment: [HF_TOKEN=abc]`, `[[HF_TOKEN, abc]]`, `[{name: HF_TOKEN, value: abc}]`): each entry's value
+    hidden under a secret-looking name, whatever way the entry names it, and everything else as `redact` shows it."""
+    if isinstance(value, str):
+        return redact_named_value(value)
+    if is_secret_pair(value):
+        return type(value)((value[0], REDACTED))
+    if isinstance(value, (list, tuple)):
+        return type(value)(redact_entries(entry) for entry in value)
+    return redact(value)
+
+
+def is_secret_pair(value: Any) -> bool:
+    """Whether `value` is a `[NAME, value]` pair under a secret-looking name (a bare name first, not `NAME=value`)."""
+    if not isinstance(value, (list, tuple)) or len(value) != 2 or not isinstance(value[0], str):
+        return False
+    return NAMED_VALUE.fullmatch(value[0]) is None and is_secret_name(value[0])
 
 
 def secret_variables(environment: Mapping[str, str]) -> list[str]:

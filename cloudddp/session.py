@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 
 from cloudddp.elastic import require_elastic_support
 from cloudddp.providers import JobHandle, JobRequest, JobStatus, Provider, get_provider, registry
-from cloudddp.redact import redact_log_line, secret_arguments, secret_values
+from cloudddp.redact import job_secrets, redact_log_line
 
 if TYPE_CHECKING:
     from cloudddp.spec import JobSpec
@@ -178,7 +178,7 @@ def run_job(
         return 0
     with stop_signals_interrupt():
         try:
-            secrets = [*secret_values(spec.environment, spec.hyperparameters), *secret_arguments(spec.args)]
+            secrets = job_secrets(spec.environment, spec.hyperparameters, spec.args)  # as its dry run hides them
             record.final = follow(chosen, handle, logs, say, secrets)
         except KeyboardInterrupt as exc:
             signum = exc.signum if isinstance(exc, StopSignal) else None

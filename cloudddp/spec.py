@@ -7,13 +7,24 @@ or built by `Estimator(...)`. Unknown fields are errors, so a typo never passes 
 from __future__ import annotations
 
 import functools
+import os
 import re
 import typing
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, create_model, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    create_model,
+    field_validator,
+    model_validator,
+)
+from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from cloudddp.cluster.environment import channel_variable
 from cloudddp.errors import CloudDDPError
@@ -145,6 +156,34 @@ class JobSpecBase(Section):
             raise ValueError("rdzv_backend etcd-v2 needs the etcd server's HOST:PORT here")
         return value
 
+    @field_validator("environment")
+    @classmethod
+    def _variable_names(cls, value: dict[str, str]) -> dict[str, str]:
+        bad = [(name, problem) for name, text in value.items() if (problem := variable_problem(name, text))]
+        if bad:
+            raise field_errors("variable_name", bad)
+        return value
+
+    @field_validator("hyperparameters")
+    @classmethod
+    def _hyperparameter_names(cls, value: dict[str, Scalar]) -> dict[str, Scalar]:
+        bad = [(name, problem) for name, setting in value.items() if (problem := hyperparameter_problem(name, setting))]
+        if bad:
+            raise field_errors("hyperparameter_name", bad)
+        return value
+
+    @model_validator(mode="after")
+    def _entry_point_in_source_dir(self) -> JobSpecBase:
+        # Here, not in one door: the CLI, a YAML spec and the Estimator must all send the nodes the same path.
+        try:
+            if self.module:
+                require_module_name(self.entry_point)
+            else:
+                self.entry_point = within_source_dir(self.entry_point, self.source_dir)
+        except ValueError as exc:
+            raise field_errors("entry_point", [(self.entry_point, str(exc))], ("entry_point",)) from None
+        return self
+
     def entry_path(self) -> Path:
         return Path(self.source_dir) / self.entry_point
 
@@ -165,6 +204,112 @@ class JobSpecBase(Section):
         for key, value in self.hyperparameters.items():
             extra += [f"--{key}", str(value)]
         return [*self.args, *extra]
+
+
+def field_errors(kind: str, bad: list[tuple[Any, str]], location: tuple[str, ...] = ()) -> ValidationError:
+    """One error per (offending value, message), shown as `field: message (got value)`.
+
+    Raised in a validator, pydantic adds them to the spec's errors at the field being validated (`location` ()) or,
+    from a model validator, at `location`; the value shown is the one at fault, not the whole field."""
+    details = [
+        InitErrorDetails(type=PydanticCustomError(kind, "{message}", {"message": message}), loc=location, input=got)
+        for got, message in bad
+    ]
+    return ValidationError.from_exception_data("JobSpec", details)
+
+
+def name_problem(name: str) -> str | None:
+    """What keeps `name` from being a variable's (or a --option's) name anywhere: "empty", "equals" or "nul".
+
+    Only what no platform takes: POSIX gives the environment as `name=value` strings whose names "shall not
+    contain the character '='" and no string holds a NUL (IEEE Std 1003.1-2017, XBD chapter 8.1), and
+    CPython's os.putenv refuses an empty name as well. Kubernetes' relaxed rule (any printable ASCII but '=',
+    IsRelaxedEnvVarName in k8s.io/apimachinery) and SageMaker's ([a-zA-Z_][a-zA-Z0-9_]*) are stricter; their
+    providers check their own."""
+    if not name:
+        return "empty"
+    if "=" in name:
+        return "equals"
+    return "nul" if "\0" in name else None
+
+
+VARIABLE_PROBLEMS = {
+    "empty": "a variable's name is empty: no process can be given a variable without one",
+    "equals": "a variable's name holds '=', which the environment reads as the end of the name (NAME=value): no "
+    "process can be given it",
+    "nul": "a variable's name holds a NUL character, which ends a string in the environment: no process can be "
+    "given it",
+}
+HYPERPARAMETER_PROBLEMS = {
+    "empty": "a hyperparameter's name is empty: the script would be given '--' (which ends its options) and the "
+    "value as an argument",
+    "equals": "a hyperparameter's name holds '=': the script would read --NAME=... as that option's value, and "
+    "SageMaker's SM_HP_<NAME> variable cannot be named so; give the value as the value (lr: 0.1)",
+    "nul": "a hyperparameter's name holds a NUL character, which no command line can carry",
+}
+
+
+def variable_problem(name: str, value: str) -> str | None:
+    """Why the environment cannot carry the variable `name`=`value`, else None (the value is never shown)."""
+    problem = name_problem(name)
+    if problem:
+        return VARIABLE_PROBLEMS[problem]
+    if "\0" in value:
+        return "this variable's value holds a NUL character, which ends a string in the environment"
+    return None
+
+
+def hyperparameter_problem(name: str, value: Scalar) -> str | None:
+    """Why the script cannot be given `--name value`, else None (the value is never shown)."""
+    problem = name_problem(name)
+    if problem:
+        return HYPERPARAMETER_PROBLEMS[problem]
+    if "\0" in str(value):
+        return "this hyperparameter's value holds a NUL character, which no command line can carry"
+    return None
+
+
+def require_module_name(module: str) -> None:
+    """`python -m` takes a module's name: `train.py` is a file's, and python runs train as a module, then fails."""
+    if module.endswith(".py"):
+        name = module.removesuffix(".py").replace("/", ".")
+        raise ValueError(
+            f"with module true (-m) it names a module, and {module!r} is a file's name: python -m takes a module "
+            f"name ({name!r}), not a file. Give the module's name, or run the file without -m / module: true"
+        )
+
+
+def within_source_dir(entry_point: str, source_dir: str) -> str:
+    """The script's path within source_dir, the one rule of the CLI, a YAML spec and the Estimator.
+
+    A script named from here (absolute, or relative to this folder, in whatever spelling) that lies in source_dir
+    becomes its path within it; any other name is one within source_dir already, as SageMaker takes `entry_point`
+    within `source_dir`. A script outside source_dir is a ValueError: only source_dir is shipped to the nodes,
+    which run the script from there (this machine's absolute path does not exist in a container)."""
+    path = Path(entry_point)
+    if path.is_absolute() or path.is_file():
+        inside = relative_within(path, Path(source_dir))
+        if inside is not None:
+            return inside
+    if path.is_absolute() or Path(os.path.normpath(entry_point)).parts[:1] == (os.pardir,):
+        where = Path(os.path.abspath(Path(source_dir) / entry_point))
+        raise ValueError(
+            f"the script {str(where)!r} is outside source_dir {source_dir!r} ({os.path.abspath(source_dir)}): only "
+            f"source_dir is shipped with the job, and its nodes run the script from there. Move the script into "
+            f"source_dir, or give the folder holding it as source_dir ({str(where.parent)!r})"
+        )
+    return entry_point
+
+
+def relative_within(path: Path, folder: Path) -> str | None:
+    """`path` as a path inside `folder`, compared as spelled and then with links resolved; None when outside."""
+    spelled = (Path(os.path.abspath(path)), Path(os.path.abspath(folder)))
+    for there, base in (spelled, (path.resolve(), folder.resolve())):
+        try:
+            return there.relative_to(base).as_posix()
+        except ValueError:
+            continue
+    return None
 
 
 @functools.cache
@@ -238,12 +383,21 @@ def describe_fields(error: ValidationError) -> str:
 SECRET_VALUE = "secret_value"
 
 
+# Fields that name their values: given in another shape (`environment: [HF_TOKEN=abc]`, or a list of
+# `{name, value}` as docker-compose, Kubernetes and ADS write one), the error shows each entry's name, not its
+# value when the name looks secret; neither that name nor the field's is in the error's location.
+NAMED_VALUE_FIELDS = ("environment", "hyperparameters")
+
+
 def shown_value(item: Any) -> str:
     """The offending value as an error shows it: *** under a secret-looking name, URL passwords hidden."""
-    from cloudddp.redact import REDACTED, is_secret_name, redact
+    from cloudddp.redact import REDACTED, is_secret_name, redact, redact_entries
 
-    if item["type"] == SECRET_VALUE or any(is_secret_name(str(part)) for part in item["loc"]):
+    location = [str(part) for part in item["loc"]]
+    if item["type"] == SECRET_VALUE or any(is_secret_name(part) for part in location):
         return REDACTED
+    if item["type"] == "dict_type" or next(iter(location), "") in NAMED_VALUE_FIELDS:
+        return repr(redact_entries(item.get("input")))
     return repr(redact(item.get("input")))
 
 

@@ -50,7 +50,7 @@ def test_yes_no_on_off_are_the_words_written(spec_file: Path) -> None:
     # YAML 1.1 (PyYAML's default) reads them as booleans: the key `on` became True and was refused as
     # "environment.1.[key]: Input should be a valid string", and `DEBUG: off` could not be a string.
     spec_file.write_text(
-        "entry_point: train.py\nnodes: 2\nmodule: yes\n"
+        "entry_point: train\nnodes: 2\nmodule: yes\n"  # a module's name: -m train.py is refused
         "environment: {on: x, DEBUG: off}\nhyperparameters: {amp: yes, 'n': 3}\n"
     )
     spec = load_spec(spec_file)
@@ -115,7 +115,7 @@ def test_a_zero_padded_number_in_the_environment_is_refused_not_changed(spec_fil
 
 
 def test_true_and_false_in_any_case_stay_booleans(spec_file: Path) -> None:
-    spec_file.write_text("entry_point: train.py\nmodule: TRUE\nhyperparameters: {a: True, b: false}\n")
+    spec_file.write_text("entry_point: train\nmodule: TRUE\nhyperparameters: {a: True, b: false}\n")
     spec = load_spec(spec_file)
     assert spec.module is True
     assert spec.hyperparameters == {"a": True, "b": False}

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import yaml
 
-from cloudddp.redact import redact, secret_values
+from cloudddp.redact import job_secrets, redact
 
 if TYPE_CHECKING:
     from cloudddp.spec import JobSpec  # at run time it is built from the registry, which imports this
@@ -78,10 +78,14 @@ class JobRequest(Generic[RequestT]):
             document["before_submit"] = before
         return document
 
+    def secrets(self) -> list[str]:
+        """The job's secret values, which every rendering of its request for the user hides."""
+        return job_secrets(self.spec.environment, self.spec.hyperparameters, self.spec.args)
+
     def to_yaml(self) -> str:
-        """The request as YAML, secrets replaced by ***: what --dry-run prints."""
-        secrets = secret_values(self.spec.environment, self.spec.hyperparameters)
-        return yaml.dump(redact(self.to_document(), secrets), Dumper=BlockDumper, sort_keys=False,
+        """The request as YAML, secrets replaced by ***: what --dry-run prints (and a local run's request.yaml).
+        They are replaced in the data, before dumping, so a masked value is quoted (a bare *** is a YAML alias)."""
+        return yaml.dump(redact(self.to_document(), self.secrets()), Dumper=BlockDumper, sort_keys=False,
                          default_flow_style=False)  # fmt: skip
 
 

@@ -38,7 +38,7 @@ from cloudddp.providers.local.layout import node_layouts
 from cloudddp.providers.local.orphans import is_same_process, live_nodes, stop_orphaned_nodes
 from cloudddp.providers.local.run_secrets import SecretMasker, write_secret_digests
 from cloudddp.providers.local.runner import CANCEL_REQUEST, write_state
-from cloudddp.redact import mask_values, redact_text, secret_arguments, secret_values
+from cloudddp.redact import redact_text
 from cloudddp.spec import JobSpec
 
 
@@ -337,11 +337,9 @@ class LocalProvider(Provider):
         request, run_dir = job.request, job.request.run_dir
         for node in request.nodes:
             node.prepare(request.link_inputs, request.checkpoint)
-        spec = job.spec
-        # to_yaml hides the secret-named variables and hyperparameters; a script's `--api-key=...` too, here.
-        arguments = secret_arguments(spec.args)
-        (run_dir / "request.yaml").write_text(mask_values(job.to_yaml(), arguments))
-        write_secret_digests(run_dir, [*secret_values(spec.environment, spec.hyperparameters), *arguments])
+        # to_yaml hides the job's secrets (variables, hyperparameters, a script's `--api-key=...`), as --dry-run does.
+        (run_dir / "request.yaml").write_text(job.to_yaml())
+        write_secret_digests(run_dir, job.secrets())
         write_state(run_dir, {"state": "PENDING", "launched": launched, "nodes": {}})
         model = request.nodes[0].layout.model_dir
         if model:
