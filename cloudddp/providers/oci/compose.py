@@ -48,6 +48,7 @@ from cloudddp.cluster.oci import MASTER_PORT
 from cloudddp.elastic import require_elastic_support
 from cloudddp.errors import CloudDDPError
 from cloudddp.providers.oci.validation import shown
+from cloudddp.providers.secret_arguments import refuse_secret_arguments
 from cloudddp.redact import is_secret_name
 from cloudddp.spec import JobSpec
 
@@ -115,6 +116,15 @@ def host_folder(where: str, field: str) -> str:
     return path
 
 
+def compose_advice(variable: str) -> str:
+    """How a secret reaches the script instead: the file names a secret-named variable, the host gives its value."""
+    return (
+        f"Pass it in a variable (-e {variable}=...): a secret-named variable reaches the compose file as a "
+        f"${{{variable}}} reference, which Compose fills in from the host's environment, and the script reads it "
+        f"from its own (the OCI job refuses these arguments too)."
+    )
+
+
 def user_environment(spec: JobSpec) -> dict[str, str]:
     """The spec's variables; secret-looking values stay out of the file: Compose reads them from the host."""
     environment: dict[str, str] = {}
@@ -175,6 +185,8 @@ def compose_dict(spec: JobSpec, output_root: str = "./cloudddp-compose") -> dict
             raise CloudDDPError(
                 f"inputs.{channel}={where!r}: the docker-compose test mounts local folders; download the data first."
             )
+    refuse_secret_arguments(spec.args, spec.hyperparameters, "written into the compose file's `command:`",
+                            compose_advice)  # fmt: skip
     image = image_for(spec)
     source = host_folder(spec.source_dir, "source_dir")
     job_side = str(Path(cloudddp.__file__).resolve().parent)

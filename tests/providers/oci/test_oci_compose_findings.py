@@ -138,3 +138,18 @@ def test_an_elastic_node_range_is_refused_as_render_refuses_it(tmp_path: Path) -
     plain = run_cli("render", "-p", "oci", "--nodes", "1:3", "train.py", cwd=tmp_path, timeout=120)
     assert plain.returncode == 2
     assert " ".join(plain.stderr.split()) == message  # the same refusal, word for word
+
+
+# -- a secret in the script's arguments: the compose file's command is as readable as the OCI job's CMD ---------
+@pytest.mark.parametrize(
+    ("args", "named"),
+    [(["-H", "api_key=hpsecret123"], "hyperparameters.api_key"), (["train.py", "--", "--hf-token", "argsecret456"],
+     "--hf-token")],
+)  # fmt: skip
+def test_a_secret_in_the_scripts_arguments_is_refused_not_written(tmp_path: Path, args: list[str], named: str) -> None:
+    # Before: `command:` held `--api_key hpsecret123` (and the value in OCI__ENTRY_SCRIPT_ARGS), in clear.
+    argv = args if "train.py" in args else [*args, "train.py"]
+    result = render(tmp_path, *argv)
+    assert result.returncode == 2, result.stdout
+    assert named in result.stderr and "${" in result.stderr  # what to do instead: a variable Compose fills in
+    assert "secret123" not in result.stderr + result.stdout and "secret456" not in result.stderr + result.stdout
