@@ -5,16 +5,32 @@ PY      := $(VENV)/bin/python
 STAMP   := $(VENV)/.installed-stamp
 PYTEST_ARGS ?=
 
-.PHONY: demo test test-fast lint bench sdk2-env test-sdk
+.PHONY: demo test test-fast lint bench sdk2-env test-sdk docs
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install --quiet --disable-pip-version-check "torch==2.14.1" "torchvision==0.29.1" -e ".[dev]"
 	touch $(STAMP)
 
+## What the demo needs and nothing else: cloudddp with [train] (torch, torchvision), not the test toolchain.
+## Its own stamp: `make test` still installs .[dev] (a superset: once it has, the demo installs nothing).
+DEMO_STAMP := $(VENV)/.demo-stamp
+$(DEMO_STAMP): pyproject.toml
+	@echo "cloudddp demo: setting up $(VENV) (a Python virtual environment in this folder)"
+	test -x $(PY) || python3 -m venv $(VENV)
+	@if [ -f $(STAMP) ] && [ $(STAMP) -nt pyproject.toml ]; then \
+	  echo "cloudddp demo: $(VENV) already holds cloudddp, torch and torchvision (installed by make test)"; \
+	else \
+	  echo "cloudddp demo: installing cloudddp[train] with torch==2.14.1 and torchvision==0.29.1 (pip's progress below)"; \
+	  $(PY) -m pip install --disable-pip-version-check --progress-bar on "torch==2.14.1" "torchvision==0.29.1" -e ".[train]"; \
+	fi
+	touch $@
+
 ## Train ResNet-18 with DDP on 2 emulated SageMaker nodes on this machine (no cloud, no Docker).
-demo: $(STAMP)
+demo: $(DEMO_STAMP)
+	@test -d demo-data || echo "cloudddp demo: writing a small two-class image dataset to demo-data/"
 	test -d demo-data || $(VENV)/bin/cloudddp demo-data demo-data
+	@echo "cloudddp demo: training ResNet-18 with DDP on 2 emulated SageMaker nodes (each line is prefixed with its node)"
 	$(VENV)/bin/cloudddp launch --provider local --nodes 2 --input train=demo-data sources/train_ddp.py
 
 ## Lint, then every test (slow multi-process ones included).
@@ -52,3 +68,9 @@ $(SDK3)/.installed-stamp: pyproject.toml
 
 test-sdk: $(STAMP) $(SDK3)/.installed-stamp
 	$(VENV)/bin/pytest tests/providers/sagemaker/test_sagemaker_sdk.py $(PYTEST_ARGS)
+
+## The docs site (docs/, mkdocs.yml) into site/, warnings as errors. Needs the [docs] extra: pip install -e '.[docs]'.
+docs:
+	@test -x $(PY) || python3 -m venv $(VENV)
+	@$(PY) -c "import mkdocs, material, mkdocs_click" 2>/dev/null || $(PY) -m pip install --disable-pip-version-check -e ".[docs]"
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict

@@ -25,6 +25,8 @@ from cloudddp.providers.registry import Option
 if TYPE_CHECKING:
     from cloudddp.spec import JobSpec
 
+CONTEXT = {"help_option_names": ["-h", "--help"]}  # -h at every level: subcommands inherit it from the group
+
 app = typer.Typer(
     name="cloudddp",
     help="Run a PyTorch DDP training script on SageMaker, OCI Data Science, Kubernetes (Kubeflow), Slurm, PBS or a local multi-node emulation.",
@@ -32,11 +34,39 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
     rich_markup_mode="rich",
+    context_settings=CONTEXT,
 )
 err = Console(stderr=True, highlight=False, soft_wrap=True)
 out = Console(highlight=False, soft_wrap=True)
 
-CONTEXT = {"help_option_names": ["-h", "--help"]}
+
+def version() -> str:
+    """The installed distribution's version (importlib.metadata), else the package's own `__version__`."""
+    from importlib.metadata import PackageNotFoundError
+    from importlib.metadata import version as installed_version
+
+    try:
+        return installed_version("cloudddp")
+    except PackageNotFoundError:  # imported from a source tree that was never installed
+        from cloudddp import __version__
+
+        return __version__
+
+
+def print_version(value: bool) -> None:
+    if value:
+        print(f"cloudddp {version()}")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def root(
+    show_version: Annotated[
+        bool | None,
+        typer.Option("--version", "-V", help="print the version and exit", callback=print_version, is_eager=True),
+    ] = None,
+) -> None:
+    pass
 
 
 def shows_providers(argv: list[str]) -> bool:
@@ -50,7 +80,8 @@ def shows_providers(argv: list[str]) -> bool:
     if program not in ("cloudddp", "-c"):
         return True
     args = argv[1:]
-    return not (args[:1] == ["stage"] or args in (["--help"], ["-h"]) or (program == "cloudddp" and not args))
+    top_level = (["--help"], ["-h"], ["--version"], ["-V"])
+    return not (args[:1] == ["stage"] or args in top_level or (program == "cloudddp" and not args))
 
 
 PROVIDERS_SHOWN = shows_providers(sys.argv)
@@ -439,6 +470,13 @@ def stage(ctx: typer.Context) -> None:
     from cloudddp.staging.cli import main as stage_main  # its own parser: console.py sends `cloudddp stage` there
 
     stage_main(ctx.args)
+
+
+def __getattr__(name: str) -> Any:
+    """`click_command`: the app as a click command, for mkdocs-click (docs/reference/cli.md); built on first use."""
+    if name == "click_command":
+        return typer.main.get_command(app)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def main() -> None:

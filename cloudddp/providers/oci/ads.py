@@ -435,8 +435,8 @@ def read_train_yaml(data: dict[str, Any], origin: str, warn: Warn = print_warnin
         train = TrainYaml.model_validate(data)
     except ValidationError as exc:
         raise CloudDDPError(
-            f"{origin}: {describe_fields(exc)}. (An Oracle ADS train.yaml; the README's ADS table says what cloudddp "
-            f"does with each field.)"
+            f"{origin}: {describe_fields(exc)}. (An Oracle ADS train.yaml; the ADS table in docs/providers/oci.md says what "
+            f"cloudddp does with each field.)"
         ) from None
     unknown = list(train.unknown_fields(""))
     if unknown:

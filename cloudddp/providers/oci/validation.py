@@ -421,7 +421,7 @@ def check_arguments(args: Sequence[str], hyperparameters: Mapping[str, object]) 
     read the job reads (GetJob), as they would its environment variables. The value is never shown."""
     advice = (
         "Keep the secret in an OCI Vault secret, pass the secret's OCID in a variable (-e NAME_SECRET_ID="
-        "ocid1.vaultsecret...) and read it in the script with the job run's resource principal (README, Secrets)."
+        "ocid1.vaultsecret...) and read it in the script with the job run's resource principal (docs/guides/secrets.md)."
     )
     refuse_secret_arguments(args, hyperparameters, "sent in the job's container command (CMD)", lambda _: advice)
 

@@ -300,12 +300,12 @@ def test_ephemeral_is_ignored_with_a_warning() -> None:
     assert warnings == ["t.yaml: spec.cluster.spec.ephemeral is ignored: a cloudddp cluster always ends with its job."]
 
 
-def test_the_readme_table_lists_every_ads_field_and_what_cloudddp_does() -> None:
+def test_the_docs_table_lists_every_ads_field_and_what_cloudddp_does() -> None:
     from cloudddp.providers.oci.ads import FIELDS
 
-    readme = (REPO / "README.md").read_text()
+    page = (REPO / "docs" / "providers" / "oci.md").read_text()
     for field, effect in FIELDS.items():
-        assert f"| `{field}` | {effect} |" in readme, field
+        assert f"| `{field}` | {effect} |" in page, field
 
 
 def test_compose_file_matches_the_seed_guides_local_test(tmp_path: Path) -> None:
