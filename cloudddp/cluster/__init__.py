@@ -4,7 +4,9 @@ One module per environment, each an `Environment` (see `cloudddp.cluster.environ
 `detect(environ) -> bool`, `plan(environ, options) -> ClusterPlan`, and for the platforms the
 local provider emulates `emulate(cluster) -> [EmulatedNode]`. Tried in the fixed order of `ENVIRONMENTS`.
 `--provider NAME` / `CLOUDDDP_PROVIDER` skip detection. Two environments detecting at
-once is an error (contradictory variables), resolved by naming the provider.
+once is an error (contradictory variables), resolved by naming the provider. Each module also declares
+`CLAIMS` (`cloudddp.cluster.claims`): a node with some of a platform's variables belongs to that platform,
+and lacking the rest is an error naming one, never a one-node standalone run.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from cloudddp.cluster import awsbatch, kubeflow, oci, pbs, sagemaker, skypilot, slurm, standalone
+from cloudddp.cluster.claims import made_claims, require_whole
 from cloudddp.cluster.environment import EmulatedEnvironment, Environment
 from cloudddp.cluster.options import DetectOptions
 from cloudddp.cluster.plan import ClusterPlan
@@ -41,6 +44,10 @@ def detect_provider(environ: Mapping[str, str], provider: str | None = None) -> 
             )
         return BY_NAME[name]
     found = [m for m in ENVIRONMENTS if m.detect(environ)]
+    if not found:
+        # Some of a platform's variables without the rest: still that platform's node (resolve_plan refuses it,
+        # naming what is missing), never a standalone one.
+        found = [m for m in ENVIRONMENTS if made_claims(m, environ)]
     if len(found) > 1:
         names = ", ".join(m.NAME for m in found)
         raise CloudDDPError(
@@ -54,4 +61,5 @@ def resolve_plan(
     environ: Mapping[str, str], provider: str | None = None, options: DetectOptions | None = None
 ) -> ClusterPlan:
     module = detect_provider(environ, provider)
+    require_whole(module, environ)
     return module.plan(environ, options or DetectOptions())

@@ -13,12 +13,21 @@ from __future__ import annotations
 import socket
 from collections.abc import Mapping
 
+from cloudddp.cluster.claims import Claim
 from cloudddp.cluster.options import DetectOptions
 from cloudddp.cluster.plan import DEFAULT_MASTER_PORT, NPROC_GPUS_OR_ONE, ClusterPlan, EnvReader, check_rank
 from cloudddp.errors import CloudDDPError
 
 NAME = "awsbatch"
 MAIN_ADDRESS = "AWS_BATCH_JOB_MAIN_NODE_PRIVATE_IPV4_ADDRESS"
+# Every node of a multi-node parallel job (the contract above); MAIN_ADDRESS only on the other nodes (`plan`).
+CLAIMS = (
+    Claim(
+        NAME, "an AWS Batch multi-node parallel job",
+        ("AWS_BATCH_JOB_NODE_INDEX", "AWS_BATCH_JOB_NUM_NODES", "AWS_BATCH_JOB_MAIN_NODE_INDEX"),
+        upstream="https://docs.aws.amazon.com/batch/latest/userguide/mnp-env-vars.html",
+    ),
+)  # fmt: skip
 
 
 def detect(environ: Mapping[str, str]) -> bool:

@@ -22,6 +22,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
+from cloudddp.cluster.claims import Claim
 from cloudddp.cluster.environment import EmulatedCluster, EmulatedNode, generic_node, host_map_arg
 from cloudddp.cluster.options import DetectOptions
 from cloudddp.cluster.plan import (
@@ -61,7 +62,23 @@ OTHER_PLATFORM_MARKERS = (
     "AWS_BATCH_JOB_NODE_INDEX",
     "SKYPILOT_NODE_RANK",
     "TORCHELASTIC_RUN_ID",
+    "NODE_COUNT",  # ADS's runner exports MASTER_ADDR, WORLD_SIZE and RANK (one node) to the command it starts
+    "MAIN_JOB_RUN_OCID",
 )
+# A static PyTorchJob or TrainJob node (older operators: the plain v1 names), and an elastic PyTorchJob node, whose
+# rank the rendezvous assigns (tests/cluster/fixtures/kubeflow_upstream.py names the operators' commits). Plain
+# MASTER_ADDR/WORLD_SIZE/RANK are generic: they stand in for a need but claim nothing (`detect` takes the three).
+UPSTREAM = "kubeflow/training-operator 078ec30ff26649a07d2e28893c332d4cef70e233 pkg/controller.v1/pytorch/envvar.go"
+CLAIMS = (
+    Claim(
+        NAME, "a Kubeflow PyTorchJob or TrainJob", ("PET_NNODES", "PET_NODE_RANK", "PET_MASTER_ADDR"),
+        stand_ins={"PET_NNODES": ("WORLD_SIZE",), "PET_NODE_RANK": ("RANK",), "PET_MASTER_ADDR": ("MASTER_ADDR",)},
+        upstream=UPSTREAM,
+    ),
+    Claim(
+        NAME, "an elastic Kubeflow PyTorchJob", ("PET_NNODES", "PET_RDZV_ENDPOINT"), upstream=UPSTREAM,
+    ),
+)  # fmt: skip
 
 
 def nproc_per_node_for(nproc_per_node: int | str | None, gpus: int) -> int | str:

@@ -17,6 +17,14 @@ workers export it) or OCI__MAIN_IP (`abstract_cluster_provider.basic_configurati
 does not perform that work-dir handshake itself (it reads no `OCI__WORK_DIR/<JOB_OCID>/` files):
 a worker needs the address in its environment. Every node of one legacy job shares JOB_OCID
 (ADS keys the work dir on it) while JOB_RUN_OCID differs per node, so JOB_OCID is the rendezvous id.
+
+ADS's multi-run jobs (a PyTorchDistributedRuntime or ContainerRuntime with replicas, not a native multi-node job):
+ADS starts one job run per node with NODE_RANK=i and NODE_COUNT=N, and on every run after the first
+MAIN_JOB_RUN_OCID, the main run's OCID (oracle/accelerated-data-science `ads/jobs/builders/runtimes/base.py`
+MultiNodeRuntime.run). ADS's runner finds the main run's IP in that run's log through OCI Logging
+(`driver_pytorch.py` Runner.wait_for_host_ip_address); cloudddp does not (it would need the oci SDK, ADS and a
+log search on every node): the main node's address comes from MASTER_ADDR, as ADS's GenericRunner exports it to the
+command it starts, and a multi-node job without it is refused.
 """
 
 from __future__ import annotations
@@ -28,6 +36,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from cloudddp.cluster.claims import Claim
 from cloudddp.cluster.environment import EmulatedCluster, EmulatedNode, generic_node
 from cloudddp.cluster.options import DetectOptions
 from cloudddp.cluster.plan import NPROC_GPUS_OR_ONE, ClusterPlan, EnvReader, check_rank, read_text
@@ -39,11 +48,32 @@ METADATA = "CLUSTER_NODES_METADATA_FILE"
 SIZE_VARIABLES = ("INITIAL_CLUSTER_SIZE", "NODE_COUNT")  # ADS's driver: the first set wins
 MAIN_ADDRESS_VARIABLES = ("MASTER_ADDR", "OCI__MAIN_IP", "OCI__MAIN_ADDR")
 PARSE_FAILURES_ALLOWED = 3  # as ADS: a file being rewritten may not parse; more than this is an error
+MAIN_RUN = "MAIN_JOB_RUN_OCID"
+ADS = "oracle/accelerated-data-science 0e785b9fd36fb354019e0924b94ac2b0ec6f235a"
+# The three contracts (module docstring). NODE_RANK is generic (Lightning, Accelerate): a need, never a marker.
+NATIVE = Claim(
+    NAME, "an OCI Data Science multi-node job run", ("NODE_RANK", "INITIAL_CLUSTER_SIZE", METADATA),
+    markers=("INITIAL_CLUSTER_SIZE", METADATA), stand_ins={"INITIAL_CLUSTER_SIZE": ("NODE_COUNT",)},
+    upstream=f"{ADS} ads/jobs/templates/driver_pytorch.py Runner.__init__",
+)  # fmt: skip
+MULTI_RUN = Claim(
+    NAME, "an ADS multi-run job (one job run per node)", ("NODE_RANK", "NODE_COUNT"), markers=("NODE_COUNT", MAIN_RUN),
+    upstream=f"{ADS} ads/jobs/builders/runtimes/base.py MultiNodeRuntime.run",
+)  # fmt: skip
+LEGACY = Claim(
+    NAME, "an `ads opctl` distributed-training cluster", ("OCI__MODE", "OCI__WORKER_COUNT"),
+    stand_ins={"OCI__WORKER_COUNT": SIZE_VARIABLES},
+    upstream=f"{ADS} ads/opctl/distributed/common/cluster_config_helper.py job_def_info, job_run_info",
+)  # fmt: skip
+CLAIMS = (NATIVE, MULTI_RUN, LEGACY)
 
 
 def detect(environ: Mapping[str, str]) -> bool:
-    # INITIAL_CLUSTER_SIZE and the metadata file are OCI's own names; NODE_RANK/NODE_COUNT alone are not.
-    return bool(environ.get("OCI__MODE") or environ.get("INITIAL_CLUSTER_SIZE") or environ.get(METADATA))
+    # INITIAL_CLUSTER_SIZE and the metadata file are OCI's own names; NODE_RANK alone is not. A partial set of
+    # them (or of the others' variables) is refused by the shared rule (cloudddp.cluster.claims).
+    return bool(environ.get("OCI__MODE") or environ.get("INITIAL_CLUSTER_SIZE") or environ.get(METADATA)) or (
+        MULTI_RUN.complete(environ)
+    )
 
 
 class MetadataUnreadable(Exception):
@@ -135,19 +165,8 @@ def cluster_size(env: EnvReader) -> tuple[int, str] | None:
 def native_plan(environ: Mapping[str, str], options: DetectOptions) -> ClusterPlan:
     env = EnvReader(environ, NAME)
     size = cluster_size(env)
-    required = {
-        "NODE_RANK": env.has("NODE_RANK"),
-        "INITIAL_CLUSTER_SIZE": size is not None,
-        METADATA: env.has(METADATA),
-    }
-    missing = [name for name, present in required.items() if not present]
-    if missing or size is None:
-        present = ", ".join(f"{n}={environ[n]!r}" for n in ("NODE_RANK", *SIZE_VARIABLES, METADATA) if env.has(n))
-        raise CloudDDPError(
-            f"oci: a multi-node job run sets NODE_RANK, INITIAL_CLUSTER_SIZE (or NODE_COUNT) and {METADATA}; "
-            f"{' and '.join(missing)} {'is' if len(missing) == 1 else 'are'} not set (found {present}). "
-            f"Refusing to guess a one-node run; set the missing variable, or --provider standalone."
-        )
+    if NATIVE.missing(environ) or size is None:
+        raise NATIVE.error(environ)
     nnodes, size_name = size
     rank = env.int("NODE_RANK", minimum=0)
     check_rank(rank, nnodes, "NODE_RANK", size_name)
@@ -212,9 +231,41 @@ def legacy_plan(environ: Mapping[str, str]) -> ClusterPlan:
     return result
 
 
+def multi_run_plan(environ: Mapping[str, str]) -> ClusterPlan:
+    """An ADS multi-run job's node: NODE_RANK of NODE_COUNT, the main node's address in MASTER_ADDR."""
+    env = EnvReader(environ, NAME)
+    nnodes, rank = env.int("NODE_COUNT", minimum=1), env.int("NODE_RANK", minimum=0)
+    check_rank(rank, nnodes, "NODE_RANK", "NODE_COUNT")
+    result = ClusterPlan(provider=NAME)
+    main_run = next((n for n in (MAIN_RUN, "JOB_RUN_OCID") if env.has(n)), None)  # the main run's own OCID on it
+    if main_run:
+        result.set("rdzv_id", environ[main_run], f"{main_run} (the main job run, shared by every node)")
+    result.set("nnodes", nnodes, "NODE_COUNT")
+    result.set("node_rank", rank, "NODE_RANK")
+    if env.has("MASTER_ADDR"):
+        result.set("master_addr", environ["MASTER_ADDR"], "MASTER_ADDR")
+    elif nnodes > 1:
+        main_run_ocid = f", {MAIN_RUN}={environ[MAIN_RUN]!r}" if env.has(MAIN_RUN) else ""
+        raise CloudDDPError(
+            f"oci: this job run is node {rank} of {nnodes} of an ADS multi-run job (NODE_RANK={rank}, "
+            f"NODE_COUNT={nnodes}{main_run_ocid}: one job run per node), and the main node's address is missing: MASTER_ADDR is not set. ADS's own runner reads "
+            f"it from the main job run's log through OCI Logging; cloudddp does not. Set MASTER_ADDR to the main job "
+            f"run's IP address on every run (MASTER_ADDR supplies the main node's address), or run the job as an OCI "
+            f"native multi-node job run (cloudddp's OCI provider submits those), whose nodes get each other's "
+            f"addresses. Refusing to plan a one-node run."
+        )
+    else:
+        result.set("master_addr", "127.0.0.1", "default (single node)")
+    result.set("master_port", env.port("MASTER_PORT", MASTER_PORT), "MASTER_PORT, else ADS's rendezvous port (29400)")
+    result.set("nproc_per_node", NPROC_GPUS_OR_ONE, "default: visible GPUs, else 1")
+    return result
+
+
 def plan(environ: Mapping[str, str], options: DetectOptions) -> ClusterPlan:
     if environ.get("OCI__MODE") and not environ.get(METADATA):
         return legacy_plan(environ)
+    if not NATIVE.made(environ) and MULTI_RUN.made(environ):
+        return multi_run_plan(environ)
     return native_plan(environ, options)
 
 

@@ -15,6 +15,7 @@ import ipaddress
 from collections.abc import Mapping
 from pathlib import Path
 
+from cloudddp.cluster.claims import Claim
 from cloudddp.cluster.options import DetectOptions
 from cloudddp.cluster.plan import NPROC_GPUS_OR_ONE, ClusterPlan, EnvReader, check_rank, port_from_job_id
 from cloudddp.errors import CloudDDPError
@@ -22,6 +23,14 @@ from cloudddp.errors import CloudDDPError
 NAME = "pbs"
 # Set by MPI launchers that started one rank per node (MPICH/Intel MPI hydra, Open MPI).
 RANK_VARIABLES = ("PMI_RANK", "OMPI_COMM_WORLD_RANK")
+# The MoM sets both for every job, and does not start one whose node file it cannot write (openpbs/openpbs commit
+# cd7ab5edaf03dcac2f1cb9e2f42d75eb117d468a, src/resmom/start_exec.c, "PBS_JOBID" and "PBS_NODEFILE").
+CLAIMS = (
+    Claim(
+        NAME, "a PBS job", ("PBS_JOBID", "PBS_NODEFILE"),
+        upstream="openpbs/openpbs cd7ab5edaf03dcac2f1cb9e2f42d75eb117d468a src/resmom/start_exec.c",
+    ),
+)  # fmt: skip
 
 
 def detect(environ: Mapping[str, str]) -> bool:

@@ -31,6 +31,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from cloudddp.cluster.claims import Claim
 from cloudddp.cluster.environment import EmulatedCluster, EmulatedNode, host_map_arg
 from cloudddp.cluster.options import DetectOptions
 from cloudddp.cluster.plan import NPROC_GPUS_OR_ONE, ClusterPlan, EnvReader, read_text
@@ -72,7 +73,23 @@ def config_file_exists(path: Path, environ: Mapping[str, str]) -> bool:
 def detect(environ: Mapping[str, str]) -> bool:
     if environ.get("SM_HOSTS") or environ.get("SM_CURRENT_HOST"):
         return True
+    return has_resource_config(environ)
+
+
+def has_resource_config(environ: Mapping[str, str]) -> bool:
     return config_file_exists(config_dir(environ) / "resourceconfig.json", environ)
+
+
+# Framework containers export both (the toolkit's Environment.to_env_vars, aws/sagemaker-training-toolkit commit
+# 33839372faf8017edb7dafc6290c1ef63557b404, src/sagemaker_training/environment.py); bring-your-own images get
+# resourceconfig.json instead, which meets the contract on its own.
+CLAIMS = (
+    Claim(
+        NAME, "a SageMaker training job", ("SM_HOSTS", "SM_CURRENT_HOST"),
+        upstream="aws/sagemaker-training-toolkit 33839372faf8017edb7dafc6290c1ef63557b404 environment.py",
+        met_otherwise=has_resource_config,
+    ),
+)  # fmt: skip
 
 
 def read_json_file(path: Path, expected: type) -> Any:

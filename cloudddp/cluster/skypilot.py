@@ -4,17 +4,28 @@ Contract: https://docs.skypilot.co/en/stable/running-jobs/environment-variables.
 SKYPILOT_NODE_RANK, SKYPILOT_NODE_IPS (one IP per line, in rank order), SKYPILOT_NUM_NODES
 and SKYPILOT_NUM_GPUS_PER_NODE. The master is the first IP; this node's own IP (its line
 in SKYPILOT_NODE_IPS) goes to torchrun's --local-addr, so c10d advertises a reachable address.
+SkyPilot sets SKYPILOT_NODE_RANK, SKYPILOT_NUM_NODES and SKYPILOT_NODE_IPS together for every run (skypilot-org/
+skypilot commit 75ae2b426cf43ccbd66dd4f87db96e0c5ff2588c, sky/skylet/executor/slurm.py main): any of them without
+SKYPILOT_NODE_RANK and SKYPILOT_NODE_IPS is refused (`CLAIMS`); the node count alone is derived from the IPs.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
+from cloudddp.cluster.claims import Claim
 from cloudddp.cluster.options import DetectOptions
 from cloudddp.cluster.plan import DEFAULT_MASTER_PORT, NPROC_GPUS_OR_ONE, ClusterPlan, EnvReader, check_rank
 from cloudddp.errors import CloudDDPError
 
 NAME = "skypilot"
+CLAIMS = (
+    Claim(
+        NAME, "a SkyPilot multi-node task", ("SKYPILOT_NODE_RANK", "SKYPILOT_NODE_IPS"),
+        markers=("SKYPILOT_NODE_RANK", "SKYPILOT_NODE_IPS", "SKYPILOT_NUM_NODES"),
+        upstream="skypilot-org/skypilot 75ae2b426cf43ccbd66dd4f87db96e0c5ff2588c sky/skylet/executor/slurm.py",
+    ),
+)  # fmt: skip
 
 
 def detect(environ: Mapping[str, str]) -> bool:

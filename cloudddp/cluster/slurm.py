@@ -15,6 +15,7 @@ from __future__ import annotations
 import zlib
 from collections.abc import Mapping
 
+from cloudddp.cluster.claims import Claim
 from cloudddp.cluster.environment import EmulatedCluster, EmulatedNode, generic_node, host_map_arg
 from cloudddp.cluster.hostlist import expand_hostlist
 from cloudddp.cluster.options import DetectOptions
@@ -30,6 +31,16 @@ NNODES_VARIABLES = {
     "SLURM_NODELIST": ("SLURM_NNODES", "SLURM_JOB_NUM_NODES"),
 }
 STEP_ID_VARIABLES = ("SLURM_STEP_ID", "SLURM_STEPID")
+# Every job has its id and its hosts (env.c env_array_for_job / env_array_for_step, SchedMD/slurm commit
+# 284c3b95f08a2dc2478499837b03355e1b9c5c75; the captured tests/cluster/fixtures/slurm/*.env).
+CLAIMS = (
+    Claim(
+        NAME, "a Slurm job", ("SLURM_JOB_ID", "SLURM_JOB_NODELIST"),
+        markers=("SLURM_JOB_ID", *NODELIST_VARIABLES),
+        stand_ins={"SLURM_JOB_NODELIST": ("SLURM_STEP_NODELIST", "SLURM_NODELIST")},
+        upstream="SchedMD/slurm 284c3b95f08a2dc2478499837b03355e1b9c5c75 src/common/env.c",
+    ),
+)  # fmt: skip
 
 
 def detect(environ: Mapping[str, str]) -> bool:
