@@ -311,7 +311,13 @@ def launch(
     checkpoint: Annotated[str | None, typer.Option(help="checkpoint folder or URI (resumes from it)")] = None,
     env: Annotated[list[str] | None, typer.Option("--env", "-e", help="K=V for the job (repeatable)")] = None,
     hyperparameter: Annotated[list[str] | None, typer.Option("--hyperparameter", "-H", help="k=v (repeatable)")] = None,
-    max_runtime: Annotated[int | None, typer.Option(help="seconds before the platform stops the job")] = None,
+    max_runtime: Annotated[
+        int | None,
+        typer.Option(
+            help="seconds before the platform stops the job (default: the platform's own: SageMaker 24 h, none on "
+            "OCI, the partition's or queue's on Slurm and PBS, 24 h on Kubernetes and local)"
+        ),
+    ] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="print the exact request as YAML; submit nothing")] = False,
     wait: Annotated[bool, typer.Option(help="wait for the job to finish")] = True,
     logs: Annotated[bool, typer.Option(help="stream the job's logs while waiting")] = True,

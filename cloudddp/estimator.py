@@ -106,7 +106,7 @@ class Estimator:
         name: str = "cloudddp-job",
         output: str | None = None,
         checkpoint: str | None = None,
-        max_runtime: int = 24 * 3600,
+        max_runtime: int | None = None,
         module: bool = False,
         **provider_options: Any,
     ) -> None:

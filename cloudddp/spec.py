@@ -82,7 +82,11 @@ class JobSpecBase(Section):
     checkpoint: str | None = None
     environment: dict[str, str] = {}
     hyperparameters: dict[str, Scalar] = {}
-    max_runtime: int = Field(default=24 * 3600, ge=1, description="seconds")
+    max_runtime: int | None = Field(
+        default=None, ge=1,
+        description="seconds; not given: the platform's own limit (SageMaker 24 h, as the SDK v2 sends; none on OCI; "
+        "the partition's on Slurm, the queue's on PBS; 24 h on Kubernetes and the local provider)",
+    )  # fmt: skip
 
     @field_validator("name")
     @classmethod
@@ -197,6 +201,11 @@ class JobSpecBase(Section):
             )
         if not Path(self.source_dir).is_dir():
             raise CloudDDPError(f"source_dir {self.source_dir!r} is not a folder.")
+
+    def runtime_limit(self, platform_default: int | None) -> int | None:
+        """The one rule for run-time limits: the job's max_runtime where it gives one, else the platform's own
+        default, passed by each provider (None: the platform's own limit applies, cloudddp sends none)."""
+        return self.max_runtime if self.max_runtime is not None else platform_default
 
     def script_args(self) -> list[str]:
         """The script's arguments: `args`, then hyperparameters as --key value."""

@@ -26,7 +26,12 @@ from cloudddp.providers.kubernetes.manifest import (
     require_image,
     resources,
 )
-from cloudddp.providers.kubernetes.settings import DNS_1035_MAX, ElasticSettings, KubernetesSettings
+from cloudddp.providers.kubernetes.settings import (
+    DEFAULT_MAX_RUNTIME,
+    DNS_1035_MAX,
+    ElasticSettings,
+    KubernetesSettings,
+)
 
 if TYPE_CHECKING:
     from cloudddp.spec import JobSpec
@@ -162,7 +167,7 @@ def pytorchjob(spec: JobSpec, settings: KubernetesSettings, storage: Storage, na
     template = pod_template(spec, settings, storage)
     job_spec: dict[str, Any] = {
         "runPolicy": {"cleanPodPolicy": "Running", "backoffLimit": settings.backoff_limit,
-                      "activeDeadlineSeconds": spec.max_runtime},
+                      "activeDeadlineSeconds": spec.runtime_limit(DEFAULT_MAX_RUNTIME)},
         "pytorchReplicaSpecs": {},
     }  # fmt: skip
     if settings.ttl_seconds_after_finished is not None:

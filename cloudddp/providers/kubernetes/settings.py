@@ -31,6 +31,9 @@ DNS_1035_LABEL = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?")
 DNS_1035_MAX = 63
 QUALIFIED_NAME = re.compile(r"([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]")
 LABEL_MAX = 63
+# activeDeadlineSeconds for a job without max_runtime (spec.runtime_limit): cloudddp's 24 h, as before that rule. A
+# PyTorchJob or TrainJob has no deadline of its own; whether to send none is left open (issue 34 names the others).
+DEFAULT_MAX_RUNTIME = 24 * 3600
 
 
 def check_subdomain(value: str, what: str) -> str:

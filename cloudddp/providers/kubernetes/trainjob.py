@@ -38,7 +38,7 @@ from cloudddp.providers.kubernetes.manifest import (
     require_image,
     resources,
 )
-from cloudddp.providers.kubernetes.settings import DNS_1035_MAX, KubernetesSettings
+from cloudddp.providers.kubernetes.settings import DEFAULT_MAX_RUNTIME, DNS_1035_MAX, KubernetesSettings
 
 if TYPE_CHECKING:
     from cloudddp.spec import JobSpec
@@ -74,11 +74,8 @@ def unsupported(spec: JobSpec, settings: KubernetesSettings) -> None:
         name for name in RUNTIME_OWNED if name in settings.model_fields_set and getattr(settings, name) is not None
     ]
     problems += [f"kubernetes.{name} ({RUNTIME_OWNED[name]}; set it there, or use kubeflow_api v1)" for name in given]
-    if (
-        settings.trainer_release in ("v2.0", "v2.1")
-        and spec.max_runtime != type(spec).model_fields["max_runtime"].default
-    ):
-        # Only the default passes: every spec has one (Estimator passes it too), and v2.0/v2.1 have nowhere to put it.
+    if settings.trainer_release in ("v2.0", "v2.1") and spec.max_runtime is not None:
+        # Only a job without one passes: v2.0/v2.1 have nowhere to put it.
         problems.append(f"max_runtime={spec.max_runtime} (spec.activeDeadlineSeconds came with Trainer v2.2)")
     if problems:
         raise CloudDDPError(
@@ -224,7 +221,7 @@ def trainjob(spec: JobSpec, settings: KubernetesSettings, storage: Storage, name
     if settings.trainer_release not in ("v2.0", "v2.1"):
         # TrainJobSpec.ActiveDeadlineSeconds (minimum 1) from v2.2.0 (commit dc7656ad), as in v2.3.0: the
         # controller fails the TrainJob with DeadlineExceeded once it has run that long (trainjob_controller.go).
-        job_spec["activeDeadlineSeconds"] = spec.max_runtime
+        job_spec["activeDeadlineSeconds"] = spec.runtime_limit(DEFAULT_MAX_RUNTIME)
     job_spec.update(overrides(settings.trainer_release, pod_overrides(settings, storage)))
     return {
         "apiVersion": f"{group}/{version}",

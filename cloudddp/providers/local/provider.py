@@ -107,6 +107,8 @@ def _is_uri(value: str) -> bool:
 
 
 MOST_LOCAL_PROCESSES = 64
+# The local provider's own limit for a job without max_runtime (spec.runtime_limit): 24 h, as before it was a rule.
+LOCAL_MAX_RUNTIME = 24 * 3600
 
 
 def available_cores() -> int:
@@ -289,7 +291,7 @@ class LocalProvider(Provider):
             run_dir=run_dir, emulate=spec.local.emulate,
             checkpoint=Path(spec.checkpoint).resolve() if spec.checkpoint else None,
             output=Path(spec.output).resolve() if spec.output else None,
-            max_runtime=spec.max_runtime, master_port=spec.local.master_port, link_inputs=spec.local.link_inputs,
+            max_runtime=spec.runtime_limit(LOCAL_MAX_RUNTIME), master_port=spec.local.master_port, link_inputs=spec.local.link_inputs,
             nodes=[render_node(spec, layout, threads, job_name) for layout in node_layouts(spec, run_dir, job_name)],
             elastic=is_elastic(spec), interrupt_after=spec.local.interrupt_after,
         )  # fmt: skip

@@ -106,8 +106,11 @@ def mount_for(uri: str, directory: str, field_name: str) -> Mount:
     return Mount(directory=directory, bucket=bucket, namespace=namespace, prefix=prefix)
 
 
-def runtime_minutes(seconds: int) -> int:
-    return max(1, math.ceil(seconds / 60))
+def runtime_minutes(seconds: int | None) -> int | None:
+    """maximum_runtime_in_minutes: none unless the job gives max_runtime, as ADS sends none (its train.yaml has no
+    such field; oracle/accelerated-data-science 0e785b9fd36fb354019e0924b94ac2b0ec6f235a): the service then stops
+    the job at no time limit of cloudddp's making."""
+    return max(1, math.ceil(seconds / 60)) if seconds is not None else None
 
 
 def validate_locals(spec: JobSpec) -> None:
@@ -246,7 +249,7 @@ def create_job_details(spec: JobSpec, project_id: str, compartment_id: str, grou
     )
     node_configuration = models.MultiNodeJobNodeConfigurationDetails(
         startup_order="IN_PARALLEL",
-        maximum_runtime_in_minutes=runtime_minutes(spec.max_runtime),
+        maximum_runtime_in_minutes=runtime_minutes(spec.runtime_limit(None)),
         job_network_configuration=network,
         job_node_group_configuration_details_list=[group],
     )

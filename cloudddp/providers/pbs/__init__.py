@@ -13,7 +13,11 @@ PROVIDER = ProviderInfo(
     options=(
         Option("--queue", "queue", help="PBS queue (qsub -q)"),
         Option("--pbs-account", "account", help="account charged (qsub -A)"),
-        Option("--walltime", "walltime", help="seconds or [[HH:]MM:]SS, e.g. 3600 (default: --max-runtime)"),
+        Option(
+            "--walltime",
+            "walltime",
+            help="seconds or [[HH:]MM:]SS, e.g. 3600 (default: --max-runtime, else the queue's)",
+        ),
         Option("--ncpus", "ncpus", type=int, help="CPUs per node"),
         Option("--ngpus", "ngpus", type=int, help="GPUs per node"),
         Option("--pbs-mem", "mem", help="memory per node, e.g. 32gb"),

@@ -110,7 +110,11 @@ def directives(spec: JobSpec, settings: PBSSettings, runs_dir: Path, secret: lis
     lines = [f"#PBS -N {pbs_value('name', spec.name)}", resource_line(spec, settings)]
     if settings.place and settings.resources == "select":
         lines.append(f"#PBS -l place={settings.place}")
-    lines.append(f"#PBS -l walltime={settings.walltime or walltime(spec.max_runtime)}")
+    limit = spec.runtime_limit(None)  # none given: the queue's (resources_default.walltime, else none)
+    if settings.walltime or limit is not None:
+        lines.append(f"#PBS -l walltime={settings.walltime or walltime(limit)}")
+    else:  # a comment among the directives: qsub reads on to the first command
+        lines.append("# no walltime: max_runtime not given, so the queue's walltime applies")
     if settings.queue:
         lines.append(f"#PBS -q {pbs_value('pbs.queue', settings.queue)}")
     if settings.account:

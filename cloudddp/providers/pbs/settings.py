@@ -67,7 +67,9 @@ class PBSSettings(Section):
 
     queue: str | None = None
     account: str | None = None
-    walltime: str | None = Field(default=None, description="seconds or [[HH:]MM:]SS; default: the spec's max_runtime")
+    walltime: str | None = Field(
+        default=None, description="seconds or [[HH:]MM:]SS; default: the spec's max_runtime, else the queue's"
+    )
     ncpus: int = Field(default=1, ge=1, description="CPUs per node (select chunk)")
     ngpus: int = Field(default=0, ge=0, description="GPUs per node (select chunk)")
     mem: str | None = Field(default=None, description="memory per node, e.g. 32gb")

@@ -132,7 +132,7 @@ def model_trainer(spec: JobSpec, sdk: Any, role: str, region: str, image: str, s
             instance_type=sm.instance_type, instance_count=spec.nodes, volume_size_in_gb=sm.volume_size_gb,
             enable_managed_spot_training=sm.spot or None,
         ),
-        stopping_condition=configs.StoppingCondition(max_runtime_in_seconds=spec.max_runtime,
+        stopping_condition=configs.StoppingCondition(max_runtime_in_seconds=spec.runtime_limit(check.DEFAULT_MAX_RUNTIME_SECONDS),
                                                      max_wait_time_in_seconds=sm.max_wait if sm.spot else None),
         environment=dict(spec.environment),
         # Encoded here: v3's safe_serialize sends a string bare and the launcher's JSON decoding would

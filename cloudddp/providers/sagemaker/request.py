@@ -434,7 +434,7 @@ def build_request(spec: JobSpec, *, job_name: str, region: str, role: str, image
         "InputDataConfig": channels,
         "OutputDataConfig": {"S3OutputPath": output_path(spec, staging, warnings)},
         "ResourceConfig": resource_config(spec),
-        "StoppingCondition": {"MaxRuntimeInSeconds": spec.max_runtime},
+        "StoppingCondition": {"MaxRuntimeInSeconds": spec.runtime_limit(check.DEFAULT_MAX_RUNTIME_SECONDS)},
         "HyperParameters": hyperparameters,
         "Environment": environment,
         "EnableNetworkIsolation": sm.network_isolation,
@@ -461,7 +461,7 @@ def validate_spec(spec: JobSpec) -> None:
     """Every check that needs no AWS call and no region."""
     sm = spec.sagemaker
     check_cluster(spec)
-    check.check_stopping(spec.max_runtime, sm.spot, sm.max_wait)
+    check.check_stopping(spec.runtime_limit(check.DEFAULT_MAX_RUNTIME_SECONDS), sm.spot, sm.max_wait)
     check.check_inputs(spec.inputs, CODE_CHANNEL)
     check.check_network(sm.subnets, sm.security_groups)
     check.check_kms_key(sm.kms_key)

@@ -57,6 +57,10 @@ MAX_S3_URI = 1024
 # StoppingCondition.MaxRuntimeInSeconds: "The maximum value is 28 days." (botocore's service
 # model for sagemaker, API 2017-07-24, the member's documentation; a test reads it there).
 MAX_RUNTIME_SECONDS = 28 * 24 * 3600
+# StoppingCondition is required: a job without max_runtime gets what the SDK v2 sends without max_run, 24 h
+# (aws/sagemaker-python-sdk v2.257.6, commit fc582aaa46faf7b7e16ab1e13840869712174cd0, src/sagemaker/estimator.py
+# EstimatorBase.__init__: max_run=24 * 60 * 60).
+DEFAULT_MAX_RUNTIME_SECONDS = 24 * 3600
 
 SOURCE_WARN_BYTES = 100 * 1024 * 1024
 # No documented SageMaker limit exists for the code archive; past 1 GiB it is data

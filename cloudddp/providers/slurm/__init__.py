@@ -14,7 +14,7 @@ PROVIDER = ProviderInfo(
         Option("--partition", "partition", help="Slurm partition (sbatch --partition)"),
         Option("--account", "account", help="account charged (sbatch --account)"),
         Option("--qos", "qos", help="quality of service (sbatch --qos)"),
-        Option("--time", "time", help="time limit, e.g. 02:00:00 (default: --max-runtime)"),
+        Option("--time", "time", help="time limit, e.g. 02:00:00 (default: --max-runtime, else the partition's)"),
         Option("--gpus-per-node", "gpus_per_node", type=int, help="GPUs per node (sbatch --gpus-per-node)"),
         Option("--cpus-per-task", "cpus_per_task", type=int, help="CPUs for each node's launcher"),
         Option("--mem", "mem", help="memory per node, e.g. 64G"),

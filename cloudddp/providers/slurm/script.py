@@ -110,10 +110,11 @@ def output_pattern(runs_dir: Path, field: str) -> str:
 def directives(spec: JobSpec, settings: SlurmSettings, runs_dir: Path) -> list[str]:
     """The #SBATCH lines, in the order sbatch's man page lists the common ones."""
     runs_field = "output" if spec.output else "slurm.runs_dir"
+    limit = slurm_walltime(settings, spec.runtime_limit(None))  # none given: the partition's
     options = [
         f"--job-name={sbatch_value('name', spec.name)}",
         *node_count(spec),
-        f"--time={slurm_walltime(settings, spec.max_runtime)}",
+        *([f"--time={limit}"] if limit else []),
         f"--output={output_pattern(runs_dir, runs_field)}",
         f"--chdir={sbatch_value('source_dir', str(Path(spec.source_dir).resolve()))}",
     ]
@@ -132,7 +133,10 @@ def directives(spec: JobSpec, settings: SlurmSettings, runs_dir: Path) -> list[s
         options.append("--no-kill")  # a failed node does not end the allocation
     # Whole options the user wrote for sbatch, split by sbatch as they are; only a line break is refused.
     options += [check_directive_value(f"slurm.sbatch_args[{i}]", arg) for i, arg in enumerate(settings.sbatch_args)]
-    return [f"#SBATCH {option}" for option in options]
+    lines = [f"#SBATCH {option}" for option in options]
+    if not limit:  # a comment where --time would be: sbatch reads directives on to the first command
+        lines.insert(1 + len(node_count(spec)), "# no --time: max_runtime not given, so the partition's limit applies")
+    return lines
 
 
 def step_command(spec: JobSpec, settings: SlurmSettings) -> str:

@@ -37,7 +37,9 @@ class SlurmSettings(Section):
     partition: str | None = None
     account: str | None = None
     qos: str | None = None
-    time: str | None = Field(default=None, description="sbatch --time; default: the spec's max_runtime")
+    time: str | None = Field(
+        default=None, description="sbatch --time; default: the spec's max_runtime, else the partition's"
+    )
     gpus_per_node: int = Field(default=0, ge=0)
     cpus_per_task: int | None = Field(default=None, ge=1)
     mem: str | None = Field(default=None, description="per node, e.g. 64G")
@@ -92,8 +94,9 @@ def check_slurm_time(value: str) -> str:
     return value
 
 
-def slurm_walltime(settings: SlurmSettings, max_runtime: int) -> str:
-    """`--time`: the user's Slurm time, else the spec's max_runtime rounded up to a minute."""
+def slurm_walltime(settings: SlurmSettings, max_runtime: int | None) -> str | None:
+    """`--time`: the user's Slurm time, else the spec's max_runtime rounded up to a minute, else none (the
+    partition's DefaultTime, else its MaxTime, applies)."""
     if settings.time:
         return settings.time
-    return walltime(-(-max_runtime // 60) * 60)
+    return walltime(-(-max_runtime // 60) * 60) if max_runtime is not None else None
