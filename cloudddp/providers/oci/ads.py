@@ -22,7 +22,16 @@ and the field list of its documented schema, `docs/source/yaml_schema/jobs/distr
 - Job name: `cluster.spec.name`, else `infrastructure.spec.displayName` (ADS); cloudddp falls
   back to the top-level `spec.name`, which ADS never reads, and warns when it does, or when
   the name must change to be a cloudddp name (letters, digits, hyphens).
-- Image: `cluster.spec.image`, else `main.image`, else `worker.image` (ADS).
+- Image: `cluster.spec.image`, else `main.image`, else `worker.image` (ADS). An image name without a tag (no ":")
+  gets `:latest`, as `ads opctl run` gives it (`ads/opctl/distributed/cmds.py` update_ini: `tag1 = "latest"`, then
+  update_image writes `registry:tag` back into cluster.spec.image), with a warning. A name that is no image
+  reference (the guide's `<region.ocir.io/...>` placeholder) is left as written, for the image check to refuse.
+- Block storage: `blockStorageSize`, else ADS's default, 50 GB (`ads/jobs/builders/infrastructure/dsc_job.py`
+  DSCJob.load_defaults, CONST_DEFAULT_BLOCK_STORAGE_SIZE = 50), not cloudddp's own 100.
+- Arguments: each entry of `runtime.spec.args` stays one argument. ADS joins them with spaces into
+  OCI__ENTRY_SCRIPT_ARGS (`cluster_config_helper.py` job_def_info) and its PyTorch runner splits that line again
+  with shlex.split, so an entry holding a space, a quote or a backslash (or an empty one) reaches the script
+  differently there: cloudddp warns, naming the entries (not their values, which may be secrets).
 - Environment: `cluster.spec.config.env`, then `runtime.spec.env` (ADS's job definition:
   `ClusterConfigToJobSpecConverter.job_def_info` updates the first with the second), then `main`/`worker`
   `config.env`, which win: ADS passes them to each job run as overrides (`job_run_info`, `job.run(env_var=...)`).
@@ -37,6 +46,7 @@ here: reading a spec needs no SDK.
 from __future__ import annotations
 
 import re
+import shlex
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -78,7 +88,7 @@ FIELDS: dict[str, str] = {
     ),
     "spec.infrastructure.spec.subnetId": "oci.subnet_id",
     "spec.infrastructure.spec.shapeName": "oci.shape",
-    "spec.infrastructure.spec.blockStorageSize": "oci.block_storage_gb",
+    "spec.infrastructure.spec.blockStorageSize": "oci.block_storage_gb; not set: 50, ADS's default (cloudddp's own is 100)",
     "spec.infrastructure.spec.shapeConfigDetails.ocpus": "oci.ocpus",
     "spec.infrastructure.spec.shapeConfigDetails.memoryInGBs": "oci.memory_in_gbs",
     "spec.infrastructure.spec.jobType / jobInfrastructureType": "error: cloudddp always creates a multi-node job",
@@ -86,7 +96,9 @@ FIELDS: dict[str, str] = {
     "spec.infrastructure.spec.freeformTags / definedTags": "error: not supported",
     "spec.cluster.kind": "PYTORCH only (Dask, TensorFlow, Horovod stay with ADS)",
     "spec.cluster.spec.name": "job name (as ADS)",
-    "spec.cluster.spec.image": "oci.image (else main.image, else worker.image, as ADS)",
+    "spec.cluster.spec.image": (
+        "oci.image (else main.image, else worker.image, as ADS); without a tag, `:latest` is added, as ADS does (warning)"
+    ),
     "spec.cluster.spec.workDir": "oci.work_dir",
     "spec.cluster.spec.config.env": "environment",
     "spec.cluster.spec.config.startOptions": "error: pass launcher options as cloudddp flags",
@@ -102,7 +114,10 @@ FIELDS: dict[str, str] = {
     "spec.cluster.spec.ps / certificate": "error: TensorFlow parameter servers and Dask TLS are not PyTorch DDP",
     "spec.runtime.kind": "python only",
     "spec.runtime.spec.entryPoint": "entry_point",
-    "spec.runtime.spec.args": "args",
+    "spec.runtime.spec.args": (
+        "args, each entry one argument; ADS joins them with spaces and its runner splits that line again (shlex), "
+        "so there an entry holding a space, a quote or a backslash becomes other arguments (warning)"
+    ),
     "spec.runtime.spec.env": "environment, over cluster.spec.config.env (as ADS's job definition)",
     "spec.runtime.spec.kwargs / uri / branch / commit / gitSecretId / codeDir / pythonPath": (
         "error: cloudddp ships the folder that holds the YAML instead"
@@ -111,6 +126,8 @@ FIELDS: dict[str, str] = {
 
 
 INFRASTRUCTURE_PATH = "spec.infrastructure.spec"
+ADS_BLOCK_STORAGE_GB = 50  # dsc_job.py DSCJob.CONST_DEFAULT_BLOCK_STORAGE_SIZE, applied by load_defaults
+IMAGE_NAME = re.compile(r"[A-Za-z0-9._/-]+")  # what an image name (without tag or digest) is made of
 
 # (oci field, value) -> (ADS field, file) it was read from: lets later checks name the YAML's field.
 _SOURCES: dict[tuple[str, str], tuple[str, str]] = {}
@@ -346,7 +363,9 @@ class InfrastructureSpec(AdsSection):
             "project_id": (self.project_id, "projectId"), "compartment_id": (self.compartment_id, "compartmentId"),
             "log_group_id": (self.log_group_id, "logGroupId"), "log_id": (self.log_id, "logId"),
             "subnet_id": (self.subnet_id, "subnetId"), "shape": (self.shape_name, "shapeName"),
-            "block_storage_gb": (self.block_storage_size, "blockStorageSize"),
+            "block_storage_gb": (
+                ADS_BLOCK_STORAGE_GB if self.block_storage_size is None else self.block_storage_size, "blockStorageSize"
+            ),
             "ocpus": (shape.ocpus, "shapeConfigDetails.ocpus"),
             "memory_in_gbs": (shape.memory_in_gbs, "shapeConfigDetails.memoryInGBs"),
         }  # fmt: skip
@@ -409,18 +428,50 @@ class TrainYaml(AdsSection):
             warn(f"{origin}: the job name {name!r} becomes {chosen!r} (cloudddp names are letters, digits, hyphens).")
         return chosen
 
-    def oci_settings(self, origin: str) -> dict[str, Any]:
+    def oci_settings(self, origin: str, warn: Warn = print_warning) -> dict[str, Any]:
         """The `oci:` section, remembering where each value came from (`source_of`)."""
         cluster = self.spec.cluster.spec
         found = self.spec.infrastructure.spec.oci_settings()
         image = cluster.chosen_image(origin)
         if image:
-            found["image"] = (image, "spec.cluster.spec.image")
+            found["image"] = (tagged_as_ads_runs_it(image, origin, warn), "spec.cluster.spec.image")
         if cluster.work_dir:
             found["work_dir"] = (cluster.work_dir, "spec.cluster.spec.workDir")
         for field, (value, where) in found.items():
             _SOURCES[(field, str(value))] = (where, origin)
         return {field: value for field, (value, _) in found.items()}
+
+
+def tagged_as_ads_runs_it(image: str, origin: str, warn: Warn) -> str:
+    """`image:latest` for an image without a tag, as `ads opctl run` runs it (module docstring), with a warning."""
+    if ":" in image or not IMAGE_NAME.fullmatch(image):  # tagged, a digest, or no image name (a placeholder)
+        return image
+    warn(
+        f"{origin}: spec.cluster.spec.image {image!r} has no tag; ADS runs it as {image + ':latest'!r} "
+        f"(`ads opctl run` adds :latest), and so does cloudddp. Write the tag to be sure which image runs."
+    )
+    return image + ":latest"
+
+
+def one_shell_word(arg: str) -> bool:
+    """Whether shlex.split gives `arg` back as one word (no space, quote or backslash in it, not empty)."""
+    try:
+        return shlex.split(arg) == [arg]
+    except ValueError:  # an unbalanced quote: ADS's runner would fail on the whole line
+        return False
+
+
+def warn_about_split_arguments(args: list[str], origin: str, warn: Warn) -> None:
+    """ADS passes `" ".join(args)` to its runner, which runs `shlex.split` on it (module docstring): name the entries
+    that would not reach the script as written there (positions only: an argument may be a secret)."""
+    changed = [i for i, arg in enumerate(args) if not one_shell_word(arg)]
+    if changed:
+        warn(
+            f"{origin}: spec.runtime.spec.args entr{'y' if len(changed) == 1 else 'ies'} "
+            f"{', '.join(map(str, changed))} hold{'s' if len(changed) == 1 else ''} a space, a quote, a backslash or "
+            f"nothing; cloudddp passes every entry as one argument, while ADS joins them with spaces and its runner "
+            f"splits that line again (shlex), so under ADS the script would get other arguments."
+        )
 
 
 def label(value: str) -> str:
@@ -457,12 +508,14 @@ def spec_dict_from_ads(data: dict[str, Any], origin: str, warn: Warn = print_war
     if cluster.ephemeral is not None:
         warn(f"{origin}: spec.cluster.spec.ephemeral is ignored: a cloudddp cluster always ends with its job.")
     source_dir = Path(origin).parent if origin and Path(origin).suffix in (".yaml", ".yml") else Path(".")
+    args = [str(arg) for arg in runtime.args or []]
+    warn_about_split_arguments(args, origin, warn)
     return {
         "name": train.job_name(origin, warn),
         "entry_point": runtime.entry_point,
-        "args": [str(arg) for arg in runtime.args or []],
+        "args": args,
         "source_dir": str(source_dir) if str(source_dir) else ".",
         "nodes": cluster.node_count(origin, warn),
         "environment": cluster.environment(origin, env_dict(runtime.env)),
-        "oci": train.oci_settings(origin),
+        "oci": train.oci_settings(origin, warn),
     }
