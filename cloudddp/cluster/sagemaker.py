@@ -375,6 +375,22 @@ def framework_environment(environ: Mapping[str, str]) -> dict[str, str]:
     return {k: v for k, v in derived.items() if not environ.get(k)}
 
 
+def code_on_python_path(environ: Mapping[str, str], code_dir: str) -> dict[str, str]:
+    """PYTHONPATH with the code folder first, as the training toolkit sets it for the script.
+
+    The toolkit puts its code folder on sys.path (sagemaker-training-toolkit 33839372, entry_point.py `install`:
+    sys.path.insert(0, code_dir)) and exports sys.path as PYTHONPATH (environment.py `write_env_vars`), so an entry
+    point in a subfolder (`sub/train.py`) imports modules at the top of source_dir. Python alone puts only the
+    script's own folder on sys.path. Every SageMaker path runs the launcher in the code folder (the toolkit's
+    cwd, the bring-your-own entry command's `cd /opt/ml/code`, the emulation's source_dir): `code_dir` is that.
+    The folders already on PYTHONPATH stay, after it.
+    """
+    present = [part for part in environ.get("PYTHONPATH", "").split(os.pathsep) if part]
+    if code_dir in present:
+        return {}
+    return {"PYTHONPATH": os.pathsep.join([code_dir, *present])}
+
+
 # -- the local emulation: each node as a SageMaker container sees it
 
 

@@ -35,7 +35,7 @@ from cloudddp.cluster.plan import (
     parse_port,
     split_host_port,
 )
-from cloudddp.cluster.sagemaker import framework_environment, hyperparameter_args
+from cloudddp.cluster.sagemaker import code_on_python_path, framework_environment, hyperparameter_args
 from cloudddp.errors import CloudDDPError
 from cloudddp.launcher.command import (
     RDZV_CONF,
@@ -389,6 +389,7 @@ def run(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = N
         wait_for_host(plan.master_addr, args.dns_timeout)
     if plan.provider == "sagemaker":
         environ = {**framework_environment(environ), **environ}  # bring-your-own images get only the files
+        environ.update(code_on_python_path(environ, os.getcwd()))  # the code folder importable, as the toolkit does
     env = job_environment(plan, environ, local_process_count(plan.nproc_per_node, environ))
     return supervise(plan, command, env, port, args, environ, outcome)
 

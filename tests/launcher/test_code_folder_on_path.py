@@ -1,0 +1,81 @@
+"""An entry point in a subfolder imports modules at the top of source_dir, on every SageMaker path.
+
+Upstream: aws/sagemaker-training-toolkit 33839372faf8017edb7dafc6290c1ef63557b404,
+src/sagemaker_training/entry_point.py `install` (sys.path.insert(0, code_dir)) and environment.py
+`write_env_vars` (PYTHONPATH = ":".join(sys.path)): the toolkit puts its code folder on PYTHONPATH, so
+`source_dir/sub/train.py` can `import common` from `source_dir/common.py`. Python alone puts only `sub/` on
+sys.path. Bring-your-own images (no toolkit), `-p local --emulate sagemaker` and the drop-in's local mode run
+cloudddp's launcher in the code folder; the launcher gives the workers the same PYTHONPATH.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from importlib.machinery import PathFinder
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from cloudddp.launcher import cli as launcher
+
+
+def sagemaker_host(root: Path) -> dict[str, str]:
+    """One host's /opt/ml as a bring-your-own image sees it: the config files only."""
+    config = root / "input" / "config"
+    config.mkdir(parents=True)
+    (root / "output").mkdir()
+    (config / "resourceconfig.json").write_text(json.dumps({"current_host": "algo-1", "hosts": ["algo-1"]}))
+    (config / "hyperparameters.json").write_text("{}")
+    return {"SM_INPUT_CONFIG_DIR": str(config), "SM_NUM_GPUS": "0", "SM_NUM_NEURONS": "0"}
+
+
+def code_folder(root: Path) -> Path:
+    code = root / "code"
+    (code / "sub").mkdir(parents=True)
+    (code / "common.py").write_text("VALUE = 1\n")
+    (code / "sub" / "train.py").write_text("import common\n")
+    return code
+
+
+def workers_env(monkeypatch: pytest.MonkeyPatch, code: Path, environ: dict[str, str]) -> dict[str, str]:
+    """The environment the launcher hands torchrun's workers, run in the code folder (torchrun not started)."""
+    seen: dict[str, Any] = {}
+
+    def supervise(plan: Any, command: list[str], env: dict[str, str], *rest: Any) -> int:
+        seen["env"] = env
+        return 0
+
+    monkeypatch.setattr(launcher, "supervise", supervise)
+    monkeypatch.chdir(code)
+    argv = ["--host-map", "algo-1=127.0.0.1", "--nproc-per-node", "1", "sub/train.py"]
+    assert launcher.run(argv, environ=environ) == 0
+    return seen["env"]
+
+
+def importable_from_script(module: str, script: Path, env: dict[str, str]) -> bool:
+    """Whether `python SCRIPT` could import `module`: sys.path is the script's folder, then PYTHONPATH."""
+    path = [str(script.parent), *[p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]]
+    return PathFinder.find_spec(module, path) is not None
+
+
+@pytest.mark.parametrize("inherited", ["", "/somewhere/else"])
+def test_subfolder_entry_point_imports_top_of_source_dir(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, inherited: str
+) -> None:
+    code = code_folder(tmp_path)
+    environ = {**sagemaker_host(tmp_path), **({"PYTHONPATH": inherited} if inherited else {})}
+    env = workers_env(monkeypatch, code, environ)
+    assert importable_from_script("common", code / "sub" / "train.py", env)
+    parts = env["PYTHONPATH"].split(os.pathsep)
+    assert parts[0] == str(code)  # first, as the toolkit's sys.path.insert(0, code_dir)
+    assert parts[1:] == ([inherited] if inherited else [])  # what was there stays, after it
+
+
+def test_code_folder_already_on_path_is_not_repeated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """On AWS's image the toolkit exported PYTHONPATH with /opt/ml/code in it already."""
+    code = code_folder(tmp_path)
+    environ = {**sagemaker_host(tmp_path), "PYTHONPATH": f"/lib/x:{code}"}
+    env = workers_env(monkeypatch, code, environ)
+    assert env["PYTHONPATH"] == f"/lib/x:{code}"
