@@ -22,6 +22,7 @@ from cloudddp.errors import CloudDDPError
 from cloudddp.providers.sagemaker import validation
 from cloudddp.providers.sagemaker.instance_groups import InstanceGroupSetting
 from cloudddp.redact import REDACTED, is_secret_name
+from cloudddp.sagemaker.distribution_table import distribution_problems
 from cloudddp.session import emit
 
 logger = logging.getLogger(__name__)
@@ -147,6 +148,23 @@ def check_distribution(distribution: Any) -> str | None:
     if not isinstance(settings, dict) or set(settings) - {"enabled"}:
         raise _refuse("distribution", distribution, f"{name} takes only {{'enabled': True|False}}")
     return name if settings.get("enabled") else None
+
+
+def check_distribution_versions(args: Arguments) -> None:
+    """SDK v2's framework-version tables for torch_distributed and pytorchddp, on every instance type that runs the
+    distributed job (the chosen instance groups, else instance_type): distribution_table.py."""
+    if args.distribution is None:
+        return
+    chosen = [g for g in args.instance_groups if args.distribution_groups is None or g.name in args.distribution_groups]
+    for instance_type in [g.instance_type for g in chosen] or [args.instance_type]:
+        problems = distribution_problems(args.distribution, instance_type, args.framework_version, args.py_version,
+                                         args.image_uri, args.entry_point)  # fmt: skip
+        if problems:
+            raise CloudDDPError(
+                f"PyTorch(distribution={{{args.distribution!r}: {{'enabled': True}}}}, "
+                f"framework_version={args.framework_version!r}, instance_type={instance_type!r}): refused as the "
+                f"SageMaker SDK v2 refuses it: " + " ".join(problems)
+            )
 
 
 def _group_setting(group: Any) -> InstanceGroupSetting:
@@ -436,6 +454,7 @@ def parse(kwargs: dict[str, Any]) -> tuple[Arguments, Any]:
         instance_groups=groups, distribution_groups=distribution_groups,
         disable_profiler=bool(get("disable_profiler")), debugger_hook=get("debugger_hook_config") is None,
     )  # fmt: skip
+    check_distribution_versions(args)
     if args.local:
         # v2's constructor (aws/sagemaker-python-sdk v2.257.6, src/sagemaker/estimator.py, EstimatorBase.__init__):
         # the emulated hosts would share this machine's GPUs, every rank of each host on the same devices.

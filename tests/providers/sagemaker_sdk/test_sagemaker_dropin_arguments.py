@@ -75,7 +75,9 @@ def test_distributions_other_than_torchrun_are_refused(distribution: Any, messag
 
 @pytest.mark.parametrize("name", ["torch_distributed", "pytorchddp"])
 def test_torchrun_distributions_are_taken(name: str, source: Path) -> None:
-    assert estimator(source, distribution={name: {"enabled": True}}).args.distribution == name
+    # SDK v2 takes both with 2.2.0 (fw_utils.py version tables: test_sagemaker_dropin_distribution_versions.py)
+    est = estimator(source, framework_version="2.2.0", py_version="py310", distribution={name: {"enabled": True}})
+    assert est.args.distribution == name
 
 
 @pytest.mark.parametrize(
@@ -312,7 +314,8 @@ def test_the_distribution_group_reaches_the_launcher_in_the_archive(source: Path
     """SDK v2 sends no sagemaker_distribution_instance_groups with torch_distributed (sdk2_requests/
     instance_groups.json): cloudddp's launcher learns the group from cloudddp_job.json instead."""
     distribution = {"torch_distributed": {"enabled": True}, "instance_groups": [GROUPS[1]]}
-    est = estimator(source, **NO_COUNT, instance_groups=GROUPS, distribution=distribution, sagemaker_session=Session())
+    est = estimator(source, **NO_COUNT, instance_groups=GROUPS, distribution=distribution, sagemaker_session=Session(),
+                    framework_version="2.5.1")  # fmt: skip
     est.fit("s3://data/all", wait=False)
     (request,) = moto.created()
     assert "sagemaker_distribution_instance_groups" not in request["HyperParameters"]

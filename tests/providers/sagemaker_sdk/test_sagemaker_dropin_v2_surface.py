@@ -53,7 +53,7 @@ def sent_nothing(moto: MotoServer) -> bool:
     ],
 )
 def test_distribution_reads_the_dict_v2_stores(distribution: Any, stored: dict[str, Any], source: Path) -> None:
-    est = estimator(source, distribution=distribution)
+    est = estimator(source, framework_version="2.2.0", py_version="py310", distribution=distribution)  # v2 takes both
     assert est.distribution == stored
     assert est.args.distribution == (next(iter(distribution)) if distribution and "pytorchddp" in distribution
                                       else "torch_distributed" if distribution == TORCHRUN else None)  # fmt: skip
@@ -61,7 +61,8 @@ def test_distribution_reads_the_dict_v2_stores(distribution: Any, stored: dict[s
 
 def test_distribution_names_the_chosen_instance_group_as_v2_does(source: Path) -> None:
     groups = [InstanceGroup("train", "ml.g5.12xlarge", 2)]
-    est = estimator(source, instance_count=None, instance_type=None, instance_groups=groups, distribution=TORCHRUN)
+    est = estimator(source, instance_count=None, instance_type=None, instance_groups=groups, distribution=TORCHRUN,
+                    framework_version="2.5.1")  # fmt: skip
     assert est.distribution == {**TORCHRUN, "instance_groups": ["train"]}
 
 
