@@ -186,6 +186,10 @@ def _skipping(folder: Path) -> Callable[[str, list[str]], set[str]]:
     return ignore
 
 
+class LocalJobFailed(CloudDDPError, RuntimeError):
+    """A local-mode fit() whose job failed: a RuntimeError, as v2's local mode raises (see PyTorch._run)."""
+
+
 class TrainingJob:
     """`estimator.latest_training_job`: the job's name, `describe()`, `wait()`, `stop()`."""
 
@@ -409,7 +413,16 @@ class PyTorch(metaclass=_RefusingMethods):
             # raises UnexpectedStatusException (CapacityError), a Stopped one is only warned about.
             check_job_status(job.describe(), secret_values(spec.environment, spec.hyperparameters), exit_code=code)
             return job
-        if wait and code != 0:  # an interrupted wait, or a local job (v2's local mode raises from the container)
+        if wait and code != 0 and provider.name == "local":
+            # v2's local mode raises RuntimeError when the container fails (aws/sagemaker-python-sdk v2.257.6, commit
+            # fc582aaa46faf7b7e16ab1e13840869712174cd0, src/sagemaker/local/image.py `_stream_output`: "Failed to run:
+            # ... Process exited with code: N", re-raised by `_SageMakerContainer.train` as RuntimeError).
+            raise LocalJobFailed(
+                f"Failed to run: local training job {job.name} did not complete. Process exited with code: {code}; see "
+                f"its logs above.",
+                exit_code=code,
+            )
+        if wait and code != 0:  # an interrupted wait
             raise CloudDDPError(
                 f"training job {self.latest_training_job.name} did not complete (exit code {code}); see its logs above.",
                 exit_code=code,
