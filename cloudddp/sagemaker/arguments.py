@@ -34,6 +34,10 @@ OPT_ML = "/opt/ml/"
 DEFAULT_CHECKPOINT_LOCAL_PATH = "/opt/ml/checkpoints"  # the service's default (CheckpointConfig.LocalPath)
 # Both mean "run the entry point under torchrun on every host": cloudddp's launcher does exactly that.
 LAUNCHER_DISTRIBUTIONS = ("torch_distributed", "pytorchddp")
+# Sent as AlgorithmSpecification.TrainingInputMode, as v2 sends input_mode (src/sagemaker/estimator.py
+# `_TrainingJob._get_train_args`: train_args["input_mode"] = estimator.input_mode); local mode reads every channel
+# as File (src/sagemaker/local/image.py `write_config_files`: {"TrainingInputMode": "File"}).
+INPUT_MODES = ("File", "FastFile")
 
 NOT_SUPPORTED: dict[str, str] = {
     "git_config": "clone the repository yourself and pass its folder as source_dir",
@@ -115,6 +119,7 @@ class Arguments:
     distribution_groups: list[str] | None = None  # the groups that run the distributed job (None: all)
     disable_profiler: bool = False
     debugger_hook: bool = True  # debugger_hook_config=None (v2's default) sends a DebugHookConfig; False none
+    input_mode: str = "File"  # INPUT_MODES
 
     @property
     def local(self) -> bool:
@@ -317,8 +322,9 @@ def check_fixed_values(kwargs: dict[str, Any]) -> None:
             "PyTorch(instance_type=...) is required: an ml.* instance type, 'local' or 'local_gpu' (or "
             "instance_groups=[InstanceGroup(...), ...] for a heterogeneous cluster)."
         )
-    if kwargs.get("input_mode", "File") != "File":
-        raise _refuse("input_mode", kwargs["input_mode"], "only 'File' is supported (channels are downloaded)")
+    if kwargs.get("input_mode", "File") not in INPUT_MODES:
+        raise _refuse("input_mode", kwargs["input_mode"], "only 'File' and 'FastFile' are supported (Pipe needs a "
+                      "reader of its own)")  # fmt: skip
     if kwargs.get("container_log_level", logging.INFO) != logging.INFO:
         raise _refuse("container_log_level", kwargs["container_log_level"], "only logging.INFO (20) is sent")
     debugger = kwargs.get("debugger_hook_config")
@@ -453,6 +459,7 @@ def parse(kwargs: dict[str, Any]) -> tuple[Arguments, Any]:
         inter_container_encryption=_flag("encrypt_inter_container_traffic", get("encrypt_inter_container_traffic")),
         instance_groups=groups, distribution_groups=distribution_groups,
         disable_profiler=bool(get("disable_profiler")), debugger_hook=get("debugger_hook_config") is None,
+        input_mode=get("input_mode") or "File",
     )  # fmt: skip
     check_distribution_versions(args)
     if args.local:

@@ -371,7 +371,7 @@ class PyTorch(metaclass=_RefusingMethods):
             "checkpoint_s3": a.checkpoint_s3_uri, "subnets": a.subnets, "security_groups": a.security_group_ids,
             "kms_key": a.kms_key, "network_isolation": a.network_isolation,
             "inter_container_encryption": a.inter_container_encryption, "tags": a.tags,
-            "checkpoint_local_path": a.checkpoint_local_path,
+            "checkpoint_local_path": a.checkpoint_local_path, "input_mode": a.input_mode,
         }  # fmt: skip
         if a.instance_groups:  # ResourceConfig.InstanceGroups instead of InstanceType x InstanceCount
             del data["nodes"]

@@ -6,6 +6,8 @@ by provider.py, when the provider is created.
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import Field
 
 from cloudddp.providers.registry import Option, ProviderInfo
@@ -39,6 +41,9 @@ class SageMakerSettings(Section):
     instance_groups: list[InstanceGroupSetting] = Field(default_factory=list)
     distribution_groups: list[str] | None = None
     checkpoint_local_path: str | None = None  # CheckpointConfig.LocalPath (default /opt/ml/checkpoints)
+    # AlgorithmSpecification.TrainingInputMode: File downloads the channels, FastFile streams them from S3 on demand
+    # at the same paths (Pipe needs a reader of its own and is not offered).
+    input_mode: Literal["File", "FastFile"] = "File"
 
 
 PROVIDER = ProviderInfo(

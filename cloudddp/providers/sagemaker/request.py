@@ -294,7 +294,7 @@ def container_settings(
     """AlgorithmSpecification, HyperParameters and Environment for the toolkit or the entrypoint mode."""
     hyperparameters = {k: encode_hyperparameter(v) for k, v in spec.hyperparameters.items()}
     environment = dict(spec.environment)
-    algorithm: dict[str, Any] = {"TrainingImage": image, "TrainingInputMode": "File"}
+    algorithm: dict[str, Any] = {"TrainingImage": image, "TrainingInputMode": spec.sagemaker.input_mode}
     if mode == TOOLKIT:
         submit_dir = f"/opt/ml/input/data/{CODE_CHANNEL}/{ARCHIVE_NAME}" if code_channel else staging.code_uri
         hyperparameters.update(

@@ -91,7 +91,7 @@ def test_torchrun_distributions_are_taken(name: str, source: Path) -> None:
         ({"disable_profiler": "yes"}, "disable_profiler='yes'"),
         ({"framework_version": None}, r"framework_version=None"),
         ({"instance_count": 0}, "instance_count=0"),
-        ({"input_mode": "FastFile"}, "input_mode='FastFile'"),
+        ({"input_mode": "Pipe"}, "input_mode='Pipe'"),  # FastFile is taken (test_sagemaker_dropin_input_mode.py)
         ({"container_log_level": 10}, "container_log_level=10"),
         ({"tags": ["team"]}, "tags="),
         ({"volume_kms_key": "key-a", "output_kms_key": "key-b"}, "one KMS key"),
