@@ -16,7 +16,7 @@ from cloudddp.sagemaker.image_table import PROCESSORS, REGISTRIES, VERSION_ALIAS
 FAMILY = re.compile(r"^ml[._]([a-z0-9-]+?)(?:\.|$)")
 
 
-def processor_for(instance_type: str) -> str:
+def processor_for(instance_type: str, image_option: str = "image_uri=") -> str:
     """`gpu` or `cpu` from the instance family, as image_uris._processor does for these images."""
     if instance_type.startswith("local"):
         return "gpu" if instance_type == "local_gpu" else "cpu"
@@ -25,26 +25,37 @@ def processor_for(instance_type: str) -> str:
     if family.startswith(("trn", "inf")):
         raise CloudDDPError(
             f"instance_type={instance_type!r} needs a Neuron image, which the SDK v2 does not pick for PyTorch "
-            f"training either: pass image_uri= with a pytorch-training-neuronx image."
+            f"training either: pass {image_option} with a pytorch-training-neuronx image."
         )
     return "gpu" if family[:1] in ("g", "p") else "cpu"
 
 
-def training_image_uri(framework_version: str, py_version: str, instance_type: str, region: str) -> str:
+def newest_python(framework_version: str) -> str:
+    """The last Python the table lists for the version ("py311" for 2.5); "" for a version it does not have
+    (training_image_uri then names the versions)."""
+    config = VERSIONS.get(VERSION_ALIASES.get(framework_version, framework_version))
+    return config["py_versions"][-1] if config else ""
+
+
+def training_image_uri(
+    framework_version: str, py_version: str, instance_type: str, region: str, image_option: str = "image_uri="
+) -> str:
+    """The one image table's answer, for the drop-in and for `cloudddp launch -p sagemaker` alike
+    (cloudddp.providers.sagemaker.images); `image_option` names the way to pass an image instead."""
     full = VERSION_ALIASES.get(framework_version, framework_version)
     config = VERSIONS.get(full)
     if config is None:
         known = ", ".join(sorted(VERSION_ALIASES, key=lambda v: [int(p) for p in v.split(".")]))
         raise CloudDDPError(
             f"framework_version={framework_version!r} has no PyTorch training image in the SageMaker SDK v2's "
-            f"table (versions: {known}, or a full version such as 2.5.1). Pass image_uri= to use another image."
+            f"table (versions: {known}, or a full version such as 2.5.1). Pass {image_option} to use another image."
         )
     if py_version not in config["py_versions"]:
         raise CloudDDPError(
             f"py_version={py_version!r}: PyTorch {framework_version} training images exist for "
             f"{', '.join(config['py_versions'])}."
         )
-    processor = processor_for(instance_type)
+    processor = processor_for(instance_type, image_option)
     if processor not in PROCESSORS:
         raise CloudDDPError(f"no {processor} image for PyTorch {framework_version}.")
     registry = REGISTRIES[config["registries"]].get(region)

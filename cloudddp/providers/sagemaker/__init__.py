@@ -23,7 +23,7 @@ class SageMakerSettings(Section):
     instance_type: str = "ml.m5.xlarge"
     image: str | None = None
     framework_version: str = "2.5"
-    py_version: str = "py311"
+    py_version: str | None = None  # default: the image table's Python for framework_version (py311 for 2.5)
     bucket: str | None = None
     prefix: str = "cloudddp"
     volume_size_gb: int = Field(default=30, ge=1)

@@ -361,8 +361,9 @@ def test_missing_user_bucket_is_not_created(aws: FakeAWS, project: Path) -> None
         ({"sagemaker": {"tags": {"aws:x": "1"}}}, ["--tag 'aws:x'"]),
         ({"sagemaker": {"bucket": "s3://b"}}, ["--bucket"]),
         ({"entry_point": "missing.py"}, ["entry_point 'missing.py'", "does not exist"]),
-        ({"sagemaker": {"framework_version": "1.0"}}, ["framework_version '1.0'", "--image"]),
-        ({"sagemaker": {"py_version": "py39"}}, ["py_version 'py39'"]),
+        # 1.0 is in the one image table (test_sagemaker_one_image_table.py); 3.0 is in no table
+        ({"sagemaker": {"framework_version": "3.0"}}, ["framework_version='3.0'", "--image"]),
+        ({"sagemaker": {"py_version": "py39"}}, ["py_version='py39'"]),
     ],
 )
 def test_invalid_jobs_fail_before_anything_is_uploaded(
