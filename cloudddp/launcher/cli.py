@@ -14,6 +14,7 @@ import argparse
 import json
 import math
 import os
+import shlex
 import signal
 import socket
 import sys
@@ -49,6 +50,7 @@ from cloudddp.launcher.command import (
 )
 from cloudddp.launcher.diagnostics import check, rendezvous_failure, rendezvous_meeting, rendezvous_verdict
 from cloudddp.launcher.exit_record import record_exit
+from cloudddp.launcher.failure_reason import failing_rank_error, failure_text, node_error_message
 from cloudddp.launcher.network import parse_host_map, resolves, wait_for_host
 from cloudddp.launcher.peers import PeerWatch
 from cloudddp.launcher.supervisor import Supervisor
@@ -320,15 +322,22 @@ def rdzv_timeout_of(args: argparse.Namespace) -> int | None:
     return math.ceil(seconds)
 
 
-def write_failure(plan: ClusterPlan, message: str) -> None:
-    """SageMaker shows the content of /opt/ml/output/failure as the job's FailureReason."""
-    if not plan.failure_file:
+def launcher_command() -> str:
+    """This process's command line: what the toolkit names as the Command (it started the bootstrap, this)."""
+    return shlex.join([sys.executable, *sys.argv])
+
+
+def write_failure(failure_file: str | None, exit_code: int, message: str) -> None:
+    """SageMaker shows the first 1024 characters of /opt/ml/output/failure as the job's FailureReason: written in the
+    training toolkit's shape (ExecuteUserScriptError, ExitCode, ErrorMessage, Command; failure_reason.py), on every
+    image, before the toolkit (which writes only where no file exists) could write a reason without the error."""
+    if not failure_file:
         return
     try:
-        Path(plan.failure_file).parent.mkdir(parents=True, exist_ok=True)
-        Path(plan.failure_file).write_text(message + "\n")
+        Path(failure_file).parent.mkdir(parents=True, exist_ok=True)
+        Path(failure_file).write_text(failure_text(exit_code, message, launcher_command()))
     except OSError as exc:
-        print(f"cloudddp: could not write the failure reason to {plan.failure_file}: {exc}", file=sys.stderr)
+        print(f"cloudddp: could not write the failure reason to {failure_file}: {exc}", file=sys.stderr)
 
 
 @dataclass
@@ -403,6 +412,11 @@ def supervise(
         # torchrun's @record writes its own error here (workers get files of their own): read to tell a
         # rendezvous failure from a failed script. A path the user chose is left as it is.
         error_file = env.setdefault("TORCHELASTIC_ERROR_FILE", os.path.join(scratch, "torchrun-error.json"))
+        if plan.failure_file and not keeps_log_files(args.torchrun_arg, env):
+            # Each rank's stderr in a file too (torchrun --tee 2: the console keeps it, prefixed [default<rank>]:),
+            # where the failure reason reads the failing rank's error when the script has no @record.
+            env["PET_TEE"] = "2"
+            env["PET_LOG_DIR"] = os.path.join(scratch, "torchelastic")
         if not keeps_log_files(args.torchrun_arg, env):
             # Else torchrun makes a /tmp/torchelastic_* folder (a worker error.json in it) that nothing removes:
             # one per node and run, thousands on a shared Slurm node or a laptop using the local provider
@@ -413,6 +427,7 @@ def supervise(
         peers = peer_watch(plan, port, supervisor)
         code = supervisor.run(on_start=peers.start if peers else None)
         failure = rendezvous_failure(error_file) if code != 0 else None
+        rank_error = failing_rank_error(error_file, log_dir_of(args.torchrun_arg, env)) if code != 0 else None
     why = supervisor.abort_reason or f"torchrun exited with code {code}"
     if peers:
         peers.report_exit(code)
@@ -435,9 +450,20 @@ def supervise(
               flush=True)  # fmt: skip
         why += f"; {verdict}"
     if code != 0:
-        write_failure(plan, f"cloudddp: {why} on node {plan.node_rank} ({socket.gethostname()}); "
-                            f"see the failing node's log for its traceback.")  # fmt: skip
+        fallback = (f"cloudddp: {why} on node {plan.node_rank} ({socket.gethostname()}); see the failing node's log "
+                    f"for its traceback.")  # fmt: skip
+        own = rank_error if supervisor.abort_reason is None and failure is None else None  # else another node's
+        write_failure(plan.failure_file, code, node_error_message(own, fallback, plan.node_rank))
     return code
+
+
+def log_dir_of(torchrun_args: Sequence[str], env: Mapping[str, str]) -> str | None:
+    """torchrun's log folder: --log-dir (or --log_dir) among the user's torchrun arguments, else PET_LOG_DIR."""
+    for arg in torchrun_args:
+        for name in ("--log-dir=", "--log_dir="):
+            if arg.startswith(name):
+                return arg[len(name) :]
+    return env.get("PET_LOG_DIR")
 
 
 def keeps_log_files(torchrun_args: Sequence[str], env: Mapping[str, str]) -> bool:
@@ -534,7 +560,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         failure_file = failure_file_after_error(outcome, os.environ)
         if failure_file:
             # On SageMaker the reason must reach FailureReason, not only the log.
-            write_failure(ClusterPlan("sagemaker", failure_file=failure_file), f"cloudddp-launch: {exc}")
+            write_failure(failure_file, exc.exit_code, f"cloudddp-launch: {exc}")
         code = exc.exit_code
     except KeyboardInterrupt:
         # Ctrl-C outside torchrun's run (waiting for DNS or for the OCI metadata; during the run the
