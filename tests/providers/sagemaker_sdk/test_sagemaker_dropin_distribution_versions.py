@@ -104,3 +104,38 @@ def test_the_documented_example_is_one_v2_takes(document: str, source: Path) -> 
     est = estimator(source, framework_version=version.group(1), py_version="py311", instance_type="ml.g5.12xlarge",
                     distribution={"torch_distributed": {"enabled": True}})  # fmt: skip
     assert est.args.distribution == "torch_distributed"
+
+
+SDK2_PYTHON = REPO / ".venv-sdk2" / "bin" / "python"  # `make sdk2-env`: sagemaker>=2.200,<3
+SDK2_CHECK = """\
+import json, sys
+from sagemaker.fw_utils import validate_smdistributed, validate_torch_distributed_distribution
+out = []
+for distribution, version, py, instance_type in json.loads(sys.argv[1]):
+    try:
+        if distribution == "torch_distributed":
+            validate_torch_distributed_distribution(instance_type, {distribution: {"enabled": True}}, version, py,
+                                                    None, "train.py")
+        else:
+            validate_smdistributed(instance_type, "pytorch", version, py,
+                                   {"smdistributed": {"dataparallel": {"enabled": True}}}, None)
+        out.append(False)
+    except ValueError:
+        out.append(True)
+print(json.dumps(out))
+"""
+
+
+@pytest.mark.process
+def test_the_cases_are_the_real_sdk_v2s_answers() -> None:
+    """Differential: the same cases through the real SDK v2's fw_utils checks, in .venv-sdk2."""
+    import json
+    import subprocess
+
+    if not SDK2_PYTHON.exists():
+        pytest.skip(f"no SDK v2 environment at {SDK2_PYTHON} (make sdk2-env)")
+    cases = [[d, v, p, i] for d, v, p, i, _ in CASES]
+    result = subprocess.run([str(SDK2_PYTHON), "-c", SDK2_CHECK, json.dumps(cases)], capture_output=True, text=True,
+                            timeout=300)  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert json.loads(result.stdout.strip().splitlines()[-1]) == [refused for *_, refused in CASES]
