@@ -16,7 +16,6 @@ Standard library only: it runs in the job's container.
 
 from __future__ import annotations
 
-import builtins
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,10 +25,20 @@ ERROR_CLASS = "ExecuteUserScriptError"  # the toolkit's class for a user script 
 TRACEBACK = "Traceback (most recent call last):"
 MAX_READ = 64 * 1024  # bytes read from the end of a stderr file: the error is at its end
 ELLIPSIS = "..."
-# The toolkit starts its ErrorMessage at the first stderr line naming a Python exception class (_PYTHON_ERRORS_).
-PYTHON_ERRORS = tuple(
-    name for name, value in vars(builtins).items() if isinstance(value, type) and issubclass(value, BaseException)
-)
+# The toolkit starts its ErrorMessage at the first stderr line naming one of these (src/sagemaker_training/
+# __init__.py `_PYTHON_ERRORS_`, used by process.py `watch`): Python's errors, no warnings.
+PYTHON_ERRORS = (
+    "BaseException", "Exception", "ArithmeticError", "AssertionError", "AttributeError", "BlockingIOError",
+    "BrokenPipeError", "BufferError", "ChildProcessError", "ConnectionAbortedError", "ConnectionError",
+    "ConnectionRefusedError", "ConnectionResetError", "EOFError", "EnvironmentError", "FileExistsError",
+    "FileNotFoundError", "FloatingPointError", "IOError", "ImportError", "IndentationError", "IndexError",
+    "InterruptedError", "IsADirectoryError", "KeyError", "LookupError", "MemoryError", "ModuleNotFoundError",
+    "NameError", "NotADirectoryError", "NotImplementedError", "OSError", "OverflowError", "PermissionError",
+    "ProcessLookupError", "RecursionError", "ReferenceError", "RuntimeError", "SyntaxError", "SystemError",
+    "TabError", "TimeoutError", "TypeError", "UnboundLocalError", "UnicodeDecodeError", "UnicodeEncodeError",
+    "UnicodeError", "UnicodeTranslateError", "ValueError", "ZeroDivisionError", "Invalidrequirement",
+    "ResourceExhaustedError", "OutOfRangeError", "InvalidArgumentError",
+)  # fmt: skip
 
 
 @dataclass

@@ -190,3 +190,9 @@ def test_a_launcher_error_is_written_in_the_toolkits_shape(tmp_path: Path) -> No
     reason = (tmp_path / "failure").read_text()
     assert reason.startswith('ExecuteUserScriptError:\nExitCode 2\nErrorMessage "cloudddp-launch: '), reason
     assert "SM_HOSTS" in reason
+
+
+def test_a_warning_on_stderr_is_no_error(tmp_path: Path) -> None:
+    """The toolkit's list of error names has no warnings: a rank that only warned did not fail."""
+    (worker_dir(tmp_path, 0) / "stderr.log").write_text("train.py:3: UserWarning: TypedStorage is deprecated\n")
+    assert failing_rank_error(None, str(tmp_path)) is None
