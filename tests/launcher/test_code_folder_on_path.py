@@ -79,3 +79,16 @@ def test_code_folder_already_on_path_is_not_repeated(tmp_path: Path, monkeypatch
     environ = {**sagemaker_host(tmp_path), "PYTHONPATH": f"/lib/x:{code}"}
     env = workers_env(monkeypatch, code, environ)
     assert env["PYTHONPATH"] == f"/lib/x:{code}"
+
+
+@pytest.mark.slow
+def test_local_sagemaker_emulation_runs_a_subfolder_entry_point(tmp_path: Path) -> None:
+    """End to end: `cloudddp launch -p local --emulate sagemaker` (the path the drop-in's local mode takes too)."""
+    from helpers import run_cli
+
+    code = code_folder(tmp_path)
+    (code / "sub" / "train.py").write_text("import common\nprint('imported', common.VALUE, flush=True)\n")
+    result = run_cli("launch", "-p", "local", "--emulate", "sagemaker", "--nodes", "1", "--source-dir", str(code),
+                     "sub/train.py", cwd=tmp_path, env={"OMP_NUM_THREADS": "1"}, timeout=300)  # fmt: skip
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert "imported 1" in result.stdout + result.stderr
