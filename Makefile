@@ -5,7 +5,7 @@ PY      := $(VENV)/bin/python
 STAMP   := $(VENV)/.installed-stamp
 PYTEST_ARGS ?=
 
-.PHONY: demo test test-fast lint bench sdk2-env test-sdk docs
+.PHONY: demo test test-fast test-all lint debian-deps bench sdk2-env test-sdk docs
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -33,15 +33,49 @@ demo: $(DEMO_STAMP)
 	@echo "cloudddp demo: training ResNet-18 with DDP on 2 emulated SageMaker nodes (each line is prefixed with its node)"
 	$(VENV)/bin/cloudddp launch --provider local --nodes 2 --input train=demo-data sources/train_ddp.py
 
-## Lint, then every test (slow multi-process ones included).
-test: $(STAMP)
+## Test tiers (tests/tiers.py; docs/contributing.md): unit (in process), component (one real local part),
+## smoke (a short list of multi-process system tests) and full (the rest of the multi-process tests).
+## xdist spreads the tests over WORKERS processes: most of their time is spent waiting on the processes and
+## servers they start, so 3 workers keep 2 cores busy. Slurm's tests share one worker (one cluster at a time).
+WORKERS ?= 3
+REPORTS := .test-reports
+PYTEST  := $(VENV)/bin/pytest -p no:cacheprovider
+TIER_REPORT := $(PY) tests/tier_report.py
+
+## The quick loop: unit tests only (in process, no sockets, no child processes).
+test-fast: $(STAMP)
+	$(PYTEST) -m unit -q -n 2 $(PYTEST_ARGS)
+
+lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
-	$(VENV)/bin/pytest $(PYTEST_ARGS)
 
-## The quick loop: unit tests only.
-test-fast: $(STAMP)
-	$(VENV)/bin/pytest -m "not slow" -q $(PYTEST_ARGS)
+## The README's test command: lint, then unit + component + smoke (every real part at least once), then the
+## minutes per tier and a check that no real part went untested (tests/tier_report.py).
+test: $(STAMP) debian-deps lint
+	@mkdir -p $(REPORTS)
+	$(PYTEST) -m "unit or component or smoke" -n $(WORKERS) --dist loadgroup --junitxml=$(REPORTS)/test.xml \
+	  $(PYTEST_ARGS); status=$$?; $(TIER_REPORT) $(REPORTS)/test.xml --optional notebook || status=1; exit $$status
+
+## Everything: make test, then the full tier with both SageMaker SDK environments (CI runs this).
+test-all: test sdk2-env $(SDK3)/.installed-stamp
+	$(PYTEST) -m full -n $(WORKERS) --dist loadgroup --junitxml=$(REPORTS)/full.xml \
+	  $(PYTEST_ARGS); status=$$?; $(TIER_REPORT) $(REPORTS)/test.xml $(REPORTS)/full.xml || status=1; exit $$status
+
+## Debian's packages the tests run for real: a Slurm cluster (slurm-wlm + munge; infra/slurm/test-cluster.sh),
+## Slurm's PBS/Torque wrappers (qsub/qstat/qdel for the PBS provider) and etcd (torchrun's etcd rendezvous).
+## Installed when missing; needs root (CI is root). Without them their tests skip, and tier_report fails the run.
+DEBIAN_PACKAGES := slurm-wlm munge slurm-wlm-torque etcd-server
+debian-deps:
+	@if command -v slurmctld >/dev/null && command -v munged >/dev/null && command -v qsub >/dev/null \
+	  && command -v etcd >/dev/null; then :; \
+	elif [ "$$(id -u)" = 0 ]; then \
+	  echo "installing Debian's $(DEBIAN_PACKAGES) (the tests run them for real)"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+	    $(DEBIAN_PACKAGES) >/dev/null; \
+	else \
+	  echo "the tests run Debian's $(DEBIAN_PACKAGES): sudo apt-get install $(DEBIAN_PACKAGES)"; \
+	fi
 
 bench: $(STAMP)
 	$(PY) benchmarks/launcher_overhead.py --runs 7
@@ -59,7 +93,7 @@ $(SDK2)/.installed-stamp: pyproject.toml
 sdk2-env: $(SDK2)/.installed-stamp
 
 ## The SageMaker SDK v3 interop tests (tests/providers/sagemaker/test_sagemaker_sdk.py) with the SDK in its own env, .venv-sdk
-## (about 1 GB; building it took 5-6 min on a 2-core machine). `make test` runs them too once it exists.
+## (about 1 GB; building it took 5-6 min on a 2-core machine). `make test-all` builds it and runs them.
 SDK3 := .venv-sdk
 $(SDK3)/.installed-stamp: pyproject.toml
 	test -x $(SDK3)/bin/python || python3 -m venv $(SDK3)

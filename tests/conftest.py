@@ -10,6 +10,15 @@ from pathlib import Path
 
 import pytest
 from _guards import nothing_written_to_opt_ml_or_home  # noqa: F401  (session guard: no test writes /opt/ml or $HOME)
+from helpers.services import kube_api, moto_server, moto_service, oci_service  # noqa: F401  (shared services)
+from tiers import (  # noqa: F401  (test tiers)
+    guard_unit_test,
+    pytest_collection_modifyitems,
+    pytest_configure,
+    pytest_runtest_makereport,
+)
+
+pytest_plugins = ("pytester",)  # tests/test_test_tiers.py runs the guard in a session of its own
 
 # Every server the tests talk to is on 127.0.0.1: a proxy configured for this machine must not carry
 # those requests (botocore and cloudddp's staging both honour NO_PROXY), nor subprocesses' (inherited).

@@ -8,7 +8,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from helpers import PYTHON, SOURCES, clean_env, run_cli
+from helpers import PYTHON, SOURCES, clean_env, cli
 
 from cloudddp.demo_data import CLASSES, write_demo_dataset
 
@@ -63,12 +63,12 @@ def test_training_script_runs_as_a_plain_process_for_debugging(tmp_path: Path, s
 
 def test_a_target_that_cannot_be_a_folder_or_a_count_below_one_is_exit_2(tmp_path: Path) -> None:
     (tmp_path / "notes.txt").write_text("keep me\n")
-    result = run_cli("demo-data", str(tmp_path / "notes.txt"), cwd=tmp_path)
+    result = cli("demo-data", str(tmp_path / "notes.txt"), cwd=tmp_path)
     assert result.returncode == 2 and "Traceback" not in result.stderr
     assert f"demo-data: '{tmp_path / 'notes.txt'}' is a file" in result.stderr
-    result = run_cli("demo-data", str(tmp_path / "notes.txt" / "data"), cwd=tmp_path)
+    result = cli("demo-data", str(tmp_path / "notes.txt" / "data"), cwd=tmp_path)
     assert result.returncode == 2 and f"cannot make the folder '{tmp_path / 'notes.txt' / 'data'}'" in result.stderr
     assert (tmp_path / "notes.txt").read_text() == "keep me\n"
-    result = run_cli("demo-data", str(tmp_path / "data"), "--train-per-class", "-5", cwd=tmp_path)
+    result = cli("demo-data", str(tmp_path / "data"), "--train-per-class", "-5", cwd=tmp_path)
     assert result.returncode == 2 and "--train-per-class" in result.stderr
     assert not (tmp_path / "data").exists()

@@ -37,6 +37,7 @@ def rendered(args: list[str], tmp_path: Path) -> str:
     return result.stdout.replace(str(REPO), SHOWN_AS)
 
 
+@pytest.mark.process
 @pytest.mark.parametrize("example", EXAMPLES)
 def test_example_is_what_the_renderer_prints(example: str, tmp_path: Path) -> None:
     fresh = rendered(EXAMPLES[example], tmp_path)
@@ -72,6 +73,7 @@ def pod_plan(command: list[str], args: list[str], env: dict[str, str]) -> dict[s
     return json.loads(result.stdout)  # type: ignore[no-any-return]
 
 
+@pytest.mark.process
 def test_pytorchjob_pods_get_their_ranks_from_the_operators_variables() -> None:
     spec = yaml.safe_load((INFRA / "kubernetes" / "pytorchjob.yaml").read_text())["spec"]
     for rank, role in enumerate(("Master", "Worker")):
@@ -85,6 +87,7 @@ def test_pytorchjob_pods_get_their_ranks_from_the_operators_variables() -> None:
         assert (plan["master_addr"], plan["master_port"]) == ("resnet-ddp-master-0", 23456)
 
 
+@pytest.mark.process
 def test_trainjob_pods_get_their_ranks_from_the_runtimes_variables() -> None:
     trainer = yaml.safe_load((INFRA / "kubernetes" / "trainjob.yaml").read_text())["spec"]["trainer"]
     # torch.go (kubeflow/trainer): PET_NNODES, PET_NPROC_PER_NODE, PET_NODE_RANK, PET_MASTER_ADDR/PORT.

@@ -1,4 +1,3 @@
-# ruff: noqa: F811  (the moto_server fixture imported from sagemaker_fixtures is redefined as an argument)
 """What the notebooks leave behind and what they claim.
 
 A notebook works in a temporary folder that its last cell removes (the kernel removes it too when it shuts down
@@ -18,7 +17,6 @@ import pytest
 import yaml
 from helpers import REPO, private_jupyter
 from helpers.oci_loopback_server import COMPARTMENT, IMAGE, LOG_GROUP, PROJECT, WORK_DIR, FakeOCI, ThrowawayKey
-from helpers.sagemaker_fixtures import moto_server  # noqa: F401  (fixture)
 
 from cloudddp.staging.engine import stage
 from cloudddp.staging.location import parse_location
@@ -70,6 +68,7 @@ def use_moto(monkeypatch: pytest.MonkeyPatch, env: Mapping[str, str]) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.notebook
 @pytest.mark.parametrize("name", SAGEMAKER_NOTEBOOKS)
 def test_a_sagemaker_notebook_leaves_nothing_in_tmpdir_nor_beside_it_and_keeps_the_kernel_folder(
     name: str, moto_server: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
@@ -88,6 +87,7 @@ def test_a_sagemaker_notebook_leaves_nothing_in_tmpdir_nor_beside_it_and_keeps_t
     assert sorted(folder.rglob("*")) == []
 
 
+@pytest.mark.notebook
 @pytest.mark.parametrize("name", [*SAGEMAKER_NOTEBOOKS, "oci_ddp"])
 def test_a_kernel_shut_down_before_the_last_cell_removes_the_work_folder(
     name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
@@ -109,6 +109,7 @@ def test_a_kernel_shut_down_before_the_last_cell_removes_the_work_folder(
     assert sorted(p.name for p in folder.iterdir()) == []
 
 
+@pytest.mark.network
 def test_the_oci_notebook_says_what_staging_to_object_storage_does(tmp_path: Path) -> None:
     """Changing one file uploads every file of the folder again (no copies on OCI); unchanged, nothing is sent."""
     import oci
@@ -149,6 +150,7 @@ def oci_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.setenv(name, value)
 
 
+@pytest.mark.notebook
 def test_the_oci_notebook_shows_the_dry_runs_environment_and_command_whole(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

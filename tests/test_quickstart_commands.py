@@ -1,4 +1,3 @@
-# ruff: noqa: F811  (pytest fixtures imported from sagemaker_fixtures are redefined as arguments)
 """Every shell command of the quickstart page (docs/getting-started.md) runs as written, in order, in one folder.
 
 AWS is a moto server on 127.0.0.1 (`AWS_ENDPOINT_URL`, fake credentials for moto's account 123456789012, the
@@ -18,7 +17,6 @@ from pathlib import Path
 
 import pytest
 from helpers import REPO
-from helpers.sagemaker_fixtures import moto_server  # noqa: F401  (fixture)
 
 pytestmark = pytest.mark.slow
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from helpers import run_cli
+from helpers import cli, run_cli
 
 from cloudddp.errors import CloudDDPError
 from cloudddp.redact import (
@@ -76,7 +76,7 @@ def test_secret_looking_variables_are_named_in_one_warning() -> None:
 def test_local_dry_run_hides_a_password_inside_a_url(tmp_path: Path) -> None:
     script = tmp_path / "job.py"
     script.write_text("print('hi')\n")
-    result = run_cli("launch", "--dry-run", "--nodes", "1", "--runs-dir", str(tmp_path / "runs"),
+    result = cli("launch", "--dry-run", "--nodes", "1", "--runs-dir", str(tmp_path / "runs"),
                      "-e", "DB_URL=postgres://user:s3cr3t@db/x", str(script))  # fmt: skip
     assert result.returncode == 0, result.stderr
     assert "s3cr3t" not in result.stdout + result.stderr
@@ -115,7 +115,7 @@ def test_an_error_message_never_carries_a_url_password() -> None:
 def test_the_cli_error_paragraph_hides_a_url_password(tmp_path: Path) -> None:
     script = tmp_path / "job.py"
     script.write_text("print('hi')\n")
-    result = run_cli("render", "-p", "sagemaker", "-i", "train=https://user:tok123@host/data", str(script))
+    result = cli("render", "-p", "sagemaker", "-i", "train=https://user:tok123@host/data", str(script))
     assert result.returncode == 2 and "Traceback" not in result.stderr
     assert "https://user:***@host/data" in result.stderr and "tok123" not in result.stderr
 
@@ -158,6 +158,7 @@ def test_a_secret_value_is_hidden_where_json_escaped_it(ensure_ascii: bool) -> N
     assert shown == '{"hyperparameters": {"api_key": "***"}, "lr": 0.1}', shown
 
 
+@pytest.mark.process
 def test_a_secret_with_characters_json_escapes_is_hidden_in_sm_training_env(tmp_path: Path) -> None:
     # SM_TRAINING_ENV and SM_HPS carry the hyperparameters JSON-encoded (ensure_ascii): the value masked as given
     # did not match the escaped copy a job printed.
@@ -171,6 +172,7 @@ def test_a_secret_with_characters_json_escapes_is_hidden_in_sm_training_env(tmp_
     assert '"api_key":"***"' in printed and "Live" not in printed, printed[-3000:]
 
 
+@pytest.mark.process
 def test_a_secret_named_hyperparameter_is_hidden_in_every_value_built_from_it(tmp_path: Path) -> None:
     # SM_HP_API_KEY and hyperparameters.json showed ***, while SM_HPS, SM_USER_ARGS (and the job's log
     # lines as launch printed them) showed the key beside them.
@@ -203,7 +205,7 @@ def test_a_secret_named_hyperparameter_is_refused_where_it_would_be_written_into
     # read the job reads; secret-named variables travel by name (Slurm, PBS) or as Secret references instead.
     (tmp_path / "job.py").write_text("print('hi')\n")
     extra = ["--image", "registry.example.com/train:1"] if provider == "kubernetes" else []
-    result = run_cli("render", "-p", provider, *extra, "-H", "api_key=sk_LiveKey9999", "job.py", cwd=tmp_path)
+    result = cli("render", "-p", provider, *extra, "-H", "api_key=sk_LiveKey9999", "job.py", cwd=tmp_path)
     assert result.returncode == 2 and "Traceback" not in result.stderr, result.stdout + result.stderr
     assert "hyperparameters.api_key looks like a secret" in result.stderr and advice in result.stderr
     assert "sk_LiveKey9999" not in result.stdout + result.stderr
@@ -245,7 +247,7 @@ def test_a_log_line_keeps_a_tokenizer_setting_and_its_value() -> None:
 
 def test_kubernetes_takes_tokenizers_parallelism_in_the_environment(tmp_path: Path) -> None:
     """It was refused as a secret ("keep it in a Kubernetes Secret"), as on OCI."""
-    result = run_cli("render", "-p", "kubernetes", "--image", "ghcr.io/org/train:1", "-e", "TOKENIZERS_PARALLELISM=false",
+    result = cli("render", "-p", "kubernetes", "--image", "ghcr.io/org/train:1", "-e", "TOKENIZERS_PARALLELISM=false",
                      "-e", "MAX_NEW_TOKENS=256", "sources/train_ddp.py", env={"KUBECONFIG": str(tmp_path / "none")})  # fmt: skip
     assert result.returncode == 0, result.stderr
     container = yaml.safe_load(result.stdout)["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"][
@@ -281,13 +283,14 @@ def test_a_secret_given_to_the_scripts_option_is_refused_and_a_setting_is_not(tm
              "oci": ["--image", "iad.ocir.io/ns/train:1", "--work-dir", "oci://b@ns/p", "--compartment",
                      "ocid1.compartment.oc1..aaaa", "--project", "ocid1.datascienceproject.oc1.iad.aaaa"]}  # fmt: skip
     base = ["render", "-p", provider, *extra.get(provider, []), "job.py", "--"]
-    refused = run_cli(*base, "--epochs", "2", "--hf-token", "hf_LiveKey9999", cwd=tmp_path)
+    refused = cli(*base, "--epochs", "2", "--hf-token", "hf_LiveKey9999", cwd=tmp_path)
     assert refused.returncode == 2 and "Traceback" not in refused.stderr, refused.stdout + refused.stderr
     assert "hf-token" in refused.stderr and "hf_LiveKey9999" not in refused.stdout + refused.stderr
-    kept = run_cli(*base, "--pad-token-id", "0", "--token-file", "/run/secrets/hf", cwd=tmp_path)
+    kept = cli(*base, "--pad-token-id", "0", "--token-file", "/run/secrets/hf", cwd=tmp_path)
     assert kept.returncode == 0, kept.stdout + kept.stderr
 
 
+@pytest.mark.process
 def test_launch_hides_the_value_of_a_secret_named_script_option_it_prints(tmp_path: Path) -> None:
     # request.yaml and `cloudddp logs` hid `--api-key=...`; launch's own live log lines showed it.
     script = tmp_path / "show.py"

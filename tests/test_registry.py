@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from helpers import REPO, SOURCES, run_cli
+from helpers import REPO, SOURCES, cli, run_cli
 
 from cloudddp import Estimator
 from cloudddp.errors import CloudDDPError
@@ -41,6 +41,7 @@ def test_the_job_spec_has_one_section_per_provider_from_its_settings_model() -> 
         assert fields[name].annotation is info.settings
 
 
+@pytest.mark.process
 def test_declaring_a_provider_imports_no_sdk() -> None:
     import subprocess
     import sys
@@ -121,6 +122,7 @@ def test_an_entry_point_provider_is_registered_with_its_spec_section(throwaway: 
     assert job_spec_model().model_fields["throwaway"].annotation is info.settings
 
 
+@pytest.mark.process
 def test_the_cli_launches_a_job_on_the_entry_point_provider(throwaway: Path, tmp_path: Path) -> None:
     env = {"PYTHONPATH": str(throwaway)}
     help_text = run_cli("launch", "--help", cwd=tmp_path, env=env).stdout
@@ -137,12 +139,13 @@ def test_the_cli_launches_a_job_on_the_entry_point_provider(throwaway: Path, tmp
 
 def test_the_cli_refuses_another_providers_flag_for_the_entry_point_provider(throwaway: Path, tmp_path: Path) -> None:
     env = {"PYTHONPATH": str(throwaway)}
-    result = run_cli("launch", "-p", "throwaway", "--shape", "BM.GPU4.8", "src/hello.py", cwd=tmp_path, env=env)
+    result = cli("launch", "-p", "throwaway", "--shape", "BM.GPU4.8", "src/hello.py", cwd=tmp_path, env=env)
     assert result.returncode == 2 and "Traceback" not in result.stderr
     assert "--shape is an option of oci, not of --provider throwaway" in result.stderr
     assert not (tmp_path / "throwaway-runs").exists()
 
 
+@pytest.mark.process
 def test_the_estimator_fits_on_the_entry_point_provider(throwaway: Path, capsys: pytest.CaptureFixture[str]) -> None:
     est = Estimator(provider="throwaway", entry_point="hello.py", source_dir="src", greeting="bonjour",
                     hyperparameters={"epochs": 2})  # fmt: skip
@@ -153,6 +156,7 @@ def test_the_estimator_fits_on_the_entry_point_provider(throwaway: Path, capsys:
         Estimator(provider="throwaway", entry_point="hello.py", source_dir="src", shape="BM.GPU4.8")
 
 
+@pytest.mark.process
 def test_a_failing_job_on_the_entry_point_provider_fails_fit_and_launch(throwaway: Path, tmp_path: Path) -> None:
     (tmp_path / "src" / "fail.py").write_text("import sys; print('failing'); sys.exit(3)\n")
     est = Estimator(provider="throwaway", entry_point="fail.py", source_dir="src")
@@ -180,7 +184,7 @@ def help_panels(text: str) -> dict[str, str]:
 
 
 def test_launch_help_groups_each_providers_options_under_its_title() -> None:
-    result = run_cli("launch", "--help", env={"COLUMNS": "200"})
+    result = cli("launch", "--help", env={"COLUMNS": "200"})
     assert result.returncode == 0, result.stderr
     panels = help_panels(result.stdout)
     for name, info in registry.providers().items():
@@ -207,7 +211,7 @@ def test_launch_help_groups_each_providers_options_under_its_title() -> None:
     ],
 )
 def test_a_flag_of_another_provider_is_refused_not_ignored(tmp_path: Path, args: list[str], message: str) -> None:
-    result = run_cli("launch", *args, "--runs-dir" if args[1] == "local" else "--name", "x", "--dry-run",
+    result = cli("launch", *args, "--runs-dir" if args[1] == "local" else "--name", "x", "--dry-run",
                      "sources/allreduce_check.py", cwd=REPO)  # fmt: skip
     assert result.returncode == 2, result.stdout + result.stderr
     assert "Traceback" not in result.stderr and message in result.stderr
@@ -221,6 +225,7 @@ def test_estimator_nodes_and_its_sagemaker_alias_instance_count_are_one_setting(
         Estimator(**common, nodes=2, instance_count=3)
 
 
+@pytest.mark.process
 def test_a_broken_third_party_declaration_is_one_paragraph_exit_2(tmp_path: Path) -> None:
     site = install_throwaway(tmp_path / "site")
     module = site / "throwaway_provider.py"
@@ -231,6 +236,7 @@ def test_a_broken_third_party_declaration_is_one_paragraph_exit_2(tmp_path: Path
     assert "option --greeting sets 'greting', which ThrowawaySettings does not have" in result.stderr
 
 
+@pytest.mark.process
 def test_a_third_party_provider_cannot_take_a_built_in_name(tmp_path: Path) -> None:
     site = install_throwaway(tmp_path / "site")
     (site / "throwaway_provider-0.1.dist-info" / "entry_points.txt").write_text(
@@ -282,6 +288,7 @@ def test_a_provider_folder_must_declare_its_own_name(extra_provider_folder: Path
         registry.providers()
 
 
+@pytest.mark.process
 def test_run_job_submits_the_very_request_its_dry_run_prints(throwaway: Path) -> None:
     """The one door (`launch` and `fit` both call run_job): what is submitted is the object the dry run printed."""
     import throwaway_provider  # the module the entry point names, importable once the fixture installed it

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from helpers import run_cli
+from helpers import cli
 
 from cloudddp import Estimator
 from cloudddp.errors import CloudDDPError
@@ -88,19 +88,19 @@ def test_estimator_logs_of_a_local_run_hide_what_fit_hid(
 
 
 def test_local_dry_run_hides_secret_named_script_options(source: Path, tmp_path: Path) -> None:
-    result = run_cli("launch", "--runs-dir", str(tmp_path / "runs"), "--dry-run", str(source / "show.py"), "--", *ARGS)
+    result = cli("launch", "--runs-dir", str(tmp_path / "runs"), "--dry-run", str(source / "show.py"), "--", *ARGS)
     assert result.returncode == 0, result.stderr
     assert_options_masked(result.stdout)
 
 
 def test_render_hides_secret_named_script_options(source: Path, tmp_path: Path) -> None:
-    result = run_cli("render", "--runs-dir", str(tmp_path / "runs"), str(source / "show.py"), "--", *ARGS)
+    result = cli("render", "--runs-dir", str(tmp_path / "runs"), str(source / "show.py"), "--", *ARGS)
     assert result.returncode == 0, result.stderr
     assert_options_masked(result.stdout)
 
 
 def test_sagemaker_dry_run_hides_secret_named_script_options(source: Path) -> None:
-    result = run_cli("launch", *SAGEMAKER, "--dry-run", str(source / "show.py"), "--", *ARGS)
+    result = cli("launch", *SAGEMAKER, "--dry-run", str(source / "show.py"), "--", *ARGS)
     assert result.returncode == 0, result.stderr
     assert_options_masked(result.stdout)
 
@@ -154,7 +154,7 @@ def test_a_list_environment_in_a_yaml_spec_is_refused_without_its_secrets(
 ) -> None:
     spec = tmp_path / "job.yaml"
     spec.write_text(f"entry_point: show.py\nsource_dir: {source}\n{listed}")
-    result = run_cli("launch", "-f", str(spec), "--runs-dir", str(tmp_path / "runs"), "--dry-run")
+    result = cli("launch", "-f", str(spec), "--runs-dir", str(tmp_path / "runs"), "--dry-run")
     assert result.returncode == 2, result.stdout + result.stderr
     assert "environment: Input should be a valid dictionary" in result.stderr, result.stderr
     assert "hyperparameters: Input should be a valid dictionary" in result.stderr, result.stderr
@@ -185,7 +185,7 @@ def test_a_list_environment_given_to_the_estimator_is_refused_without_its_secret
 def test_a_mistyped_separator_is_named_without_the_secret(
     source: Path, tmp_path: Path, flag: str, given: str, shown: str
 ) -> None:
-    result = run_cli("launch", "--runs-dir", str(tmp_path / "runs"), flag, given, "--dry-run", str(source / "show.py"))
+    result = cli("launch", "--runs-dir", str(tmp_path / "runs"), flag, given, "--dry-run", str(source / "show.py"))
     assert result.returncode == 2, result.stdout + result.stderr
     assert result.stderr.strip() == f"error: {shown}"
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from helpers import run_cli
+from helpers import cli
 from helpers.ads_yaml import guide_ads_yaml
 from helpers.oci_loopback_server import COMPARTMENT, LOG_GROUP, PROJECT
 
@@ -60,23 +60,23 @@ def test_a_spec_with_a_byte_order_mark_reads_as_its_utf8_twin(folder: Path, enco
 def test_the_cli_renders_a_utf16_spec_as_its_utf8_twin(folder: Path, command: tuple[str, ...]) -> None:
     (folder / "job.yaml").write_bytes(encoded(SPEC, "utf-16"))
     (folder / "utf8.yaml").write_text(SPEC, encoding="utf-8")
-    utf16 = run_cli(*command, "-p", "slurm", "-f", "job.yaml", cwd=folder)
+    utf16 = cli(*command, "-p", "slurm", "-f", "job.yaml", cwd=folder)
     assert utf16.returncode == 0, utf16.stderr
-    utf8 = run_cli(*command, "-p", "slurm", "-f", "utf8.yaml", cwd=folder)
+    utf8 = cli(*command, "-p", "slurm", "-f", "utf8.yaml", cwd=folder)
     assert utf16.stdout == utf8.stdout.replace("utf8.yaml", "job.yaml")
     assert "export GREETING='été'" in utf16.stdout
 
 
 def test_an_ads_train_yaml_in_utf16_renders_for_oci(folder: Path) -> None:
     (folder / "train.yaml").write_bytes(encoded(ADS_YAML, "utf-16"))
-    rendered = run_cli("render", "-p", "oci", "-f", "train.yaml", cwd=folder)
+    rendered = cli("render", "-p", "oci", "-f", "train.yaml", cwd=folder)
     assert rendered.returncode == 0, rendered.stderr
     create_job = yaml.safe_load(rendered.stdout)["request"]["create_job"]
     (group,) = create_job["job_node_configuration_details"]["job_node_group_configuration_details_list"]
     assert group["replicas"] == 3
     assert group["job_configuration_details"]["environment_variables"]["GREETING"] == "été"
     (folder / "train.yaml").write_text(ADS_YAML, encoding="utf-8")
-    twin = run_cli("render", "-p", "oci", "-f", "train.yaml", cwd=folder)
+    twin = cli("render", "-p", "oci", "-f", "train.yaml", cwd=folder)
     assert unstamped(twin.stdout) == unstamped(rendered.stdout)
 
 
@@ -99,7 +99,7 @@ def test_a_latin1_file_is_one_paragraph_naming_the_byte_and_exit_2(
     text = SPEC if kind == "spec" else ADS_YAML
     (folder / "job.yaml").write_bytes(text.encode("latin-1"))
     offset = text.encode("latin-1").index(b"\xe9")
-    result = run_cli(*command, "-p", "oci" if kind == "ads" else "slurm", "-f", "job.yaml", cwd=folder)
+    result = cli(*command, "-p", "oci" if kind == "ads" else "slurm", "-f", "job.yaml", cwd=folder)
     assert (result.returncode, result.stdout) == (2, "")
     assert "Traceback" not in result.stderr
     error = " ".join(result.stderr.split())  # the console wraps long lines

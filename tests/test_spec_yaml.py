@@ -6,7 +6,7 @@ import re
 from pathlib import Path
 
 import pytest
-from helpers import run_cli
+from helpers import cli
 
 from cloudddp.errors import CloudDDPError
 from cloudddp.spec import build_spec, load_spec, read_yaml
@@ -20,7 +20,7 @@ def spec_file(tmp_path: Path) -> Path:
 
 def test_nodes_true_is_refused_not_read_as_one_node(spec_file: Path) -> None:
     spec_file.write_text("entry_point: train.py\nnodes: true\n")
-    result = run_cli("render", "-p", "slurm", "-f", str(spec_file), cwd=spec_file.parent)
+    result = cli("render", "-p", "slurm", "-f", str(spec_file), cwd=spec_file.parent)
     assert result.returncode == 2, result.stdout
     assert "nodes: Value error, must be a number, not true (got True)" in result.stderr
     assert "Traceback" not in result.stderr
@@ -58,7 +58,7 @@ def test_yes_no_on_off_are_the_words_written(spec_file: Path) -> None:
     assert spec.script_args() == ["--amp", "yes", "--n", "3"]
     assert spec.module is True  # pydantic reads the word yes as true for a boolean field
 
-    result = run_cli("render", "-p", "slurm", "-f", str(spec_file), cwd=spec_file.parent)
+    result = cli("render", "-p", "slurm", "-f", str(spec_file), cwd=spec_file.parent)
     assert result.returncode == 0, result.stderr
     assert "export on=x\n" in result.stdout and "export DEBUG=off\n" in result.stdout
     assert "--amp yes --n 3" in result.stdout
@@ -71,11 +71,11 @@ def test_colon_separated_times_are_the_words_written_not_base_60_numbers(spec_fi
         "entry_point: train.py\nenvironment: {TZ_OFFSET: 05:30}\nhyperparameters: {warmup: 1:30.5}\n"
         "pbs: {walltime: 36:00:00}\nslurm: {time: 30:00}\n"
     )
-    pbs = run_cli("render", "-p", "pbs", "-f", str(spec_file), cwd=spec_file.parent)
+    pbs = cli("render", "-p", "pbs", "-f", str(spec_file), cwd=spec_file.parent)
     assert pbs.returncode == 0, pbs.stderr
     assert "\n#PBS -l walltime=36:00:00\n" in pbs.stdout and "TZ_OFFSET=05:30" in pbs.stdout
     assert "--warmup 1:30.5" in pbs.stdout
-    slurm = run_cli("render", "-p", "slurm", "-f", str(spec_file), cwd=spec_file.parent)
+    slurm = cli("render", "-p", "slurm", "-f", str(spec_file), cwd=spec_file.parent)
     assert slurm.returncode == 0, slurm.stderr
     assert "\n#SBATCH --time=30:00\n" in slurm.stdout
 
@@ -101,7 +101,7 @@ def test_numbers_are_read_as_yaml_1_2_reads_them_not_as_yaml_1_1(spec_file: Path
     assert spec.hyperparameters == {
         "seed": 700, "m": -7, "o": 15, "h": 31, "f": 1000.0, "g": 0.5, "n": "1_000", "ip": "1.2.3.4"
     }  # fmt: skip
-    result = run_cli("render", "-p", "slurm", "-f", str(spec_file), cwd=spec_file.parent)
+    result = cli("render", "-p", "slurm", "-f", str(spec_file), cwd=spec_file.parent)
     assert result.returncode == 0, result.stderr
     assert "--seed 700 " in result.stdout and "--n 1_000" in result.stdout and "export N=1_000\n" in result.stdout
 
@@ -109,7 +109,7 @@ def test_numbers_are_read_as_yaml_1_2_reads_them_not_as_yaml_1_1(spec_file: Path
 def test_a_zero_padded_number_in_the_environment_is_refused_not_changed(spec_file: Path) -> None:
     # Unquoted, 02134 is a number (1116 in YAML 1.1); an environment holds only strings.
     spec_file.write_text("entry_point: train.py\nenvironment: {ZIP: 02134}\n")
-    result = run_cli("launch", "-f", str(spec_file), "--dry-run", cwd=spec_file.parent)
+    result = cli("launch", "-f", str(spec_file), "--dry-run", cwd=spec_file.parent)
     assert result.returncode == 2 and "Traceback" not in result.stderr
     assert "environment.ZIP: Input should be a valid string (got 2134)" in result.stderr
 
@@ -151,7 +151,7 @@ def test_an_elastic_job_takes_its_rendezvous_settings() -> None:
 
 
 def test_an_empty_input_path_stages_nothing_from_the_cli(spec_file: Path) -> None:
-    result = run_cli("launch", "-p", "sagemaker", "--role", "arn:aws:iam::123456789012:role/SageMaker",
+    result = cli("launch", "-p", "sagemaker", "--role", "arn:aws:iam::123456789012:role/SageMaker",
                      "--region", "us-east-1", "--instance-type", "ml.g5.xlarge", "-i", "train=", "--dry-run",
                      str(spec_file.parent / "train.py"), cwd=spec_file.parent)  # fmt: skip
     assert result.returncode == 2 and "Traceback" not in result.stderr
@@ -160,7 +160,7 @@ def test_an_empty_input_path_stages_nothing_from_the_cli(spec_file: Path) -> Non
 
 @pytest.mark.parametrize("flag", ["-i", "-e", "-H"])
 def test_a_key_given_twice_with_different_values_is_refused_not_dropped(spec_file: Path, flag: str) -> None:
-    result = run_cli("render", "-p", "local", flag, "train=./a", flag, "train=./b", str(spec_file.parent / "train.py"),
+    result = cli("render", "-p", "local", flag, "train=./a", flag, "train=./b", str(spec_file.parent / "train.py"),
                      cwd=spec_file.parent)  # fmt: skip
     assert result.returncode == 2 and "Traceback" not in result.stderr
     assert "train=... is given twice, with different values; give it once" in result.stderr
@@ -177,7 +177,7 @@ def test_two_channels_the_script_would_read_from_one_variable_are_refused(
     # and pointed it at the other's folder, so the job failed after the upload with FileNotFoundError.
     (spec_file.parent / "a").mkdir()
     (spec_file.parent / "b").mkdir()
-    result = run_cli("launch", "-p", "local", "-i", f"{first}=a", "-i", f"{second}=b", "--dry-run", "train.py",
+    result = cli("launch", "-p", "local", "-i", f"{first}=a", "-i", f"{second}=b", "--dry-run", "train.py",
                      cwd=spec_file.parent)  # fmt: skip
     assert result.returncode == 2 and "Traceback" not in result.stderr and result.stdout == ""
     assert (
@@ -191,7 +191,7 @@ def test_a_key_given_twice_in_the_file_is_refused_not_the_first_block_dropped(sp
     # a mapping's keys to be unique (yaml.org/spec/1.2.2 section 3.2.1.1).
     spec_file.write_text("entry_point: train.py\nhyperparameters: {epochs: 3, lr: 0.1}\nnodes: 2\nhyperparameters:\n"
                          "  batch_size: 32\n")  # fmt: skip
-    result = run_cli("launch", "-f", str(spec_file), "--dry-run", cwd=spec_file.parent)
+    result = cli("launch", "-f", str(spec_file), "--dry-run", cwd=spec_file.parent)
     assert result.returncode == 2 and result.stdout == "" and "Traceback" not in result.stderr
     assert result.stderr == (
         f"error: the job spec file {str(spec_file)!r} is not valid YAML: found the key 'hyperparameters' a second "
@@ -217,14 +217,14 @@ def test_the_script_is_found_inside_source_dir_however_either_is_spelled(spec_fi
         "from-here": (str(folder / "sources"), "sources/train.py"),
         "within": ("sources", "train.py"),
     }[spelling]
-    result = run_cli("render", "-p", "slurm", "--source-dir", source_dir, script, cwd=folder)
+    result = cli("render", "-p", "slurm", "--source-dir", source_dir, script, cwd=folder)
     assert result.returncode == 0, result.stderr
     assert "--label cloudddp-launch train.py &\n" in result.stdout
 
 
 def test_a_folder_given_as_the_script_is_named_a_folder(spec_file: Path) -> None:
     (spec_file.parent / "s").mkdir()
-    result = run_cli("launch", "s", cwd=spec_file.parent)
+    result = cli("launch", "s", cwd=spec_file.parent)
     assert result.returncode == 2 and "Traceback" not in result.stderr
     assert "entry_point 's': the training script 's' is a folder, not a script" in result.stderr
 
@@ -232,6 +232,6 @@ def test_a_folder_given_as_the_script_is_named_a_folder(spec_file: Path) -> None
 def test_a_spec_path_that_is_a_folder_is_one_clear_error(tmp_path: Path) -> None:
     folder = tmp_path / "job.yaml"
     folder.mkdir()
-    result = run_cli("launch", "-f", str(folder), cwd=tmp_path)
+    result = cli("launch", "-f", str(folder), cwd=tmp_path)
     assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
     assert f"the job spec file '{folder}' cannot be read: Is a directory." in result.stderr, result.stderr

@@ -111,6 +111,7 @@ def vertical_only_val(data: Path, root: Path) -> Path:
 # Finding 1: validation labels, validation channels, the fallback warning
 
 
+@pytest.mark.process
 @pytest.mark.parametrize("layout", ["plain", "shards"])
 def test_val_acc_uses_the_training_labels_when_validation_lacks_a_class(
     tmp_path: Path, data: Path, layout: str
@@ -128,6 +129,7 @@ def test_val_acc_uses_the_training_labels_when_validation_lacks_a_class(
     assert "validating on 8 images" in out and "warning" not in out
 
 
+@pytest.mark.process
 @pytest.mark.parametrize("variable", ["--val-dir", "SM_CHANNEL_VAL", "SM_CHANNEL_VALIDATION", "CLOUDDDP_CHANNEL_VAL"])
 def test_a_separate_validation_channel_of_shards_is_read_with_the_training_labels(
     tmp_path: Path, data: Path, variable: str
@@ -143,6 +145,7 @@ def test_a_separate_validation_channel_of_shards_is_read_with_the_training_label
     assert "training tiny on 32 images (2 classes), validating on 8 images" in out and "warning" not in out
 
 
+@pytest.mark.process
 def test_a_validation_class_the_training_set_lacks_is_one_clear_error(tmp_path: Path, data: Path) -> None:
     val = tmp_path / "val"
     shutil.copytree(data / "val", val)
@@ -153,6 +156,7 @@ def test_a_validation_class_the_training_set_lacks_is_one_clear_error(tmp_path: 
     assert len(error) == 1 and "diagonal" in error[0] and str(val) in error[0], done.stderr
 
 
+@pytest.mark.process
 def test_validating_on_the_training_images_is_said_once(tmp_path: Path, data: Path) -> None:
     done = train(tmp_path, "run", "--data-dir", str(data / "train"), "--epochs", "1")
     ok(done)
@@ -163,6 +167,7 @@ def test_validating_on_the_training_images_is_said_once(tmp_path: Path, data: Pa
 # Finding 3: rerunning on a checkpoint folder
 
 
+@pytest.mark.process
 def test_a_rerun_on_a_finished_checkpoint_keeps_its_metrics_and_more_epochs_train_further(
     tmp_path: Path, data: Path
 ) -> None:
@@ -188,6 +193,7 @@ def checkpoint_lr(tmp_path: Path) -> float:
     return state["optimizer"]["param_groups"][0]["lr"]
 
 
+@pytest.mark.process
 def test_an_explicit_lr_replaces_the_checkpoints_and_a_missing_one_keeps_it(tmp_path: Path, data: Path) -> None:
     ok(train(tmp_path, "run", "--data-dir", str(data), "--epochs", "1", "--lr", "0.02"))
     out = ok(train(tmp_path, "run", "--data-dir", str(data), "--epochs", "2", "--lr", "0.5"))
@@ -198,6 +204,7 @@ def test_an_explicit_lr_replaces_the_checkpoints_and_a_missing_one_keeps_it(tmp_
     assert checkpoint_lr(tmp_path) == 0.5
 
 
+@pytest.mark.process
 @pytest.mark.parametrize("recorded", [True, False], ids=["checkpoint-names-its-arch", "older-checkpoint"])
 def test_a_checkpoint_of_another_arch_is_one_clear_error(tmp_path: Path, data: Path, recorded: bool) -> None:
     ok(train(tmp_path, "run", "--data-dir", str(data), "--epochs", "1"))
@@ -243,12 +250,14 @@ def test_every_hyphenated_flag_has_an_underscore_alias(tmp_path: Path) -> None:
     assert len(hyphenated) >= 10 and all(f"--{o[2:].replace('-', '_')}" in options for o in hyphenated)
 
 
+@pytest.mark.process
 def test_a_switch_given_a_word_that_is_not_a_boolean_is_a_usage_error(tmp_path: Path, data: Path) -> None:
     done = train(tmp_path, "run", "--data-dir", str(data), "--pretrained", "maybe")
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert re.search(r"error: argument --pretrained\S*: expected true or false, got 'maybe'", done.stderr)
 
 
+@pytest.mark.process
 @pytest.mark.parametrize(
     ("flag", "value", "expected"),
     [("--batch-size", "0", "of at least 1"), ("--image-size", "0", "of at least 1"), ("--epochs", "0", "of at least 1"),
@@ -265,6 +274,7 @@ def test_a_value_that_cannot_train_is_a_usage_error_before_anything_runs(
     assert not (tmp_path / "run").exists()
 
 
+@pytest.mark.process
 @pytest.mark.parametrize("flag", ["--model-dir", "--checkpoint-dir"])
 def test_a_model_or_checkpoint_folder_that_is_a_file_is_one_clear_error(tmp_path: Path, data: Path, flag: str) -> None:
     taken = tmp_path / "taken"
@@ -276,6 +286,7 @@ def test_a_model_or_checkpoint_folder_that_is_a_file_is_one_clear_error(tmp_path
     assert taken.read_text() == "a file the user keeps"
 
 
+@pytest.mark.process
 def test_the_script_runs_with_the_arguments_the_sagemaker_toolkit_builds(tmp_path: Path, data: Path) -> None:
     # mapping.to_cmd_args({"batch_size": 8, "epochs": 1, "log_steps": True, "no_resume": True, "pretrained": False})
     # (aws/sagemaker-training-toolkit 33839372 src/sagemaker_training/mapping.py): sorted keys, str(value).
@@ -330,6 +341,7 @@ def test_precision_names_what_the_gpu_steps_compute_in_whatever_the_gpu_has(
     assert module.amp_settings(torch.device("cpu"), "fp32") == (False, torch.float32)
 
 
+@pytest.mark.process
 @pytest.mark.parametrize("precision", ["bf16", "fp16"])
 def test_mixed_precision_asked_for_on_the_cpu_is_one_clear_error(tmp_path: Path, data: Path, precision: str) -> None:
     done = train(tmp_path, "run", "--data-dir", str(data), "--epochs", "1", "--precision", precision)
@@ -338,6 +350,7 @@ def test_mixed_precision_asked_for_on_the_cpu_is_one_clear_error(tmp_path: Path,
     assert not (tmp_path / "run" / "model").exists()
 
 
+@pytest.mark.process
 def test_a_plain_process_trains_in_fp32_without_a_process_group(tmp_path: Path, data: Path) -> None:
     out = ok(train(tmp_path, "run", "--data-dir", str(data), "--epochs", "1"))
     assert "device=cpu, precision=fp32, backend=none," in out

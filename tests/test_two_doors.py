@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from helpers import run_cli
+from helpers import cli
 
 from cloudddp import Estimator
 from cloudddp.errors import CloudDDPError
@@ -57,11 +57,11 @@ def test_the_estimator_runs_an_elastic_range_as_launch_does(src: Path, nodes: di
                     **nodes)  # fmt: skip
     spec = est.spec(None)
     assert (spec.min_nodes, spec.nodes, spec.max_restarts, spec.local.emulate) == (2, 3, 2, "none")
-    cli = run_cli("render", "-p", "local", "--emulate", "none", "--nodes", "2:3", "--max-restarts", "2",
+    from_cli = cli("render", "-p", "local", "--emulate", "none", "--nodes", "2:3", "--max-restarts", "2",
                   str(src / "train.py"), cwd=src.parent)  # fmt: skip
-    assert cli.returncode == 0, cli.stderr
+    assert from_cli.returncode == 0, from_cli.stderr
     assert "--nnodes=2:3" in elastic_lines(est.dry_run())
-    assert elastic_lines(est.dry_run()) == elastic_lines(cli.stdout)
+    assert elastic_lines(est.dry_run()) == elastic_lines(from_cli.stdout)
 
 
 def test_the_estimator_takes_the_rendezvous_settings(src: Path) -> None:
@@ -115,9 +115,9 @@ def test_the_estimator_and_yaml_place_the_script_within_source_dir_as_the_cli_do
     est = Estimator(provider="sagemaker", entry_point=entry, source_dir="src", **SAGEMAKER)
     assert est.spec(None).entry_point == "train.py"
     sent = yaml.safe_load(est.dry_run())
-    cli = run_cli("render", "-p", "sagemaker", *SAGEMAKER_FLAGS, "--source-dir", "src", entry, cwd=src.parent)
-    assert cli.returncode == 0, cli.stderr
-    for request in (sent, yaml.safe_load(cli.stdout)):
+    from_cli = cli("render", "-p", "sagemaker", *SAGEMAKER_FLAGS, "--source-dir", "src", entry, cwd=src.parent)
+    assert from_cli.returncode == 0, from_cli.stderr
+    for request in (sent, yaml.safe_load(from_cli.stdout)):
         job = request["before_submit"]["code"]["cloudddp_job.json"]
         assert job["entry_point"] == "train.py"  # SageMaker runs it within the unpacked source_dir
     spec_file = src.parent / "job.yaml"
@@ -138,7 +138,7 @@ def test_a_script_outside_source_dir_is_one_error_at_both_doors(src: Path, spell
     with pytest.raises(CloudDDPError) as error:
         Estimator(provider="local", entry_point=entry, source_dir="src", emulate="none")
     assert str(error.value) == f"invalid job spec in Estimator(provider='local'): {message}"
-    result = run_cli("launch", "-p", "local", "--emulate", "none", "--source-dir", "src", entry, cwd=src.parent)
+    result = cli("launch", "-p", "local", "--emulate", "none", "--source-dir", "src", entry, cwd=src.parent)
     assert result.returncode == 2 and "Traceback" not in result.stderr, result.stdout + result.stderr
     assert result.stderr == f"error: invalid job spec in the command line: {message}\n"
     assert nothing_ran(src.parent)
@@ -180,7 +180,7 @@ def test_a_name_no_process_can_take_is_refused_from_yaml_and_nothing_runs(
     spec_file = src.parent / "job.yaml"
     spec_file.write_text(yaml.safe_dump({"entry_point": "train.py", "source_dir": "src", "local": {"emulate": "none"},
                                          field: value}))  # fmt: skip
-    result = run_cli("launch", "-f", str(spec_file), cwd=src.parent)
+    result = cli("launch", "-f", str(spec_file), cwd=src.parent)
     assert result.returncode == 2, result.stdout + result.stderr
     assert result.stderr == f"error: invalid job spec in {spec_file} and the command line: {message}.\n"
     assert nothing_ran(src.parent)
@@ -214,7 +214,7 @@ def test_a_module_named_as_a_file_is_refused_at_both_doors(src: Path) -> None:
     with pytest.raises(CloudDDPError) as error:
         Estimator(provider="local", entry_point="train.py", source_dir=str(src), module=True, emulate="none")
     assert str(error.value) == f"invalid job spec in Estimator(provider='local'): {message}"
-    dry = run_cli("launch", "-m", "--source-dir", "src", "--emulate", "none", "--dry-run", "train.py", cwd=src.parent)
+    dry = cli("launch", "-m", "--source-dir", "src", "--emulate", "none", "--dry-run", "train.py", cwd=src.parent)
     assert dry.returncode == 2 and dry.stdout == "", dry.stdout + dry.stderr
     assert dry.stderr == f"error: invalid job spec in the command line: {message}\n"
 
@@ -222,7 +222,7 @@ def test_a_module_named_as_a_file_is_refused_at_both_doors(src: Path) -> None:
 def test_a_spec_file_s_module_flag_with_a_script_is_refused_before_the_script_runs(src: Path) -> None:
     spec_file = src.parent / "mod.yaml"
     spec_file.write_text("entry_point: train\nmodule: true\nsource_dir: src\nlocal: {emulate: none}\n")
-    result = run_cli("launch", "-f", str(spec_file), str(src / "train.py"), cwd=src.parent)
+    result = cli("launch", "-f", str(spec_file), str(src / "train.py"), cwd=src.parent)
     assert result.returncode == 2 and "Traceback" not in result.stderr, result.stdout + result.stderr
     assert "python -m takes a module name ('train'), not a file" in result.stderr
     assert nothing_ran(src.parent)
@@ -244,7 +244,7 @@ def test_a_dotted_module_name_is_still_a_module(src: Path) -> None:
       "integer (got '²')")],
 )  # fmt: skip
 def test_a_superscript_digit_is_one_clear_error_not_a_traceback(src: Path, flag: str, value: str, message: str) -> None:
-    result = run_cli("render", "-p", "local", flag, value, str(src / "train.py"), cwd=src.parent)
+    result = cli("render", "-p", "local", flag, value, str(src / "train.py"), cwd=src.parent)
     assert result.returncode == 2 and result.stdout == "", result.stdout + result.stderr
     assert "Traceback" not in result.stderr and message in result.stderr
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 from fixtures.kubeflow_upstream import v1_elastic_worker, v1_pod, v2_node
-from helpers import REPO, run_launcher
+from helpers import REPO, launcher
 
 from cloudddp.cluster import DetectOptions, kubeflow
 from cloudddp.cluster.environment import EmulatedCluster
@@ -78,13 +78,13 @@ def test_the_operators_rdzv_conf_is_kept_when_the_launcher_adds_its_own() -> Non
     elasticPolicy.rdzvConf (read_timeout here) was lost once --rdzv-timeout added join_timeout."""
     pod = v1_elastic_worker("job", 1, 1, 3, rdzv_conf={"read_timeout": "600", "join_timeout": "50"})
     script = str(REPO / "sources" / "allreduce_check.py")
-    result = run_launcher("--dry-run", "--rdzv-timeout", "100", "--torchrun-arg=--rdzv-conf=read_timeout=700", script,
+    result = launcher("--dry-run", "--rdzv-timeout", "100", "--torchrun-arg=--rdzv-conf=read_timeout=700", script,
                           env=pod)  # fmt: skip
     assert result.returncode == 0, result.stderr
     confs = [arg for arg in json.loads(result.stdout)["argv"] if arg.startswith("--rdzv_conf")]
     # Every key, once; what the launcher was told wins over the pod's environment, the user's torchrun arg over both.
     assert confs == ["--rdzv_conf=join_timeout=100,read_timeout=700"]
-    alone = run_launcher("--dry-run", "--rdzv-timeout", "100", script, env=pod)
+    alone = launcher("--dry-run", "--rdzv-timeout", "100", script, env=pod)
     assert [a for a in json.loads(alone.stdout)["argv"] if a.startswith("--rdzv_conf")] == [
         "--rdzv_conf=read_timeout=600,join_timeout=100"
     ]
@@ -96,11 +96,11 @@ def test_a_workers_only_job_with_a_fixed_node_count_is_planned_as_the_rendezvous
     planned itself node 0: each started the fail-fast channel as node 0, and a failing pod reported itself as the
     rank that never reached node 0 while the other waited out torchrun's 300 s exit barrier."""
     pod = {**v1_elastic_worker("job", 1, 1, 2), "PET_NNODES": "2"}
-    result = run_launcher("--dry-run", str(REPO / "sources" / "allreduce_check.py"), env=pod)
+    result = launcher("--dry-run", str(REPO / "sources" / "allreduce_check.py"), env=pod)
     assert result.returncode == 0, result.stderr
     plan = json.loads(result.stdout)
     assert plan["nnodes"] == "2:2" and "--nnodes=2:2" in plan["argv"]
     assert "assigned by the c10d rendezvous" in plan["sources"]["nnodes"]
     assert not any(arg.startswith("--node-rank") for arg in plan["argv"])
-    fixed = run_launcher("--dry-run", str(REPO / "sources" / "allreduce_check.py"), env=v1_pod("job", 1, 2))
+    fixed = launcher("--dry-run", str(REPO / "sources" / "allreduce_check.py"), env=v1_pod("job", 1, 2))
     assert json.loads(fixed.stdout)["nnodes"] == 2  # a job with a Master: ranks from the operator, as before

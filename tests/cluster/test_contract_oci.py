@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from fixtures.oci_upstream import JOB_OCID, legacy_node, native_node
-from helpers import PYTHON, REPO, SOURCES, clean_env, run_launcher
+from helpers import PYTHON, REPO, SOURCES, clean_env, launcher
 
 from cloudddp.cluster import DetectOptions, detect_provider, oci
 from cloudddp.errors import CloudDDPError
@@ -60,7 +60,7 @@ def test_partial_native_variables_are_refused_naming_the_missing_one(tmp_path: P
     env = native_node(0, 2, metadata(tmp_path, (0, "10.0.0.5")))
     del env[missing]
     assert detect_provider(env).NAME == "oci"  # never a silent standalone run
-    result = run_launcher("--dry-run", SCRIPT, env=env)
+    result = launcher("--dry-run", SCRIPT, env=env)
     assert result.returncode == 2 and "Traceback" not in result.stderr
     assert f"{missing} is not set" in result.stderr
 
@@ -93,7 +93,7 @@ def test_the_real_interface_lookup_finds_loopback(tmp_path: Path) -> None:
 def test_a_bad_metadata_file_is_named_with_what_is_wrong(tmp_path: Path, content: str, fragment: str) -> None:
     path = tmp_path / "cluster.json"
     path.write_text(content)
-    result = run_launcher("--dry-run", "--metadata-timeout", "1", SCRIPT, env=native_node(0, 2, str(path)))
+    result = launcher("--dry-run", "--metadata-timeout", "1", SCRIPT, env=native_node(0, 2, str(path)))
     assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
     assert fragment in result.stderr and str(path) in result.stderr
     assert "never came up" not in result.stderr
@@ -106,7 +106,7 @@ def test_a_metadata_file_that_is_a_directory_or_not_utf8_is_named(tmp_path: Path
         path.mkdir()
     else:
         path.write_bytes('[{"Rank": 0, "IPAddress": "caf\xe9"}]'.encode("latin-1"))
-    result = run_launcher("--dry-run", SCRIPT, env=native_node(0, 1, str(path)))
+    result = launcher("--dry-run", SCRIPT, env=native_node(0, 1, str(path)))
     assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
     assert str(path) in result.stderr
     assert ("is a directory" if kind == "directory" else "not UTF-8") in result.stderr

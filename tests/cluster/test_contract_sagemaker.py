@@ -17,7 +17,7 @@ from fixtures.sagemaker_upstream import (
     TO_ENV_VALUES,
     hetero_resource_config,
 )
-from helpers import REPO, run_launcher
+from helpers import REPO, launcher
 
 from cloudddp.cluster import DetectOptions, sagemaker
 from cloudddp.cluster.environment import EmulatedCluster
@@ -53,7 +53,7 @@ def test_variable_values_follow_the_toolkits_mapping_table(value: Any, expected:
 def test_bring_your_own_launcher_passes_hyperparameters_as_the_toolkit_does(tmp_path: Path) -> None:
     sdk_file = {k: json.dumps(v) for k, v in ROUND_TRIP_HYPERPARAMETERS.items()}  # as the SDK writes it
     env = write_config(tmp_path, {"current_host": "algo-1", "hosts": ["algo-1"]}, sdk_file)
-    result = run_launcher("--dry-run", "--hyperparameters-as-args", SCRIPT, env=env)
+    result = launcher("--dry-run", "--hyperparameters-as-args", SCRIPT, env=env)
     assert result.returncode == 0, result.stderr
     argv = json.loads(result.stdout)["argv"]
     assert " ".join(argv[argv.index(SCRIPT) + 1 :]) == ROUND_TRIP_ARGS
@@ -69,7 +69,7 @@ def test_a_tuning_jobs_objective_metric_never_reaches_the_script(tmp_path: Path)
     Passed on, an argparse script failed with "unrecognized arguments"."""
     sdk_file = {"epochs": "2", "_tuning_objective_metric": '"validation:accuracy"', "default_user_module_name": '"m"'}
     env = write_config(tmp_path, {"current_host": "algo-1", "hosts": ["algo-1"]}, sdk_file)
-    result = run_launcher("--dry-run", "--hyperparameters-as-args", SCRIPT, env=env)
+    result = launcher("--dry-run", "--hyperparameters-as-args", SCRIPT, env=env)
     assert result.returncode == 0, result.stderr
     argv = json.loads(result.stdout)["argv"]
     assert argv[argv.index(SCRIPT) + 1 :] == ["--epochs", "2"]
@@ -122,6 +122,7 @@ def fake_neuron_ls(folder: Path, output: str) -> str:
     return str(folder)
 
 
+@pytest.mark.process
 def test_trainium_bring_your_own_images_get_one_process_per_neuron_core(tmp_path: Path) -> None:
     resource = {"current_host": "algo-1", "hosts": ["algo-1"], "current_instance_type": "ml.trn1.32xlarge"}
     env = write_config(tmp_path, resource)
@@ -138,6 +139,7 @@ def test_trn2_48xlarge_has_64_cores_without_asking_neuron_ls(tmp_path: Path) -> 
     assert sagemaker.plan(env, DetectOptions()).nproc_per_node == 64
 
 
+@pytest.mark.process
 def test_a_broken_neuron_ls_means_no_neuron_cores(tmp_path: Path) -> None:
     resource = {"current_host": "algo-1", "hosts": ["algo-1"], "current_instance_type": "ml.trn1.2xlarge"}
     env = write_config(tmp_path, resource)

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from helpers import PYTHON, REPO, SOURCES, run_launcher
+from helpers import PYTHON, REPO, SOURCES, launcher
 from helpers.slurm_cluster import SlurmCluster, slurm_cluster
 
 from cloudddp.cluster import DetectOptions, slurm
@@ -34,7 +34,7 @@ def test_a_step_on_part_of_the_allocation_plans_on_the_steps_hosts() -> None:
 
 
 def test_the_batch_script_of_a_multi_node_allocation_is_refused_with_the_srun_advice() -> None:
-    result = run_launcher("--dry-run", CHECK, env=captured("batch-step-4-nodes.env"))
+    result = launcher("--dry-run", CHECK, env=captured("batch-step-4-nodes.env"))
     assert result.returncode == 2 and "Traceback" not in result.stderr
     assert "not in a job step" in result.stderr and "srun --ntasks-per-node=1" in result.stderr
     assert "SLURM_JOB_NODELIST='n[1-4]'" in result.stderr

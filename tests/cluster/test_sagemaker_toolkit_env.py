@@ -359,6 +359,7 @@ def test_the_process_environment_counts_as_the_toolkit_reads_it(tmp_path: Path) 
 GPUS = "GPU 0: NVIDIA H100 (UUID: GPU-1)\n  MIG 1g.10gb Device 0: (UUID: MIG-1)\nGPU 1: NVIDIA H100 (UUID: GPU-2)\n"
 
 
+@pytest.mark.process
 def test_the_emulation_counts_this_machines_gpus_once_as_the_toolkit_does(tmp_path: Path) -> None:
     bin_dir = tmp_path / "bin"
     environ = {"PATH": fake_nvidia_smi(bin_dir, GPUS)}
@@ -372,6 +373,7 @@ def test_the_emulation_counts_this_machines_gpus_once_as_the_toolkit_does(tmp_pa
         assert sagemaker.plan(node.env, DetectOptions()).nproc_per_node == 2  # one process per GPU, as before
 
 
+@pytest.mark.process
 @pytest.mark.parametrize(
     ("extra", "expected", "runs"),
     [
@@ -391,6 +393,7 @@ def test_visible_devices_and_the_callers_pin_win(
     assert calls(bin_dir) == runs
 
 
+@pytest.mark.process
 def test_no_usable_nvidia_smi_means_no_gpus(tmp_path: Path) -> None:
     failing = fake_nvidia_smi(tmp_path / "bin", "NVIDIA-SMI has failed", code=9)
     assert two_nodes(tmp_path / "a", {"PATH": failing})[0].env["SM_NUM_GPUS"] == "0"
@@ -405,6 +408,7 @@ def test_a_machine_without_gpu_device_nodes_never_runs_nvidia_smi(tmp_path: Path
     assert calls(bin_dir) == 0
 
 
+@pytest.mark.process
 def test_a_hung_nvidia_smi_costs_a_bounded_wait_and_says_so(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -444,6 +448,7 @@ def test_bring_your_own_images_get_the_toolkits_variables_from_the_files(tmp_pat
         assert derived["SM_DISTRIBUTION_INSTANCE_GROUPS"] == '["train"]' and derived["SM_MODULE_NAME"] == "train"
 
 
+@pytest.mark.process
 def test_bring_your_own_images_leave_set_variables_alone_and_skip_the_counting_where_the_toolkit_ran(
     tmp_path: Path,
 ) -> None:

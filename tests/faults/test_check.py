@@ -38,6 +38,7 @@ def verdict(node: subprocess.Popen[str]) -> tuple[int, str]:
     return node.returncode, output
 
 
+@pytest.mark.network
 def test_two_healthy_nodes_each_print_an_ok_verdict() -> None:
     port = free_port()
     node0 = check_node(0, port)
@@ -52,11 +53,13 @@ def test_two_healthy_nodes_each_print_an_ok_verdict() -> None:
     assert "DNS 1/1: 127.0.0.1=127.0.0.1" in out1
 
 
+@pytest.mark.network
 def test_a_node_whose_master_does_not_listen_says_connection_refused() -> None:
     code, out = verdict(check_node(1, free_port(), window="2"))
     assert code == 1 and "PROBLEM" in out and "connection refused" in out and "not reachable within 2 s" in out
 
 
+@pytest.mark.network
 def test_a_host_that_does_not_resolve_is_named() -> None:
     port = free_port()
     code, out = verdict(check_node(1, port, "--host-map", "x=127.0.0.1", "--master-addr", "no-such-host.invalid",
@@ -64,11 +67,13 @@ def test_a_host_that_does_not_resolve_is_named() -> None:
     assert code == 1 and "DNS: 'no-such-host.invalid' does not resolve" in out
 
 
+@pytest.mark.network
 def test_node_0_names_the_nodes_that_never_checked_in() -> None:
     code, out = verdict(check_node(0, free_port(), window="1"))
     assert code == 1 and "never checked in within 1 s: rank(s) 1" in out
 
 
+@pytest.mark.network
 def test_a_clock_more_than_a_second_off_is_a_problem() -> None:
     # Node 0's side of the exchange, with node 0's clock 5 s ahead of ours.
     server = socket.create_server(("127.0.0.1", 0))
@@ -145,6 +150,7 @@ def test_a_failed_script_is_no_rendezvous_failure(tmp_path: Path) -> None:
     assert rendezvous_failure(str(error)) is None
 
 
+@pytest.mark.network
 def test_the_verdict_names_the_endpoint_and_a_skewed_clock() -> None:
     port = free_port()
     plan = ClusterPlan("standalone", node_rank=1, nnodes=2, master_addr="127.0.0.1", master_port=port)
@@ -156,6 +162,7 @@ def test_the_verdict_names_the_endpoint_and_a_skewed_clock() -> None:
     assert f"OK: DNS 1/1: 127.0.0.1=127.0.0.1; rendezvous 127.0.0.1:{port} reachable; clock skew +0.010 s" in verdict
 
 
+@pytest.mark.network
 def test_the_verdict_of_node_0_says_when_another_process_holds_its_port() -> None:
     port = free_port()
     plan = ClusterPlan("slurm", node_rank=0, nnodes=2, master_addr="127.0.0.1", master_port=port)
@@ -168,6 +175,7 @@ def test_the_verdict_of_node_0_says_when_another_process_holds_its_port() -> Non
     assert "--master-port PORT" in verdict
 
 
+@pytest.mark.network
 def test_node_0s_launcher_answers_hello_with_its_clock() -> None:
     port = free_port()
     node0 = PeerWatch(0, 2, "127.0.0.1", port, "job", lambda *_: None)
@@ -182,6 +190,7 @@ def test_node_0s_launcher_answers_hello_with_its_clock() -> None:
     assert node1.clock_skew is not None and abs(node1.clock_skew) < 0.5  # one machine, one clock
 
 
+@pytest.mark.network
 def test_the_verdict_connects_to_a_bracketed_ipv6_endpoint() -> None:
     """`[::1]:PORT`, as torch's parse_rendezvous_endpoint reads it: the host is ::1, not "[::1]"."""
     try:

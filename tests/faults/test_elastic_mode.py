@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from helpers import SOURCES, clean_env, run_cli
+from helpers import SOURCES, clean_env, cli, run_cli
 from helpers.etcd import etcd  # noqa: F401  (the real etcd fixture)
 
 from cloudddp.errors import CloudDDPError
@@ -115,14 +115,14 @@ def test_the_sagemaker_and_oci_emulations_refuse_elastic(tmp_path: Path, emulate
 def test_sagemaker_and_oci_refuse_a_node_range_before_anything_is_rendered(
     tmp_path: Path, provider: str, args: list[str]
 ) -> None:
-    result = run_cli("launch", "-p", provider, "--nodes", "2:4", *args, "--dry-run", CHECK, cwd=tmp_path)
+    result = cli("launch", "-p", provider, "--nodes", "2:4", *args, "--dry-run", CHECK, cwd=tmp_path)
     assert result.returncode == 2, result.stdout + result.stderr
     assert "Traceback" not in result.stderr and result.stdout == ""
     assert f"the {provider} provider cannot run" in result.stderr and "min_nodes=2 (nodes 2:4)" in result.stderr
 
 
 def test_cli_range_and_flags_reach_the_spec(tmp_path: Path) -> None:
-    result = run_cli("launch", "--emulate", "none", "--nodes", "2:4", "--max-restarts", "5",
+    result = cli("launch", "--emulate", "none", "--nodes", "2:4", "--max-restarts", "5",
                      "--runs-dir", str(tmp_path / "runs"), "--dry-run", CHECK, cwd=tmp_path)  # fmt: skip
     assert result.returncode == 0, result.stderr
     request = yaml.safe_load(result.stdout)["request"]
@@ -137,7 +137,7 @@ def test_cli_range_and_flags_reach_the_spec(tmp_path: Path) -> None:
     [(["--nodes", "two:3"], "--nodes 'two:3'"), (["--nodes", "2:3", "--min-nodes", "1"], "disagree")],
 )
 def test_cli_bad_node_range_is_named(tmp_path: Path, args: list[str], named: str) -> None:
-    result = run_cli("launch", "--emulate", "none", *args, "--dry-run", CHECK, cwd=tmp_path)
+    result = cli("launch", "--emulate", "none", *args, "--dry-run", CHECK, cwd=tmp_path)
     assert result.returncode == 2 and named in result.stderr and "Traceback" not in result.stderr
 
 
@@ -202,6 +202,8 @@ def test_elastic_torchrun_gets_a_fresh_rendezvous_store_per_round_unless_the_use
 
 
 @pytest.mark.slow
+@pytest.mark.torchrun
+@pytest.mark.elastic
 def test_a_local_elastic_job_runs_on_a_real_etcd_v2_rendezvous(tmp_path: Path, etcd: int) -> None:  # noqa: F811
     result = run_cli("launch", "--emulate", "none", "--nodes", "2:3", "--rdzv-backend", "etcd-v2",
                      "--rdzv-endpoint", f"127.0.0.1:{etcd}", "--runs-dir", str(tmp_path / "runs"),

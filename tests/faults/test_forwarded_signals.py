@@ -39,6 +39,7 @@ def test_sigusr1_to_every_process_of_a_node_whose_script_exits_0_leaves_exit_cod
     assert launcher.returncode == 0, output
 
 
+@pytest.mark.process
 def test_a_node_stopping_on_its_own_sigterm_keeps_its_grace_period_when_a_peer_aborts() -> None:
     # The whole job is stopped (every node gets SIGTERM); a peer that ended first reports a failure.
     # The node must not cut its own grace period to the 2 s fail-fast kill: rank 0 may be checkpointing.

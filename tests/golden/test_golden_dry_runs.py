@@ -161,6 +161,7 @@ def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return root
 
 
+@pytest.mark.process
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_dry_run_is_byte_identical_to_the_golden_file(case: str, project: Path) -> None:
     result = CliRunner().invoke(app, CASES[case])

@@ -6,12 +6,16 @@ re-exports these names until every test imports them from here.
 
 from __future__ import annotations
 
+import contextlib
+import io
 import os
+import signal
 import subprocess
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
+from unittest import mock
 
 import pytest
 
@@ -61,6 +65,91 @@ def run_cli(
 ) -> subprocess.CompletedProcess[str]:
     """`cloudddp ARGS` in a subprocess, as a user runs it (the one CLI runner of the tests)."""
     return run_python(["-c", "from cloudddp.console import main; main()", *args], env, cwd, timeout, inherit_env)
+
+
+def cli(
+    *args: str,
+    cwd: Path | str = REPO,
+    env: Mapping[str, str] | None = None,
+    timeout: float | None = None,
+    inherit_env: bool = True,
+) -> subprocess.CompletedProcess[str]:
+    """`cloudddp ARGS` in this process, through the console script's entry function, as `run_cli` runs it in a
+    child: the same environment rules, working folder, captured stdout/stderr and exit code; `.elapsed` too.
+
+    For unit tests of what the CLI prints and refuses. A command that starts processes (a local launch) needs
+    `run_cli`. The environment, working folder, sys.argv and the stop signals' handlers are restored after.
+    `timeout` is accepted for run_cli's callers and not enforced: pytest-timeout bounds the test instead."""
+    environment = clean_env(env) if inherit_env else dict(env or {})
+    stdout, stderr = io.StringIO(), io.StringIO()
+    started = time.monotonic()
+    with (
+        _as_console_script(["cloudddp", *args], environment, cwd),
+        contextlib.redirect_stdout(stdout),
+        contextlib.redirect_stderr(stderr),
+    ):
+        code = _exit_code_of(_console_main)
+    result = subprocess.CompletedProcess(["cloudddp", *args], code, stdout.getvalue(), stderr.getvalue())
+    result.elapsed = time.monotonic() - started  # type: ignore[attr-defined]
+    return result
+
+
+def launcher(
+    *args: str,
+    env: Mapping[str, str] | None = None,
+    cwd: Path | str = REPO,
+    timeout: float | None = None,
+    inherit_env: bool = True,
+) -> subprocess.CompletedProcess[str]:
+    """`cloudddp-launch ARGS` in this process (its `main`), as `run_launcher` runs it in a child; for what it plans,
+    prints and refuses (`--dry-run`, bad input). A launch that starts torchrun needs `run_launcher`."""
+    from cloudddp.launcher.cli import main
+
+    environment = clean_env(env) if inherit_env else dict(env or {})
+    stdout, stderr = io.StringIO(), io.StringIO()
+    started = time.monotonic()
+    with (
+        _as_console_script(["cloudddp-launch", *args], environment, cwd),
+        contextlib.redirect_stdout(stdout),
+        contextlib.redirect_stderr(stderr),
+    ):
+        code = _exit_code_of(lambda: sys.exit(main(list(args))))
+    result = subprocess.CompletedProcess(["cloudddp-launch", *args], code, stdout.getvalue(), stderr.getvalue())
+    result.elapsed = time.monotonic() - started  # type: ignore[attr-defined]
+    return result
+
+
+def _console_main() -> None:
+    from cloudddp import console
+
+    # A finished `stage` leaves through os._exit (console.exit_now), which would end the test process.
+    with mock.patch.object(console, "exit_now", lambda: sys.exit(0)):
+        console.main()
+
+
+def _exit_code_of(entry: object) -> int:
+    try:
+        entry()  # type: ignore[operator]
+    except SystemExit as exc:
+        if exc.code is None or isinstance(exc.code, int):
+            return exc.code or 0
+        print(exc.code, file=sys.stderr)  # sys.exit("message"), as the interpreter prints it
+        return 1
+    return 0
+
+
+@contextlib.contextmanager
+def _as_console_script(argv: list[str], environment: Mapping[str, str], cwd: Path | str) -> Iterator[None]:
+    handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    previous_cwd = os.getcwd()
+    try:
+        with mock.patch.dict(os.environ, environment, clear=True), mock.patch.object(sys, "argv", argv):
+            os.chdir(cwd)
+            yield
+    finally:
+        os.chdir(previous_cwd)
+        for sig, handler in handlers.items():
+            signal.signal(sig, handler)
 
 
 def run_launcher(

@@ -15,7 +15,6 @@ import json
 import os
 import tarfile
 import threading
-import urllib.request
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,19 +28,14 @@ from moto.core import DEFAULT_ACCOUNT_ID
 from cloudddp.errors import CloudDDPError
 from cloudddp.providers.sagemaker.provider import SageMakerProvider
 from cloudddp.spec import JobSpec, build_spec
+from helpers.services import AWS_VARIABLES, REGION, ROLE
 
 REPO = Path(__file__).resolve().parents[2]
-REGION = "us-east-1"
 ACCOUNT = DEFAULT_ACCOUNT_ID
 BYO_IMAGE = f"{ACCOUNT}.dkr.ecr.{REGION}.amazonaws.com/my-trainer:1"  # not a DLC: the entrypoint mode
-ROLE = f"arn:aws:iam::{ACCOUNT}:role/cloudddp-test"
 BUCKET = f"cloudddp-{ACCOUNT}-{REGION}"
 # The SDK's own virtual env, built by `make .venv-sdk/.installed-stamp` (or named by CLOUDDDP_SMSDK_PYTHON).
 SDK_PYTHON = Path(os.environ.get("CLOUDDDP_SMSDK_PYTHON") or REPO / ".venv-sdk" / "bin" / "python").absolute()
-AWS_VARIABLES = (
-    "AWS_PROFILE", "AWS_ENDPOINT_URL", "AWS_SESSION_TOKEN", "AWS_SECURITY_TOKEN", "AWS_CONFIG_FILE",
-    "AWS_SHARED_CREDENTIALS_FILE", "AWS_DEFAULT_REGION", "AWS_REGION", "CLOUDDDP_SAGEMAKER_ROLE",
-)  # fmt: skip
 
 
 @dataclass
@@ -207,29 +201,6 @@ def set_job_status(name: str, status: str, secondary: str) -> None:
 
     job = sagemaker_backends[ACCOUNT][REGION].training_jobs[name]
     job.training_job_status, job.secondary_status = status, secondary
-
-
-@pytest.fixture
-def moto_server(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[dict[str, str]]:
-    """A ThreadedMotoServer on 127.0.0.1 and the environment a subprocess needs to use it."""
-    from moto.server import ThreadedMotoServer
-
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    # moto's backends live in this process and outlive a server: start from nothing.
-    urllib.request.urlopen(urllib.request.Request(f"http://{host}:{port}/moto-api/reset", method="POST")).close()
-    env = {k: v for k, v in os.environ.items() if k not in AWS_VARIABLES}
-    env.update(
-        AWS_ENDPOINT_URL=f"http://{host}:{port}", AWS_ACCESS_KEY_ID="testing", AWS_SECRET_ACCESS_KEY="testing",
-        AWS_DEFAULT_REGION=REGION, AWS_REGION=REGION, CLOUDDDP_SAGEMAKER_ROLE=ROLE,
-        AWS_CONFIG_FILE=str(tmp_path / "no-aws-config"), AWS_SHARED_CREDENTIALS_FILE=str(tmp_path / "no-creds"),
-        AWS_EC2_METADATA_DISABLED="true",
-    )  # fmt: skip
-    try:
-        yield env
-    finally:
-        server.stop()
 
 
 # -- endpoints that fail the way AWS (or something that is not AWS) fails ---------------------

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import SOURCES, run_launcher
+from helpers import SOURCES, launcher, run_launcher
 
 from cloudddp.launcher.peers import PeerWatch
 
@@ -41,6 +41,7 @@ def expect_exit_2(*args: str, env: dict[str, str], names: list[str]) -> str:
 SM = {"SM_HOSTS": '["algo-1","algo-2"]', "SM_CURRENT_HOST": "algo-1", "SM_INPUT_CONFIG_DIR": "/nonexistent/config"}
 
 
+@pytest.mark.process
 @pytest.mark.parametrize(
     ("extra", "names"),
     [
@@ -55,6 +56,7 @@ def test_malformed_sagemaker_variables(extra: dict[str, str], names: list[str]) 
     expect_exit_2(env={**SM, **extra}, names=names)
 
 
+@pytest.mark.process
 @pytest.mark.parametrize(
     ("resource", "names"),
     [
@@ -68,12 +70,14 @@ def test_malformed_resource_config(tmp_path: Path, resource: dict[str, Any], nam
     expect_exit_2(env=config_env(tmp_path, resource), names=["resourceconfig.json", *names])
 
 
+@pytest.mark.process
 def test_resource_config_that_is_a_directory_or_not_utf8(tmp_path: Path) -> None:
     expect_exit_2(env=config_env(tmp_path / "a", as_dir=True), names=["resourceconfig.json", "is a directory"])
     latin = '{"current_host": "h\xe9", "hosts": ["h\xe9"]}'.encode("latin-1")
     expect_exit_2(env=config_env(tmp_path / "b", raw=latin), names=["resourceconfig.json", "not UTF-8"])
 
 
+@pytest.mark.process
 def test_hyperparameters_that_are_not_utf8(tmp_path: Path) -> None:
     env = config_env(tmp_path, {"current_host": "algo-1", "hosts": ["algo-1"]})
     (Path(env["SM_INPUT_CONFIG_DIR"]) / "hyperparameters.json").write_bytes('{"x": "\xe9"}'.encode("latin-1"))
@@ -84,6 +88,7 @@ SLURM = {"SLURM_JOB_ID": "5", "SLURM_JOB_NODELIST": "n[1-2]", "SLURM_STEP_ID": "
          "SLURM_STEP_NUM_NODES": "2", "SLURM_NODEID": "0"}  # fmt: skip
 
 
+@pytest.mark.process
 @pytest.mark.parametrize(
     ("args", "env", "names"),
     [
@@ -102,10 +107,11 @@ def test_every_port_is_checked_and_named(args: list[str], env: dict[str, str], n
 
 
 def test_master_port_65535_is_fine_with_the_fail_fast_channel_on_another_port() -> None:
-    result = run_launcher("--dry-run", "--master-port", "65535", "--control-port", "29999", SCRIPT, env=SLURM)
+    result = launcher("--dry-run", "--master-port", "65535", "--control-port", "29999", SCRIPT, env=SLURM)
     assert result.returncode == 0, result.stderr
 
 
+@pytest.mark.network
 def test_no_exception_escapes_the_fail_fast_threads(capsys: pytest.CaptureFixture[str]) -> None:
     escaped: list[BaseException] = []
     previous = threading.excepthook
@@ -140,12 +146,14 @@ def platform_envs(tmp: Path) -> dict[str, dict[str, str]]:
     }
 
 
+@pytest.mark.process
 @pytest.mark.parametrize("platform", ["awsbatch", "skypilot", "pbs", "slurm", "oci-legacy"])
 def test_master_port_variable_outside_the_tcp_range_on_every_platform(platform: str, tmp_path: Path) -> None:
     env = {**platform_envs(tmp_path)[platform], "MASTER_PORT": "65536"}
     expect_exit_2(env=env, names=["MASTER_PORT='65536'", "between 1 and 65535"])
 
 
+@pytest.mark.process
 def test_a_node_range_on_the_static_backend_names_how_many_nodes_static_would_wait_for() -> None:
     err = expect_exit_2("--nnodes", "1:3", "--rdzv-backend", "static", env={}, names=["--rdzv-backend"])
     assert "nnodes='1:3' (from --nnodes) is an elastic range" in err and "waits for all 3 nodes" in err, err

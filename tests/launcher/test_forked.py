@@ -19,6 +19,7 @@ def test_only_this_interpreters_modules_are_forked() -> None:
     assert not forkable(["/usr/bin/python3-other", "-m", "torch.distributed.run"])
 
 
+@pytest.mark.process
 def test_a_forked_module_gets_its_argv_environment_session_and_exit_code(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -55,6 +56,7 @@ def test_a_failing_script_gives_the_launcher_its_own_exit_code(tmp_path: Path) -
     assert "cloudddp/launcher/forked.py" not in result.stderr  # the traceback is torchrun's, not ours
 
 
+@pytest.mark.process
 def test_the_console_script_runs_a_module_of_the_current_folder_on_the_direct_path(tmp_path: Path) -> None:
     """Under an outer torchrun (TORCHELASTIC_RUN_ID set) `cloudddp-launch -m pkg.mod` runs the module directly, forked;
     the fork kept the launcher's sys.path, whose first entry is the console script's bin/ folder, so a package of

@@ -31,6 +31,7 @@ def dry_run(*args: str, env: dict[str, str] | None = None) -> dict:
     return json.loads(result.stdout)
 
 
+@pytest.mark.process
 def test_dry_run_prints_the_documented_keys_and_the_exact_torchrun_command() -> None:
     plan = dry_run(SCRIPT, "--epochs", "2", env=SM_ENV)
     for key in (
@@ -52,12 +53,14 @@ def test_dry_run_prints_the_documented_keys_and_the_exact_torchrun_command() -> 
     assert plan["sources"]["node_rank"].startswith("SM_HOSTS")
 
 
+@pytest.mark.process
 def test_command_line_options_override_detected_values_and_say_so() -> None:
     plan = dry_run("--nproc-per-node", "2", "--master-port", "4000", "--master-addr", "10.0.0.5", SCRIPT, env=SM_ENV)
     assert plan["nproc_per_node"] == 2 and plan["sources"]["nproc_per_node"] == "--nproc-per-node"
     assert plan["master_port"] == 4000 and plan["master_addr"] == "10.0.0.5"
 
 
+@pytest.mark.process
 def test_provider_flag_beats_detection() -> None:
     env = {
         **SM_ENV,
@@ -72,6 +75,7 @@ def test_provider_flag_beats_detection() -> None:
     assert plan["sources"]["master_addr"].startswith("host map")
 
 
+@pytest.mark.process
 def test_module_target_and_torchrun_passthrough_arguments() -> None:
     plan = dry_run("--torchrun-arg=--monitor-interval=1", "-m", "json.tool", "--help")
     argv = plan["argv"]
@@ -79,6 +83,7 @@ def test_module_target_and_torchrun_passthrough_arguments() -> None:
     assert argv[argv.index("--module") + 1 :] == ["--", "json.tool", "--help"]
 
 
+@pytest.mark.process
 def test_dynamic_rendezvous_uses_the_endpoint_and_the_right_timeout_key() -> None:
     plan = dry_run(
         "--rdzv-backend", "c10d", "--rdzv-endpoint", "h:1234", "--rdzv-timeout", "60", "--nnodes", "1:4", SCRIPT
@@ -89,11 +94,13 @@ def test_dynamic_rendezvous_uses_the_endpoint_and_the_right_timeout_key() -> Non
     assert "--rdzv_conf=timeout=60" in static["argv"]
 
 
+@pytest.mark.process
 def test_under_torchrun_the_script_runs_directly_instead_of_nesting() -> None:
     plan = dry_run(SCRIPT, "--x", env={"TORCHELASTIC_RUN_ID": "abc"})
     assert plan["argv"] == [PYTHON, SCRIPT, "--x"]
 
 
+@pytest.mark.process
 def test_heterogeneous_host_outside_the_chosen_groups_sits_out(tmp_path: Path) -> None:
     (tmp_path / "resourceconfig.json").write_text(json.dumps({
         "current_host": "algo-3", "hosts": ["algo-1", "algo-2", "algo-3"], "current_group_name": "cpu",
@@ -105,6 +112,7 @@ def test_heterogeneous_host_outside_the_chosen_groups_sits_out(tmp_path: Path) -
     assert "sits this job out" in result.stdout
 
 
+@pytest.mark.process
 @pytest.mark.parametrize(
     ("env", "args", "names"),
     [
@@ -162,11 +170,13 @@ def test_bad_environment_gets_one_clear_message_and_exit_code_2(env: dict, args:
         assert name in result.stderr
 
 
+@pytest.mark.process
 def test_missing_script_is_named_and_nothing_starts() -> None:
     result = run_launcher("no_such_script.py")
     assert result.returncode == 2 and "no_such_script.py" in result.stderr and "Traceback" not in result.stderr
 
 
+@pytest.mark.process
 def test_sagemaker_failure_reason_is_written_where_sagemaker_reads_it(tmp_path: Path) -> None:
     env = {"SM_HOSTS": "oops", "SM_CURRENT_HOST": "algo-1", "SM_OUTPUT_DIR": str(tmp_path), "SM_INPUT_CONFIG_DIR": "/x"}
     result = run_launcher(SCRIPT, env=env)
@@ -174,6 +184,7 @@ def test_sagemaker_failure_reason_is_written_where_sagemaker_reads_it(tmp_path: 
     assert "SM_HOSTS" in (tmp_path / "failure").read_text()
 
 
+@pytest.mark.process
 def test_hyperparameters_json_becomes_script_arguments(tmp_path: Path) -> None:
     (tmp_path / "hyperparameters.json").write_text(json.dumps({"epochs": "3", "lr": '"0.1"', "sagemaker_program": "x"}))
     env = {"SM_HOSTS": '["algo-1"]', "SM_CURRENT_HOST": "algo-1", "SM_INPUT_CONFIG_DIR": str(tmp_path)}
@@ -220,6 +231,7 @@ def test_host_map_parsing_rejects_malformed_entries() -> None:
         parse_host_map("a1.2.3.4")
 
 
+@pytest.mark.process
 def test_importing_the_launcher_loads_no_cloud_sdk_and_no_client_library() -> None:
     result = subprocess.run([sys.executable, "-X", "importtime", "-c", "import cloudddp.launcher"],
                             capture_output=True, text=True, env=clean_env(), cwd=REPO)  # fmt: skip
@@ -262,6 +274,7 @@ def test_the_torchrun_log_folder_is_left_to_users_who_chose_it_or_asked_for_log_
     assert not keeps_log_files(["--rdzv-conf=timeout=60", "--log-line-prefix-template=x"], {"PET_NNODES": "2"})
 
 
+@pytest.mark.process
 @pytest.mark.parametrize(
     "plan",
     [ClusterPlan(provider="oci", nnodes=2, node_rank=1, master_addr="10.0.0.1", local_addr="10.0.0.2"),
@@ -285,6 +298,7 @@ def test_torchrun_gets_the_underscore_spelling_every_torchrun_takes(plan: Cluste
     assert {"--nnodes", "--nproc_per_node", "--rdzv_backend", "--rdzv_id", "--rdzv_conf"} <= set(options)
 
 
+@pytest.mark.process
 @pytest.mark.parametrize(
     ("program", "args"),
     [("t.py", ["--log", "x"]), ("t.py", ["--monitor", "5"]), ("t.py", ["--d", "off"]), ("t.py", ["--", "--nnodes"]),
@@ -300,6 +314,7 @@ def test_torchrun_hands_the_script_every_argument_even_one_abbreviating_its_own(
     assert (parsed.training_script, parsed.training_script_args) == (program, args)
 
 
+@pytest.mark.process
 def test_a_script_option_torchrun_could_mistake_for_its_own_reaches_the_script(tmp_path: Path) -> None:
     script = tmp_path / "show.py"
     script.write_text("import sys\nprint('ARGS', sys.argv[1:], flush=True)\n")

@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers import PLATFORM_NAMES, PLATFORM_PREFIXES, PYTHON, REPO, clean_env, run_launcher
+from helpers import PLATFORM_NAMES, PLATFORM_PREFIXES, PYTHON, REPO, clean_env, launcher, run_launcher
 
 from cloudddp.launcher import cli
 from cloudddp.providers.local.provider import free_port
@@ -53,6 +53,7 @@ def kubeflow_check(pod: str, endpoint: str, *, window: str = "20", backend: str 
     )  # fmt: skip
 
 
+@pytest.mark.network
 def test_check_on_a_workers_only_pytorchjob_the_endpoints_pod_serves_and_the_other_connects() -> None:
     port = free_port()
     pods = [kubeflow_check(f"job-worker-{index}", f"job-worker-0:{port}") for index in (1, 0)]  # either order works
@@ -69,6 +70,7 @@ def test_check_on_a_workers_only_pytorchjob_the_endpoints_pod_serves_and_the_oth
     assert "provider=kubeflow node ?/2:2" in out0 and "provider=kubeflow node ?/2:2" in out1, (out0, out1)
 
 
+@pytest.mark.network
 def test_check_on_a_workers_only_pytorchjob_names_a_pod_that_never_came() -> None:
     pod = kubeflow_check("job-worker-0", f"job-worker-0:{free_port()}", window="1")
     out, err = pod.communicate(timeout=60)
@@ -76,6 +78,7 @@ def test_check_on_a_workers_only_pytorchjob_names_a_pod_that_never_came() -> Non
     assert "cloudddp-check: the rendezvous host" in out and "only 0 of the 1 other node(s) checked in" in out, out
 
 
+@pytest.mark.network
 def test_check_alone_on_a_connecting_pod_says_it_cannot_reach_the_rendezvous_host() -> None:
     port = free_port()
     pod = kubeflow_check("job-worker-1", f"job-worker-0:{port}", window="1")
@@ -85,6 +88,7 @@ def test_check_alone_on_a_connecting_pod_says_it_cannot_reach_the_rendezvous_hos
     assert "never checked in" not in out  # it is no node 0
 
 
+@pytest.mark.process
 @pytest.mark.parametrize("host", ["127.0.0.1", "0.0.0.0", "[::]"])
 def test_check_that_cannot_tell_which_node_hosts_the_rendezvous_says_so_with_exit_2(host: str) -> None:
     """The tester's reproducer: a loopback endpoint is every local pod's, so none can tell it serves. The wildcard
@@ -96,6 +100,7 @@ def test_check_that_cannot_tell_which_node_hosts_the_rendezvous_says_so_with_exi
     assert "--node-rank 0" in err and len(err.strip().splitlines()) == 1, err
 
 
+@pytest.mark.process
 def test_check_of_a_job_whose_etcd_rendezvous_numbers_the_nodes_says_it_cannot_with_exit_2() -> None:
     err = expect_exit_2("--check", "--check-window", "2", env={
         "PET_RDZV_ENDPOINT": "etcd:2379", "PET_RDZV_BACKEND": "etcd-v2", "PET_NNODES": "1:2",
@@ -103,6 +108,7 @@ def test_check_of_a_job_whose_etcd_rendezvous_numbers_the_nodes_says_it_cannot_w
     assert "--check cannot check this job" in err and "etcd-v2" in err and "'etcd:2379'" in err, err
 
 
+@pytest.mark.network
 def test_check_with_a_node_rank_given_still_has_node_0_serve() -> None:
     """--node-rank on such a job: the ranks are known, node 0 serves on the master port (as before)."""
     port = free_port()
@@ -120,6 +126,7 @@ def test_check_with_a_node_rank_given_still_has_node_0_serve() -> None:
 # -- 3. a rendezvous endpoint whose port is not a number -------------------------------------------------------------
 
 
+@pytest.mark.process
 @pytest.mark.parametrize(
     ("args", "env", "names"),
     [
@@ -143,7 +150,7 @@ def test_an_endpoint_port_that_is_not_a_number_is_one_error_naming_it(
 
 
 def test_a_good_endpoint_still_plans() -> None:
-    result = run_launcher("--dry-run", "--rdzv-backend", "c10d", "--nnodes", "1:2", "--rdzv-endpoint", "[::1]:29400",
+    result = launcher("--dry-run", "--rdzv-backend", "c10d", "--nnodes", "1:2", "--rdzv-endpoint", "[::1]:29400",
                           str(REPO / "sources" / "allreduce_check.py"), timeout=60)  # fmt: skip
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout)["rdzv_endpoint"] == "[::1]:29400"
@@ -152,6 +159,7 @@ def test_a_good_endpoint_still_plans() -> None:
 # -- 4. paths that cannot be looked at -------------------------------------------------------------------------------
 
 
+@pytest.mark.process
 def test_a_script_name_too_long_is_one_error_with_an_exit_record(tmp_path: Path) -> None:
     exits = tmp_path / "exits"
     err = expect_exit_2("--dry-run", LONG_NAME, env={"CLOUDDDP_EXIT_DIR": str(exits)}, cwd=tmp_path)
@@ -159,6 +167,7 @@ def test_a_script_name_too_long_is_one_error_with_an_exit_record(tmp_path: Path)
     assert records(exits) == ["2"]  # old code: a traceback, exit 1, no record
 
 
+@pytest.mark.process
 def test_a_sagemaker_config_folder_name_too_long_is_one_error_with_an_exit_record(tmp_path: Path) -> None:
     exits = tmp_path / "exits"
     config = tmp_path / LONG_NAME
@@ -217,7 +226,7 @@ def test_an_unreadable_sagemaker_config_folder_is_one_error_with_an_exit_record(
 def test_bad_flags_leave_an_exit_record_too(tmp_path: Path) -> None:
     """argparse's usage error ends the node as bad input does (exit 2): an elastic Slurm job must not count it lost."""
     exits = tmp_path / "exits"
-    result = run_launcher("--rdzv-backend", "bogus", "train.py", env={"CLOUDDDP_EXIT_DIR": str(exits)}, timeout=60)
+    result = launcher("--rdzv-backend", "bogus", "train.py", env={"CLOUDDDP_EXIT_DIR": str(exits)}, timeout=60)
     assert result.returncode == 2 and "invalid choice" in result.stderr, result.stderr
     assert records(exits) == ["2"]
 
@@ -229,19 +238,21 @@ def test_bad_flags_leave_an_exit_record_too(tmp_path: Path) -> None:
                                   ["--torchrun-a", "--log-dir=/x"]], ids=["two words", "one word", "prefix"])  # fmt: skip
 def test_torchrun_arg_takes_a_value_that_starts_with_a_dash(form: list[str]) -> None:
     script = str(REPO / "sources" / "allreduce_check.py")
-    result = run_launcher("--dry-run", *form, "--torchrun-arg", "-r", "--torchrun-arg", "3", script, "--x", timeout=60)
+    result = launcher("--dry-run", *form, "--torchrun-arg", "-r", "--torchrun-arg", "3", script, "--x", timeout=60)
     assert result.returncode == 0, result.stderr  # old code, two words: "expected one argument", exit 2
     argv = json.loads(result.stdout)["argv"]
     assert argv[argv.index("--log-dir=/x") + 1 : argv.index("--log-dir=/x") + 3] == ["-r", "3"], argv
     assert argv[-2:] == [script, "--x"], argv
 
 
+@pytest.mark.process
 def test_check_exits_promptly_when_told_it_cannot() -> None:
     started = time.monotonic()
     expect_exit_2("--check", env={"PET_RDZV_ENDPOINT": "localhost:23999", "PET_NNODES": "2"})
     assert time.monotonic() - started < 50  # no --check-window wait (60 s) before saying so
 
 
+@pytest.mark.process
 @pytest.mark.parametrize(
     ("args", "env"),
     [(["--provider", "standalone", "--rdzv-backend", "c10d"], {}),

@@ -87,6 +87,7 @@ def stop(nodes: list[subprocess.Popen[bytes]]) -> None:
             node.wait(timeout=30)
 
 
+@pytest.mark.network
 def test_the_listener_takes_ipv6_and_ipv4_connections() -> None:
     ipv6_loopback()
     port = free_port()
@@ -98,6 +99,7 @@ def test_the_listener_takes_ipv6_and_ipv4_connections() -> None:
                     assert peer_address(conn) == host  # an IPv4 peer as 127.0.0.1, not ::ffff:127.0.0.1
 
 
+@pytest.mark.network
 def test_check_on_ipv6_reaches_node_0() -> None:
     ipv6_loopback()
     port = free_port()

@@ -72,6 +72,7 @@ def run_oldest(job_side: Path, *args: str, cwd: Path) -> subprocess.CompletedPro
     return subprocess.run([oldest_python(), *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=120)
 
 
+@pytest.mark.process
 def test_every_job_side_module_imports_on_the_oldest_python(job_side: Path, tmp_path: Path) -> None:
     names = sorted(
         name[: -len(".py")].replace("/", ".").removesuffix(".__init__")
@@ -84,6 +85,7 @@ def test_every_job_side_module_imports_on_the_oldest_python(job_side: Path, tmp_
     assert int(result.stdout) == len(names) > 20
 
 
+@pytest.mark.process
 @pytest.mark.parametrize(
     ("ending", "expected"), [("sys.exit(0)", 0), ("sys.exit(3)", 3), ("os.kill(os.getpid(), 9)", 128 + 9)]
 )
@@ -102,6 +104,7 @@ def test_the_launcher_keeps_the_scripts_exit_code_on_the_oldest_python(
     assert (tmp_path / "ran.txt").read_text() == "--epochs 2 standalone"
 
 
+@pytest.mark.process
 def test_the_stand_in_is_found_only_through_the_job_side_path(job_side: Path) -> None:
     """The interpreter found is really the oldest one, and no torch of its own hides the stand-in."""
     assert sys.version_info[:2] > OLDEST_IMAGE_PYTHON
@@ -132,6 +135,7 @@ print(explain(ClientError({"Error": {"Code": "NoSuchBucket"}}), channel, client)
 """
 
 
+@pytest.mark.process
 def test_an_s3_failure_is_explained_on_the_oldest_python(job_side: Path, tmp_path: Path) -> None:
     """The init container's paragraph for a failed S3 call. Before: `A | B` in isinstance is 3.10+, so every S3
     error but missing credentials was a TypeError traceback on a 3.8 or 3.9 image (botocore stubbed: none here)."""

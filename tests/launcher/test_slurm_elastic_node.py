@@ -9,7 +9,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from helpers import SOURCES, run_launcher
+from helpers import SOURCES, launcher
 
 from cloudddp.launcher.cli import run
 
@@ -55,10 +55,10 @@ def test_torchrun_gets_one_rdzv_conf_and_the_users_keys_win() -> None:
 def test_each_launcher_records_its_exit_code_for_the_batch_script(tmp_path: Path) -> None:
     exits = tmp_path / "exit"
     env = {**slurm_step(1), "CLOUDDDP_EXIT_DIR": str(exits)}
-    ok = run_launcher("--dry-run", "--host-map", "n1=127.0.0.1,n2=127.0.0.1", str(SOURCES / "train_ddp.py"), env=env)
+    ok = launcher("--dry-run", "--host-map", "n1=127.0.0.1,n2=127.0.0.1", str(SOURCES / "train_ddp.py"), env=env)
     assert ok.returncode == 0 and (exits / "node-1").read_text() == "0\n"
     # Bad input before the node knows its rank: still a record, so the job does not count it as lost.
-    bad = run_launcher("--nnodes", "zero", str(SOURCES / "train_ddp.py"), env={**env, "SLURM_NODEID": "0"})
+    bad = launcher("--nnodes", "zero", str(SOURCES / "train_ddp.py"), env={**env, "SLURM_NODEID": "0"})
     assert bad.returncode == 2 and "--nnodes" in bad.stderr
     unplanned = [p for p in exits.iterdir() if p.name.startswith("unplanned-")]
     assert len(unplanned) == 1 and unplanned[0].read_text() == "2\n"

@@ -27,14 +27,17 @@ SPAWN_ORPHANS = textwrap.dedent("""
 """)
 
 
+@pytest.mark.process
 def test_exit_code_is_the_childs() -> None:
     assert Supervisor([sys.executable, "-c", "raise SystemExit(7)"]).run() == 7
 
 
+@pytest.mark.process
 def test_death_by_signal_reads_as_128_plus_the_signal() -> None:
     assert Supervisor([sys.executable, "-c", "import os, signal; os.kill(os.getpid(), signal.SIGKILL)"]).run() == 137
 
 
+@pytest.mark.process
 def test_orphans_in_their_own_session_are_terminated_when_the_child_exits(tmp_path: Path) -> None:
     # Like torchrun's workers: a grandchild in a new session, outliving its parent.
     pidfile = tmp_path / "grandchild.pid"
@@ -49,6 +52,7 @@ def test_orphans_in_their_own_session_are_terminated_when_the_child_exits(tmp_pa
     assert descendants(os.getpid()) == []
 
 
+@pytest.mark.process
 def test_sigterm_reaches_the_child_and_the_launcher_exits_143(tmp_path: Path) -> None:
     marker = tmp_path / "marker"
     script = tmp_path / "child.py"
@@ -75,6 +79,7 @@ def test_sigterm_reaches_the_child_and_the_launcher_exits_143(tmp_path: Path) ->
     assert marker.read_text() == str(int(signal.SIGTERM))
 
 
+@pytest.mark.process
 def test_a_child_that_ignores_sigterm_is_killed_after_the_grace_period(tmp_path: Path) -> None:
     runner = textwrap.dedent("""
         import sys
@@ -130,6 +135,7 @@ def stop(proc: subprocess.Popen[str]) -> None:
         proc.communicate(timeout=60)
 
 
+@pytest.mark.process
 def test_reaping_takes_exited_job_processes_but_never_the_kept_child_nor_one_of_our_session() -> None:
     kept = subprocess.Popen([sys.executable, "-c", "raise SystemExit(7)"], start_new_session=True)  # torchrun
     job = subprocess.Popen([sys.executable, "-c", "raise SystemExit(3)"], start_new_session=True)  # an orphan
@@ -144,6 +150,7 @@ def test_reaping_takes_exited_job_processes_but_never_the_kept_child_nor_one_of_
     assert job.wait(timeout=5) == 0  # Popen's answer when someone else took the status: why torchrun is kept
 
 
+@pytest.mark.process
 def test_orphans_that_exit_during_the_run_are_reaped_while_it_goes_on(tmp_path: Path) -> None:
     script = tmp_path / "background_steps.py"
     script.write_text(SPAWN_ORPHANS + "orphans(100)\nprint('ready', flush=True)\ninput()\nraise SystemExit(7)\n")
@@ -162,6 +169,7 @@ def test_orphans_that_exit_during_the_run_are_reaped_while_it_goes_on(tmp_path: 
         stop(proc)
 
 
+@pytest.mark.process
 @pytest.mark.parametrize("started", ["exec", "fork"])  # Popen, or ForkedModule as for torchrun (`python -m`)
 def test_the_exit_code_is_kept_while_orphans_are_reaped_up_to_the_end(tmp_path: Path, started: str) -> None:
     # The script waits until the launcher has reaped its first orphans (exit 99 if it never does), then makes

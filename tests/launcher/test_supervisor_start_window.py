@@ -12,6 +12,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
 SLEEPER = """
 import pathlib, time
 time.sleep(5)
@@ -26,6 +28,7 @@ print(supervisor.run(), flush=True)
 """
 
 
+@pytest.mark.process
 def test_a_stop_while_torchrun_starts_stops_it(tmp_path: Path) -> None:
     (tmp_path / "sleeper.py").write_text(textwrap.dedent(SLEEPER))
     for trial in range(3):

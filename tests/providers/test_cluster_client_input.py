@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from helpers import run_cli
+from helpers import cli, run_cli
 
 from cloudddp.errors import CloudDDPError
 from cloudddp.providers.kubernetes.provider import parse_job_id
@@ -27,7 +27,7 @@ def test_an_object_storage_uri_is_no_shared_folder(
     script: Path, provider: str, flag: str, value: str, field: str
 ) -> None:
     # It used to become a folder named `s3:` (`https:/u:topsecretpw@h/ck`, password included) in the script.
-    result = run_cli("render", "-p", provider, flag, value, str(script), cwd=script.parent)
+    result = cli("render", "-p", provider, flag, value, str(script), cwd=script.parent)
     assert result.returncode == 2 and "Traceback" not in result.stderr, result.stdout[-500:]
     assert f"{field}=" in result.stderr and "writes to folders on the cluster's shared filesystem" in result.stderr
     assert "topsecretpw" not in result.stdout + result.stderr
@@ -50,12 +50,13 @@ def test_a_kubernetes_job_id_with_every_part_is_taken() -> None:
 
 
 def test_a_job_name_kubernetes_does_not_take_is_exit_2(script: Path) -> None:
-    result = run_cli("render", "-p", "kubernetes", "--image", "reg/train:1", "--name", "trail-", str(script),
+    result = cli("render", "-p", "kubernetes", "--image", "reg/train:1", "--name", "trail-", str(script),
                      cwd=script.parent)  # fmt: skip
     assert result.returncode == 2 and "Traceback" not in result.stderr
     assert "name='trail-'" in result.stderr and "must be a DNS-1035 label" in result.stderr
 
 
+@pytest.mark.process
 @pytest.mark.parametrize(("command", "doing"), [("status", "read"), ("logs", "read the logs of"), ("cancel", "stop")])
 def test_an_unreachable_kubernetes_api_server_is_one_paragraph(tmp_path: Path, command: str, doing: str) -> None:
     kubeconfig = tmp_path / "kubeconfig"

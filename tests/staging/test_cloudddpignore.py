@@ -46,6 +46,7 @@ def test_the_archive_holds_exactly_the_chosen_files_plus_the_job_side(tmp_path: 
     assert not names & {"notes.log", "data/big.bin", "out/a/tmp/t.txt", "top.txt", "cloudddp-runs/r/state.json"}
 
 
+@pytest.mark.process
 @pytest.mark.skipif(shutil.which("git") is None, reason="needs git, the reference for gitignore rules")
 def test_what_ships_is_what_git_would_track_with_the_same_file_as_gitignore(tmp_path: Path) -> None:
     source = project(tmp_path / "src")

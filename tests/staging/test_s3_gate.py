@@ -27,6 +27,7 @@ def gate(upstream: socket.socket) -> Iterator[S3Gate]:
     proxy.close()
 
 
+@pytest.mark.network
 def test_a_request_from_a_client_gone_before_the_gate_read_it_is_not_forwarded(
     upstream: socket.socket, gate: S3Gate
 ) -> None:
@@ -41,6 +42,7 @@ def test_a_request_from_a_client_gone_before_the_gate_read_it_is_not_forwarded(
     assert gate.state.abandoned == [("PUT", "/bucket/key")] and gate.count("PUT") == 0
 
 
+@pytest.mark.network
 def test_the_same_request_from_a_client_still_there_is_forwarded_and_answered(
     upstream: socket.socket, gate: S3Gate
 ) -> None:

@@ -116,6 +116,7 @@ def test_a_file_that_changes_after_the_scan_is_named_and_not_published(
         assert len(gate.state.targets) == 1  # sent, answered (refused by the server), not retried
 
 
+@pytest.mark.network
 def test_an_unreachable_endpoint_is_one_paragraph_naming_it(tmp_path: Path) -> None:
     from helpers.endpoints import refused_endpoint
 

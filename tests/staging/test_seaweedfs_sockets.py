@@ -6,10 +6,12 @@ from __future__ import annotations
 import socket
 from pathlib import Path
 
+import pytest
 from _guards import differences, snapshot
 from helpers.seaweedfs import leftover_sockets, seaweed_for_tests
 
 
+@pytest.mark.seaweedfs
 def test_a_stopped_or_killed_server_leaves_no_socket_in_tmp(tmp_path: Path) -> None:
     with seaweed_for_tests(tmp_path / "graceful") as s3:
         ports = list(s3.ports)
@@ -21,6 +23,7 @@ def test_a_stopped_or_killed_server_leaves_no_socket_in_tmp(tmp_path: Path) -> N
     assert leftover_sockets(ports) == []
 
 
+@pytest.mark.seaweedfs
 def test_the_session_guard_names_a_seaweedfs_socket_left_behind(tmp_path: Path) -> None:
     folders = {"opt_ml": tmp_path / "opt-ml", "home": tmp_path / "home", "temp": tmp_path, "sockets": tmp_path}
     before = snapshot(**folders)

@@ -53,6 +53,7 @@ def killed_holder(parent: Path) -> Path:
     return folder
 
 
+@pytest.mark.process
 def test_a_killed_stages_folder_goes_and_a_running_ones_stays(tmp_path: Path) -> None:
     abandoned = killed_holder(tmp_path)
     running, in_use = holder(tmp_path)
@@ -73,6 +74,7 @@ def test_a_killed_stages_folder_goes_and_a_running_ones_stays(tmp_path: Path) ->
     assert not in_use.exists()  # it removed its own
 
 
+@pytest.mark.process
 def test_a_shard_stage_cleans_what_a_killed_one_left(tmp_path: Path) -> None:
     (tmp_path / "shards").mkdir()
     abandoned = killed_holder(tmp_path / "shards")

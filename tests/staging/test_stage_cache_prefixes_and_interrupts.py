@@ -62,6 +62,7 @@ def test_an_ordinary_s3_prefix_and_trailing_slashes_are_accepted(uri: str) -> No
     assert parse_location(uri).prefix == uri[len("s3://bkt") :].strip("/")
 
 
+@pytest.mark.process
 def test_a_bad_s3_prefix_exits_2_with_one_paragraph(tmp_path: Path) -> None:
     (tmp_path / "a.txt").write_bytes(b"a")
     result = subprocess.run([sys.executable, "-c", "from cloudddp.console import main; main()", "stage",
@@ -92,6 +93,7 @@ cli.main(["data", "s3://bkt/x"])  # parsed, then handed to the run above
 """
 
 
+@pytest.mark.process
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP])
 def test_sigterm_takes_the_path_of_ctrl_c(tmp_path: Path, signum: int) -> None:
     # Before: SIGTERM ended the process at once (rc -15), silently, leaving the shard build folder behind.

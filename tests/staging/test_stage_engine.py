@@ -210,6 +210,7 @@ def test_shards_are_byte_identical_for_the_same_files(s3: Any, data: Path, tmp_p
     assert len(second.copied) >= 1 and first.version != second.version
 
 
+@pytest.mark.process
 def test_webdataset_reads_the_shards(s3: Any, data: Path, tmp_path: Path) -> None:
     webdataset = pytest.importorskip("webdataset")
     result = stage(data, store(s3), StageOptions(layout=SHARDS, shard_size=1 << 20))
@@ -340,14 +341,12 @@ def test_a_missing_shard_dir_is_named(s3: Any, data: Path, tmp_path: Path) -> No
 
 
 def test_bad_destinations_and_options_exit_2_naming_the_value(data: Path) -> None:
-    from helpers import run_cli
+    from helpers import cli
 
     for args, named in ((["gs://bucket/x"], "'gs://bucket/x'"), (["s3://B_ad/x"], "'B_ad'"),
                         (["oci://bucket/x"], "'oci://bucket/x'"), (["s3://bkt/x", "--shard-size", "0"], "--shard-size 0"),
                         (["s3://bkt/x", "--transport", "fast"], "--transport 'fast'")):  # fmt: skip
-        done = run_cli(
-            "stage", str(data), *args, env={"AWS_ACCESS_KEY_ID": "k", "AWS_SECRET_ACCESS_KEY": "s"}, timeout=60
-        )
+        done = cli("stage", str(data), *args, env={"AWS_ACCESS_KEY_ID": "k", "AWS_SECRET_ACCESS_KEY": "s"}, timeout=60)
         assert done.returncode == 2 and named in done.stderr, (args, done.stderr)
         assert "Traceback" not in done.stderr and done.stdout == ""
 
@@ -377,20 +376,20 @@ def test_a_shard_holds_exactly_the_scanned_bytes_and_its_recorded_checksums(data
 
 
 def test_stage_help_lists_its_options_and_the_main_cli_hands_stage_to_the_same_parser(data: Path) -> None:
-    from helpers import run_cli
+    from helpers import cli
     from typer.testing import CliRunner
 
     from cloudddp.cli import app
 
-    shown = run_cli("stage", "--help", timeout=60)
+    shown = cli("stage", "--help", timeout=60)
     assert shown.returncode == 0 and "usage: cloudddp stage" in shown.stdout
     for option in ("--shards", "--plain", "--shard-size", "--shard-dir", "--delete", "--create-bucket", "--transport",
                    "--no-progress", "--no-hash-cache"):  # fmt: skip
         assert option in shown.stdout, option
-    assert "stage" in run_cli("--help", timeout=60).stdout
+    assert "stage" in cli("--help", timeout=60).stdout
     forwarded = CliRunner().invoke(app, ["stage", str(data), "s3://bkt/x", "--shard-size", "0"])
     assert forwarded.exit_code == 2 and "--shard-size 0" in forwarded.output
-    unknown = run_cli("stage", str(data), "s3://bkt/x", "--shard", timeout=60)
+    unknown = cli("stage", str(data), "s3://bkt/x", "--shard", timeout=60)
     assert unknown.returncode == 2 and "--shard" in unknown.stderr and "Traceback" not in unknown.stderr
 
 

@@ -90,6 +90,7 @@ def second_signal_until_gone(process: subprocess.Popen[str], signum: int) -> Non
             continue
 
 
+@pytest.mark.process
 @pytest.mark.parametrize(
     ("signals", "code"),
     [([signal.SIGINT], 130), ([signal.SIGTERM], 143), ([signal.SIGINT, signal.SIGINT], 130),

@@ -9,7 +9,7 @@ import os
 import pty
 import subprocess
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -35,9 +35,8 @@ def key() -> ThrowawayKey:
 
 
 @pytest.fixture
-def server(key: ThrowawayKey, tmp_path: Path) -> Iterator[FakeOCIWithBuckets]:
-    with FakeOCIWithBuckets(key, run_root=tmp_path / "service") as fake:
-        yield fake
+def server(key: ThrowawayKey, oci_service: Callable[..., FakeOCIWithBuckets]) -> FakeOCIWithBuckets:
+    return oci_service(key, kind=FakeOCIWithBuckets)
 
 
 @pytest.fixture
@@ -193,17 +192,17 @@ def test_missing_bucket_is_named_and_create_bucket_creates_it_private(
 def test_stage_command_prints_the_version_uri_last(
     server: FakeOCI, key: ThrowawayKey, data: Path, tmp_path: Path
 ) -> None:
-    from helpers import run_cli
+    from helpers import cli
 
     env = {"CLOUDDDP_OCI_SERVICE_ENDPOINT": server.url, "OCI_CONFIG_FILE": str(key.write_config(tmp_path / "cfg")),
            "CLOUDDDP_CACHE_DIR": str(tmp_path / "hash-cache")}  # fmt: skip
-    done = run_cli("stage", str(data), "oci://bkt@ns/cli", env=env, timeout=120)
+    done = cli("stage", str(data), "oci://bkt@ns/cli", env=env, timeout=120)
     assert done.returncode == 0, done.stderr
     uri = done.stdout.strip().splitlines()[-1]
     assert uri.startswith("oci://bkt@ns/cli/v-") and uri.endswith("/")
     assert staged(server, uri.removeprefix("oci://bkt@ns/")) == local(data)
     assert "\x1b[" not in done.stderr  # no progress bar when stderr is not a terminal
-    missing = run_cli("stage", str(data), "oci://nobucket@ns/cli", env=env, timeout=120)
+    missing = cli("stage", str(data), "oci://nobucket@ns/cli", env=env, timeout=120)
     assert missing.returncode == 2 and "oci://nobucket@ns does not exist" in missing.stderr
     assert "Traceback" not in missing.stderr
 
@@ -292,16 +291,17 @@ def test_credentials_the_service_refuses_are_named_without_uploading(
     assert server.signature_failures and not server.writes()
 
 
+@pytest.mark.network
 def test_stage_to_an_endpoint_that_refuses_connections_is_one_paragraph(
     key: ThrowawayKey, data: Path, tmp_path: Path
 ) -> None:
-    from helpers import run_cli
+    from helpers import cli
     from helpers.endpoints import refused_endpoint
 
     with refused_endpoint() as endpoint:
         env = {"CLOUDDDP_OCI_SERVICE_ENDPOINT": endpoint, "CLOUDDDP_OCI_TIMEOUT": "2",
                "OCI_CONFIG_FILE": str(key.write_config(tmp_path / "cfg")), "CLOUDDDP_CACHE_DIR": str(tmp_path / "c")}  # fmt: skip
-        done = run_cli("stage", str(data), "oci://bkt@ns/x", env=env, timeout=120)
+        done = cli("stage", str(data), "oci://bkt@ns/x", env=env, timeout=120)
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert f"cannot reach OCI for stage: {endpoint}" in done.stderr
     assert "connection was refused" in done.stderr
@@ -311,12 +311,12 @@ def test_a_missing_config_or_profile_names_the_variables_stage_reads(
     key: ThrowawayKey, data: Path, tmp_path: Path
 ) -> None:
     """`cloudddp stage` has no --config-file or --profile: its errors name the OCI CLI variables it reads."""
-    from helpers import run_cli
+    from helpers import cli
 
     config = key.write_config(tmp_path / "cfg")
     for env, named in (({"OCI_CLI_CONFIG_FILE": str(tmp_path / "none")}, "OCI_CLI_CONFIG_FILE"),
                        ({"OCI_CONFIG_FILE": str(config), "OCI_CLI_PROFILE": "NOPE"}, "OCI_CLI_PROFILE")):  # fmt: skip
-        done = run_cli("stage", str(data), "oci://bkt@ns/x", env={**env, "CLOUDDDP_CACHE_DIR": str(tmp_path / "c")})
+        done = cli("stage", str(data), "oci://bkt@ns/x", env={**env, "CLOUDDDP_CACHE_DIR": str(tmp_path / "c")})
         assert done.returncode == 2 and named in done.stderr and "Traceback" not in done.stderr, done.stderr
         assert done.stdout == ""
 
@@ -483,13 +483,13 @@ def test_a_name_object_storage_refuses_is_refused_before_anything_is_uploaded(
     server: FakeOCI, key: ThrowawayKey, tmp_path: Path, what: str
 ) -> None:
     # Before: uploaded (the service refuses such names halfway through the upload, with a 400 per object).
-    from helpers import run_cli
+    from helpers import cli
 
     root, path = tmp_path / "odd", tmp_path / "odd" / ODD_NAMES[what]
     odd_names(root, [ODD_NAMES[what]])
     env = {"CLOUDDDP_OCI_SERVICE_ENDPOINT": server.url, "OCI_CONFIG_FILE": str(key.write_config(tmp_path / "cfg")),
            "CLOUDDDP_CACHE_DIR": str(tmp_path / "hash-cache")}  # fmt: skip
-    done = run_cli("stage", str(root), "oci://bkt@ns/odd", env=env, timeout=120)
+    done = cli("stage", str(root), "oci://bkt@ns/odd", env=env, timeout=120)
     assert done.returncode == 2 and "Traceback" not in done.stderr and done.stdout == ""
     assert f"{str(path)!r} under {str(root)!r} has {what} in its name" in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1  # one paragraph: the name's own line break is escaped

@@ -16,7 +16,7 @@ from typing import Any
 
 import boto3
 import pytest
-from helpers import CLI_FOR_CTRL_C, clean_env, run_cli
+from helpers import CLI_FOR_CTRL_C, clean_env, cli, run_cli
 from helpers.seaweedfs import ACCESS_KEY, SECRET_KEY, SeaweedS3
 from s3_gate import S3Gate
 from shard_members import unpacked
@@ -123,7 +123,7 @@ def test_wrong_credentials_and_missing_buckets_are_named_without_secrets(
     seaweed: SeaweedS3, gate: S3Gate, tmp_path: Path
 ) -> None:
     data = make_data(tmp_path / "data", 3)
-    denied = run_cli(
+    denied = cli(
         "stage", str(data), "s3://data/x", env=env_for(seaweed, gate, AWS_SECRET_ACCESS_KEY="wrong-secret-value")
     )
     assert (
@@ -132,7 +132,7 @@ def test_wrong_credentials_and_missing_buckets_are_named_without_secrets(
         and "rejected the credentials (SignatureDoesNotMatch)" in denied.stderr
     )
     assert "wrong-secret-value" not in denied.stderr + denied.stdout and "Traceback" not in denied.stderr
-    missing = run_cli("stage", str(data), "s3://no-such-bucket/x", env=env_for(seaweed, gate))
+    missing = cli("stage", str(data), "s3://no-such-bucket/x", env=env_for(seaweed, gate))
     assert missing.returncode == 2 and "s3://no-such-bucket does not exist" in missing.stderr
     assert "--create-bucket" in missing.stderr
     assert gate.count("PUT") == 0

@@ -6,14 +6,13 @@ reserves, and an elastic etcd PyTorchJob without a rendezvous id of its own."""
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
-from helpers import SOURCES, run_cli
-from helpers.kubernetes_apiserver import FakeAPIServer, crd_validator, trainjob_webhook_errors, write_kubeconfig
+from helpers import SOURCES, cli, run_cli
+from helpers.kubernetes_apiserver import FakeAPIServer, crd_validator, trainjob_webhook_errors
 
 from cloudddp.cluster import kubeflow
 from cloudddp.cluster.options import DetectOptions
@@ -26,14 +25,8 @@ TRAIN = str(SOURCES / "train_ddp.py")
 
 
 @pytest.fixture
-def api(tmp_path: Path) -> Iterator[tuple[FakeAPIServer, Path]]:
-    fake = FakeAPIServer()
-    fake.add_claim("training", "datasets", ["ReadOnlyMany"])
-    url = fake.start()
-    try:
-        yield fake, write_kubeconfig(tmp_path / "kubeconfig", url, fake.token)
-    finally:
-        fake.stop()
+def api(kube_api: tuple[FakeAPIServer, Path]) -> tuple[FakeAPIServer, Path]:
+    return kube_api
 
 
 def spec_data(nodes: Any = 2, **kubernetes: Any) -> dict[str, Any]:
@@ -66,6 +59,7 @@ def test_a_job_id_kubernetes_would_not_name_is_refused_and_nothing_is_sent(
     assert fake.requests == [] and fake.deletions == [] and ("pytorchjobs", "training", "keep") in fake.objects
 
 
+@pytest.mark.process
 @pytest.mark.parametrize("command", ["cancel", "status", "logs"])
 @pytest.mark.parametrize("job_id", ["pytorchjobs/training/.", "trainjobs/training/..", "."])
 def test_a_dot_job_id_from_the_cli_is_exit_2_and_sends_nothing(
@@ -129,6 +123,7 @@ def test_a_running_trainjob_reports_its_jobs_counts(api: tuple[FakeAPIServer, Pa
     )
 
 
+@pytest.mark.process
 def test_a_running_trainjob_is_running_from_the_cli(api: tuple[FakeAPIServer, Path]) -> None:
     kubeconfig = api[1]
     trainjob_status(api, {"jobsStatus": [node_job(active=1, ready=1)]})
@@ -163,7 +158,7 @@ def test_what_is_refused_is_what_trainers_webhook_refuses() -> None:
 
 
 def test_a_reserved_variable_from_the_cli_is_exit_2_naming_it(tmp_path: Path) -> None:
-    result = run_cli("launch", "-p", "kubernetes", "--kubeflow-api", "trainer-v2", "--image", IMAGE, "--dry-run",
+    result = cli("launch", "-p", "kubernetes", "--kubeflow-api", "trainer-v2", "--image", IMAGE, "--dry-run",
                      "-e", "PET_NNODES=5", TRAIN, env={"KUBECONFIG": str(tmp_path / "none")})  # fmt: skip
     assert result.returncode == 2 and "environment.PET_NNODES" in result.stderr, (result.stdout, result.stderr)
     assert result.stdout == "" and "Traceback" not in result.stderr
@@ -208,7 +203,7 @@ def test_the_rendered_id_is_what_is_created_and_what_the_pods_meet_under(api: tu
 
 
 def test_the_dry_run_prints_the_id_it_would_send(tmp_path: Path) -> None:
-    result = run_cli("launch", "-p", "kubernetes", "--dry-run", "--nodes", "2:4", "--rdzv-backend", "etcd-v2",
+    result = cli("launch", "-p", "kubernetes", "--dry-run", "--nodes", "2:4", "--rdzv-backend", "etcd-v2",
                      "--rdzv-endpoint", "etcd:2379", "--image", IMAGE, TRAIN,
                      env={"KUBECONFIG": str(tmp_path / "none")})  # fmt: skip
     assert result.returncode == 0, result.stderr

@@ -10,7 +10,7 @@ from typing import Any
 import jsonschema
 import pytest
 import yaml
-from helpers import PYTHON, SOURCES, run_cli
+from helpers import PYTHON, SOURCES, cli
 from helpers.kubernetes_apiserver import OLDER_TRAINJOB_CRDS, crd_schema, crd_validator, trainjob_webhook_errors
 
 from cloudddp.errors import CloudDDPError
@@ -289,7 +289,7 @@ def test_bad_input_is_named(change: dict[str, Any], message: str) -> None:
 
 
 def test_dry_run_prints_a_manifest_ready_for_kubectl_apply(tmp_path: Any) -> None:
-    result = run_cli(
+    result = cli(
         "launch", "-p", "kubernetes", "--dry-run", "--nodes", "2", "--image", IMAGE, "--namespace", "team-a",
         "-i", "train=pvc://datasets/demo", "-e", "MODE=fast", str(SOURCES / "train_ddp.py"), "--", "--epochs", "3",
         env={"KUBECONFIG": str(tmp_path / "none")},
@@ -303,7 +303,7 @@ def test_dry_run_prints_a_manifest_ready_for_kubectl_apply(tmp_path: Any) -> Non
 
 
 def test_dry_run_with_an_inline_secret_fails_without_printing_it(tmp_path: Any) -> None:
-    result = run_cli("launch", "-p", "kubernetes", "--dry-run", "--image", IMAGE, "-e", "MY_PASSWORD=hunter2",
+    result = cli("launch", "-p", "kubernetes", "--dry-run", "--image", IMAGE, "-e", "MY_PASSWORD=hunter2",
                      str(SOURCES / "train_ddp.py"), env={"KUBECONFIG": str(tmp_path / "none")})  # fmt: skip
     assert result.returncode == 2 and "kubernetes.secret_env" in result.stderr
     assert "hunter2" not in result.stdout + result.stderr and "Traceback" not in result.stderr
@@ -319,12 +319,13 @@ def test_dry_run_with_an_inline_secret_fails_without_printing_it(tmp_path: Any) 
       "trainer_release='v2.0' cannot carry: image_pull_secrets")],
 )  # fmt: skip
 def test_bad_input_from_the_cli_is_one_paragraph_and_exit_2(tmp_path: Any, flags: list[str], message: str) -> None:
-    result = run_cli("launch", "-p", "kubernetes", "--image", IMAGE, *flags, "--dry-run", str(SOURCES / "train_ddp.py"),
+    result = cli("launch", "-p", "kubernetes", "--image", IMAGE, *flags, "--dry-run", str(SOURCES / "train_ddp.py"),
                      env={"KUBECONFIG": str(tmp_path / "none")})  # fmt: skip
     assert result.returncode == 2 and message in result.stderr, result.stderr
     assert "Traceback" not in result.stderr and result.stdout == ""
 
 
+@pytest.mark.process
 def test_declaring_the_provider_imports_no_kubernetes_client() -> None:
     # The registry imports every provider's __init__ on each CLI start: the SDK must load only when used.
     code = "import sys, cloudddp.providers.kubernetes; print('kubernetes' in sys.modules)"

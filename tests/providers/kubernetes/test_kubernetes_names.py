@@ -86,6 +86,7 @@ def test_the_longest_name_a_job_can_have_depends_on_its_node_count(
     )
 
 
+@pytest.mark.process
 @pytest.mark.parametrize(
     ("flags", "message"),
     [(["--name", "9start"], "name='9start': a PyTorchJob's name must be a DNS-1035 label (lower-case letters, digits "
@@ -125,6 +126,7 @@ def test_a_claim_path_with_a_dot_dot_element_is_refused(
         )
 
 
+@pytest.mark.process
 def test_a_dot_dot_claim_path_from_the_cli_is_exit_2() -> None:
     result = render_cli("-i", "train=pvc://datasets/../etc")
     assert result.returncode == 2 and "inputs.train='pvc://datasets/../etc': the path inside the claim" in result.stderr
@@ -147,6 +149,7 @@ LABEL_NAME = "is not 1-63 letters, digits, '-', '_' or '.' starting and ending w
 LABEL_VALUE = "the value is not a Kubernetes label value: it is not empty or " + LABEL_NAME.removeprefix("is not ")
 
 
+@pytest.mark.process
 @pytest.mark.parametrize(
     ("pair", "message"),
     [("bad key=x", f"node selector key 'bad key' is not a Kubernetes label key: its name 'bad key' {LABEL_NAME}"),

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import SOURCES, run_cli, run_launcher
+from helpers import SOURCES, cli, run_launcher
 from helpers.kubernetes_apiserver import OLDER_TRAINJOB_CRDS, crd_validator, trainjob_webhook_errors
 
 from cloudddp.errors import CloudDDPError
@@ -66,6 +66,7 @@ def operator_env(manifest: dict[str, Any], rank: int) -> dict[str, str]:
             "PET_NODE_RANK": str(rank), "PET_NPROC_PER_NODE": nproc, "PET_NNODES": "2"}  # fmt: skip
 
 
+@pytest.mark.process
 def test_a_default_pytorchjobs_pods_run_one_process_each_on_cpu_nodes() -> None:
     """The finding: with nprocPerNode left out, the operator's `auto` reached torchrun, which starts one process per
     core of a CPU node (64 under --cpu 4). The pod's own command runs here under the operator's variables."""
@@ -113,7 +114,7 @@ def test_a_word_trainer_v2_2_cannot_take_is_refused_offline(word: str, tmp_path:
         render(word, kubeflow_api="trainer-v2")
     message = str(refused.value)
     assert f"nproc_per_node={word!r}" in message and "trainer_release='v2.2'" in message and "number" in message
-    result = run_cli("launch", "-p", "kubernetes", "--dry-run", "--image", IMAGE, "--kubeflow-api", "trainer-v2",
+    result = cli("launch", "-p", "kubernetes", "--dry-run", "--image", IMAGE, "--kubeflow-api", "trainer-v2",
                      "--nproc-per-node", word, str(SOURCES / "train_ddp.py"),
                      env={"KUBECONFIG": str(tmp_path / "none")})  # fmt: skip
     assert result.returncode == 2 and f"nproc_per_node={word!r}" in result.stderr, result.stderr

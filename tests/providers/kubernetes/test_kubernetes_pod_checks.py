@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 import yaml
-from helpers import SOURCES, run_cli
+from helpers import SOURCES, cli
 from helpers.kubernetes_apiserver import crd_validator, trainjob_webhook_errors
 
 from cloudddp.errors import CloudDDPError
@@ -149,7 +149,7 @@ def test_the_cli_names_the_field_in_one_paragraph_with_exit_2(tmp_path: Path) ->
         job = tmp_path / f"{field}.yaml"
         job.write_text(yaml.safe_dump({"name": "tol", "entry_point": "train_ddp.py", "source_dir": str(SOURCES),
                                        "nodes": 2, "kubernetes": {"image": IMAGE, field: value}}))  # fmt: skip
-        result = run_cli("launch", "-p", "kubernetes", "--dry-run", "-f", str(job),
+        result = cli("launch", "-p", "kubernetes", "--dry-run", "-f", str(job),
                          env={"KUBECONFIG": str(tmp_path / "none")})  # fmt: skip
         assert result.returncode == 2 and f"kubernetes.{field}" in result.stderr, result.stderr
         assert result.stdout == "" and "Traceback" not in result.stderr

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,15 +19,8 @@ from cloudddp.spec import build_spec
 
 
 @pytest.fixture
-def api(tmp_path: Path) -> Iterator[tuple[FakeAPIServer, Path]]:
-    fake = FakeAPIServer()
-    fake.add_claim("training", "datasets", ["ReadOnlyMany"])  # the input every job here mounts
-    fake.add_claim("other-team", "datasets", ["ReadOnlyMany"])
-    url = fake.start()
-    try:
-        yield fake, write_kubeconfig(tmp_path / "kubeconfig", url, fake.token)
-    finally:
-        fake.stop()
+def api(kube_api: tuple[FakeAPIServer, Path]) -> tuple[FakeAPIServer, Path]:
+    return kube_api
 
 
 def spec_for(kubeconfig: Path, nodes: int = 2, **kubernetes: Any) -> Any:
@@ -277,6 +269,7 @@ def test_a_missing_claim_is_reported_before_the_job_is_created(api: tuple[FakeAP
     assert fake.objects == {}
 
 
+@pytest.mark.process
 def test_status_logs_and_cancel_work_from_the_cli_with_kubeconfig(api: tuple[FakeAPIServer, Path]) -> None:
     fake, kubeconfig = api
     _, job_id, _ = submit(kubeconfig)
@@ -289,6 +282,7 @@ def test_status_logs_and_cancel_work_from_the_cli_with_kubeconfig(api: tuple[Fak
     assert fake.objects == {}
 
 
+@pytest.mark.process
 def test_launch_from_the_cli_submits_and_returns_with_no_wait(api: tuple[FakeAPIServer, Path]) -> None:
     fake, kubeconfig = api
     result = run_cli("launch", "-p", "kubernetes", "--no-wait", "--nodes", "2", "--image", "registry.example.com/train:1",

@@ -71,6 +71,7 @@ def render_cli(tmp_path: Path, *flags: str, args: tuple[str, ...] = ()) -> Any:
                    env={"KUBECONFIG": str(tmp_path / "none")})  # fmt: skip
 
 
+@pytest.mark.process
 def test_a_pytorchjob_hands_the_pod_exactly_what_was_written(tmp_path: Path) -> None:
     result = render_cli(tmp_path, "-e", "FOO=$(BAR)", "-e", "BAR=b", "-H", "price=$$9", args=tuple(TRICKY))
     assert result.returncode == 0, result.stderr
@@ -81,6 +82,7 @@ def test_a_pytorchjob_hands_the_pod_exactly_what_was_written(tmp_path: Path) -> 
     assert (pod["env"]["FOO"], pod["env"]["BAR"]) == ("$(BAR)", "b")
 
 
+@pytest.mark.process
 def test_a_trainjob_and_its_s3_pull_hand_over_exactly_what_was_written(tmp_path: Path) -> None:
     result = render_cli(tmp_path, "--kubeflow-api", "trainer-v2", "-e", "FOO=$(BAR)", "-i", "train=s3://bkt/a$$b",
                         "--s3-endpoint", "http://minio:9000/$(x)", args=("$(FOO)",))  # fmt: skip
@@ -94,6 +96,7 @@ def test_a_trainjob_and_its_s3_pull_hand_over_exactly_what_was_written(tmp_path:
     assert "'train=s3://bkt/a$$b'" in pod["command"][2]  # sh -c's script: the pull's channel, as written
 
 
+@pytest.mark.process
 def test_a_pytorchjobs_s3_pull_container_gets_the_prefix_as_written(tmp_path: Path) -> None:
     # The pull container has AWS_ENDPOINT_URL: unescaped, the kubelet would put its value in the prefix.
     result = render_cli(tmp_path, "-i", "train=s3://bkt/$(AWS_ENDPOINT_URL)", "--s3-endpoint", "http://minio:9000")
@@ -102,6 +105,7 @@ def test_a_pytorchjobs_s3_pull_container_gets_the_prefix_as_written(tmp_path: Pa
     assert as_the_pod_gets_it(pull[0])["command"][-1] == "train=s3://bkt/$(AWS_ENDPOINT_URL)"
 
 
+@pytest.mark.process
 @pytest.mark.parametrize(
     ("flags", "message"),
     [
@@ -122,6 +126,7 @@ def test_a_secret_env_name_a_shell_cannot_read_is_refused() -> None:
         KubernetesProvider().render(spec)
 
 
+@pytest.mark.process
 @pytest.mark.parametrize(
     ("flags", "args", "message"),
     [
@@ -150,6 +155,7 @@ def test_a_password_in_any_other_field_is_refused_by_its_place_in_the_manifest()
     assert "pw@" not in str(caught.value)
 
 
+@pytest.mark.process
 @pytest.mark.parametrize("content", ["garbage: [", "[1]", "just a string"])
 def test_a_broken_kubeconfig_is_named_not_a_traceback(tmp_path: Path, content: str) -> None:
     kubeconfig = tmp_path / "kc"

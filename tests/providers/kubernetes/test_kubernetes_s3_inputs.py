@@ -367,6 +367,7 @@ def test_a_key_that_would_leave_the_channel_folder_is_refused(key: str) -> None:
         relative_path(Channel("train", "datasets", "demo/train"), key)
 
 
+@pytest.mark.process
 def test_an_image_without_boto3_gets_a_clear_message(tmp_path: Path) -> None:
     code = ("import sys; sys.modules['boto3'] = None; from cloudddp.launcher.pull_inputs import main; "
             "sys.exit(main(['--into', sys.argv[1], 'train=s3://datasets/demo']))")  # fmt: skip
@@ -375,6 +376,7 @@ def test_an_image_without_boto3_gets_a_clear_message(tmp_path: Path) -> None:
     assert "Traceback" not in result.stderr
 
 
+@pytest.mark.process
 @pytest.mark.parametrize(
     ("argument", "message"),
     [("train", "write CHANNEL=s3://BUCKET/PREFIX"), ("train=/data", "is not an s3://BUCKET/PREFIX URI"),
@@ -386,6 +388,7 @@ def test_bad_arguments_are_named(argument: str, message: str, tmp_path: Path) ->
     assert result.returncode == 2 and message in result.stderr and "Traceback" not in result.stderr
 
 
+@pytest.mark.process
 def test_the_launcher_package_stays_standard_library_only() -> None:
     code = "import sys, cloudddp.launcher.pull_inputs; print(sorted({'boto3', 'botocore'} & set(sys.modules)))"
     result = subprocess.run([PYTHON, "-c", code], capture_output=True, text=True, timeout=60)

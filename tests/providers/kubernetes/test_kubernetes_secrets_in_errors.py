@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from helpers import SOURCES, run_cli
+from helpers import SOURCES, cli
 
 from cloudddp.errors import CloudDDPError
 from cloudddp.staging.location import parse_location
@@ -25,7 +25,7 @@ TOKEN = "ghp_TokenAsUser42"
 )  # fmt: skip
 @pytest.mark.parametrize("api", ["v1", "trainer-v2"])
 def test_a_uri_with_credentials_is_refused_without_echoing_them(flags: list[str], api: str, tmp_path: Path) -> None:
-    result = run_cli("launch", "-p", "kubernetes", "--dry-run", "--image", IMAGE, "--nodes", "2", "--kubeflow-api",
+    result = cli("launch", "-p", "kubernetes", "--dry-run", "--image", IMAGE, "--nodes", "2", "--kubeflow-api",
                      api, *flags, str(SOURCES / "train_ddp.py"), env={"KUBECONFIG": str(tmp_path / "none")})  # fmt: skip
     assert result.returncode == 2 and result.stdout == "" and "Traceback" not in result.stderr
     assert "the URI holds credentials" in result.stderr, result.stderr

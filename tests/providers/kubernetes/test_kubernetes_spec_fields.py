@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 import yaml
-from helpers import SOURCES, run_cli
+from helpers import SOURCES, cli
 from helpers.kubernetes_apiserver import OLDER_TRAINJOB_CRDS, crd_validator, trainjob_webhook_errors
 
 from cloudddp.errors import CloudDDPError
@@ -77,9 +77,7 @@ def test_the_testers_trainjob_spec_is_refused_naming_every_field(tmp_path: Path)
         "kubernetes": {"image": IMAGE, "kubeflow_api": "trainer-v2", "backoff_limit": 3, "restart_policy": "OnFailure",
                        "ttl_seconds_after_finished": 600},
     }))  # fmt: skip
-    result = run_cli(
-        "launch", "-p", "kubernetes", "--dry-run", "-f", str(job), env={"KUBECONFIG": str(tmp_path / "no")}
-    )
+    result = cli("launch", "-p", "kubernetes", "--dry-run", "-f", str(job), env={"KUBECONFIG": str(tmp_path / "no")})
     assert result.returncode == 2 and result.stdout == "" and "Traceback" not in result.stderr
     for name in ("restart_policy", "backoff_limit", "ttl_seconds_after_finished"):
         assert f"kubernetes.{name}" in result.stderr, result.stderr
@@ -116,7 +114,7 @@ def test_a_rendezvous_endpoint_without_a_usable_host_or_port_is_refused(endpoint
 
 
 def test_an_etcd_endpoint_without_a_port_does_not_claim_the_host_is_missing(tmp_path: Path) -> None:
-    result = run_cli("launch", "-p", "kubernetes", "--dry-run", "--image", IMAGE, "--nodes", "2:4", "--rdzv-backend",
+    result = cli("launch", "-p", "kubernetes", "--dry-run", "--image", IMAGE, "--nodes", "2:4", "--rdzv-backend",
                      "etcd-v2", "--rdzv-endpoint", "etcd-service", str(SOURCES / "train_ddp.py"),
                      env={"KUBECONFIG": str(tmp_path / "none")})  # fmt: skip
     assert result.returncode == 0, result.stderr
@@ -156,9 +154,7 @@ def test_a_yaml_integer_cpu_passes_the_cli(tmp_path: Path) -> None:
     job = tmp_path / "job.yaml"
     job.write_text(f"name: q\nentry_point: train_ddp.py\nsource_dir: {SOURCES}\nnodes: 2\n"
                    f"kubernetes: {{image: {IMAGE}, cpu: 4, memory: 8Gi}}\n")  # fmt: skip
-    result = run_cli(
-        "launch", "-p", "kubernetes", "--dry-run", "-f", str(job), env={"KUBECONFIG": str(tmp_path / "no")}
-    )
+    result = cli("launch", "-p", "kubernetes", "--dry-run", "-f", str(job), env={"KUBECONFIG": str(tmp_path / "no")})
     assert result.returncode == 0, result.stderr
     manifest = yaml.safe_load(result.stdout)
     crd_validator("pytorchjobs").validate(manifest)

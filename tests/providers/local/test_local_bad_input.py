@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from helpers import run_cli, run_launcher
+from helpers import cli, run_cli, run_launcher
 
 
 @pytest.fixture
@@ -32,7 +32,7 @@ def test_a_folder_that_cannot_be_one_is_exit_2_and_leaves_no_run(
 ) -> None:
     runs = tmp_path / "runs"
     args = ["launch", "-p", "local", "--emulate", "none", "--runs-dir", str(runs), option, str(tmp_path / where)]
-    result = run_cli(*args, str(script), cwd=tmp_path)
+    result = cli(*args, str(script), cwd=tmp_path)
     assert result.returncode == 2, result.stdout + result.stderr
     assert f"{named}: '{tmp_path / where}' cannot be used as a folder" in result.stderr
     assert "Traceback" not in result.stderr
@@ -50,7 +50,7 @@ def test_a_uri_for_the_output_or_checkpoint_is_refused_not_made_a_folder(
 ) -> None:
     # It became the folder ./s3:/bucket/out (and https://user:pw123@host/ck a path with the password in it).
     for command in ("render", "launch"):
-        result = run_cli(command, "-p", "local", option, uri, str(script), cwd=tmp_path)
+        result = cli(command, "-p", "local", option, uri, str(script), cwd=tmp_path)
         assert result.returncode == 2 and "Traceback" not in result.stderr, result.stdout + result.stderr
         name = option.removeprefix("--")
         assert f"{name}='{shown}': the local provider writes the {name} to a local folder" in result.stderr
@@ -60,14 +60,14 @@ def test_a_uri_for_the_output_or_checkpoint_is_refused_not_made_a_folder(
 
 def test_nproc_per_node_below_one_is_refused_before_anything_is_rendered(script: Path, tmp_path: Path) -> None:
     for provider in ("local", "slurm", "sagemaker"):
-        result = run_cli("render", "-p", provider, "--nproc-per-node", "0", str(script), cwd=tmp_path)
+        result = cli("render", "-p", provider, "--nproc-per-node", "0", str(script), cwd=tmp_path)
         assert result.returncode == 2, result.stdout
         assert "nproc_per_node: Value error, must be at least 1 (or gpu, cpu, auto) (got 0)" in result.stderr
         assert "Traceback" not in result.stderr
 
 
 def test_more_processes_than_the_local_emulation_takes_is_refused_at_once(script: Path, tmp_path: Path) -> None:
-    result = run_cli("render", "-p", "local", "--nodes", "100000", str(script), cwd=tmp_path, timeout=60)
+    result = cli("render", "-p", "local", "--nodes", "100000", str(script), cwd=tmp_path, timeout=60)
     assert result.returncode == 2, result.stdout[-500:]
     assert "nodes=100000 x nproc_per_node=1 is 100000 training processes on this machine" in result.stderr
 
@@ -84,6 +84,7 @@ def test_cancelling_a_finished_run_says_it_already_ended(script: Path, tmp_path:
     assert "asked local to stop" not in result.stdout
 
 
+@pytest.mark.process
 def test_a_script_named_like_an_option_reaches_the_launcher_after_double_dash(tmp_path: Path) -> None:
     """`cloudddp launch -- -x.py a`: the node's launcher gets `-- -x.py a`, and its own dry run plans that script."""
     (tmp_path / "-x.py").write_text("print(1)\n")

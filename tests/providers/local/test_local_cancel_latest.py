@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import pytest
-from helpers import PYTHON, REPO, clean_env, run_cli
+from helpers import PYTHON, REPO, clean_env, cli, run_cli
 
 from cloudddp import CloudDDPError, Estimator
 from cloudddp.launcher.supervisor import descendants, is_running
@@ -96,6 +96,7 @@ class HeldRunner:
         HeldRunner.started.append(self)
 
 
+@pytest.mark.network
 def test_a_cancel_before_the_runner_recorded_itself_starts_no_node(
     tmp_path: Path, sleeper: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -183,6 +184,7 @@ def dead_pid() -> int:
     return proc.pid
 
 
+@pytest.mark.process
 def test_cancel_of_a_run_whose_runner_died_with_no_node_left_says_so(tmp_path: Path) -> None:
     run = tmp_path / "runs" / "gone-20261124-184757"
     run.mkdir(parents=True)
@@ -220,6 +222,7 @@ def submit_named(tmp_path: Path, name: str) -> Path:
     return Path(provider.submit(provider.render(spec)).job_id)
 
 
+@pytest.mark.network
 def test_latest_is_the_run_launched_last_not_the_one_written_last(tmp_path: Path, no_runner: None) -> None:
     first = submit_named(tmp_path, "bbb")
     second = submit_named(tmp_path, "aaa")  # the same second, and a name that sorts first
@@ -277,7 +280,7 @@ def test_status_and_cancel_latest_act_on_the_run_launched_last(tmp_path: Path, s
 
 @pytest.mark.parametrize("command", ["status", "logs", "cancel"])
 def test_a_run_id_too_long_for_a_file_name_is_no_local_run(tmp_path: Path, command: str) -> None:
-    result = run_cli(command, "a" * 5000, cwd=tmp_path, env={"CLOUDDDP_RUNS_DIR": str(tmp_path / "runs")})
+    result = cli(command, "a" * 5000, cwd=tmp_path, env={"CLOUDDDP_RUNS_DIR": str(tmp_path / "runs")})
     assert result.returncode == 2, result.stdout + result.stderr
     assert "Traceback" not in result.stderr and "no local run 'aaaa" in result.stderr
     assert len(result.stderr) < 1000, "the 5000-character value is shortened in the message"

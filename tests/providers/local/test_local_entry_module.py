@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from helpers import run_cli
 
 
@@ -15,6 +16,7 @@ def launch(tmp_path: Path, *args: str) -> tuple[int, str, str]:
     return result.returncode, result.stdout, result.stderr
 
 
+@pytest.mark.process
 def test_a_module_no_node_could_find_is_refused_before_anything_starts(tmp_path: Path) -> None:
     code, out, err = launch(tmp_path, "-m", "--source-dir", str(tmp_path), "trian_ddp")
     assert code == 2 and "Traceback" not in err, out + err
@@ -22,6 +24,7 @@ def test_a_module_no_node_could_find_is_refused_before_anything_starts(tmp_path:
     assert not (tmp_path / "runs").exists()  # no run folder, no node
 
 
+@pytest.mark.process
 def test_a_module_in_source_dir_or_on_the_jobs_pythonpath_is_found(tmp_path: Path) -> None:
     (tmp_path / "src").mkdir()
     (tmp_path / "src" / "my_train.py").write_text("print('hi')\n")
@@ -37,6 +40,7 @@ def test_a_module_in_source_dir_or_on_the_jobs_pythonpath_is_found(tmp_path: Pat
     assert code == 0, out + err
 
 
+@pytest.mark.process
 def test_looking_runs_none_of_the_users_code(tmp_path: Path) -> None:
     package = tmp_path / "pkg"
     package.mkdir()
@@ -46,6 +50,7 @@ def test_looking_runs_none_of_the_users_code(tmp_path: Path) -> None:
     assert not (tmp_path / "ran").exists()
 
 
+@pytest.mark.process
 def test_a_module_named_as_python_m_takes_any_file_name_is_found(tmp_path: Path) -> None:
     # `python -m my-train` runs my-train.py (the name is looked up as a file, never checked as an identifier);
     # found refused by a review of 8595244.

@@ -29,6 +29,7 @@ def scripts(folder: Path) -> Path:
     return folder
 
 
+@pytest.mark.process
 def test_a_failed_job_shows_no_earlier_runs_model_or_metrics(tmp_path: Path) -> None:
     scripts(tmp_path)
     good = run_cli("launch", "--runs-dir", "R", "--nodes", "2", "--output", "outm", "good.py", cwd=tmp_path)
@@ -42,6 +43,7 @@ def test_a_failed_job_shows_no_earlier_runs_model_or_metrics(tmp_path: Path) -> 
     assert (tmp_path / "outm" / "model.pt").read_text() == "earlier model"
 
 
+@pytest.mark.process
 def test_estimator_keeps_the_jobs_exit_code_and_has_no_model_for_a_failed_job(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -55,6 +57,7 @@ def test_estimator_keeps_the_jobs_exit_code_and_has_no_model_for_a_failed_job(
     capsys.readouterr()
 
 
+@pytest.mark.process
 def test_logs_and_request_yaml_hide_a_local_runs_secrets(tmp_path: Path) -> None:
     scripts(tmp_path)
     launched = run_cli("launch", "--runs-dir", "R", "--emulate", "none", "-H", "api_key=hpsecret4242", "-e",
@@ -69,6 +72,7 @@ def test_logs_and_request_yaml_hide_a_local_runs_secrets(tmp_path: Path) -> None
     assert "--api-key=***" in request
 
 
+@pytest.mark.process
 def test_launch_and_estimator_honour_cloudddp_runs_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     scripts(tmp_path)
     env = {"CLOUDDDP_RUNS_DIR": str(tmp_path / "envruns")}

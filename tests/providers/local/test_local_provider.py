@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from helpers import CLI_FOR_CTRL_C, PYTHON, REPO, SOURCES, clean_env, run_cli
+from helpers import CLI_FOR_CTRL_C, PYTHON, REPO, SOURCES, clean_env, cli, run_cli
 
 from cloudddp.launcher.supervisor import is_running
 
@@ -41,7 +41,7 @@ def fingerprints(run: Path) -> set[str]:
 
 def test_dry_run_prints_the_nodes_environment_and_creates_nothing(tmp_path: Path, small_demo_data: Path) -> None:
     runs = tmp_path / "runs"
-    result = run_cli("launch", "--nodes", "2", "--runs-dir", str(runs), "-i", f"train={small_demo_data}",
+    result = cli("launch", "--nodes", "2", "--runs-dir", str(runs), "-i", f"train={small_demo_data}",
                      "-e", "API_TOKEN=hunter2", "-H", "epochs=2", "--dry-run", TRAIN)  # fmt: skip
     assert result.returncode == 0, result.stderr
     document = yaml.safe_load(result.stdout)
@@ -73,7 +73,7 @@ def test_dry_run_prints_the_nodes_environment_and_creates_nothing(tmp_path: Path
 )
 def test_bad_input_is_named_exits_2_and_starts_nothing(tmp_path: Path, args: list[str], names: list[str]) -> None:
     runs = tmp_path / "runs"
-    result = run_cli("launch", "--runs-dir", str(runs), *args)
+    result = cli("launch", "--runs-dir", str(runs), *args)
     assert result.returncode == 2, result.stdout + result.stderr
     assert "Traceback" not in result.stderr
     for name in names:
@@ -84,7 +84,7 @@ def test_bad_input_is_named_exits_2_and_starts_nothing(tmp_path: Path, args: lis
 def test_yaml_spec_with_an_unknown_field_names_it(tmp_path: Path) -> None:
     spec = tmp_path / "job.yaml"
     spec.write_text(f"entry_point: train_ddp.py\nsource_dir: {SOURCES}\nnodes: 2\nnodez: 3\n")
-    result = run_cli("launch", "-f", str(spec), "--runs-dir", str(tmp_path / "runs"))
+    result = cli("launch", "-f", str(spec), "--runs-dir", str(tmp_path / "runs"))
     assert result.returncode == 2 and "nodez" in result.stderr and "unknown field" in result.stderr
     assert not (tmp_path / "runs").exists()
 
@@ -92,7 +92,7 @@ def test_yaml_spec_with_an_unknown_field_names_it(tmp_path: Path) -> None:
 def test_flags_override_the_yaml_spec(tmp_path: Path) -> None:
     spec = tmp_path / "job.yaml"
     spec.write_text(f"entry_point: allreduce_check.py\nsource_dir: {SOURCES}\nnodes: 3\nlocal:\n  emulate: slurm\n")
-    result = run_cli("launch", "-f", str(spec), "--nodes", "2", "--dry-run")
+    result = cli("launch", "-f", str(spec), "--nodes", "2", "--dry-run")
     assert result.returncode == 0, result.stderr
     nodes = yaml.safe_load(result.stdout)["request"]["nodes"]
     assert [n["env"]["SLURM_JOB_NODELIST"] for n in nodes] == ["node[1-2]", "node[1-2]"]
@@ -113,6 +113,8 @@ def two_node_run(
 
 
 @pytest.mark.slow
+@pytest.mark.torchrun
+@pytest.mark.training
 def test_two_nodes_learn_and_hold_identical_weights(
     two_node_run: tuple[subprocess.CompletedProcess[str], Path],
 ) -> None:
@@ -215,6 +217,7 @@ def saved_position(path: Path) -> dict[str, int]:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("emulation", ["oci", "kubeflow", "slurm", "none"])
+@pytest.mark.torchrun
 def test_every_emulated_platform_runs_a_two_node_all_reduce(tmp_path: Path, emulation: str) -> None:
     out = tmp_path / "out"
     result = run_cli("launch", "--nodes", "2", "--emulate", emulation, "--runs-dir", str(tmp_path / "runs"),

@@ -43,6 +43,7 @@ def spec_for(tmp_path: Path, **local_settings: Any) -> Any:
                        "local": {"runs_dir": str(tmp_path / "runs"), **local_settings}})  # fmt: skip
 
 
+@pytest.mark.network
 def test_the_runner_gets_the_rendered_nodes_with_only_the_master_port_added(
     tmp_path: Path, runner: type[RecordingPopen]
 ) -> None:
@@ -73,6 +74,7 @@ def test_a_master_port_in_the_spec_is_the_one_sent(tmp_path: Path, runner: type[
     assert all("--master-port=29999" in node["command"] for node in sent["nodes"])
 
 
+@pytest.mark.network
 def test_submit_prepares_each_nodes_folders_channels_and_state(tmp_path: Path, runner: type[RecordingPopen]) -> None:
     provider = local.LocalProvider()
     job = provider.render(spec_for(tmp_path, link_inputs=False, emulate="sagemaker"))

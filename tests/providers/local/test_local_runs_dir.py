@@ -5,9 +5,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from helpers import run_cli
 
 
+@pytest.mark.process
 def test_status_logs_and_cancel_take_the_runs_folder_the_job_was_launched_with(tmp_path: Path) -> None:
     (tmp_path / "quick.py").write_text("print('done here', flush=True)\n")
     first = run_cli("launch", "--nodes", "1", "--emulate", "none", "quick.py", cwd=tmp_path, timeout=300)

@@ -106,6 +106,7 @@ sys.exit(run_job(Provider(), JobSpec(entry_point="train.py")))
 """
 
 
+@pytest.mark.process
 @pytest.mark.parametrize(("provider", "stopped"), [("local", True), ("sagemaker", False), ("oci", False)])
 def test_sigterm_does_what_ctrl_c_does_for_each_provider(provider: str, stopped: bool) -> None:
     """SIGTERM stops the job only where Ctrl-C does (the local provider's own processes); a cloud job is left
@@ -118,6 +119,7 @@ def test_sigterm_does_what_ctrl_c_does_for_each_provider(provider: str, stopped:
         assert f"left job-1 running; `cloudddp cancel job-1 -p {provider}` stops it" in result.stdout
 
 
+@pytest.mark.process
 def test_estimator_fit_interrupted_by_sigterm_says_so_with_its_exit_code() -> None:
     # fit() took only 130 for an interruption: after SIGTERM (143) it reached `assert current is not None`.
     driver = FOLLOWED_BY_SIGTERM.replace(

@@ -362,6 +362,7 @@ def test_compose_comment_points_only_at_what_the_user_has(tmp_path: Path) -> Non
     assert "ARG TORCH_VERSION=2.5.1" in dockerfile and "ARG CUDA_VERSION=12.4" in dockerfile  # the same base
 
 
+@pytest.mark.process
 def test_every_compose_service_runs_the_mounted_launcher_whatever_the_images_entrypoint(tmp_path: Path) -> None:
     """What docker does with a service (entrypoint + command, environment, volumes), done here with sh.
 

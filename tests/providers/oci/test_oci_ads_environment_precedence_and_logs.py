@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from helpers import run_cli
+from helpers import cli
 from helpers.ads_yaml import ads_yaml
 from helpers.oci_loopback_server import COMPARTMENT, IMAGE, LOG, PROJECT
 
@@ -81,7 +81,7 @@ def test_main_and_worker_env_win_over_runtime_env_which_wins_over_the_clusters_a
 
 def test_the_dry_run_shows_the_roles_value(tmp_path: Path) -> None:
     path = write_ads(tmp_path, PRECEDENCE_YAML)
-    result = run_cli("launch", "-p", "oci", "-f", str(path), "--dry-run", cwd=tmp_path)
+    result = cli("launch", "-p", "oci", "-f", str(path), "--dry-run", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     document = yaml.safe_load(result.stdout)
     group = document["request"]["create_job"]["job_node_configuration_details"]
@@ -109,7 +109,7 @@ def test_a_log_id_without_log_group_id_names_the_ads_fields_and_the_fix(tmp_path
 
 def test_a_log_id_without_log_group_id_from_the_cli_is_one_paragraph_exit_2(tmp_path: Path) -> None:
     path = write_ads(tmp_path, LOG_ONLY_YAML)
-    result = run_cli("launch", "-p", "oci", "-f", str(path), "--dry-run", cwd=tmp_path)
+    result = cli("launch", "-p", "oci", "-f", str(path), "--dry-run", cwd=tmp_path)
     assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
     assert "spec.infrastructure.spec.logId=" in result.stderr and "add" in result.stderr.lower()
     assert "Add spec.infrastructure.spec.logGroupId" in result.stderr

@@ -10,12 +10,12 @@ oracle/accelerated-data-science @0e785b9f): the loopback service accepts only ke
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from cryptography.hazmat.primitives import serialization
-from helpers import run_cli
+from helpers import cli
 from helpers.oci_loopback_server import COMPARTMENT, FakeOCI, ThrowawayKey, oci_settings
 
 from cloudddp.errors import CloudDDPError
@@ -32,9 +32,8 @@ def session_key() -> ThrowawayKey:
 
 
 @pytest.fixture
-def server(key: ThrowawayKey, tmp_path: Path) -> Iterator[FakeOCI]:
-    with FakeOCI(key, run_root=tmp_path / "service") as service:
-        yield service
+def server(key: ThrowawayKey, oci_service: Callable[..., FakeOCI]) -> FakeOCI:
+    return oci_service(key)
 
 
 def pem(key: ThrowawayKey) -> str:
@@ -80,7 +79,7 @@ def test_a_key_before_any_profile_header_is_not_printed(key: ThrowawayKey, tmp_p
 def test_the_cli_exits_2_with_one_paragraph_and_no_key_material(key: ThrowawayKey, tmp_path: Path) -> None:
     config = key.write_config(tmp_path / ".oci")
     config.write_text(config.read_text() + pem(key) + f"pass_phrase {PASSPHRASE}\n")
-    result = run_cli("status", "-p", "oci", RUN, env={"OCI_CLI_CONFIG_FILE": str(config)})
+    result = cli("status", "-p", "oci", RUN, env={"OCI_CLI_CONFIG_FILE": str(config)})
     assert result.returncode == 2, result.stderr
     assert f"the OCI config file '{config}' is not a valid config file" in result.stderr
     assert "Traceback" not in result.stderr and "PRIVATE KEY" not in result.stderr + result.stdout
@@ -159,7 +158,7 @@ def test_an_expired_token_is_refused_before_any_request_and_never_printed(
 ) -> None:
     token = server.issue_session_token(session_key.private_key, lifetime=-60)
     config = session_key.write_session_config(tmp_path / ".oci", token)
-    result = run_cli("status", "-p", "oci", RUN, env={"OCI_CLI_CONFIG_FILE": str(config),
+    result = cli("status", "-p", "oci", RUN, env={"OCI_CLI_CONFIG_FILE": str(config),
                                                       "CLOUDDDP_OCI_SERVICE_ENDPOINT": server.url})  # fmt: skip
     assert result.returncode == 2, result.stderr
     assert f"the session token in '{tmp_path / '.oci' / 'token'}' (profile [DEFAULT]) expired at " in result.stderr
@@ -174,4 +173,4 @@ def test_the_job_spec_and_the_cli_take_auth_security_token(
     spec = build_spec({"entry_point": "t.py", "oci": oci_settings(auth="security_token", config_file=str(config))})
     credentials = OCIProvider(service_endpoint=server.url, environ={}).clients(spec.oci).credentials
     assert (credentials.kind, spec.oci.auth) == ("security_token", "security_token")
-    assert "security_token" in run_cli("launch", "-p", "oci", "--help").stdout
+    assert "security_token" in cli("launch", "-p", "oci", "--help").stdout

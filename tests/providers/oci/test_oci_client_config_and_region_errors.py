@@ -50,6 +50,7 @@ def test_the_oci_sdk_itself_cannot_read_a_config_file_that_is_not_utf8(key: Thro
         oci.config.from_file(str(config))
 
 
+@pytest.mark.process
 def test_status_with_a_config_file_that_is_not_utf8_exits_2_naming_the_file_and_line(
     key: ThrowawayKey, tmp_path: Path
 ) -> None:
@@ -62,6 +63,7 @@ def test_status_with_a_config_file_that_is_not_utf8_exits_2_naming_the_file_and_
     assert PASSPHRASE not in result.stderr + result.stdout
 
 
+@pytest.mark.process
 def test_launch_with_a_config_file_that_is_not_utf8_exits_2_before_anything_is_sent(
     key: ThrowawayKey, tmp_path: Path
 ) -> None:
@@ -80,6 +82,7 @@ def test_launch_with_a_config_file_that_is_not_utf8_exits_2_before_anything_is_s
 
 
 # -- finding 2: an endpoint urllib cannot parse ---------------------------------------------------
+@pytest.mark.process
 @pytest.mark.parametrize("endpoint", ["http://[::1", "http://[not-an-address]:8080"])
 def test_a_malformed_ipv6_endpoint_is_one_paragraph_naming_the_variable(tmp_path: Path, endpoint: str) -> None:
     result = run(tmp_path, "status", "-p", "oci", RUN, CLOUDDDP_OCI_SERVICE_ENDPOINT=endpoint)
@@ -105,17 +108,20 @@ def without_region(key: ThrowawayKey, tmp_path: Path) -> Path:
     return config
 
 
+@pytest.mark.process
 def test_a_bad_oci_cli_region_is_named_as_oci_cli_region(key: ThrowawayKey, tmp_path: Path) -> None:
     message = region_error(tmp_path, without_region(key, tmp_path), OCI_CLI_REGION="us-bogus-1")
     assert "error: OCI_CLI_REGION='us-bogus-1' is not an OCI region." in message
     assert "oci.region=" not in message
 
 
+@pytest.mark.process
 def test_oci_cli_region_over_the_profiles_region_is_named_as_oci_cli_region(key: ThrowawayKey, tmp_path: Path) -> None:
     message = region_error(tmp_path, key.write_config(tmp_path / ".oci"), OCI_CLI_REGION="us-bogus-1")
     assert "error: OCI_CLI_REGION='us-bogus-1' is not an OCI region." in message
 
 
+@pytest.mark.process
 def test_a_bad_region_line_in_the_config_file_names_the_file_and_profile(key: ThrowawayKey, tmp_path: Path) -> None:
     config = key.write_config(tmp_path / ".oci", profile="work")
     config.write_text(config.read_text().replace(f"region={key.region}", "region=us-bogus-1"))
@@ -125,6 +131,7 @@ def test_a_bad_region_line_in_the_config_file_names_the_file_and_profile(key: Th
     )
 
 
+@pytest.mark.process
 def test_a_bad_oci_region_is_named_as_oci_region(key: ThrowawayKey, tmp_path: Path) -> None:
     message = region_error(tmp_path, without_region(key, tmp_path), OCI_REGION="us-bogus-1")
     assert "error: OCI_REGION='us-bogus-1' is not an OCI region." in message

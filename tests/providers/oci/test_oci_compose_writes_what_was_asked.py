@@ -64,6 +64,7 @@ def refused(tmp_path: Path, *args: str) -> str:
 
 
 # -- finding 4a: dollar signs ------------------------------------------------------------------------
+@pytest.mark.process
 def test_dollar_signs_are_written_as_double_dollars_and_read_back_as_the_users_literals(tmp_path: Path) -> None:
     services = written(tmp_path, "--nodes", "2", "-e", "FOO=a$b", "-e", "PRICE=$5 ${HOME}", "train.py",
                        "--", "--pattern", "x$y")  # fmt: skip
@@ -80,6 +81,7 @@ def test_dollar_signs_are_written_as_double_dollars_and_read_back_as_the_users_l
         assert seen["entrypoint"] == ENTRYPOINT  # its own `$(...)` and `"$@"` reach sh unchanged
 
 
+@pytest.mark.process
 def test_secret_variables_stay_references_to_the_hosts_environment(tmp_path: Path) -> None:
     services = written(tmp_path, "-e", "HF_TOKEN=s3cr$t-value", "-e", "PLAIN=p$q", "train.py")
     result = render(tmp_path, "-e", "HF_TOKEN=s3cr$t-value", "train.py")
@@ -90,6 +92,7 @@ def test_secret_variables_stay_references_to_the_hosts_environment(tmp_path: Pat
     assert (seen["HF_TOKEN"], seen["PLAIN"]) == ("token-from-the-host", "p$q")
 
 
+@pytest.mark.process
 def test_a_source_folder_with_a_dollar_is_mounted_from_that_folder(tmp_path: Path) -> None:
     folder = tmp_path / "co$t"
     folder.mkdir()
@@ -98,6 +101,7 @@ def test_a_source_folder_with_a_dollar_is_mounted_from_that_folder(tmp_path: Pat
     assert f"{folder}:/code:ro" in interpolate(service, HOST)["volumes"]
 
 
+@pytest.mark.process
 def test_a_secret_name_compose_cannot_substitute_is_refused(tmp_path: Path) -> None:
     message = refused(tmp_path, "-e", "MY-TOKEN=abc", "train.py")
     assert (
@@ -107,6 +111,7 @@ def test_a_secret_name_compose_cannot_substitute_is_refused(tmp_path: Path) -> N
 
 
 # -- finding 4b: --output and --checkpoint -------------------------------------------------------------
+@pytest.mark.process
 def test_a_local_output_takes_the_main_services_model_and_a_local_checkpoint_is_shared(tmp_path: Path) -> None:
     services = written(tmp_path, "--nodes", "2", "--output", "out", "--checkpoint", str(tmp_path / "ck"), "train.py")
     main, worker = services["cloudddp-job-main"], services["cloudddp-job-worker-0"]
@@ -121,6 +126,7 @@ def test_a_local_output_takes_the_main_services_model_and_a_local_checkpoint_is_
     assert f"the main service's in '{tmp_path / 'out'}'" in header
 
 
+@pytest.mark.process
 @pytest.mark.parametrize("flag", ["--output", "--checkpoint"])
 def test_an_oci_uri_output_or_checkpoint_is_refused_naming_it(tmp_path: Path, flag: str) -> None:
     message = refused(tmp_path, flag, "oci://bucket@namespace/models", "train.py")
@@ -132,6 +138,7 @@ def test_an_oci_uri_output_or_checkpoint_is_refused_naming_it(tmp_path: Path, fl
 
 
 # -- finding 4c: an elastic node range -----------------------------------------------------------------
+@pytest.mark.process
 def test_an_elastic_node_range_is_refused_as_render_refuses_it(tmp_path: Path) -> None:
     message = refused(tmp_path, "--nodes", "1:3", "train.py")
     assert message.startswith("error: min_nodes=1 (nodes 1:3) asks for elastic training")
@@ -141,6 +148,7 @@ def test_an_elastic_node_range_is_refused_as_render_refuses_it(tmp_path: Path) -
 
 
 # -- a secret in the script's arguments: the compose file's command is as readable as the OCI job's CMD ---------
+@pytest.mark.process
 @pytest.mark.parametrize(
     ("args", "named"),
     [(["-H", "api_key=hpsecret123"], "hyperparameters.api_key"), (["train.py", "--", "--hf-token", "argsecret456"],

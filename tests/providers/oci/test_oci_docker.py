@@ -87,6 +87,7 @@ def image_tree(tmp_path: Path) -> Path:
     return root
 
 
+@pytest.mark.process
 def test_the_copied_job_side_runs_with_the_standard_library_only(tmp_path: Path) -> None:
     root = image_tree(tmp_path)
     (tmp_path / "train.py").write_text("print('hi')\n")
@@ -107,11 +108,13 @@ def entrypoint(tmp_path: Path, *args: str, **env: str) -> subprocess.CompletedPr
                           capture_output=True, text=True, timeout=30)  # fmt: skip
 
 
+@pytest.mark.process
 def test_entrypoint_runs_the_launcher_with_the_containers_arguments(tmp_path: Path) -> None:
     result = entrypoint(tmp_path, "train.py", "--data-dir", "/data dir")
     assert result.stdout.splitlines() == ["-m", "cloudddp.launcher", "train.py", "--data-dir", "/data dir"]
 
 
+@pytest.mark.process
 def test_entrypoint_without_arguments_runs_the_ads_entry_script(tmp_path: Path) -> None:
     result = entrypoint(tmp_path, OCI__ENTRY_SCRIPT="train.py", OCI__ENTRY_SCRIPT_ARGS="--timeout 5 --output-dir /out")
     assert result.stdout.splitlines() == [
@@ -125,11 +128,13 @@ def test_entrypoint_without_arguments_runs_the_ads_entry_script(tmp_path: Path) 
     ]
 
 
+@pytest.mark.process
 def test_entrypoint_without_anything_to_run_says_so(tmp_path: Path) -> None:
     result = entrypoint(tmp_path)
     assert result.returncode == 2 and "give a training script" in result.stderr
 
 
+@pytest.mark.process
 @pytest.mark.skipif(shutil.which("sh") is None, reason="needs a POSIX sh")
 def test_entrypoint_script_is_valid_posix_sh_and_executable() -> None:
     subprocess.run(["sh", "-n", str(DOCKER / "entrypoint.sh")], check=True)

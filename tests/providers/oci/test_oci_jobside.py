@@ -55,6 +55,7 @@ def test_two_nodes_train_when_the_metadata_file_fills_in_late(tmp_path: Path, sm
     assert len(fingerprints) == 1  # both replicas ended with the same weights
 
 
+@pytest.mark.process
 def test_a_metadata_file_that_never_completes_times_out_naming_the_missing_rank(
     tmp_path: Path, small_demo_data: Path
 ) -> None:
@@ -95,6 +96,7 @@ def run_node_script(
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)  # fmt: skip
 
 
+@pytest.mark.process
 def test_node_script_prefixes_lines_keeps_the_exit_code_and_copies_the_model_even_on_failure(tmp_path: Path) -> None:
     bootstrap = (
         "import os, sys\n"
@@ -113,6 +115,7 @@ def test_node_script_prefixes_lines_keeps_the_exit_code_and_copies_the_model_eve
     assert (tmp_path / "mnt" / "output" / "logs" / "node-0.log").read_text() == "args ['--epochs', '2']\nto stderr\n"
 
 
+@pytest.mark.process
 def test_node_script_forwards_sigterm_and_still_writes_its_last_line(tmp_path: Path) -> None:
     bootstrap = (
         "import signal, sys, time\n"
@@ -133,6 +136,7 @@ def test_node_script_forwards_sigterm_and_still_writes_its_last_line(tmp_path: P
     assert sorted(str(p.relative_to(output)) for p in output.rglob("*") if p.is_file()) == ["logs/node-1.log"]
 
 
+@pytest.mark.process
 def test_node_script_stopped_during_start_up_never_starts_the_training(tmp_path: Path) -> None:
     """SIGTERM while the node script is still setting up (a cancel right after the run starts) is not lost.
 
@@ -163,6 +167,7 @@ def test_node_script_stopped_during_start_up_never_starts_the_training(tmp_path:
     assert not (tmp_path / "training-ran").exists()
 
 
+@pytest.mark.process
 def test_a_stop_that_reaches_the_launcher_while_it_starts_the_script_still_stops_it(tmp_path: Path) -> None:
     """A cancel right after an OCI run starts: SIGTERM came while the launcher was starting the script.
 
@@ -188,6 +193,7 @@ def test_a_stop_that_reaches_the_launcher_while_it_starts_the_script_still_stops
     assert exit_code == "143" and seconds < 30  # stopped, not the script's 60 s
 
 
+@pytest.mark.process
 def test_node_script_explains_a_missing_archive(tmp_path: Path) -> None:
     node = run_node_script(tmp_path, "", source=str(tmp_path / "mnt" / "cloudddp" / "sourcedir.tar.gz"))
     output = node.communicate(timeout=30)[0]

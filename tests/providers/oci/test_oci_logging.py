@@ -58,6 +58,7 @@ def submit(provider: OCIProvider, *args: str, **oci_fields: Any) -> str:
 
 
 # -- finding 3: the service names the log late -----------------------------------------------
+@pytest.mark.oci_service
 @pytest.mark.parametrize("late", [False, True], ids=["log-at-creation", "log-once-in-progress"])
 def test_following_streams_the_log_whether_the_service_names_it_at_once_or_later(
     key: ThrowawayKey, config: Path, tmp_path: Path, late: bool
@@ -77,6 +78,7 @@ def test_following_streams_the_log_whether_the_service_names_it_at_once_or_later
         assert f"[node-{rank}] cloudddp: node {rank} exited with code 0" in lines
 
 
+@pytest.mark.oci_service
 def test_logs_without_follow_before_the_log_exists_say_so(late_server: FakeOCI, config: Path) -> None:
     provider = make_provider(late_server, config)
     run_id = submit(provider)
@@ -86,6 +88,7 @@ def test_logs_without_follow_before_the_log_exists_say_so(late_server: FakeOCI, 
     ]
 
 
+@pytest.mark.oci_service
 def test_a_job_without_a_log_configuration_shows_states_only(key: ThrowawayKey, config: Path, tmp_path: Path) -> None:
     with fake(key, tmp_path) as server:
         provider = make_provider(server, config)
@@ -97,6 +100,7 @@ def test_a_job_without_a_log_configuration_shows_states_only(key: ThrowawayKey, 
 
 
 # -- finding 4: the search scope is the log's compartment ------------------------------------
+@pytest.mark.oci_service
 def test_the_search_is_scoped_to_the_logs_own_compartment(late_server: FakeOCI, config: Path) -> None:
     provider = make_provider(late_server, config)
     run_id = submit(provider)
@@ -108,6 +112,7 @@ def test_the_search_is_scoped_to_the_logs_own_compartment(late_server: FakeOCI, 
     assert {r.body["searchQuery"].split('"')[1] for r in searches} == {f"{LOG_COMPARTMENT}/{LOG_GROUP}/{log_id}"}
 
 
+@pytest.mark.oci_service
 def test_a_log_that_cannot_be_read_is_one_clear_error(late_server: FakeOCI, config: Path) -> None:
     provider = make_provider(late_server, config)
     run_id = submit(provider)
@@ -129,6 +134,7 @@ def wait_for_line(provider: OCIProvider, server: FakeOCI, run_id: str, text: str
         time.sleep(0.1)
 
 
+@pytest.mark.oci_service
 def test_a_cancelled_run_exits_with_its_nodes_code(key: ThrowawayKey, config: Path, tmp_path: Path) -> None:
     with fake(key, tmp_path) as server:
         provider = make_provider(server, config)
@@ -144,6 +150,7 @@ def test_a_cancelled_run_exits_with_its_nodes_code(key: ThrowawayKey, config: Pa
         assert server.runs[run_id]["lifecycleDetails"] is None  # nothing the fake made up
 
 
+@pytest.mark.oci_service
 def test_a_failed_run_exits_with_the_failing_nodes_code_from_its_log(late_server: FakeOCI, config: Path) -> None:
     provider = make_provider(late_server, config)
     run_id = submit(provider, "--fail-rank", "1")

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import REPO, run_cli
+from helpers import REPO, cli
 from helpers.endpoints import refused_endpoint, silent_endpoint
 from helpers.oci_loopback_server import ThrowawayKey, oci_settings
 
@@ -65,6 +65,7 @@ def timed(call: Any) -> tuple[str, float]:
     return str(caught.value), time.monotonic() - started
 
 
+@pytest.mark.network
 def test_a_refused_endpoint_fails_launch_status_logs_and_cancel_in_one_paragraph(
     refused: str, config: Path, tmp_path: Path
 ) -> None:
@@ -85,6 +86,7 @@ def test_a_refused_endpoint_fails_launch_status_logs_and_cancel_in_one_paragraph
         assert took < CEILING
 
 
+@pytest.mark.network
 def test_a_server_that_never_answers_is_given_up_on_after_the_read_timeout(silent: str, config: Path) -> None:
     message, took = timed(lambda: provider(silent, config).status(RUN))
     assert f"cannot reach OCI for status: {silent} (region us-ashburn-1): no answer within 2 s" in message
@@ -119,12 +121,13 @@ def test_the_timeout_comes_from_the_environment_and_bad_values_are_refused() -> 
             NetworkPolicy.choose(None, {"CLOUDDDP_OCI_TIMEOUT": bad})
 
 
+@pytest.mark.network
 def test_cli_launch_against_a_refused_endpoint_exits_2_with_one_paragraph(
     refused: str, config: Path, tmp_path: Path
 ) -> None:
     (tmp_path / "data").mkdir()
     settings = oci_settings()
-    result = run_cli(
+    result = cli(
         "launch", "-p", "oci", "--compartment", settings["compartment_id"], "--project", settings["project_id"],
         "--image", settings["image"], "--work-dir", settings["work_dir"], "--nodes", "2", "-i", f"train={tmp_path / 'data'}",
         "sources/train_ddp.py",
@@ -153,7 +156,7 @@ def test_an_endpoint_the_sdk_would_refuse_is_exit_2_before_anything_is_sent(
     """The oci SDK checks the endpoint only when a request is made (a ValueError traceback in the middle of
     launch, after the source upload started); cloudddp checks it when the provider is made, render included."""
     settings = oci_settings()
-    result = run_cli(
+    result = cli(
         "render", "-p", "oci", "--compartment", settings["compartment_id"], "--project", settings["project_id"],
         "--image", settings["image"], "--work-dir", settings["work_dir"], "sources/train_ddp.py",
         env={"CLOUDDDP_OCI_SERVICE_ENDPOINT": endpoint, "OCI_CONFIG_FILE": str(config)},

@@ -29,6 +29,7 @@ def outputs_text(notebook: nbformat.NotebookNode) -> str:
 
 
 @pytest.mark.slow
+@pytest.mark.notebook
 def test_oci_notebook_stages_fits_on_two_nodes_watches_and_fetches_the_model(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

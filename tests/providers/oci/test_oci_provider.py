@@ -14,7 +14,7 @@ import io
 import json
 import tarfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -53,9 +53,8 @@ def fake(key: ThrowawayKey, root: Path, **options: Any) -> FakeOCI:
 
 
 @pytest.fixture
-def server(key: ThrowawayKey, tmp_path: Path) -> Iterator[FakeOCI]:
-    with fake(key, tmp_path) as service:
-        yield service
+def server(key: ThrowawayKey, oci_service: Callable[..., FakeOCI]) -> FakeOCI:
+    return oci_service(key, node_env=clean_env(IMAGE_ENV), hold_states=True, ingestion_delay=0.2)
 
 
 @pytest.fixture
@@ -273,6 +272,7 @@ def test_launch_exits_with_the_failed_nodes_exit_code(use_server: FakeOCI, data:
     assert "cloudddp: job FAILED: FAILED" in said
 
 
+@pytest.mark.oci_service
 def test_status_logs_and_cancel_take_a_run_ocid_a_job_ocid_or_latest(
     key: ThrowawayKey, config: Path, data: Path, tmp_path: Path
 ) -> None:
@@ -334,6 +334,7 @@ def test_log_search_splits_full_windows_until_each_fits(server: FakeOCI, config:
     )
 
 
+@pytest.mark.oci_service
 def test_log_search_splits_windows_the_service_calls_too_large(key: ThrowawayKey, config: Path, tmp_path: Path) -> None:
     with fake(key, tmp_path, too_large_above=700) as server:
         source = "ocid1.datasciencejobrun.oc1.iad.aaaatoolarge"

@@ -98,6 +98,7 @@ def test_render_needs_no_config_file_no_client_and_no_network(tmp_path: Path) ->
     assert provider._clients == {}
 
 
+@pytest.mark.process
 def test_dry_run_does_not_import_oci_for_the_cli_or_launcher() -> None:
     code = "import sys, cloudddp.cli, cloudddp.launcher.cli, cloudddp.spec, cloudddp.providers.oci.ads, cloudddp.providers.oci.compose; print('oci' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
@@ -297,6 +298,7 @@ def test_missing_input_and_too_many_mounts(tmp_path: Path) -> None:
         render(tmp_path, inputs=many)
 
 
+@pytest.mark.process
 def test_entrypoint_and_node_script_are_valid_posix_sh() -> None:
     subprocess.run(["sh", "-n", "-c", oci_node.NODE_SCRIPT], check=True)
     subprocess.run(["sh", "-n", "-c", oci_node.ENTRYPOINT_SCRIPT], check=True)

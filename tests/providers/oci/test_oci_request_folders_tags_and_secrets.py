@@ -5,13 +5,13 @@ something would be sent) what the loopback service received."""
 from __future__ import annotations
 
 import time as real_time
-from collections.abc import Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
-from helpers import clean_env, run_cli
+from helpers import clean_env, cli
 from helpers.oci_loopback_server import (
     IMAGE_ENV,
     QUICK_SOURCES,
@@ -71,9 +71,8 @@ def render(tmp_path: Path, **fields: Any) -> Any:
 
 
 @pytest.fixture
-def server(key: ThrowawayKey, tmp_path: Path) -> Iterator[FakeOCI]:
-    with FakeOCI(key, run_root=tmp_path / "service", node_env=clean_env(IMAGE_ENV), ingestion_delay=0.2) as service:
-        yield service
+def server(key: ThrowawayKey, oci_service: Callable[..., FakeOCI]) -> FakeOCI:
+    return oci_service(key, node_env=clean_env(IMAGE_ENV), ingestion_delay=0.2)
 
 
 def provider_for(server: FakeOCI, config: Path) -> OCIProvider:
@@ -231,7 +230,7 @@ def test_a_password_in_a_url_argument_is_refused_redacted(tmp_path: Path) -> Non
 
 def test_the_cli_refuses_a_secret_hyperparameter_with_exit_2_in_one_paragraph(tmp_path: Path) -> None:
     path = cli_spec(tmp_path)
-    result = run_cli("launch", "-p", "oci", "-f", str(path), "-H", f"hf_token={SECRET}", "--dry-run", cwd=tmp_path)
+    result = cli("launch", "-p", "oci", "-f", str(path), "-H", f"hf_token={SECRET}", "--dry-run", cwd=tmp_path)
     assert result.returncode == 2 and "Traceback" not in result.stderr, result.stdout + result.stderr
     assert "hyperparameters.hf_token looks like a secret" in result.stderr
     assert SECRET not in result.stdout + result.stderr

@@ -95,6 +95,7 @@ PBS_PRO_RECORD = {
 }  # fmt: skip
 
 
+@pytest.mark.process
 def test_pbs_pro_json_status_is_read(tmp_path: Path) -> None:
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
@@ -114,6 +115,7 @@ def test_pbs_pro_json_status_is_read(tmp_path: Path) -> None:
     assert provider.status("1234.pbs-head").state == "STOPPED"
 
 
+@pytest.mark.process
 @pytest.mark.parametrize(("code", "said"), [(-29, "exceeding its walltime"), (-27, "exceeding its mem"), (1, None)])
 def test_a_job_pbs_killed_for_a_limit_says_which(tmp_path: Path, code: int, said: str | None) -> None:
     # OpenPBS's Exit_status for a job it killed over a limit: JOB_EXEC_KILL_WALLTIME -29, _MEM -27

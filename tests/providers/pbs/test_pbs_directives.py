@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import run_cli
+from helpers import cli
 
 from cloudddp.errors import CloudDDPError
 from cloudddp.providers.pbs.provider import PBSProvider
@@ -111,7 +111,7 @@ def test_values_a_directive_cannot_carry_are_refused_by_name(tmp_path: Path, pbs
 
 def test_a_newline_in_the_queue_from_the_cli_exits_2_without_a_script(tmp_path: Path) -> None:
     source = Path(spec_data(tmp_path)["source_dir"])
-    result = run_cli("render", "-p", "pbs", "--queue", "gpu\necho INJECTED", "my script.py", cwd=source)
+    result = cli("render", "-p", "pbs", "--queue", "gpu\necho INJECTED", "my script.py", cwd=source)
     assert result.returncode == 2 and "pbs.queue=" in result.stderr and "Traceback" not in result.stderr
     assert result.stdout == ""
 

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import PYTHON, SOURCES, clean_env, run_cli
+from helpers import PYTHON, SOURCES, clean_env, cli
 
 from cloudddp.errors import CloudDDPError
 from cloudddp.providers.pbs.provider import PBSProvider
@@ -157,7 +157,7 @@ def test_bad_input_is_named(tmp_path: Path, change: dict[str, Any], message: str
      (["--pbs-mem", "lots"], "pbs.mem: Value error, must be a PBS size")],
 )  # fmt: skip
 def test_bad_input_from_the_cli_is_one_paragraph_and_exit_2(tmp_path: Path, flags: list[str], message: str) -> None:
-    result = run_cli("launch", "-p", "pbs", *flags, "--dry-run", str(SOURCES / "train_ddp.py"), cwd=tmp_path)
+    result = cli("launch", "-p", "pbs", *flags, "--dry-run", str(SOURCES / "train_ddp.py"), cwd=tmp_path)
     assert result.returncode == 2 and message in result.stderr, result.stderr
     assert "Traceback" not in result.stderr and result.stdout == "" and not list(tmp_path.iterdir())
 
@@ -172,6 +172,7 @@ def stand_ins(tmp_path: Path) -> Path:
     return bin_dir
 
 
+@pytest.mark.process
 @pytest.mark.parametrize(
     ("argv", "message"),
     [(["pbsdsh", "--", "true"], "-h HOST missing"), (["pbsdsh", "-u", "--", "true"], "unexpected -u"),

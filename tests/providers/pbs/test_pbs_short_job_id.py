@@ -42,6 +42,7 @@ def provider_with(tmp_path: Path, form: str) -> PBSProvider:
     return PBSProvider(environ={"PATH": f"{bin_dir}:/usr/bin:/bin"})
 
 
+@pytest.mark.process
 @pytest.mark.parametrize("form", ["json", "text"])
 @pytest.mark.parametrize("job_id", ["1234", "1234.pbs-head"])
 def test_status_and_logs_read_the_run_folder_of_the_full_id(tmp_path: Path, form: str, job_id: str) -> None:

@@ -37,6 +37,7 @@ def qstat(tmp_path: Path, text: str, json_record: dict[str, object] | None) -> P
     return PBSProvider(environ={"PATH": f"{bin_dir}:/usr/bin:/bin"})
 
 
+@pytest.mark.process
 def test_the_text_form_splits_only_at_unescaped_commas(tmp_path: Path) -> None:
     variables = f"PBS_O_HOME=/home/me,CLOUDDDP_RUNS_DIR={encode_arst_bs(RUNS)},PBS_O_SHELL=/bin/bash"
     folded = variables[:40] + "\n\t" + variables[40:]  # qstat folds long values onto tab-indented lines
@@ -50,6 +51,7 @@ def test_the_text_form_splits_only_at_unescaped_commas(tmp_path: Path) -> None:
     assert status.artifacts == f"{RUNS}/resnet-7.pbs/model"
 
 
+@pytest.mark.process
 def test_the_json_form_keeps_the_other_escapes_which_are_removed(tmp_path: Path) -> None:
     as_qstat_json_prints_it = encode_arst_bs(RUNS).replace("\\,", ",")
     record = {"Jobs": {"7.pbs": {"Job_Name": "resnet", "job_state": "F", "Exit_status": 0,

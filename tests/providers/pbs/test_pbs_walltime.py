@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from helpers import SOURCES, run_cli
+from helpers import SOURCES, cli
 from pydantic import ValidationError
 
 from cloudddp.errors import CloudDDPError
@@ -90,15 +90,13 @@ def test_a_refused_walltime_names_the_field_its_value_and_the_forms() -> None:
 
 
 def test_the_cli_passes_plain_seconds_to_the_directive(tmp_path: Path) -> None:
-    result = run_cli(
-        "launch", "-p", "pbs", "--walltime", "3600", "--dry-run", str(SOURCES / "train_ddp.py"), cwd=tmp_path
-    )
+    result = cli("launch", "-p", "pbs", "--walltime", "3600", "--dry-run", str(SOURCES / "train_ddp.py"), cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     assert "\n#PBS -l walltime=3600\n" in result.stdout and not list(tmp_path.iterdir())
 
 
 def test_a_refused_walltime_from_the_cli_exits_2_in_one_paragraph(tmp_path: Path) -> None:
-    result = run_cli("launch", "-p", "pbs", "--walltime=-5", "--dry-run", str(SOURCES / "train_ddp.py"), cwd=tmp_path)
+    result = cli("launch", "-p", "pbs", "--walltime=-5", "--dry-run", str(SOURCES / "train_ddp.py"), cwd=tmp_path)
     assert result.returncode == 2 and "Traceback" not in result.stderr and result.stdout == ""
     assert "pbs.walltime: Value error, must be a PBS walltime" in result.stderr and "(got '-5')" in result.stderr
 
@@ -107,7 +105,7 @@ def test_a_yaml_number_is_seconds(tmp_path: Path) -> None:
     # YAML reads `walltime: 3600` as an integer; qsub reads a plain number as seconds (decode_time).
     spec_file = tmp_path / "job.yaml"
     spec_file.write_text(f"name: t\nentry_point: train_ddp.py\nsource_dir: {SOURCES}\npbs: {{walltime: 3600}}\n")
-    result = run_cli("launch", "-p", "pbs", "-f", str(spec_file), "--dry-run", cwd=tmp_path)
+    result = cli("launch", "-p", "pbs", "-f", str(spec_file), "--dry-run", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     assert "\n#PBS -l walltime=3600\n" in result.stdout
     assert refused(-5) and refused(True)  # type: ignore[arg-type]

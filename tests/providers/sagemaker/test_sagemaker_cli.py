@@ -15,7 +15,6 @@ from helpers.sagemaker_fixtures import (  # noqa: F401  (fixtures)
     BUCKET,
     REGION,
     canned_endpoint,
-    moto_server,
     project,
     register_stop_training_job,
     set_job_status,

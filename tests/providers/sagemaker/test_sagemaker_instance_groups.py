@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import run_cli
+from helpers import cli
 from helpers.sagemaker_fixtures import (  # noqa: F401  (fixtures)
     REGION,
     FakeAWS,
@@ -108,7 +108,7 @@ def test_the_dry_run_refuses_a_group_name_with_a_comma(aws_env: None, project: P
         "sagemaker": {"region": REGION, "role": "arn:aws:iam::123456789012:role/SM", "distribution_groups": ["gpu,train"],
                       "instance_groups": [GROUPS[0], {**GROUPS[1], "name": "gpu,train"}]},
     }))  # fmt: skip
-    result = run_cli("launch", "-p", "sagemaker", "-f", str(spec), "--dry-run", cwd=tmp_path)
+    result = cli("launch", "-p", "sagemaker", "-f", str(spec), "--dry-run", cwd=tmp_path)
     assert result.returncode == 2, result.stdout + result.stderr
     assert "'gpu,train' holds a comma" in " ".join(result.stderr.split()), result.stderr
 

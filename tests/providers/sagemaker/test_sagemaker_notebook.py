@@ -1,4 +1,3 @@
-# ruff: noqa: F811  (pytest fixtures imported from sagemaker_fixtures are redefined as arguments)
 """notebooks/sagemaker_ddp.ipynb runs top to bottom, unchanged, against a moto server."""
 
 from __future__ import annotations
@@ -9,9 +8,9 @@ from pathlib import Path
 import nbformat
 import pytest
 from helpers import private_jupyter
-from helpers.sagemaker_fixtures import REPO, moto_server  # noqa: F401  (fixture)
+from helpers.sagemaker_fixtures import REPO
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.notebook]
 NOTEBOOK = REPO / "notebooks" / "sagemaker_ddp.ipynb"
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import run_cli
+from helpers import cli
 from helpers.sagemaker_fixtures import (  # noqa: F401  (fixtures)
     ACCOUNT,
     BYO_IMAGE,
@@ -181,9 +181,9 @@ def test_the_dry_run_refuses_an_empty_folder_and_a_too_long_prefix(
 ) -> None:
     (tmp_path / "emptydir").mkdir()
     script, role = str(project / "train.py"), {"CLOUDDDP_SAGEMAKER_ROLE": ROLE}
-    empty = run_cli("launch", "-p", "sagemaker", "-i", "train=./emptydir", "--dry-run", script, cwd=tmp_path, env=role)
+    empty = cli("launch", "-p", "sagemaker", "-i", "train=./emptydir", "--dry-run", script, cwd=tmp_path, env=role)
     assert empty.returncode == 2 and "holds no files" in empty.stderr and "channel 'train'" in empty.stderr
-    long = run_cli("launch", "-p", "sagemaker", "--prefix", "p" * 1000, "--dry-run", script, cwd=tmp_path, env=role)
+    long = cli("launch", "-p", "sagemaker", "--prefix", "p" * 1000, "--dry-run", script, cwd=tmp_path, env=role)
     assert long.returncode == 2 and "--prefix (sagemaker.prefix)" in long.stderr, long.stderr
 
 

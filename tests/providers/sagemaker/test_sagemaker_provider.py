@@ -424,6 +424,7 @@ def test_limits_match_botocores_service_model() -> None:
     assert members["TrainingJobName"].metadata["pattern"] in validation.JOB_NAME.pattern
 
 
+@pytest.mark.process
 def test_cli_and_launcher_do_not_import_boto3() -> None:
     code = "import sys, cloudddp.cli, cloudddp.launcher.cli; assert 'boto3' not in sys.modules, 'boto3 imported'"
     subprocess.run([sys.executable, "-c", code], check=True)

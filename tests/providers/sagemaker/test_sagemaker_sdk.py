@@ -18,7 +18,7 @@ from pathlib import Path
 
 import boto3
 import pytest
-from helpers.sagemaker_fixtures import REGION, REPO, ROLE, SDK_PYTHON, moto_server, project  # noqa: F401
+from helpers.sagemaker_fixtures import REGION, REPO, ROLE, SDK_PYTHON, project  # noqa: F401
 
 from cloudddp.providers.sagemaker import images
 

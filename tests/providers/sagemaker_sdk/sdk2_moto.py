@@ -6,8 +6,6 @@ Not a conftest.py: test modules here and elsewhere do `from conftest import ...`
 from __future__ import annotations
 
 import copy
-import urllib.request
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -47,16 +45,10 @@ class MotoServer:
 
 
 @pytest.fixture
-def moto(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[MotoServer]:
-    """A ThreadedMotoServer on 127.0.0.1; AWS_ENDPOINT_URL points every boto3 client at it; cwd = tmp_path."""
-    from moto.server import ThreadedMotoServer
-
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    endpoint = f"http://{host}:{port}"
-    # moto's backends live in this process and outlive a server: start from nothing.
-    urllib.request.urlopen(urllib.request.Request(f"{endpoint}/moto-api/reset", method="POST")).close()
+def moto(moto_server: dict[str, str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> MotoServer:
+    """The session's moto server (helpers/services.py, emptied for this test); AWS_ENDPOINT_URL points every boto3
+    client at it; cwd = tmp_path."""
+    endpoint = moto_server["AWS_ENDPOINT_URL"]
     for name in AWS_VARIABLES:
         monkeypatch.delenv(name, raising=False)
     for name, value in {
@@ -77,10 +69,7 @@ def moto(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[MotoServer
         return real_call(self, operation_name, api_params)
 
     monkeypatch.setattr(botocore.client.BaseClient, "_make_api_call", recording)
-    try:
-        yield spy
-    finally:
-        server.stop()
+    return spy
 
 
 @pytest.fixture

@@ -15,6 +15,7 @@ NOTEBOOK = REPO / "notebooks" / "sagemaker_sdk_v2_dropin.ipynb"
 
 
 @pytest.mark.slow
+@pytest.mark.notebook
 def test_notebook_trains_locally_then_creates_the_sagemaker_job(
     moto: MotoServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

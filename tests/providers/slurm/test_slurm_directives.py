@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import PYTHON, run_cli
+from helpers import PYTHON, cli
 
 from cloudddp.errors import CloudDDPError
 from cloudddp.providers.slurm.provider import SlurmProvider
@@ -84,6 +84,7 @@ def render(source: Path, runs: Path, **fields: Any) -> Any:
     return SlurmProvider().render(build_spec(spec_data(source, runs, **fields)))
 
 
+@pytest.mark.network
 def test_paths_with_spaces_and_hashes_reach_sbatch_whole(source: Path, tmp_path: Path) -> None:
     runs = tmp_path / 'out dir "1" 100%'
     script = render(source, runs, slurm={"runs_dir": str(runs), "partition": "gpu a#b"}).request.script
@@ -115,7 +116,7 @@ def test_values_a_directive_cannot_carry_are_refused_by_name(
 
 
 def test_a_newline_in_a_directive_from_the_cli_exits_2_without_a_script(source: Path) -> None:
-    result = run_cli("render", "-p", "slurm", "--partition", "gpu\necho INJECTED", "my script.py", cwd=source)
+    result = cli("render", "-p", "slurm", "--partition", "gpu\necho INJECTED", "my script.py", cwd=source)
     assert result.returncode == 2 and "slurm.partition=" in result.stderr and "Traceback" not in result.stderr
     assert result.stdout == ""
 
@@ -146,14 +147,15 @@ def test_a_password_in_an_argument_or_setup_line_is_refused_without_showing_it(
 
 
 def test_the_cli_render_of_url_passwords_prints_none_of_them(source: Path) -> None:
-    result = run_cli("render", "-p", "slurm", "-e", "URL=https://user:pw@host/x", "my script.py", cwd=source)
+    result = cli("render", "-p", "slurm", "-e", "URL=https://user:pw@host/x", "my script.py", cwd=source)
     assert result.returncode == 0, result.stderr
     assert "pw@" not in result.stdout and "export URL" not in result.stdout
-    refused = run_cli("render", "-p", "slurm", "-H", "db=postgres://u:hunter2@db/x", "my script.py", cwd=source)
+    refused = cli("render", "-p", "slurm", "-H", "db=postgres://u:hunter2@db/x", "my script.py", cwd=source)
     assert refused.returncode == 2 and "hyperparameters.db" in refused.stderr
     assert "hunter2" not in refused.stdout + refused.stderr and "Traceback" not in refused.stderr
 
 
+@pytest.mark.process
 def test_a_script_named_like_an_option_follows_double_dash_and_the_launcher_takes_it(tmp_path: Path) -> None:
     (tmp_path / "-x.py").write_text("print(1)\n")
     spec = build_spec({"entry_point": "-x.py", "source_dir": str(tmp_path), "args": ["a", "--b"],

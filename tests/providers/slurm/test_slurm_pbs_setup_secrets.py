@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from helpers import SOURCES, run_cli
+from helpers import SOURCES, cli
 
 from cloudddp.errors import CloudDDPError
 from cloudddp.providers.pbs.provider import PBSProvider
@@ -29,7 +29,7 @@ def test_a_secret_exported_in_setup_is_refused_by_the_dry_run_without_its_value(
     path.write_text(
         yaml.safe_dump(spec(tmp_path, provider, setup=["module load cuda", f"export WANDB_API_KEY={SECRET}"]))
     )
-    result = run_cli("launch", "-p", provider, "-f", str(path), "--dry-run")
+    result = cli("launch", "-p", provider, "-f", str(path), "--dry-run")
     assert result.returncode == 2, result.stdout + result.stderr
     assert "Traceback" not in result.stderr and SECRET not in result.stdout + result.stderr
     assert f"{provider}.setup[1] sets WANDB_API_KEY" in result.stderr and "--env WANDB_API_KEY=VALUE" in result.stderr
@@ -71,7 +71,7 @@ def test_a_secret_named_option_given_a_literal_is_refused(
 def test_the_scripts_own_arguments_are_checked_too(tmp_path: Path, provider: str) -> None:
     path = tmp_path / "job.yaml"
     path.write_text(yaml.safe_dump({**spec(tmp_path, provider), "args": ["--epochs", "2", "--hf-token", SECRET]}))
-    result = run_cli("launch", "-p", provider, "-f", str(path), "--dry-run")
+    result = cli("launch", "-p", provider, "-f", str(path), "--dry-run")
     assert result.returncode == 2, result.stdout + result.stderr
     assert "Traceback" not in result.stderr and SECRET not in result.stdout + result.stderr
     assert "args[2] sets hf-token" in result.stderr and "--env HF_TOKEN=VALUE" in result.stderr

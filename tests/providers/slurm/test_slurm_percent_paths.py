@@ -26,6 +26,7 @@ def provider_for(tmp_path: Path, runs: Path, shown: str) -> SlurmProvider:
     return SlurmProvider(environ={"PATH": f"{bin_dir}:/usr/bin:/bin"})
 
 
+@pytest.mark.process
 @pytest.mark.parametrize("slurm", ["22.05", "24.11"])
 def test_logs_and_model_come_from_the_real_file(tmp_path: Path, slurm: str) -> None:
     runs = tmp_path / "out dir 50%"
@@ -36,6 +37,7 @@ def test_logs_and_model_come_from_the_real_file(tmp_path: Path, slurm: str) -> N
     assert (current.state, current.artifacts) == ("SUCCEEDED", str(runs / "weird-7" / "model"))
 
 
+@pytest.mark.process
 def test_a_literal_double_percent_shown_by_a_newer_slurm_stays(tmp_path: Path) -> None:
     runs = tmp_path / "a%%b"  # written as %%%% by cloudddp; Slurm 24.11+ shows the real %%
     provider = provider_for(tmp_path, runs, f"{runs}/weird-7.out")

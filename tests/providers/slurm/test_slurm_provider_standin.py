@@ -39,6 +39,7 @@ def write_record(tmp_path: Path, state: str, reason: str = "None", nodes: str = 
     (tmp_path / "record").write_text(RECORD.format(id=8, state=state, reason=reason, nodes=nodes, out=out))
 
 
+@pytest.mark.process
 @pytest.mark.parametrize(("state", "message"), [("COMPLETED", "already ended (COMPLETED)"),
                                                 ("CANCELLED", "already ended (CANCELLED)"), (None, "does not know job 8")])  # fmt: skip
 def test_cancel_of_an_unknown_or_ended_job_says_so(
@@ -53,6 +54,7 @@ def test_cancel_of_an_unknown_or_ended_job_says_so(
     assert result.returncode == 2 and message in result.stderr and "asked slurm" not in result.stdout
 
 
+@pytest.mark.process
 @pytest.mark.parametrize("state", ["RUNNING", "PENDING"])
 def test_cancel_of_a_live_job_runs_scancel(tmp_path: Path, bin_dir: Path, state: str) -> None:
     write_record(tmp_path, state)
@@ -66,6 +68,7 @@ def test_cancel_of_a_live_job_runs_scancel(tmp_path: Path, bin_dir: Path, state:
 ENDED_MEANWHILE = "scancel: error: Kill job error on job id 8: Job/step already completing or completed"
 
 
+@pytest.mark.process
 def test_a_job_that_ends_between_the_check_and_scancel_is_not_reported_stopped(tmp_path: Path, bin_dir: Path) -> None:
     write_record(tmp_path, "RUNNING")
     done = tmp_path / "record"
@@ -75,6 +78,7 @@ def test_a_job_that_ends_between_the_check_and_scancel_is_not_reported_stopped(t
         SlurmProvider(environ={"PATH": f"{bin_dir}:/usr/bin:/bin"}).cancel("8")
 
 
+@pytest.mark.process
 @pytest.mark.timeout(30)  # before the fix it waited silently, for ever
 def test_following_a_waiting_job_shows_each_pending_reason_once(tmp_path: Path, bin_dir: Path) -> None:
     write_record(tmp_path, "PENDING", "Priority", "(null)")

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import SOURCES, run_cli
+from helpers import SOURCES, cli
 
 from cloudddp.errors import CloudDDPError
 from cloudddp.providers.slurm.provider import SlurmProvider
@@ -95,11 +95,9 @@ def test_bad_input_is_named(tmp_path: Path, change: dict[str, Any], message: str
 
 
 def test_dry_run_prints_the_script_and_a_bad_flag_exits_2(tmp_path: Path) -> None:
-    ok = run_cli(
-        "launch", "-p", "slurm", "--dry-run", "--nodes", "2", "--partition", "gpu", str(SOURCES / "train_ddp.py")
-    )
+    ok = cli("launch", "-p", "slurm", "--dry-run", "--nodes", "2", "--partition", "gpu", str(SOURCES / "train_ddp.py"))
     assert ok.returncode == 0 and ok.stdout.startswith("#!/bin/bash\n") and "#SBATCH --partition=gpu" in ok.stdout
-    bad = run_cli("launch", "-p", "slurm", "--dry-run", "--time", "soon", str(SOURCES / "train_ddp.py"))
+    bad = cli("launch", "-p", "slurm", "--dry-run", "--time", "soon", str(SOURCES / "train_ddp.py"))
     assert bad.returncode == 2 and "slurm.time" in bad.stderr and "Traceback" not in bad.stderr
 
 
@@ -140,10 +138,12 @@ def test_an_elastic_job_asks_for_a_node_range_that_survives_a_lost_node(tmp_path
     static = script_for(tmp_path)
     assert "--no-kill" not in static and "CLOUDDDP_EXIT_DIR" not in static and "--nodes=4" in sbatch_options(static)
     # The CLI's range reaches the script (the Slurm provider declares supports_elastic; SageMaker/OCI refuse).
-    cli = run_cli(
+    from_cli = cli(
         "launch", "-p", "slurm", "--dry-run", "--nodes", "1:2", "--max-restarts", "2", str(SOURCES / "train_ddp.py")
     )
-    assert cli.returncode == 0 and "#SBATCH --nodes=1-2\n" in cli.stdout and "--nnodes=1:2" in cli.stdout, cli.stderr
+    assert (
+        from_cli.returncode == 0 and "#SBATCH --nodes=1-2\n" in from_cli.stdout and "--nnodes=1:2" in from_cli.stdout
+    ), from_cli.stderr
 
 
 # A stand-in for srun with srun's documented exit code (srun(1) RETURN VALUE: the highest of every task's, 128+N
@@ -158,6 +158,7 @@ exit "$FAKE_SRUN_CODE"
 """
 
 
+@pytest.mark.process
 @pytest.mark.parametrize(
     ("records", "srun_code", "job_code", "said"),
     [

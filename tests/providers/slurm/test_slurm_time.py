@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from helpers import SOURCES, run_cli
+from helpers import SOURCES, cli
 from pydantic import ValidationError
 
 from cloudddp.errors import CloudDDPError
@@ -103,7 +103,7 @@ def test_a_refused_time_names_the_field_its_value_and_the_forms() -> None:
 
 
 def test_the_cli_passes_minutes_and_seconds_to_the_directive(tmp_path: Path) -> None:
-    result = run_cli("launch", "-p", "slurm", "--time", "2:0", "--dry-run", str(SOURCES / "train_ddp.py"), cwd=tmp_path)
+    result = cli("launch", "-p", "slurm", "--time", "2:0", "--dry-run", str(SOURCES / "train_ddp.py"), cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     assert "\n#SBATCH --time=2:0\n" in result.stdout and not list(tmp_path.iterdir())
 
@@ -112,7 +112,7 @@ def test_a_yaml_number_is_minutes(tmp_path: Path) -> None:
     # YAML reads `time: 90` as an integer; sbatch --time=90 is 90 minutes (parse_time.c time_str2secs).
     spec_file = tmp_path / "job.yaml"
     spec_file.write_text(f"name: t\nentry_point: train_ddp.py\nsource_dir: {SOURCES}\nslurm: {{time: 90}}\n")
-    result = run_cli("launch", "-p", "slurm", "-f", str(spec_file), "--dry-run", cwd=tmp_path)
+    result = cli("launch", "-p", "slurm", "-f", str(spec_file), "--dry-run", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     assert "\n#SBATCH --time=90\n" in result.stdout
     assert SlurmSettings.model_validate({"time": -1}).time == "-1" and refused(True)  # type: ignore[arg-type]
