@@ -55,7 +55,7 @@ lint: $(STAMP)
 test: $(STAMP) debian-deps lint
 	@mkdir -p $(REPORTS)
 	$(PYTEST) -m "unit or component or smoke" -n $(WORKERS) --dist loadgroup --junitxml=$(REPORTS)/test.xml \
-	  $(PYTEST_ARGS); status=$$?; $(TIER_REPORT) $(REPORTS)/test.xml --optional notebook || status=1; exit $$status
+	  $(PYTEST_ARGS); status=$$?; $(TIER_REPORT) $(REPORTS)/test.xml --optional sagemaker_sdk || status=1; exit $$status
 
 ## Everything: make test, then the full tier with both SageMaker SDK environments (CI runs this).
 test-all: test sdk2-env $(SDK3)/.installed-stamp

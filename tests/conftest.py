@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import urllib3  # noqa: F401  (it binds a socket once, at import, to probe IPv6: here, before any unit test)
 from _guards import nothing_written_to_opt_ml_or_home  # noqa: F401  (session guard: no test writes /opt/ml or $HOME)
 from helpers.services import kube_api, moto_server, moto_service, oci_service  # noqa: F401  (shared services)
 from tiers import (  # noqa: F401  (test tiers)

@@ -41,6 +41,7 @@ COMPONENTS = {
     "etcd": "Debian's etcd (torchrun's etcd rendezvous)",
     "slurm": "a real Slurm cluster from Debian's packages (slurmctld, slurmd, munge)",
     "notebook": "a notebook executed by nbclient in a Jupyter kernel",
+    "sagemaker_sdk": "the real SageMaker SDK (v2 in .venv-sdk2, v3 in .venv-sdk), built by make test-all",
     "network": "sockets on 127.0.0.1: the launcher's own listeners, or endpoints that refuse, hang up or never answer",
 }
 
@@ -97,6 +98,7 @@ def pytest_configure(config: pytest.Config) -> None:
         config.addinivalue_line("markers", f"{name}: uses {what}")
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist's, which reads xdist_group to keep a group on one worker
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         markers = {mark.name for mark in item.iter_markers()}

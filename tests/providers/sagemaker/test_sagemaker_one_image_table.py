@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import boto3  # noqa: F401  (urllib3 probes IPv6 with a socket once, at import: at collection, not in a test)
 import pytest
 import yaml
 from helpers import cli

@@ -18,14 +18,19 @@ from pathlib import Path
 
 import boto3
 import pytest
+from helpers import require_environment
 from helpers.sagemaker_fixtures import REGION, REPO, ROLE, SDK_PYTHON, project  # noqa: F401
 
 from cloudddp.providers.sagemaker import images
 
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.skipif(not SDK_PYTHON.exists(), reason=f"no SageMaker SDK venv at {SDK_PYTHON}"),
-]
+pytestmark = [pytest.mark.slow, pytest.mark.sagemaker_sdk]
+
+
+@pytest.fixture(autouse=True)
+def sdk_environment() -> None:
+    require_environment(SDK_PYTHON, "make .venv-sdk/.installed-stamp")
+
+
 SDK_CONFIG = "SchemaVersion: '1.0'\nSageMaker:\n  PythonSDK:\n    Modules:\n      TelemetryOptOut: true\n"
 
 

@@ -15,8 +15,8 @@ import re
 from pathlib import Path
 from typing import Any
 
-import boto3  # noqa: F401  (urllib3 probes IPv6 with a socket once, at import: at collection, not in a test)
 import pytest
+from helpers import require_environment
 
 from cloudddp.errors import CloudDDPError
 from cloudddp.sagemaker import InstanceGroup, PyTorch
@@ -126,14 +126,14 @@ print(json.dumps(out))
 """
 
 
-@pytest.mark.process
+@pytest.mark.slow  # the full tier: make test-all builds .venv-sdk2 first
+@pytest.mark.sagemaker_sdk
 def test_the_cases_are_the_real_sdk_v2s_answers() -> None:
     """Differential: the same cases through the real SDK v2's fw_utils checks, in .venv-sdk2."""
     import json
     import subprocess
 
-    if not SDK2_PYTHON.exists():
-        pytest.skip(f"no SDK v2 environment at {SDK2_PYTHON} (make sdk2-env)")
+    require_environment(SDK2_PYTHON, "make sdk2-env")
     cases = [[d, v, p, i] for d, v, p, i, _ in CASES]
     result = subprocess.run([str(SDK2_PYTHON), "-c", SDK2_CHECK, json.dumps(cases)], capture_output=True, text=True,
                             timeout=300)  # fmt: skip

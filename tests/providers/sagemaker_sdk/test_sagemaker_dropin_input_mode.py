@@ -1,3 +1,4 @@
+# ruff: noqa: F811  (the source fixture imported from sdk2_moto is redefined as an argument)
 """input_mode="FastFile" is sent as SDK v2 sends it; local mode reads the channels as File.
 
 Upstream: aws/sagemaker-python-sdk tag v2.257.6 (commit fc582aaa46faf7b7e16ab1e13840869712174cd0):
@@ -12,8 +13,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import boto3  # noqa: F401  (urllib3 probes IPv6 with a socket once, at import: at collection, not in a test)
 import pytest
+from sdk2_moto import source  # noqa: F401  (a fixture)
 
 from cloudddp.cluster import sagemaker
 from cloudddp.cluster.environment import EmulatedCluster
@@ -27,14 +28,6 @@ ROLE = "arn:aws:iam::123456789012:role/SageMakerRole"
 @pytest.fixture(autouse=True)
 def region(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("AWS_REGION", "us-east-1")
-
-
-@pytest.fixture
-def source(tmp_path: Path) -> Path:
-    folder = tmp_path / "src"
-    folder.mkdir()
-    (folder / "train.py").write_text("print('training')\n")
-    return folder
 
 
 def estimator(source: Path, **overrides: Any) -> PyTorch:

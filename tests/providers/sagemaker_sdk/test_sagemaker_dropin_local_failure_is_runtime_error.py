@@ -13,7 +13,6 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-import boto3  # noqa: F401  (urllib3 probes IPv6 with a socket once, at import: at collection, not in a test)
 import pytest
 
 from cloudddp.errors import CloudDDPError

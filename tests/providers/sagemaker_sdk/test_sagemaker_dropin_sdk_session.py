@@ -12,6 +12,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from helpers import require_environment
 from record_sdk2_requests import SDK_PYTHON, redirect_to  # noqa: F401  (redirect_to runs in the child)
 from sdk2_moto import MotoServer, moto  # noqa: F401  (moto is a fixture)
 
@@ -33,8 +34,10 @@ print("RESULT", json.dumps({"job": est.latest_training_job.name, "model_data": e
 """
 
 
-@pytest.mark.skipif(not SDK_PYTHON.exists(), reason=f"no SageMaker SDK v2 at {SDK_PYTHON}: run `make sdk2-env`")
+@pytest.mark.slow  # the full tier: make test-all builds .venv-sdk2 first
+@pytest.mark.sagemaker_sdk
 def test_an_sdk_v2_session_gives_region_default_bucket_and_prefix(moto: MotoServer, tmp_path: Path) -> None:
+    require_environment(SDK_PYTHON, "make sdk2-env")
     moto.client("s3").create_bucket(Bucket="team-bucket")
     (tmp_path / "src").mkdir()
     (tmp_path / "src" / "train.py").write_text("print('training')\n")
