@@ -4,6 +4,8 @@ VENV    := .venv
 PY      := $(VENV)/bin/python
 STAMP   := $(VENV)/.installed-stamp
 PYTEST_ARGS ?=
+SDK2    := .venv-sdk2
+SDK3    := .venv-sdk
 
 .PHONY: demo test test-fast test-all lint debian-deps bench sdk2-env test-sdk docs
 
@@ -58,7 +60,7 @@ test: $(STAMP) debian-deps lint
 	  $(PYTEST_ARGS); status=$$?; $(TIER_REPORT) $(REPORTS)/test.xml --optional sagemaker_sdk || status=1; exit $$status
 
 ## Everything: make test, then the full tier with both SageMaker SDK environments (CI runs this).
-test-all: test sdk2-env $(SDK3)/.installed-stamp
+test-all: test $(SDK2)/.installed-stamp $(SDK3)/.installed-stamp
 	$(PYTEST) -m full -n $(WORKERS) --dist loadgroup --junitxml=$(REPORTS)/full.xml \
 	  $(PYTEST_ARGS); status=$$?; $(TIER_REPORT) $(REPORTS)/test.xml $(REPORTS)/full.xml || status=1; exit $$status
 
@@ -82,7 +84,6 @@ bench: $(STAMP)
 
 ## The real SageMaker SDK v2 (for capturing its requests, the drop-in benchmark and the SDK-session test)
 ## with cloudddp beside it, never in .venv. Stops if pip would pull torch into it.
-SDK2 := .venv-sdk2
 $(SDK2)/.installed-stamp: pyproject.toml
 	test -x $(SDK2)/bin/python || python3 -m venv $(SDK2)
 	$(SDK2)/bin/pip install --quiet --disable-pip-version-check --dry-run --report $(SDK2)/plan.json "sagemaker>=2.200,<3" -e .
@@ -94,7 +95,6 @@ sdk2-env: $(SDK2)/.installed-stamp
 
 ## The SageMaker SDK v3 interop tests (tests/providers/sagemaker/test_sagemaker_sdk.py) with the SDK in its own env, .venv-sdk
 ## (about 1 GB; building it took 5-6 min on a 2-core machine). `make test-all` builds it and runs them.
-SDK3 := .venv-sdk
 $(SDK3)/.installed-stamp: pyproject.toml
 	test -x $(SDK3)/bin/python || python3 -m venv $(SDK3)
 	$(SDK3)/bin/pip install --quiet --disable-pip-version-check -e ".[sagemaker-sdk]"
