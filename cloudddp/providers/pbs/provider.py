@@ -178,12 +178,14 @@ class PBSProvider(Provider):
 
     @staticmethod
     def node_exit_code(run_dir: Path | None) -> int | None:
-        """The first non-zero exit code the nodes recorded, 0 if all succeeded, None if none recorded."""
+        """The job's exit code by the job script's own rule (script.OUTCOME: the last non-zero code in node order),
+        so that status agrees with the Exit_status a scheduler reports; 0 if all succeeded, None if none recorded.
+        Which code wins matters when a node stopped by another's failure records its own (1 from a lost peer)."""
         codes = [f.read_text().strip() for f in sorted(run_dir.glob("exit/*"))] if run_dir else []
         if not codes:
             return None
         failed = [int(c) if c.isdigit() else 255 for c in codes if c != "0"]
-        return failed[0] if failed else 0
+        return failed[-1] if failed else 0
 
     @staticmethod
     def run_dir(record: dict[str, Any], job_id: str) -> Path | None:

@@ -268,3 +268,12 @@ def test_a_failing_node_fails_the_job(tmp_path: Path) -> None:
     assert f"cloudddp: node node2 exited with {code}" in result.stdout
     assert "failing on purpose with exit code 3" in (run / "logs" / "node2.log").read_text()
     assert PBSProvider.node_exit_code(run) == code
+
+
+def test_status_takes_the_nodes_exit_code_by_the_job_scripts_rule(tmp_path: Path) -> None:
+    """A node stopped by another's failure may record its own code (1: its peer was lost) before the fail-fast
+    channel gives it the failing node's: status must then agree with the job script's exit (the last non-zero)."""
+    (tmp_path / "exit").mkdir()
+    for host, code in {"node1": "1", "node2": "3", "node3": "0"}.items():
+        (tmp_path / "exit" / host).write_text(code + "\n")
+    assert PBSProvider.node_exit_code(tmp_path) == 3
