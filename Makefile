@@ -38,7 +38,7 @@ demo: $(DEMO_STAMP)
 ## Test tiers (tests/tiers.py; docs/contributing.md): unit (in process), component (one real local part),
 ## smoke (a short list of multi-process system tests) and full (the rest of the multi-process tests).
 ## xdist spreads the tests over WORKERS processes: most of their time is spent waiting on the processes and
-## servers they start, so 3 workers keep 2 cores busy. Slurm's tests share one worker (one cluster at a time).
+## servers they start, so 3 workers keep 2 cores busy. One Slurm test cluster runs at a time (its lock, fixed ports).
 WORKERS ?= 3
 REPORTS := .test-reports
 PYTEST  := $(VENV)/bin/pytest -p no:cacheprovider
