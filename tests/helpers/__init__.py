@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import json
 import os
 import signal
 import subprocess
@@ -39,6 +40,17 @@ def clean_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
     env["PYTHONUNBUFFERED"] = "1"
     env.update(extra or {})
     return env
+
+
+def sagemaker_host(root: Path, **extra: str) -> dict[str, str]:
+    """One host's /opt/ml under `root` as a bring-your-own image sees it (the config files only, one host
+    algo-1): the variables that point the launcher at it, and `extra`."""
+    config = root / "input" / "config"
+    config.mkdir(parents=True)
+    (root / "output").mkdir()
+    (config / "resourceconfig.json").write_text(json.dumps({"current_host": "algo-1", "hosts": ["algo-1"]}))
+    (config / "hyperparameters.json").write_text("{}")
+    return {"SM_INPUT_CONFIG_DIR": str(config), "SM_NUM_GPUS": "0", "SM_NUM_NEURONS": "0", **extra}
 
 
 def require_environment(python: Path, build: str) -> None:

@@ -10,25 +10,15 @@ cloudddp's launcher in the code folder; the launcher gives the workers the same 
 
 from __future__ import annotations
 
-import json
 import os
 from importlib.machinery import PathFinder
 from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import sagemaker_host
 
 from cloudddp.launcher import cli as launcher
-
-
-def sagemaker_host(root: Path) -> dict[str, str]:
-    """One host's /opt/ml as a bring-your-own image sees it: the config files only."""
-    config = root / "input" / "config"
-    config.mkdir(parents=True)
-    (root / "output").mkdir()
-    (config / "resourceconfig.json").write_text(json.dumps({"current_host": "algo-1", "hosts": ["algo-1"]}))
-    (config / "hyperparameters.json").write_text("{}")
-    return {"SM_INPUT_CONFIG_DIR": str(config), "SM_NUM_GPUS": "0", "SM_NUM_NEURONS": "0"}
 
 
 def code_folder(root: Path) -> Path:

@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers import run_launcher
+from helpers import run_launcher, sagemaker_host
 
 from cloudddp.launcher.failure_reason import (
     ERROR_CLASS,
@@ -143,15 +143,6 @@ def test_node_error_message_names_node_and_rank(tmp_path: Path) -> None:
 # -- the launcher on a SageMaker host ---------------------------------------------------------------------------
 
 
-def sagemaker_host(root: Path) -> dict[str, str]:
-    config = root / "input" / "config"
-    config.mkdir(parents=True)
-    (root / "output").mkdir()
-    (config / "resourceconfig.json").write_text(json.dumps({"current_host": "algo-1", "hosts": ["algo-1"]}))
-    (config / "hyperparameters.json").write_text("{}")
-    return {"SM_INPUT_CONFIG_DIR": str(config), "SM_NUM_GPUS": "0", "SM_NUM_NEURONS": "0", "OMP_NUM_THREADS": "1"}
-
-
 FAILING = """\
 import os
 {decorator_import}
@@ -167,7 +158,7 @@ main()
 @pytest.mark.process
 @pytest.mark.parametrize("record", [False, True], ids=["stderr", "record"])
 def test_the_launcher_writes_the_failing_ranks_error_as_the_toolkit_would(tmp_path: Path, record: bool) -> None:
-    env = sagemaker_host(tmp_path)
+    env = sagemaker_host(tmp_path, OMP_NUM_THREADS="1")
     (tmp_path / "train.py").write_text(FAILING.format(
         decorator_import="from torch.distributed.elastic.multiprocessing.errors import record" if record else "",
         decorator="@record" if record else "",
