@@ -64,7 +64,7 @@ boto3.DEFAULT_SESSION = boto3.Session(region_name="us-east-1")
 boto3.DEFAULT_SESSION.events.register("before-send", _redirect)
 """
 FIRST_STEP_SCRIPT = """
-import os, time, torch, torch.distributed as dist
+import os, sys, time, torch, torch.distributed as dist
 dist.init_process_group("gloo")
 model = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(8, 2))
 files = sum(len(f) for _, _, f in os.walk(os.environ["SM_CHANNEL_TRAIN"]))
@@ -72,6 +72,8 @@ model(torch.randn(4, 8)).sum().backward()
 if dist.get_rank() == 0:
     print("FIRST_STEP", time.time(), files, flush=True)
 dist.destroy_process_group()
+sys.stdout.flush()
+os._exit(0)  # torch 2.14 + gloo can abort in Python's shutdown (pytorch/pytorch#190489)
 """
 LABELS = {
     "ours_fit": "cloudddp.sagemaker.PyTorch: fit(wait=False) call",

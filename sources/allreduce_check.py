@@ -67,4 +67,8 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    code = main()
+    # Leave without Python's shutdown: torch 2.14's gloo worker threads can still be releasing the last
+    # collective then, and abort a finished run with SIGABRT (pytorch/pytorch#190489).
+    sys.stdout.flush()
+    os._exit(code)

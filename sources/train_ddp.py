@@ -722,3 +722,7 @@ def final_check(trainer: Trainer, val_loader: DataLoader, position: Position) ->
 
 if __name__ == "__main__":
     main()
+    # Leave without Python's shutdown: torch 2.14's gloo worker threads can still be releasing the last
+    # collective then, and abort a finished run with SIGABRT (pytorch/pytorch#190489).
+    sys.stdout.flush()
+    os._exit(0)

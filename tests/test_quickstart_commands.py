@@ -87,7 +87,10 @@ def test_every_quickstart_command_runs_against_moto(moto_server: dict[str, str],
                 timeout=600, stdin=subprocess.DEVNULL,
             )  # fmt: skip
             output = result.stdout + result.stderr
-            assert result.returncode == 0, f"$ {command}\nexit {result.returncode}\n{output[-4000:]}"
+            shown = (
+                output if len(output) < 6000 else f"{output[:2500]}\n[...]\n{output[-3500:]}"
+            )  # the cause is often early
+            assert result.returncode == 0, f"$ {command}\nexit {result.returncode}\n{shown}"
             ran.append((command, output))
 
     said = {command.split(" --", 1)[0]: output for command, output in ran}

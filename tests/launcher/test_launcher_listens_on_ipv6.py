@@ -30,7 +30,8 @@ dist.init_process_group("gloo")
 dist.barrier()
 print("node", os.environ["GROUP_RANK"], "past barrier", flush=True)
 if os.environ["GROUP_RANK"] == "1":
-    sys.exit(3)
+    sys.stdout.flush()
+    os._exit(3)  # not sys.exit: torch 2.14 + gloo can abort in Python's shutdown (pytorch/pytorch#190489)
 time.sleep(900)
 """
 BOUND = 150.0  # generous: two torchruns on a shared 2-core machine; node 0 alone would sleep 900 s
