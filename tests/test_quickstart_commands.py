@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from helpers import REPO
+from helpers import REPO, run_tree
 
 pytestmark = pytest.mark.slow
 
@@ -82,10 +82,8 @@ def test_every_quickstart_command_runs_against_moto(moto_server: dict[str, str],
         if block.marker == "skip" or block.language not in ("bash", "sh", "shell"):
             continue
         for command in shell_commands(block.text):
-            result = subprocess.run(
-                ["bash", "-o", "pipefail", "-c", command], cwd=tmp_path, env=env, capture_output=True, text=True,
-                timeout=600, stdin=subprocess.DEVNULL,
-            )  # fmt: skip
+            result = run_tree(["bash", "-o", "pipefail", "-c", command], cwd=tmp_path, env=env, timeout=600,
+                              stdin=subprocess.DEVNULL)  # fmt: skip
             output = result.stdout + result.stderr
             shown = (
                 output if len(output) < 6000 else f"{output[:2500]}\n[...]\n{output[-3500:]}"

@@ -63,6 +63,28 @@ def require_environment(python: Path, build: str) -> None:
     pytest.skip(f"no {python}: `{build}` builds it")
 
 
+def run_tree(
+    argv: list[str], *, timeout: float, cwd: Path | str, env: Mapping[str, str], **popen: object
+) -> subprocess.CompletedProcess[str]:
+    """subprocess.run for a command that starts processes of its own (launchers, torchrun, nodes), text output.
+
+    It runs in a session of its own, and on timeout the whole session's process group is killed: subprocess.run
+    kills only the first process, and the rest went on holding ports and files into later tests.
+    """
+    process = subprocess.Popen(argv, cwd=cwd, env=dict(env), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               start_new_session=True, **popen)  # type: ignore[call-overload]  # fmt: skip
+    with process:
+        try:
+            out, err = process.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)
+            with contextlib.suppress(subprocess.TimeoutExpired):  # a process that left the group may hold the pipes
+                out, err = process.communicate(timeout=10)
+            raise subprocess.TimeoutExpired(argv, timeout) from None
+    return subprocess.CompletedProcess(argv, process.returncode, out, err)
+
+
 def run_python(
     argv: list[str], env: Mapping[str, str] | None, cwd: Path | str, timeout: float, inherit_env: bool = True
 ) -> subprocess.CompletedProcess[str]:
@@ -73,7 +95,7 @@ def run_python(
     """
     started = time.monotonic()
     environment = clean_env(env) if inherit_env else dict(env or {})
-    result = subprocess.run([PYTHON, *argv], cwd=cwd, env=environment, capture_output=True, text=True, timeout=timeout)
+    result = run_tree([PYTHON, *argv], cwd=cwd, env=environment, timeout=timeout)
     result.elapsed = time.monotonic() - started  # type: ignore[attr-defined]
     return result
 

@@ -5,17 +5,21 @@ as on a cluster). No PBS server exists here: directives are checked as text."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import random
 import re
 import shutil
+import socket
 import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import PYTHON, SOURCES, clean_env, cli
+from helpers import PYTHON, SOURCES, clean_env, cli, run_tree
 
+from cloudddp.cluster.plan import JOB_PORT_SLOTS, port_from_job_id
 from cloudddp.errors import CloudDDPError
 from cloudddp.providers.pbs.provider import PBSProvider
 from cloudddp.spec import build_spec
@@ -186,9 +190,20 @@ def test_the_stand_ins_refuse_what_they_do_not_model(tmp_path: Path, argv: list[
     assert result.returncode == 2 and message in result.stderr
 
 
-def run_job_body(
-    script: str, tmp_path: Path, hosts: list[str], job_id: str = "42.pbs-test"
-) -> subprocess.CompletedProcess[str]:
+@pytest.fixture
+def job_id() -> str:
+    """A PBS job id whose ports (its master port and the fail-fast one above it) are free: with a fixed id, tests
+    running side by side (pytest -n) rendezvoused on one port and joined each other's jobs."""
+    for number in random.sample(range(JOB_PORT_SLOTS), 100):
+        port = port_from_job_id(str(number))
+        with contextlib.suppress(OSError):
+            for candidate in (port, port + 1):
+                socket.create_server(("127.0.0.1", candidate)).close()
+            return f"{number}.pbs-test"
+    raise RuntimeError("no free port pair in PBS's job-port range")
+
+
+def run_job_body(script: str, tmp_path: Path, hosts: list[str], job_id: str) -> subprocess.CompletedProcess[str]:
     """What PBS would do on the first node: the job's variables (-v ones included), then bash SCRIPT."""
     if shutil.which("unshare") is None or os.geteuid() != 0:
         pytest.skip("the pbsdsh stand-in needs unshare and root (a UTS namespace per node)")
@@ -204,8 +219,7 @@ def run_job_body(
         "PBS_O_WORKDIR": str(tmp_path),
     })  # fmt: skip
     (tmp_path / "job.pbs").write_text(script)
-    return subprocess.run(["bash", str(tmp_path / "job.pbs")], cwd=tmp_path, env=env, capture_output=True, text=True,
-                          timeout=300)  # fmt: skip
+    return run_tree(["bash", str(tmp_path / "job.pbs")], cwd=tmp_path, env=env, timeout=300)
 
 
 def qstat_stand_in(tmp_path: Path, job_id: str, name: str) -> Path:
@@ -221,47 +235,49 @@ def qstat_stand_in(tmp_path: Path, job_id: str, name: str) -> Path:
 
 
 @pytest.mark.slow
-def test_script_body_runs_one_launcher_per_host_and_they_all_reduce(tmp_path: Path) -> None:
-    result = run_job_body(script_for(tmp_path), tmp_path, ["node1", "node2"])
+def test_script_body_runs_one_launcher_per_host_and_they_all_reduce(tmp_path: Path, job_id: str) -> None:
+    result = run_job_body(script_for(tmp_path), tmp_path, ["node1", "node2"], job_id)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     ranks = [json.loads((tmp_path / "out" / f"rank{r}.json").read_text()) for r in range(2)]
     assert [(r["rank"], r["world_size"], r["sum"]) for r in ranks] == [(0, 2, 3.0), (1, 2, 3.0)]
-    run = tmp_path / "runs" / "check-42.pbs-test"
+    run = tmp_path / "runs" / f"check-{job_id}"
     node2 = (run / "logs" / "node2.log").read_text()
-    # Each launcher found its host's position in PBS_NODEFILE; the port came from PBS_JOBID (20000 + 2 * 42).
-    assert "provider=pbs node 1/2" in node2 and "rdzv=static@127.0.0.1:20084" in node2
+    # Each launcher found its host's position in PBS_NODEFILE; the port came from PBS_JOBID (20000 + 2 * number).
+    port = port_from_job_id(job_id)
+    assert "provider=pbs node 1/2" in node2 and f"rdzv=static@127.0.0.1:{port}" in node2
     assert sorted(p.name for p in (run / "exit").iterdir()) == ["node1", "node2"]
     # The provider reads the nodes' outcome from their exit files when qstat gives no exit status.
     assert PBSProvider.node_exit_code(run) == 0
     # status and logs as the provider reads them: qstat's record (OpenPBS's JSON layout, see
     # test_pbs_commands.py) names the runs folder; the lines are what the two launchers printed.
-    provider = PBSProvider(environ={"PATH": f"{qstat_stand_in(tmp_path, '42.pbs-test', 'check')}:/usr/bin:/bin"})
-    assert provider.status("42.pbs-test").artifacts == str(run / "model")
-    lines = list(provider.logs("42.pbs-test"))
-    assert "[node1] cloudddp: provider=pbs node 0/2 nproc_per_node=1 rdzv=static@127.0.0.1:20084" in lines
+    provider = PBSProvider(environ={"PATH": f"{qstat_stand_in(tmp_path, job_id, 'check')}:/usr/bin:/bin"})
+    assert provider.status(job_id).artifacts == str(run / "model")
+    lines = list(provider.logs(job_id))
+    assert f"[node1] cloudddp: provider=pbs node 0/2 nproc_per_node=1 rdzv=static@127.0.0.1:{port}" in lines
     assert "[node2] rank 1/2: all_reduce sum=3 (expected 3)" in lines
 
 
 @pytest.mark.slow
-def test_the_mpiexec_starter_runs_one_launcher_per_host_ranked_by_pmi_rank(tmp_path: Path) -> None:
+def test_the_mpiexec_starter_runs_one_launcher_per_host_ranked_by_pmi_rank(tmp_path: Path, job_id: str) -> None:
     script = script_for(tmp_path, starter="mpiexec")
     assert 'mpiexec -n "$nnodes" -ppn 1 bash "$CLOUDDDP_RUN_DIR/node.sh"' in script
-    result = run_job_body(script, tmp_path, ["node1", "node2"])
+    result = run_job_body(script, tmp_path, ["node1", "node2"], job_id)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     ranks = [json.loads((tmp_path / "out" / f"rank{r}.json").read_text()) for r in range(2)]
     assert [(r["rank"], r["world_size"], r["sum"]) for r in ranks] == [(0, 2, 3.0), (1, 2, 3.0)]
-    run = tmp_path / "runs" / "check-42.pbs-test"
+    run = tmp_path / "runs" / f"check-{job_id}"
     # One launcher per host, each with its node rank (Hydra gives PMI_RANK in node-file order).
     assert "provider=pbs node 1/2" in (run / "logs" / "node2.log").read_text()
     assert sorted(p.name for p in (run / "exit").iterdir()) == ["node1", "node2"]
 
 
 @pytest.mark.slow
-def test_a_failing_node_fails_the_job(tmp_path: Path) -> None:
+def test_a_failing_node_fails_the_job(tmp_path: Path, job_id: str) -> None:
     data = spec_data(tmp_path)
     data["args"] += ["--fail-rank", "1", "--fail-code", "3"]
-    result = run_job_body(str(PBSProvider().render(build_spec(data)).request.script), tmp_path, ["node1", "node2"])
-    run = tmp_path / "runs" / "check-42.pbs-test"
+    script = str(PBSProvider().render(build_spec(data)).request.script)
+    result = run_job_body(script, tmp_path, ["node1", "node2"], job_id)
+    run = tmp_path / "runs" / f"check-{job_id}"
     # pbsdsh does not pass the task's exit code on: the script reads the nodes' exit files instead.
     code = int((run / "exit" / "node2").read_text())
     assert code != 0 and result.returncode == code, result.stdout[-3000:]
