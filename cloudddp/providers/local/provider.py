@@ -38,6 +38,7 @@ from cloudddp.providers.local.layout import node_layouts
 from cloudddp.providers.local.orphans import is_same_process, live_nodes, stop_orphaned_nodes
 from cloudddp.providers.local.run_secrets import SecretMasker, write_secret_digests
 from cloudddp.providers.local.runner import CANCEL_REQUEST, write_state
+from cloudddp.providers.log_tail import LogTail
 from cloudddp.redact import redact_text
 from cloudddp.spec import JobSpec
 
@@ -411,24 +412,15 @@ class LocalProvider(Provider):
 
     def logs(self, job_id: str, follow: bool = False) -> Iterator[str]:
         run_dir = self.find_run(job_id)
-        positions: dict[Path, int] = {}
-        partial: dict[Path, str] = {}
+        tails: dict[Path, LogTail] = {}
         while True:
             done = self.status(str(run_dir)).done if follow else True
             for log in sorted((run_dir / "logs").glob("*.log")):
-                with open(log, "rb") as handle:
-                    handle.seek(positions.get(log, 0))
-                    chunk = handle.read()
-                    positions[log] = handle.tell()
-                text = partial.pop(log, "") + chunk.decode(errors="replace")
-                lines = text.split("\n")
-                if lines[-1]:
-                    partial[log] = lines[-1]
-                for line in lines[:-1]:
-                    yield f"[{log.stem}] {line}"
+                tail = tails.setdefault(log, LogTail(log))
+                yield from (f"[{log.stem}] {line}" for line in tail.new_lines())
             if done:
-                for log, rest in partial.items():
-                    yield f"[{log.stem}] {rest}"
+                for log, tail in tails.items():
+                    yield from (f"[{log.stem}] {line}" for line in tail.rest())
                 return
             time.sleep(0.2)
 

@@ -20,6 +20,7 @@ from typing import Any
 
 from cloudddp.errors import CloudDDPError
 from cloudddp.providers.base import JobHandle, JobRequest, JobStatus, Provider
+from cloudddp.providers.log_tail import LogTail
 from cloudddp.providers.pbs.script import QsubRequest, render_qsub
 from cloudddp.providers.pbs.settings import PBSSettings
 from cloudddp.providers.slurm.shell import ScriptJobRequest
@@ -205,21 +206,15 @@ class PBSProvider(Provider):
             raise CloudDDPError(
                 f"PBS job {job_id} was not started by cloudddp (no CLOUDDDP_RUNS_DIR in its variables)."
             )
-        positions: dict[Path, int] = {}
-        partial: dict[Path, str] = {}
+        tails: dict[Path, LogTail] = {}
         while True:
             done = self.status(job_id).done if follow else True
             for log in sorted((run_dir / "logs").glob("*.log")):
-                with open(log, "rb") as handle:
-                    handle.seek(positions.get(log, 0))
-                    chunk = handle.read()
-                    positions[log] = handle.tell()
-                lines = (partial.pop(log, "") + chunk.decode(errors="replace")).split("\n")
-                if lines[-1]:
-                    partial[log] = lines[-1]
-                yield from (f"[{log.stem}] {line}" for line in lines[:-1])
+                tail = tails.setdefault(log, LogTail(log))
+                yield from (f"[{log.stem}] {line}" for line in tail.new_lines())
             if done:
-                yield from (f"[{log.stem}] {rest}" for log, rest in partial.items())
+                for log, tail in tails.items():
+                    yield from (f"[{log.stem}] {line}" for line in tail.rest())
                 return
             time.sleep(1.0)
 

@@ -17,6 +17,7 @@ from typing import Any
 from cloudddp.cluster.hostlist import expand_hostlist
 from cloudddp.errors import CloudDDPError
 from cloudddp.providers.base import JobHandle, JobRequest, JobStatus, Provider
+from cloudddp.providers.log_tail import LogTail
 from cloudddp.providers.slurm.script import SbatchRequest, render_sbatch
 from cloudddp.providers.slurm.settings import SlurmSettings
 from cloudddp.providers.slurm.shell import ScriptJobRequest
@@ -173,7 +174,7 @@ class SlurmProvider(Provider):
         if record is None or path is None:
             raise CloudDDPError(f"no output file known for Slurm job {job_id} (scontrol show job {job_id}).")
         hosts = self.hosts(record)
-        position, partial, pending = 0, "", ""
+        tail, pending = LogTail(path), ""
         while True:
             current = self.status(job_id) if follow else None
             done = current.done if current else True
@@ -184,17 +185,9 @@ class SlurmProvider(Provider):
                     yield pending_line(job_id, current.reason)
                 time.sleep(1.0)
                 continue
-            if path.is_file():
-                with open(path, "rb") as handle:
-                    handle.seek(position)
-                    chunk = handle.read()
-                    position = handle.tell()
-                lines = (partial + chunk.decode(errors="replace")).split("\n")
-                partial = lines.pop()
-                yield from (self.labelled(line, hosts) for line in lines)
+            yield from (self.labelled(line, hosts) for line in tail.new_lines())
             if done:
-                if partial:
-                    yield self.labelled(partial, hosts)
+                yield from (self.labelled(line, hosts) for line in tail.rest())
                 return
             time.sleep(1.0)
 
