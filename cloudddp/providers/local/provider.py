@@ -30,7 +30,7 @@ from cloudddp.cluster.environment import EmulatedNode
 from cloudddp.elastic import is_elastic
 from cloudddp.errors import CloudDDPError
 from cloudddp.launcher.supervisor import is_running
-from cloudddp.providers.base import FINISHED_STATES, JobHandle, JobRequest, JobStatus, Provider
+from cloudddp.providers.base import FINISHED_STATES, JOB_STATES, JobHandle, JobRequest, JobStatus, Provider
 from cloudddp.providers.local import LocalSettings
 from cloudddp.providers.local.elastic import check_elastic_emulation, elastic_launcher_args, share_node0_folders
 from cloudddp.providers.local.entry_module import require_module
@@ -73,22 +73,40 @@ def has_state(folder: Path) -> bool:
         return False
 
 
-def launch_order(run_dir: Path) -> tuple[int, str] | None:
-    """When the run was launched (ns since the epoch), then its name to break a tie; None for a folder whose
-    state.json is not a run's. Runs from before `launched` was recorded: request.yaml's mtime (written once)."""
-    try:
+def launch_order(run_dir: Path) -> tuple[int, str]:
+    """When the run was launched (ns since the epoch), then its name to break a tie. Without `launched` in
+    state.json (a run from before it was recorded, or a damaged state file): request.yaml's mtime, written once
+    at launch. A damaged run still counts: `latest` must never fall back to an older run (and cancel it)."""
+    launched = None
+    with contextlib.suppress(OSError, ValueError):
         state = json.loads((run_dir / "state.json").read_text())
-    except (OSError, ValueError):
-        return None
-    if not isinstance(state, dict):
-        return None
-    launched = state.get("launched")
+        launched = state.get("launched") if isinstance(state, dict) else None
     if not isinstance(launched, int):
         for written_once in (run_dir / "request.yaml", run_dir / "state.json"):
             with contextlib.suppress(OSError):
                 launched = written_once.stat().st_mtime_ns
                 break
     return (launched if isinstance(launched, int) else 0, run_dir.name)
+
+
+RUN_STATES = (*JOB_STATES, "INTERRUPTED")  # INTERRUPTED: a managed-spot emulation between its two rounds
+# How long after launch a run may have no runner.pid: `submit` writes it right after starting the runner.
+RUNNER_START_GRACE = 60.0
+
+
+def state_damage(state: Any) -> str | None:
+    """What is wrong with a parsed state.json, or None when it has a run state's shape (runner.write_state)."""
+    if not isinstance(state, dict):
+        return f"a JSON {type(state).__name__}, not an object"
+    if state.get("state") not in RUN_STATES:
+        return f"its state is {state.get('state')!r}, not one of {', '.join(RUN_STATES)}"
+    nodes = state.get("nodes", {})
+    if not isinstance(nodes, dict) or not all(isinstance(record, dict) for record in nodes.values()):
+        return "its nodes are not a mapping of node name to record"
+    for field in ("runner_pid", "launched", "exit_code"):
+        if state.get(field) is not None and not isinstance(state[field], int):
+            return f"its {field} is {state[field]!r}, not a number"
+    return None
 
 
 def node_label(name: str, record: dict[str, Any], recorded: str, orphans: dict[str, int] | None) -> str:
@@ -365,27 +383,33 @@ class LocalProvider(Provider):
             folders = [folder for folder in self.runs_dir().iterdir() if has_state(folder)]
         except OSError:
             return None
-        ordered = [(order, folder) for folder in folders if (order := launch_order(folder)) is not None]
-        return max(ordered)[1] if ordered else None
+        return max(folders, key=launch_order) if folders else None
 
     def read_state(self, run_dir: Path) -> dict[str, Any]:
-        # Written only by replacing the file whole (runner.write_state): never half-written.
+        """state.json, checked for shape. Written only by replacing the file whole (runner.write_state), so a
+        damaged one was damaged from outside (a full disk, an editor): one paragraph, never a traceback."""
         try:
             state = json.loads((run_dir / "state.json").read_text())
+            damage = state_damage(state)
         except (OSError, ValueError) as exc:
-            raise CloudDDPError(f"cannot read the state of the local run {run_dir}: {exc}") from None
-        if not isinstance(state, dict) or "state" not in state:
-            raise CloudDDPError(f"{run_dir}/state.json is not a local run's state: it has no state field.")
-        return state
+            damage = f"cannot be read: {exc}"
+        if damage:
+            raise CloudDDPError(
+                f"the local run {run_dir.name} has a damaged state file, {run_dir / 'state.json'}: {damage}. Its "
+                f"status is unknown; `cloudddp cancel {run_dir}` still stops its runner if that is running."
+            )
+        return state  # type: ignore[no-any-return]
 
     def runner_alive(self, run_dir: Path, state: dict[str, Any]) -> bool:
-        """True while the run's detached runner runs (or is still being started: no pid recorded anywhere yet)."""
+        """True while the run's detached runner runs, or is still being started (no pid recorded anywhere yet,
+        within RUNNER_START_GRACE of the launch)."""
         if state.get("runner_pid"):
             return is_same_process(state["runner_pid"], state.get("runner_start_time"), b"local.runner")
         try:
             return is_running(int((run_dir / "runner.pid").read_text()))
-        except FileNotFoundError:
-            return True  # `submit` has not written it yet; the runner reads any cancel request when it starts
+        except FileNotFoundError:  # `submit` writes it right after starting the runner; later, it never started
+            launched = state.get("launched")
+            return isinstance(launched, int) and time.time() - launched / 1e9 < RUNNER_START_GRACE
         except (OSError, ValueError):
             return False
 
@@ -395,7 +419,9 @@ class LocalProvider(Provider):
         current = state["state"]
         orphans: dict[str, int] | None = None  # the nodes still running, where no runner watches them
         if current not in FINISHED_STATES and not self.runner_alive(run_dir, state):
-            current, state["reason"], orphans = "FAILED", "the local runner process died", live_nodes(state)
+            started = state.get("runner_pid") or (run_dir / "runner.pid").exists()
+            state["reason"] = "the local runner process died" if started else "the local runner never started"
+            current, orphans = "FAILED", live_nodes(state)
         nodes = {name: node_label(name, record, state["state"], orphans)
                  for name, record in state.get("nodes", {}).items()}  # fmt: skip
         return JobStatus(
@@ -432,7 +458,11 @@ class LocalProvider(Provider):
         """Stop the run: SIGTERM to its runner, which stops the nodes; a runner that has not recorded its pid yet
         reads the cancel request before it starts any node; a dead runner's nodes are stopped here."""
         run_dir = self.find_run(job_id)
-        self.refuse_if_ended(run_dir, self.read_state(run_dir))
+        try:
+            state = self.read_state(run_dir)
+        except CloudDDPError:
+            return self.cancel_damaged(run_dir)
+        self.refuse_if_ended(run_dir, state)
         try:
             # Before the state is read again: a runner that has not recorded its pid by then reads this later.
             (run_dir / CANCEL_REQUEST).touch()
@@ -448,6 +478,25 @@ class LocalProvider(Provider):
         state = self.read_state(run_dir)  # the runner may have ended the run just now
         self.refuse_if_ended(run_dir, state)
         stop_orphaned_nodes(run_dir, state)
+
+    def cancel_damaged(self, run_dir: Path) -> None:
+        """Cancel a run whose state.json is damaged: its runner (runner.pid) still knows its nodes and stops them
+        (and writes the state again). Without a running runner nothing is known to stop: an error, not a claim."""
+        try:
+            pid = int((run_dir / "runner.pid").read_text())
+        except (OSError, ValueError):
+            pid = 0
+        if is_same_process(pid, None, b"local.runner"):
+            with contextlib.suppress(OSError):
+                (run_dir / CANCEL_REQUEST).touch()
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGTERM)
+            return
+        raise CloudDDPError(
+            f"cannot cancel the local run {run_dir.name}: its state file {run_dir / 'state.json'} is damaged and its "
+            f"runner is not running (runner.pid: {pid or 'missing or unreadable'}), so no node of it is known to "
+            f"stop; if any still runs, stop it by hand."
+        )
 
     def refuse_if_ended(self, run_dir: Path, state: dict[str, Any]) -> None:
         if state.get("state") in FINISHED_STATES:

@@ -248,8 +248,9 @@ def test_latest_of_runs_without_a_launch_time_goes_by_their_request(tmp_path: Pa
         os.utime(runs / name / "request.yaml", (launched, launched))
         (runs / name / "state.json").write_text(json.dumps({"state": "SUCCEEDED", "nodes": {}}))
     os.utime(runs / "old-a" / "state.json", (3_000, 3_000))  # written last, launched first
-    (runs / "broken").mkdir()
+    (runs / "broken").mkdir()  # damaged, launched before old-b (its state.json's mtime is all there is)
     (runs / "broken" / "state.json").write_text("{not json")
+    os.utime(runs / "broken" / "state.json", (1_500, 1_500))
     assert local.LocalProvider(runs).find_run("latest") == runs / "old-b"
 
 
