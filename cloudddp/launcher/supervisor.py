@@ -55,9 +55,13 @@ def _prctl(option: int, value: int) -> bool:
         return False
 
 
-def _die_with_parent() -> None:
-    """In the child, before exec: get SIGTERM if the launcher itself is killed."""
+def die_with_parent() -> None:
+    """In the child, before exec: get SIGTERM if its parent (the launcher, the local runner) is killed; a parent
+    already gone by then (reparented) means the same."""
+    parent = os.getppid()
     _prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+    if os.getppid() != parent:
+        os.kill(os.getpid(), signal.SIGTERM)
 
 
 def _children_map(zombies: set[int] | None = None) -> dict[int, list[int]]:
@@ -245,7 +249,7 @@ class Supervisor:
                 self.proc = self._fork()
             else:
                 self.proc = subprocess.Popen(
-                    self.argv, env=self.env, start_new_session=True, preexec_fn=_die_with_parent
+                    self.argv, env=self.env, start_new_session=True, preexec_fn=die_with_parent
                 )
             if self.received is not None:  # a stop that came while the child was starting is not lost
                 _signal_all([self.proc.pid], self.received)
@@ -270,7 +274,7 @@ class Supervisor:
         them; one sent to us waits until the fork is done, and is then recorded and passed on as before (run)."""
         signal.pthread_sigmask(signal.SIG_BLOCK, TERMINATING)
         try:
-            return ForkedModule(self.argv, self.env, before=_die_with_parent)
+            return ForkedModule(self.argv, self.env, before=die_with_parent)
         finally:
             signal.pthread_sigmask(signal.SIG_UNBLOCK, TERMINATING)
 

@@ -1,7 +1,9 @@
 """`cancel` of a run whose runner died: stop the nodes it left running, or say that it could not.
 
 The detached runner (runner.py) is the nodes' parent and the one that stops them. If it dies (SIGKILL, the
-OOM killer), the nodes' `cloudddp-launch` processes run on with nobody to stop them. `stop_orphaned_nodes`
+OOM killer), the kernel sends each node SIGTERM (PR_SET_PDEATHSIG, set as the runner starts it). Where that is
+not there (not Linux, or a run started before it), the nodes' `cloudddp-launch` processes run on with nobody
+to stop them. `stop_orphaned_nodes`
 does what the runner would have done: SIGTERM to each node's launcher, which passes it on to torchrun and
 the workers (the script can checkpoint) and kills what is left after its own grace period. It waits for them
 to end, SIGKILLs a node still there after that, and records the run as STOPPED.

@@ -38,6 +38,7 @@ from typing import Any
 
 from cloudddp.cluster.oci import append_metadata
 from cloudddp.launcher.exit_record import read_exit
+from cloudddp.launcher.supervisor import die_with_parent
 from cloudddp.providers.local.interruption import sync_down, sync_up
 
 PEER_GRACE = 10.0
@@ -110,6 +111,7 @@ class Runner:
             self.procs[node["name"]] = subprocess.Popen(
                 node["command"], cwd=node["cwd"], env={**os.environ, **node["env"], "CLOUDDDP_EXIT_DIR": str(self.exits)},
                 stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
+                preexec_fn=die_with_parent,  # a runner killed (kill -9, OOM) takes its nodes with it
             )  # fmt: skip
             log.close()
             pid = self.procs[node["name"]].pid

@@ -4,8 +4,8 @@ take is a clear error.
 - A cancel that comes before the detached runner has recorded itself (`Estimator.fit(wait=False)` then `stop()`)
   used to do nothing: state.json had no runner_pid yet. It now leaves a request the runner reads before it starts
   any node.
-- A cancel after the runner died (`kill -9`) used to say "asked local to stop" and leave every node running. It
-  now stops the nodes itself, or says it could not (exit 2).
+- A runner killed (`kill -9`) left every node running. Its nodes now stop with it; where one outlives it (no
+  PR_SET_PDEATHSIG), `cancel` stops it itself, or says it could not (exit 2).
 - `latest` used to be the run whose state.json changed last (the runner rewrites it when a node exits).
 """
 
@@ -29,6 +29,7 @@ from helpers import PYTHON, REPO, clean_env, cli, run_cli
 from cloudddp import CloudDDPError, Estimator
 from cloudddp.launcher.supervisor import descendants, is_running
 from cloudddp.providers.local import provider as local
+from cloudddp.providers.local import runner as local_runner
 from cloudddp.spec import build_spec
 
 SLEEPER = """\
@@ -152,7 +153,9 @@ def test_estimator_stop_right_after_fit_stops_the_run(tmp_path: Path, sleeper: P
 
 
 @pytest.mark.slow
-def test_cancel_after_the_runner_was_killed_stops_the_nodes(tmp_path: Path, sleeper: Path) -> None:
+def test_nodes_die_with_a_killed_runner(tmp_path: Path, sleeper: Path) -> None:
+    """kill -9 (or the OOM killer) of the detached runner: its nodes get SIGTERM (PR_SET_PDEATHSIG) and stop, as
+    a systemd unit's processes go with it; they trained on with nobody to stop them before."""
     out = tmp_path / "out"
     result = run_cli("launch", "-p", "local", "--emulate", "none", "--nodes", "2", "--no-wait",
                      "--runs-dir", str(tmp_path / "runs"), "-e", f"SLEEPER_OUT={out}", str(sleeper / "sleeper.py"))  # fmt: skip
@@ -163,19 +166,35 @@ def test_cancel_after_the_runner_was_killed_stops_the_nodes(tmp_path: Path, slee
         launchers = [n["pid"] for n in state_of(run)["nodes"].values()]
         scripts = script_pids(out)
         os.kill(state_of(run)["runner_pid"], signal.SIGKILL)
-        wait_until(lambda: not is_running(state_of(run)["runner_pid"]), 30, "the runner to die")
-        orphaned = run_cli("status", str(run)).stdout
-        assert "the local runner process died" in orphaned and "node-1: running" in orphaned, orphaned
-
-        cancelled = run_cli("cancel", str(run))
-        assert cancelled.returncode == 0, cancelled.stdout + cancelled.stderr
         wait_until(lambda: not [p for p in [*launchers, *scripts] if is_running(p)], 60, "the nodes to stop")
-        status = run_cli("status", str(run))
-        assert "STOPPED" in status.stdout and "running" not in status.stdout, status.stdout
-        again = run_cli("cancel", str(run))
-        assert again.returncode == 2 and "already ended" in again.stderr, again.stdout + again.stderr
+        status = run_cli("status", str(run)).stdout
+        assert "FAILED" in status and "the local runner process died" in status and "running" not in status, status
+        cancelled = run_cli("cancel", str(run))
+        assert cancelled.returncode == 2 and "nothing to stop" in cancelled.stderr, cancelled.stdout + cancelled.stderr
     finally:
         kill_tree(job_pids(run, out))
+
+
+@pytest.mark.process
+def test_cancel_stops_nodes_that_outlived_their_runner(tmp_path: Path) -> None:
+    """Where a node outlives its runner (no PR_SET_PDEATHSIG: not Linux, or a run from before it), `cancel`
+    stops it itself and records the run STOPPED."""
+    node = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)", "cloudddp.launcher"],
+                            start_new_session=True)  # fmt: skip
+    run = tmp_path / "runs" / "orphaned"
+    run.mkdir(parents=True)
+    record = {"pid": node.pid, "start_time": local_runner.process_start_time(node.pid), "exit_code": None}
+    state = {"state": "RUNNING", "runner_pid": dead_pid(), "nodes": {"node-0": record}}
+    (run / "state.json").write_text(json.dumps(state))
+    try:
+        assert "node-0: running" in run_cli("status", str(run)).stdout
+        cancelled = run_cli("cancel", str(run))
+        assert cancelled.returncode == 0, cancelled.stdout + cancelled.stderr
+        assert node.wait(timeout=30) == -signal.SIGTERM
+        assert state_of(run)["state"] == "STOPPED"
+    finally:
+        kill_tree([node.pid])
+        node.wait()
 
 
 def dead_pid() -> int:
