@@ -89,6 +89,18 @@ def launch_order(run_dir: Path) -> tuple[int, str]:
     return (launched if isinstance(launched, int) else 0, run_dir.name)
 
 
+def full_disk(run_dir: Path) -> str:
+    """Why a runner may have died where its run folder lives: ": the file system ... is full", or ""."""
+    try:
+        stats = os.statvfs(run_dir)
+    except OSError:
+        return ""
+    if stats.f_bavail * stats.f_frsize >= FULL_DISK_BYTES:
+        return ""
+    return f": the file system holding {run_dir} is full ({stats.f_bavail * stats.f_frsize} bytes free)"
+
+
+FULL_DISK_BYTES = 1 << 20  # under this much free space the runner cannot record a node's end
 RUN_STATES = (*JOB_STATES, "INTERRUPTED")  # INTERRUPTED: a managed-spot emulation between its two rounds
 # How long after launch a run may have no runner.pid: `submit` writes it right after starting the runner.
 RUNNER_START_GRACE = 60.0
@@ -420,8 +432,8 @@ class LocalProvider(Provider):
         orphans: dict[str, int] | None = None  # the nodes still running, where no runner watches them
         if current not in FINISHED_STATES and not self.runner_alive(run_dir, state):
             started = state.get("runner_pid") or (run_dir / "runner.pid").exists()
-            state["reason"] = "the local runner process died" if started else "the local runner never started"
-            current, orphans = "FAILED", live_nodes(state)
+            reason = "the local runner process died" if started else "the local runner never started"
+            current, state["reason"], orphans = "FAILED", reason + full_disk(run_dir), live_nodes(state)
         nodes = {name: node_label(name, record, state["state"], orphans)
                  for name, record in state.get("nodes", {}).items()}  # fmt: skip
         return JobStatus(

@@ -227,6 +227,16 @@ class Runner:
             ).lstrip("; ")
 
     def run(self) -> int:
+        try:
+            return self.run_job()
+        except OSError as exc:  # the run folder cannot be written (a full disk): stop the nodes, end
+            self.signal_nodes(signal.SIGTERM)
+            for proc in self.procs.values():
+                proc.wait()  # each launcher escalates to SIGKILL after its own --grace-period
+            print(f"cloudddp local runner: {exc}; stopped the nodes", file=sys.stderr, flush=True)
+            return 1
+
+    def run_job(self) -> int:
         signal.signal(signal.SIGTERM, self.on_stop)
         signal.signal(signal.SIGINT, self.on_stop)
         write_state(self.run_dir, self.state)  # runner_pid recorded: from here on `cancel` signals us

@@ -1,0 +1,111 @@
+"""A full disk under the runs folder: the runner stops the nodes and `status` names the full file system (it
+died with an empty log, and status said only "the local runner process died")."""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import shutil
+import subprocess
+import time
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from helpers import clean_env, run_cli
+from test_local_cancel_latest import job_pids, kill_tree, script_pids, wait_until
+
+from cloudddp.launcher.supervisor import is_running
+from cloudddp.providers.local import provider as local
+from cloudddp.providers.local import runner as local_runner
+
+
+def test_status_of_a_dead_runner_names_a_full_disk(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    run = tmp_path / "runs" / "full"
+    run.mkdir(parents=True)
+    (run / "runner.pid").write_text("999999999")  # no such process
+    (run / "state.json").write_text(json.dumps({"state": "RUNNING", "launched": time.time_ns(), "nodes": {}}))
+    monkeypatch.setattr(local.os, "statvfs", lambda _: SimpleNamespace(f_bavail=3, f_frsize=4096))
+    reason = local.LocalProvider(tmp_path / "runs").status("latest").reason
+    assert reason == f"the local runner process died: the file system holding {run} is full (12288 bytes free)"
+
+
+class Node:
+    """A node process as the runner holds it: never ends by itself; records the signals it is sent."""
+
+    def __init__(self) -> None:
+        self.pid, self.signals, self.waited = 4242, [], False
+
+    def poll(self) -> None:
+        return None
+
+    def wait(self) -> int:
+        self.waited = True
+        return -15
+
+
+def test_a_runner_that_cannot_write_its_run_folder_stops_the_nodes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    runner = local_runner.Runner(tmp_path, {"nodes": [], "launched": 1})
+    node = Node()
+    runner.procs["algo-1"] = node  # type: ignore[assignment]
+
+    def no_space(*_: Any) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(local_runner, "write_state", no_space)
+    monkeypatch.setattr(local_runner.os, "kill", lambda pid, sig: node.signals.append((pid, sig)))
+    monkeypatch.setattr(local_runner.signal, "signal", lambda *_: None)
+    assert runner.run() == 1
+    assert node.signals == [(4242, local_runner.signal.SIGTERM)] and node.waited
+    assert "No space left on device; stopped the nodes" in capsys.readouterr().err
+
+
+FILL_OR_SLEEP = """\
+import os, pathlib, sys, time
+if os.environ["GROUP_RANK"] == "0":  # fills the runs folder's file system, then fails: the runner must record it
+    handle = open(os.environ["FILL"], "wb", buffering=0)
+    try:
+        while True:
+            handle.write(b"x" * 65536)
+    except OSError:
+        os._exit(3)
+else:
+    out = pathlib.Path(os.environ["SLEEPER_OUT"])
+    out.mkdir(parents=True, exist_ok=True)
+    (out / f"pid-{os.getpid()}").write_text("")
+    time.sleep(300)
+"""
+
+
+@pytest.mark.process
+def test_a_full_disk_stops_the_job_and_status_says_so(tmp_path: Path) -> None:
+    if os.geteuid() != 0 or shutil.which("mount") is None:
+        pytest.skip("mounting a small tmpfs needs root")
+    disk, out, source = tmp_path / "disk", tmp_path / "out", tmp_path / "src"
+    disk.mkdir()
+    source.mkdir()
+    (source / "fill_or_sleep.py").write_text(FILL_OR_SLEEP)
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(disk)], capture_output=True)
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.decode().strip()}")
+    runs, pids = disk / "runs", []
+    try:
+        env = {"CLOUDDDP_RUNS_DIR": str(runs)}
+        launched = run_cli("launch", "-p", "local", "--emulate", "none", "--nodes", "2", "--no-wait",
+                           "-e", f"FILL={disk / 'filler'}", "-e", f"SLEEPER_OUT={out}",
+                           str(source / "fill_or_sleep.py"), env=env)  # fmt: skip
+        assert launched.returncode == 0, launched.stdout + launched.stderr
+        run = next(runs.iterdir())
+        wait_until(lambda: len(script_pids(out)) == 1, 120, "node 1's script to start")
+        pids = job_pids(run, out)
+        wait_until(lambda: not [pid for pid in script_pids(out) if is_running(pid)], 120, "node 1 to be stopped")
+        status = run_cli("status", "latest", env=env)
+        assert "FAILED" in status.stdout, status.stdout + status.stderr
+        assert f"the local runner process died: the file system holding {run} is full" in status.stdout
+    finally:
+        kill_tree(pids)
+        subprocess.run(["umount", "-l", str(disk)], env=clean_env(), check=False)
