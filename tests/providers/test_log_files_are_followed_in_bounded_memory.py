@@ -33,7 +33,7 @@ def test_lines_and_characters_split_across_reads_come_out_whole(tmp_path: Path, 
     tail = LogTail(log)
     assert list(tail.new_lines()) == ["épreuve ✓ done"]
     with open(log, "ab") as handle:  # the writer goes on: the partial line continues
-        handle.write(" half\nthird".encode())
+        handle.write(b" half\nthird")
     assert list(tail.new_lines()) == ["second half"]
     assert list(tail.rest()) == ["third"] and list(tail.rest()) == []
 
