@@ -419,20 +419,12 @@ def logs(
     """
     from cloudddp.redact import redact_log_line, secret_values
 
-    # A local run keeps digests of its own secret values (run_secrets). Elsewhere (Slurm, PBS) they are stored
-    # nowhere cloudddp can read them back; they usually come from the user's shell (`-e HF_TOKEN=$HF_TOKEN`; Slurm
-    # and PBS pass them by name from the submitting one), so this shell's secret-named variables are hidden too.
+    # A local run's logs were masked as they were written (providers/local/log_pump.py). Elsewhere (Slurm, PBS) the
+    # job's secret values are stored nowhere cloudddp can read them back; they usually come from the user's shell
+    # (`-e HF_TOKEN=$HF_TOKEN`; Slurm and PBS pass them by name from the submitting one): hide this shell's too.
     secrets = secret_values(os.environ)
-    chosen = provider_for(provider, runs_dir)
-    hide = run_secrets(chosen, job)
-    for line in chosen.logs(job, follow=follow):
-        print(redact_log_line(hide(line), secrets), flush=True)
-
-
-def run_secrets(chosen: Any, job: str) -> Callable[[str], str]:
-    """Hides the job's own secret values where its provider keeps a way to (a local run: their digests)."""
-    masker = getattr(chosen, "secret_masker", None)
-    return masker(job) if masker else str
+    for line in provider_for(provider, runs_dir).logs(job, follow=follow):
+        print(redact_log_line(line, secrets), flush=True)
 
 
 @app.command()

@@ -142,8 +142,8 @@ def test_local_run_keeps_the_password_out_of_request_yaml_and_printed_logs(tmp_p
     logs = run_cli("logs", str(request.parent))
     assert logs.returncode == 0 and "DB_PASSWORD=***" in logs.stdout, logs.stdout + logs.stderr
     assert "hunter2" not in logs.stdout and "s3cr3t" not in logs.stdout
-    # The bare token: the run folder keeps digests of the run's secret values (never the values), so `logs`
-    # hides it from any shell, as launch did; and where this shell holds it too.
+    # The bare token: the runner masked the run's secret values as it wrote the logs, so `logs` hides it from any
+    # shell, as launch did; and where this shell holds it too.
     assert "hub login ***" in logs.stdout and "hf_abcdef" not in logs.stdout, logs.stdout
     assert "hf_abcdef" not in "".join(p.read_text(errors="replace") for p in request.parent.rglob("*.json"))
     logs = run_cli("logs", str(request.parent), env={"HF_TOKEN": "hf_abcdef"})

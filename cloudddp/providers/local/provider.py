@@ -36,7 +36,6 @@ from cloudddp.providers.local.elastic import check_elastic_emulation, elastic_la
 from cloudddp.providers.local.entry_module import require_module
 from cloudddp.providers.local.layout import node_layouts
 from cloudddp.providers.local.orphans import is_same_process, live_nodes, stop_orphaned_nodes
-from cloudddp.providers.local.run_secrets import SecretMasker, write_secret_digests
 from cloudddp.providers.local.runner import CANCEL_REQUEST, write_state
 from cloudddp.providers.log_tail import LogTail
 from cloudddp.redact import redact_text
@@ -341,26 +340,30 @@ class LocalProvider(Provider):
                 make_folder(folder, field)
         make_folder(run_dir.parent, "the runs folder (--runs-dir)")
         try:
-            run_dir.mkdir()
+            run_dir.mkdir(mode=0o700)  # only its owner reads a run (a SageMaker emulation's hyperparameters.json)
         except FileExistsError:
             raise CloudDDPError(
                 f"the run folder {run_dir} appeared after rendering (another launch?); launch again."
             ) from None
         launched = time.time_ns()  # what `latest` goes by: the run launched last
+        user_umask = os.umask(0o077)  # every file of the run (the runner's too) is its owner's alone
         try:
             self.write_run_folder(job, launched)
+            runner = subprocess.Popen(
+                [sys.executable, "-m", "cloudddp.providers.local.runner", str(run_dir)],
+                stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=open(run_dir / "runner.log", "ab"),  # noqa: SIM115
+                start_new_session=True,
+            )  # fmt: skip
+            (run_dir / "runner.pid").write_text(str(runner.pid))
         except OSError as exc:
             shutil.rmtree(run_dir, ignore_errors=True)  # no half-written run for `status` or `latest` to find
             raise CloudDDPError(f"cannot prepare the run folder {run_dir}: {exc}") from None
-        runner = subprocess.Popen(
-            [sys.executable, "-m", "cloudddp.providers.local.runner", str(run_dir)],
-            stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=open(run_dir / "runner.log", "ab"),  # noqa: SIM115
-            start_new_session=True,
-        )  # fmt: skip
-        (run_dir / "runner.pid").write_text(str(runner.pid))
+        finally:
+            os.umask(user_umask)
         assert runner.stdin is not None
-        # The environments may hold secrets: they go to the runner through a pipe, never a file.
-        document = {**request.to_document(request.master_port or free_port()), "launched": launched}
+        # The environments and the secret values the runner masks in the logs go through a pipe, never a file.
+        document = {**request.to_document(request.master_port or free_port()), "launched": launched,
+                    "secrets": job.secrets(), "umask": user_umask}  # fmt: skip
         runner.stdin.write(json.dumps(document).encode())
         runner.stdin.close()
         return JobHandle(provider=self.name, job_id=str(run_dir), details={"run_dir": str(run_dir), "pid": runner.pid})
@@ -372,7 +375,6 @@ class LocalProvider(Provider):
             node.prepare(request.link_inputs, request.checkpoint)
         # to_yaml hides the job's secrets (variables, hyperparameters, a script's `--api-key=...`), as --dry-run does.
         (run_dir / "request.yaml").write_text(job.to_yaml())
-        write_secret_digests(run_dir, job.secrets())
         write_state(run_dir, {"state": "PENDING", "launched": launched, "nodes": {}})
         model = request.nodes[0].layout.model_dir
         if model:
@@ -461,10 +463,6 @@ class LocalProvider(Provider):
                     yield from (f"[{log.stem}] {line}" for line in tail.rest())
                 return
             time.sleep(0.2)
-
-    def secret_masker(self, job_id: str) -> SecretMasker:
-        """Hides the run's own secret values in its log lines, as `launch` does (`cloudddp logs`)."""
-        return SecretMasker.of_run(self.find_run(job_id))
 
     def cancel(self, job_id: str) -> None:
         """Stop the run: SIGTERM to its runner, which stops the nodes; a runner that has not recorded its pid yet

@@ -32,6 +32,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -40,6 +41,7 @@ from cloudddp.cluster.oci import append_metadata
 from cloudddp.launcher.exit_record import read_exit
 from cloudddp.launcher.supervisor import die_with_parent
 from cloudddp.providers.local.interruption import sync_down, sync_up
+from cloudddp.providers.local.log_pump import finish_log_pumps, start_log_pump
 
 PEER_GRACE = 10.0
 CANCEL_REQUEST = "cancel-requested"  # written by `cancel` into the run folder
@@ -70,6 +72,7 @@ class Runner:
         self.job = job
         self.seen_ended: dict[str, float] = {}  # node -> when this runner saw it end (time.time())
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
+        self.pumps: list[threading.Thread] = []  # one per node started: its output, masked, into its log
         self.stopping = False
         self.state: dict[str, Any] = {
             "state": "RUNNING",
@@ -107,14 +110,16 @@ class Runner:
             if self.stopping:  # cancelled while the nodes were being started: start no more
                 break
             metadata = node["env"].get("CLUSTER_NODES_METADATA_FILE")
-            log = open(logs / f"{node['name']}.log", "ab")  # noqa: SIM115 - lives as long as the node
-            self.procs[node["name"]] = subprocess.Popen(
+            process = subprocess.Popen(
                 node["command"], cwd=node["cwd"], env={**os.environ, **node["env"], "CLOUDDDP_EXIT_DIR": str(self.exits)},
-                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
+                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
                 preexec_fn=die_with_parent,  # a runner killed (kill -9, OOM) takes its nodes with it
+                umask=self.job.get("umask", -1),  # the user's: the run folder's privacy is not imposed on the job
             )  # fmt: skip
-            log.close()
-            pid = self.procs[node["name"]].pid
+            self.procs[node["name"]] = process
+            assert process.stdout is not None
+            self.pumps.append(start_log_pump(process.stdout, logs / f"{node['name']}.log", self.job.get("secrets", [])))
+            pid = process.pid
             self.state["nodes"][node["name"]] = {"pid": pid, "start_time": process_start_time(pid), "exit_code": None}
             if metadata:
                 append_metadata(Path(metadata), node["rank"])
@@ -206,6 +211,7 @@ class Runner:
             because = f" ({', '.join(stopped)} stopped because of {it})" if stopped else ""
             self.state["reason"] = f"node(s) {', '.join(own)} exited with code(s) {own_codes}{because}"
         self.state["exit_code"] = exit_code
+        finish_log_pumps(self.pumps)  # every line in the logs before the state says the job ended
         self.copy_output()
         self.state["ended"] = time.time()
         write_state(self.run_dir, self.state)
