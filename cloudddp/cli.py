@@ -409,7 +409,7 @@ def logs(
     follow: Annotated[bool, typer.Option("--follow", "-F", help="keep streaming until the job ends")] = False,
     runs_dir: RunsDirOpt = None,
 ) -> None:
-    """Print a job's logs, every line prefixed with its node.
+    """Print a job's logs, every line prefixed with its node (none yet: says so, with the job's state).
 
     [bold]Examples[/bold]
 
@@ -423,8 +423,16 @@ def logs(
     # job's secret values are stored nowhere cloudddp can read them back; they usually come from the user's shell
     # (`-e HF_TOKEN=$HF_TOKEN`; Slurm and PBS pass them by name from the submitting one): hide this shell's too.
     secrets = secret_values(os.environ)
-    for line in provider_for(provider, runs_dir).logs(job, follow=follow):
+    chosen, printed = provider_for(provider, runs_dir), False
+    for line in chosen.logs(job, follow=follow):
         print(redact_log_line(line, secrets), flush=True)
+        printed = True
+    if not printed:  # say so, rather than print nothing and exit 0
+        try:
+            state = f" (the job is {chosen.status(job).state})"
+        except CloudDDPError:
+            state = ""
+        print(f"cloudddp: no log lines for {job} yet{state}.", file=sys.stderr, flush=True)
 
 
 @app.command()

@@ -46,6 +46,7 @@ providers with one name are an error, as is a declaration that does not fit its 
 
 from __future__ import annotations
 
+import difflib
 import functools
 import importlib
 import importlib.metadata
@@ -221,7 +222,9 @@ def get(name: str) -> ProviderInfo:
         undeclared = ""
         if importlib.util.find_spec(f"cloudddp.providers.{name}") if name.isidentifier() else None:
             undeclared = f" (cloudddp/providers/{name}/__init__.py declares no PROVIDER = ProviderInfo(...))"
-        raise CloudDDPError(f"unknown provider {name!r}{undeclared}; choose one of: {', '.join(registered)}.")
+        close = difflib.get_close_matches(name.lower(), list(registered), n=1, cutoff=0.6)
+        guess = f" Did you mean {close[0]!r}?" if close else ""
+        raise CloudDDPError(f"unknown provider {name!r}{undeclared}; choose one of: {', '.join(registered)}.{guess}")
     return registered[name]
 
 
