@@ -115,15 +115,13 @@ def cli(
     *args: str,
     cwd: Path | str = REPO,
     env: Mapping[str, str] | None = None,
-    timeout: float | None = None,
     inherit_env: bool = True,
 ) -> subprocess.CompletedProcess[str]:
     """`cloudddp ARGS` in this process, through the console script's entry function, as `run_cli` runs it in a
     child: the same environment rules, working folder, captured stdout/stderr and exit code; `.elapsed` too.
 
     For unit tests of what the CLI prints and refuses. A command that starts processes (a local launch) needs
-    `run_cli`. The environment, working folder, sys.argv and the stop signals' handlers are restored after.
-    `timeout` is accepted for run_cli's callers and not enforced: pytest-timeout bounds the test instead."""
+    `run_cli`. The environment, working folder, sys.argv and the stop signals' handlers are restored after."""
     return _in_process(["cloudddp", *args], _console_main, env, cwd, inherit_env)
 
 
@@ -131,7 +129,6 @@ def launcher(
     *args: str,
     env: Mapping[str, str] | None = None,
     cwd: Path | str = REPO,
-    timeout: float | None = None,
     inherit_env: bool = True,
 ) -> subprocess.CompletedProcess[str]:
     """`cloudddp-launch ARGS` in this process (its `main`), as `run_launcher` runs it in a child; for what it plans,

@@ -151,7 +151,7 @@ def test_an_endpoint_port_that_is_not_a_number_is_one_error_naming_it(
 
 def test_a_good_endpoint_still_plans() -> None:
     result = launcher("--dry-run", "--rdzv-backend", "c10d", "--nnodes", "1:2", "--rdzv-endpoint", "[::1]:29400",
-                          str(REPO / "sources" / "allreduce_check.py"), timeout=60)  # fmt: skip
+                          str(REPO / "sources" / "allreduce_check.py"))  # fmt: skip
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout)["rdzv_endpoint"] == "[::1]:29400"
 
@@ -226,7 +226,7 @@ def test_an_unreadable_sagemaker_config_folder_is_one_error_with_an_exit_record(
 def test_bad_flags_leave_an_exit_record_too(tmp_path: Path) -> None:
     """argparse's usage error ends the node as bad input does (exit 2): an elastic Slurm job must not count it lost."""
     exits = tmp_path / "exits"
-    result = launcher("--rdzv-backend", "bogus", "train.py", env={"CLOUDDDP_EXIT_DIR": str(exits)}, timeout=60)
+    result = launcher("--rdzv-backend", "bogus", "train.py", env={"CLOUDDDP_EXIT_DIR": str(exits)})
     assert result.returncode == 2 and "invalid choice" in result.stderr, result.stderr
     assert records(exits) == ["2"]
 
@@ -238,7 +238,7 @@ def test_bad_flags_leave_an_exit_record_too(tmp_path: Path) -> None:
                                   ["--torchrun-a", "--log-dir=/x"]], ids=["two words", "one word", "prefix"])  # fmt: skip
 def test_torchrun_arg_takes_a_value_that_starts_with_a_dash(form: list[str]) -> None:
     script = str(REPO / "sources" / "allreduce_check.py")
-    result = launcher("--dry-run", *form, "--torchrun-arg", "-r", "--torchrun-arg", "3", script, "--x", timeout=60)
+    result = launcher("--dry-run", *form, "--torchrun-arg", "-r", "--torchrun-arg", "3", script, "--x")
     assert result.returncode == 0, result.stderr  # old code, two words: "expected one argument", exit 2
     argv = json.loads(result.stdout)["argv"]
     assert argv[argv.index("--log-dir=/x") + 1 : argv.index("--log-dir=/x") + 3] == ["-r", "3"], argv

@@ -346,7 +346,7 @@ def test_bad_destinations_and_options_exit_2_naming_the_value(data: Path) -> Non
     for args, named in ((["gs://bucket/x"], "'gs://bucket/x'"), (["s3://B_ad/x"], "'B_ad'"),
                         (["oci://bucket/x"], "'oci://bucket/x'"), (["s3://bkt/x", "--shard-size", "0"], "--shard-size 0"),
                         (["s3://bkt/x", "--transport", "fast"], "--transport 'fast'")):  # fmt: skip
-        done = cli("stage", str(data), *args, env={"AWS_ACCESS_KEY_ID": "k", "AWS_SECRET_ACCESS_KEY": "s"}, timeout=60)
+        done = cli("stage", str(data), *args, env={"AWS_ACCESS_KEY_ID": "k", "AWS_SECRET_ACCESS_KEY": "s"})
         assert done.returncode == 2 and named in done.stderr, (args, done.stderr)
         assert "Traceback" not in done.stderr and done.stdout == ""
 
@@ -381,15 +381,15 @@ def test_stage_help_lists_its_options_and_the_main_cli_hands_stage_to_the_same_p
 
     from cloudddp.cli import app
 
-    shown = cli("stage", "--help", timeout=60)
+    shown = cli("stage", "--help")
     assert shown.returncode == 0 and "usage: cloudddp stage" in shown.stdout
     for option in ("--shards", "--plain", "--shard-size", "--shard-dir", "--delete", "--create-bucket", "--transport",
                    "--no-progress", "--no-hash-cache"):  # fmt: skip
         assert option in shown.stdout, option
-    assert "stage" in cli("--help", timeout=60).stdout
+    assert "stage" in cli("--help").stdout
     forwarded = CliRunner().invoke(app, ["stage", str(data), "s3://bkt/x", "--shard-size", "0"])
     assert forwarded.exit_code == 2 and "--shard-size 0" in forwarded.output
-    unknown = cli("stage", str(data), "s3://bkt/x", "--shard", timeout=60)
+    unknown = cli("stage", str(data), "s3://bkt/x", "--shard")
     assert unknown.returncode == 2 and "--shard" in unknown.stderr and "Traceback" not in unknown.stderr
 
 

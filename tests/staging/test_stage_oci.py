@@ -196,13 +196,13 @@ def test_stage_command_prints_the_version_uri_last(
 
     env = {"CLOUDDDP_OCI_SERVICE_ENDPOINT": server.url, "OCI_CONFIG_FILE": str(key.write_config(tmp_path / "cfg")),
            "CLOUDDDP_CACHE_DIR": str(tmp_path / "hash-cache")}  # fmt: skip
-    done = cli("stage", str(data), "oci://bkt@ns/cli", env=env, timeout=120)
+    done = cli("stage", str(data), "oci://bkt@ns/cli", env=env)
     assert done.returncode == 0, done.stderr
     uri = done.stdout.strip().splitlines()[-1]
     assert uri.startswith("oci://bkt@ns/cli/v-") and uri.endswith("/")
     assert staged(server, uri.removeprefix("oci://bkt@ns/")) == local(data)
     assert "\x1b[" not in done.stderr  # no progress bar when stderr is not a terminal
-    missing = cli("stage", str(data), "oci://nobucket@ns/cli", env=env, timeout=120)
+    missing = cli("stage", str(data), "oci://nobucket@ns/cli", env=env)
     assert missing.returncode == 2 and "oci://nobucket@ns does not exist" in missing.stderr
     assert "Traceback" not in missing.stderr
 
@@ -301,7 +301,7 @@ def test_stage_to_an_endpoint_that_refuses_connections_is_one_paragraph(
     with refused_endpoint() as endpoint:
         env = {"CLOUDDDP_OCI_SERVICE_ENDPOINT": endpoint, "CLOUDDDP_OCI_TIMEOUT": "2",
                "OCI_CONFIG_FILE": str(key.write_config(tmp_path / "cfg")), "CLOUDDDP_CACHE_DIR": str(tmp_path / "c")}  # fmt: skip
-        done = cli("stage", str(data), "oci://bkt@ns/x", env=env, timeout=120)
+        done = cli("stage", str(data), "oci://bkt@ns/x", env=env)
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert f"cannot reach OCI for stage: {endpoint}" in done.stderr
     assert "connection was refused" in done.stderr
@@ -489,7 +489,7 @@ def test_a_name_object_storage_refuses_is_refused_before_anything_is_uploaded(
     odd_names(root, [ODD_NAMES[what]])
     env = {"CLOUDDDP_OCI_SERVICE_ENDPOINT": server.url, "OCI_CONFIG_FILE": str(key.write_config(tmp_path / "cfg")),
            "CLOUDDDP_CACHE_DIR": str(tmp_path / "hash-cache")}  # fmt: skip
-    done = cli("stage", str(root), "oci://bkt@ns/odd", env=env, timeout=120)
+    done = cli("stage", str(root), "oci://bkt@ns/odd", env=env)
     assert done.returncode == 2 and "Traceback" not in done.stderr and done.stdout == ""
     assert f"{str(path)!r} under {str(root)!r} has {what} in its name" in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1  # one paragraph: the name's own line break is escaped

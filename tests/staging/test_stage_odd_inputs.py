@@ -145,15 +145,14 @@ def test_a_bad_aws_setting_is_named_as_launch_names_it(
     env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "AWS_CONFIG_FILE": str(config_file),
            "AWS_SHARED_CREDENTIALS_FILE": str(tmp_path / "no-credentials"), "AWS_ACCESS_KEY_ID": "k",
            "AWS_SECRET_ACCESS_KEY": "s", "AWS_EC2_METADATA_DISABLED": "true", **variables}  # fmt: skip
-    result = cli("stage", str(tmp_path / "data"), "s3://bkt/x", env=env, inherit_env=False, timeout=60)
+    result = cli("stage", str(tmp_path / "data"), "s3://bkt/x", env=env, inherit_env=False)
     assert result.returncode == 2, result.stderr
     assert message in result.stderr and "Traceback" not in result.stderr
 
 
 def test_shard_options_without_shards_are_refused_not_ignored(tmp_path: Path) -> None:
     (tmp_path / "a.txt").write_bytes(b"a")
-    result = cli("stage", str(tmp_path), "s3://bkt/x", "--shard-dir", str(tmp_path / "s"), "--shard-size", "5",
-                     timeout=60)  # fmt: skip
+    result = cli("stage", str(tmp_path), "s3://bkt/x", "--shard-dir", str(tmp_path / "s"), "--shard-size", "5")  # fmt: skip
     assert result.returncode == 2 and "Traceback" not in result.stderr
     assert "--shard-size and --shard-dir apply to --shards only" in result.stderr
 

@@ -67,7 +67,7 @@ def test_nproc_per_node_below_one_is_refused_before_anything_is_rendered(script:
 
 
 def test_more_processes_than_the_local_emulation_takes_is_refused_at_once(script: Path, tmp_path: Path) -> None:
-    result = cli("render", "-p", "local", "--nodes", "100000", str(script), cwd=tmp_path, timeout=60)
+    result = cli("render", "-p", "local", "--nodes", "100000", str(script), cwd=tmp_path)
     assert result.returncode == 2, result.stdout[-500:]
     assert "nodes=100000 x nproc_per_node=1 is 100000 training processes on this machine" in result.stderr
 
