@@ -114,6 +114,25 @@ RunsDirOpt = Annotated[
 ]
 
 
+FollowUpProviderOpt = Annotated[
+    str | None,
+    typer.Option("--provider", "-p", help="the job's provider (default: the one it was launched on, from the job "
+                                          "index; else local)"),
+]  # fmt: skip
+
+
+def find_job(job: str, provider: str | None, runs_dir: str | None) -> tuple[Any, str]:
+    """The provider and job id that status/logs/cancel JOB mean: JOB as the job index knows it (an id, a name, or
+    `latest`: the newest job launched, `-p` narrowing it), else as the provider (local by default) takes it."""
+    from cloudddp import job_index
+
+    if runs_dir is None:
+        entry = job_index.find(job, provider)
+        if entry is not None:
+            return provider_for(entry.provider, None), entry.job_id
+    return provider_for(provider or "local", runs_dir), job
+
+
 def provider_for(provider: str, runs_dir: str | None) -> Any:
     """The provider for status/logs/cancel; a local run launched with --runs-dir is found in that folder."""
     from cloudddp.providers import get_provider
@@ -380,7 +399,7 @@ app.command("render", help=RENDER_HELP, context_settings=CONTEXT, epilog=provide
 @app.command()
 def status(
     job: Annotated[str, typer.Argument(help="job id, run folder or 'latest'")],
-    provider: ProviderOpt = "local",
+    provider: FollowUpProviderOpt = None,
     runs_dir: RunsDirOpt = None,
 ) -> None:
     """Show a job's state, per node where the platform says.
@@ -393,7 +412,8 @@ def status(
 
       cloudddp status -p sagemaker my-training-job-20261122-101500
     """
-    current = provider_for(provider, runs_dir).status(job)
+    chosen, job = find_job(job, provider, runs_dir)
+    current = chosen.status(job)
     out.print(f"{current.job_id}: [bold]{current.state}[/bold]" + (f" ({current.reason})" if current.reason else ""))
     for node, state in current.nodes.items():
         out.print(f"  {node}: {state}")
@@ -405,7 +425,7 @@ def status(
 @app.command()
 def logs(
     job: Annotated[str, typer.Argument(help="job id, run folder or 'latest'")],
-    provider: ProviderOpt = "local",
+    provider: FollowUpProviderOpt = None,
     follow: Annotated[bool, typer.Option("--follow", "-F", help="keep streaming until the job ends")] = False,
     runs_dir: RunsDirOpt = None,
 ) -> None:
@@ -423,7 +443,7 @@ def logs(
     # job's secret values are stored nowhere cloudddp can read them back; they usually come from the user's shell
     # (`-e HF_TOKEN=$HF_TOKEN`; Slurm and PBS pass them by name from the submitting one): hide this shell's too.
     secrets = secret_values(os.environ)
-    chosen, printed = provider_for(provider, runs_dir), False
+    (chosen, job), printed = find_job(job, provider, runs_dir), False
     for line in chosen.logs(job, follow=follow):
         print(redact_log_line(line, secrets), flush=True)
         printed = True
@@ -438,7 +458,7 @@ def logs(
 @app.command()
 def cancel(
     job: Annotated[str, typer.Argument(help="job id, run folder or 'latest'")],
-    provider: ProviderOpt = "local",
+    provider: FollowUpProviderOpt = None,
     runs_dir: RunsDirOpt = None,
 ) -> None:
     """Stop a running job (the training script gets SIGTERM and can checkpoint).
@@ -449,8 +469,36 @@ def cancel(
 
       cloudddp cancel -p sagemaker my-training-job-20261122-101500
     """
-    provider_for(provider, runs_dir).cancel(job)
-    out.print(f"asked {provider} to stop {job}")
+    chosen, job = find_job(job, provider, runs_dir)
+    chosen.cancel(job)
+    out.print(f"asked {chosen.name} to stop {job}")
+
+
+@app.command("list")
+def list_jobs(
+    provider: Annotated[str | None, typer.Option("--provider", "-p", help="only this provider's jobs")] = None,
+    limit: Annotated[int, typer.Option(help="the newest LIMIT jobs")] = 20,
+    every: Annotated[bool, typer.Option("--all", help="every job the index holds")] = False,
+    deadline: Annotated[float, typer.Option(help="seconds to wait for the providers' states")] = 3.0,
+) -> None:
+    """List the jobs launched from here, newest first, with their state now (`ps` is the same).
+
+    States come from each job's provider, asked in parallel; one that does not answer within the deadline shows
+    the state last seen. The index is $XDG_STATE_HOME/cloudddp/jobs.sqlite3 (default ~/.local/state/cloudddp).
+
+    [bold]Examples[/bold]
+
+      cloudddp list
+
+      cloudddp list -p sagemaker --all
+    """
+    from cloudddp import job_index
+    from cloudddp.job_list import job_table
+
+    out.print(job_table(job_index.entries(provider, None if every else limit), deadline), end="", markup=False)
+
+
+app.command("ps", help="The same as `list`.", hidden=True)(list_jobs)
 
 
 @app.command("demo-data")

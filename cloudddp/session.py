@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import shlex
 import signal
 import sys
 import threading
@@ -21,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from cloudddp import job_index
 from cloudddp.elastic import require_elastic_support
 from cloudddp.providers import JobHandle, JobRequest, JobStatus, Provider, get_provider, registry
 from cloudddp.redact import job_secrets, redact_log_line
@@ -174,11 +176,12 @@ def run_job(
         return 0
     record.handle = handle = chosen.submit(record.request)
     say(f"cloudddp: submitted {handle.job_id} ({chosen.name})")
+    secrets = job_secrets(spec.environment, spec.hyperparameters, spec.args)  # as its dry run hides them
+    job_index.record(chosen.name, handle.job_id, spec.name, redact_log_line(shlex.join(sys.argv), secrets))
     if not wait:
         return 0
     with stop_signals_interrupt():
         try:
-            secrets = job_secrets(spec.environment, spec.hyperparameters, spec.args)  # as its dry run hides them
             record.final = follow(chosen, handle, logs, say, secrets)
         except KeyboardInterrupt as exc:
             signum = exc.signum if isinstance(exc, StopSignal) else None

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -36,7 +37,16 @@ def session_temp_folder(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pa
     with pytest.MonkeyPatch.context() as patch:  # restores both at the end of the session
         patch.setenv("TMPDIR", str(folder))
         patch.setattr(tempfile, "tempdir", str(folder))
+        # cloudddp's job index (job_index.py) too; each test gets one of its own below.
+        patch.setenv("XDG_STATE_HOME", str(folder / "state"))
         yield folder
+
+
+@pytest.fixture(autouse=True)
+def own_job_index(session_temp_folder: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every test its own job index (`latest` is the newest job in it), never the developer's. A name only: the
+    folder is made by the first launch that records a job (mktemp per test listed a growing folder each time)."""
+    monkeypatch.setenv("XDG_STATE_HOME", str(session_temp_folder / "state" / uuid.uuid4().hex))
 
 
 @pytest.fixture(scope="session")

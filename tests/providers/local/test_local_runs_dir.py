@@ -20,8 +20,10 @@ def test_status_logs_and_cancel_take_the_runs_folder_the_job_was_launched_with(t
     (other_run,) = (tmp_path / "other").iterdir()
     status = run_cli("status", "latest", "--runs-dir", "other", cwd=tmp_path)
     assert status.returncode == 0 and status.stdout.startswith(f"other/{other_run.name}: SUCCEEDED"), status.stdout
-    plain = run_cli("status", "latest", cwd=tmp_path)
-    assert plain.stdout.startswith(f"cloudddp-runs/{default_run.name}: SUCCEEDED"), plain.stdout
+    plain = run_cli("status", "latest", cwd=tmp_path)  # the newest launch, whatever its runs folder (job index)
+    assert plain.stdout.startswith(f"{other_run}: SUCCEEDED"), plain.stdout
+    default = run_cli("status", "latest", "--runs-dir", "cloudddp-runs", cwd=tmp_path)
+    assert default.stdout.startswith(f"cloudddp-runs/{default_run.name}: SUCCEEDED"), default.stdout
     logs = run_cli("logs", "latest", "--runs-dir", "other", cwd=tmp_path)
     assert logs.returncode == 0 and "[node-0] done here" in logs.stdout, logs.stdout + logs.stderr
     cancel = run_cli("cancel", "latest", "--runs-dir", "other", cwd=tmp_path)  # the run in other/, not the default

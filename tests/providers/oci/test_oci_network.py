@@ -132,7 +132,6 @@ def test_cli_launch_against_a_refused_endpoint_exits_2_with_one_paragraph(
         "--image", settings["image"], "--work-dir", settings["work_dir"], "--nodes", "2", "-i", f"train={tmp_path / 'data'}",
         "sources/train_ddp.py",
         env={"CLOUDDDP_OCI_SERVICE_ENDPOINT": refused, "OCI_CONFIG_FILE": str(config), "CLOUDDDP_OCI_TIMEOUT": "1"},
-        timeout=120,
     )  # fmt: skip
     assert result.returncode == 2, result.stdout + result.stderr
     assert "Traceback" not in result.stderr

@@ -1,0 +1,120 @@
+"""The jobs this user launched, on every provider: so `status`, `logs` and `cancel` find a job by its id or name
+without `-p`, `latest` is the newest job anywhere, and `cloudddp list` shows them.
+
+One SQLite file under the user's state folder (`$XDG_STATE_HOME/cloudddp/jobs.sqlite3`, default
+`~/.local/state/cloudddp/`), private to its owner (folder 0700, file 0600); SQLite serialises concurrent
+launches. The index is a convenience, never a condition: a launch whose job cannot be recorded says so and goes
+on, and an unreadable index (or row) is skipped with a warning.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sqlite3
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from cloudddp.errors import CloudDDPError
+
+SCHEMA = """CREATE TABLE IF NOT EXISTS jobs (
+    job_id TEXT NOT NULL, provider TEXT NOT NULL, name TEXT NOT NULL, submitted REAL NOT NULL,
+    command TEXT NOT NULL DEFAULT '', state TEXT NOT NULL DEFAULT '', checked REAL NOT NULL DEFAULT 0,
+    PRIMARY KEY (provider, job_id))"""
+
+
+@dataclass(frozen=True)
+class Entry:
+    job_id: str
+    provider: str
+    name: str
+    submitted: float  # seconds since the epoch
+    command: str  # as launched, secrets masked
+    state: str  # the last state seen ("" before any)
+    checked: float  # when that state was seen
+
+
+def index_path() -> Path:
+    state_home = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return Path(state_home) / "cloudddp" / "jobs.sqlite3"
+
+
+def warn(what: str, exc: BaseException) -> None:
+    print(f"cloudddp: {what} the job index {index_path()}: {exc}", file=sys.stderr, flush=True)
+
+
+@contextlib.contextmanager
+def connection(create: bool) -> Iterator[sqlite3.Connection | None]:
+    """The index, or None where there is none yet (and `create` is False)."""
+    path = index_path()
+    if not create and not path.exists():
+        yield None
+        return
+    if create:
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        path.touch(mode=0o600, exist_ok=True)  # before SQLite creates it with the umask's mode
+    with contextlib.closing(sqlite3.connect(path, timeout=10)) as db, db:
+        db.execute(SCHEMA)
+        yield db
+
+
+def record(provider: str, job_id: str, name: str, command: str) -> None:
+    try:
+        with connection(create=True) as db:
+            assert db is not None
+            db.execute(
+                "INSERT OR REPLACE INTO jobs (job_id, provider, name, submitted, command) VALUES (?, ?, ?, ?, ?)",
+                (job_id, provider, name, time.time(), command),
+            )
+    except (sqlite3.Error, OSError) as exc:
+        warn("could not record the job in", exc)
+
+
+def entries(provider: str | None = None, limit: int | None = None) -> list[Entry]:
+    """Newest first; rows of the wrong shape are left out with a warning."""
+    query = "SELECT job_id, provider, name, submitted, command, state, checked FROM jobs"
+    query += " WHERE provider = ?" if provider else ""
+    query += " ORDER BY submitted DESC" + (f" LIMIT {int(limit)}" if limit else "")
+    try:
+        with connection(create=False) as db:
+            rows = db.execute(query, (provider,) if provider else ()).fetchall() if db else []
+    except (sqlite3.Error, OSError) as exc:
+        warn("could not read", exc)
+        return []
+    found = []
+    for row in rows:
+        try:
+            found.append(Entry(str(row[0]), str(row[1]), str(row[2]), float(row[3]), str(row[4]), str(row[5]),
+                               float(row[6])))  # fmt: skip
+        except (TypeError, ValueError) as exc:
+            warn(f"skipped a damaged entry ({row[0]!r}) of", exc)
+    return found
+
+
+def remember_state(entry: Entry, state: str) -> None:
+    try:
+        with connection(create=False) as db:
+            if db:
+                db.execute("UPDATE jobs SET state = ?, checked = ? WHERE provider = ? AND job_id = ?",
+                           (state, time.time(), entry.provider, entry.job_id))  # fmt: skip
+    except (sqlite3.Error, OSError) as exc:
+        warn("could not update", exc)
+
+
+def find(job: str, provider: str | None = None) -> Entry | None:
+    """The indexed job JOB names: "latest" (the newest), an id, else a unique name; None where none is indexed.
+    A name several jobs share is an error listing them."""
+    known = entries(provider)
+    if job == "latest":
+        return known[0] if known else None
+    by_id = [entry for entry in known if entry.job_id == job]
+    if by_id:
+        return by_id[0]
+    named = [entry for entry in known if entry.name == job]
+    if len(named) > 1:
+        listed = "\n".join(f"  {entry.job_id} ({entry.provider})" for entry in named)
+        raise CloudDDPError(f"{len(named)} jobs are named {job!r}; give one of their ids:\n{listed}")
+    return named[0] if named else None
