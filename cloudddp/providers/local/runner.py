@@ -65,6 +65,21 @@ def write_state(run_dir: Path, state: dict[str, Any]) -> None:
     os.replace(tmp, run_dir / "state.json")  # readers never see a half-written file
 
 
+def copy_as_the_user(source: Path, target: Path, umask: int | None) -> None:
+    """`source`'s files into `target`, made with the user's umask: the private run folder's 0700 and 0600 (this
+    runner's umask is 077) must not follow the model into the user's own folder, as copytree's copystat made them."""
+    previous = os.umask(0o077)
+    os.umask(previous if umask is None else umask)
+    try:
+        for folder, _, files in os.walk(source):
+            destination = target / Path(folder).relative_to(source)
+            destination.mkdir(parents=True, exist_ok=True)
+            for name in files:
+                shutil.copyfile(Path(folder) / name, destination / name)
+    finally:
+        os.umask(previous)
+
+
 class Runner:
     def __init__(self, run_dir: Path, job: dict[str, Any]) -> None:
         self.run_dir = run_dir
@@ -225,7 +240,7 @@ class Runner:
         if not target or not model or not Path(model).is_dir() or self.state["state"] != "SUCCEEDED":
             return
         try:
-            shutil.copytree(model, target, dirs_exist_ok=True)
+            copy_as_the_user(Path(model), Path(target), self.job.get("umask"))
             self.state["output"] = target
         except OSError as exc:
             self.state["reason"] = (

@@ -56,3 +56,21 @@ def test_a_run_folder_is_private_and_holds_no_secret_but_the_jobs_own_input(tmp_
     if os.geteuid() == 0 and shutil.which("setpriv"):  # CI runs as root, which ignores modes: try as nobody
         denied = read_as_nobody(hyperparameters)
         assert denied.returncode != 0 and "Permission denied" in denied.stderr, denied.stdout + denied.stderr
+
+
+def test_the_model_copied_to_output_gets_the_users_modes_not_the_run_folders(tmp_path: Path) -> None:
+    from cloudddp.providers.local.runner import Runner
+
+    model = tmp_path / "run" / "model"
+    (model / "sub").mkdir(parents=True, mode=0o700)
+    model.chmod(0o700)
+    (model / "sub" / "model.pt").write_bytes(b"weights")
+    (model / "sub" / "model.pt").chmod(0o600)
+    output = tmp_path / "output"
+    runner = Runner(tmp_path / "run", {"nodes": [{"model_dir": str(model)}], "output": str(output), "umask": 0o022})
+    runner.state["state"] = "SUCCEEDED"
+    runner.copy_output()
+    assert (output / "sub" / "model.pt").read_bytes() == b"weights" and runner.state["output"] == str(output)
+    modes = {path.relative_to(tmp_path).as_posix(): oct(stat.S_IMODE(path.stat().st_mode))
+             for path in (output, output / "sub", output / "sub" / "model.pt")}  # fmt: skip
+    assert modes == {"output": "0o755", "output/sub": "0o755", "output/sub/model.pt": "0o644"}
