@@ -114,6 +114,17 @@ RunsDirOpt = Annotated[
 ]
 
 
+FormatOpt = Annotated[
+    str, typer.Option("--format", help="text, or json: one document for programs (its schema: the CLI reference)")
+]
+
+
+def wants_json(format: str) -> bool:
+    if format not in ("text", "json"):
+        raise CloudDDPError(f"--format {format!r}: choose text or json.")
+    return format == "json"
+
+
 FollowUpProviderOpt = Annotated[
     str | None,
     typer.Option("--provider", "-p", help="the job's provider (default: the one it was launched on, from the job "
@@ -344,6 +355,9 @@ def launch(
     compose: Annotated[
         bool, typer.Option("--compose", help="OCI: print a docker-compose file (the ADS local test)")
     ] = False,
+    format: Annotated[
+        str, typer.Option("--format", help="json: the request (--dry-run, render) or the submitted job (--no-wait)")
+    ] = "text",
     **given: Any,  # the providers' own options (see provider_flags), one section of the spec
 ) -> None:
     """Launch a training job.
@@ -374,8 +388,25 @@ def launch(
         print_compose(provider, spec)
         raise typer.Exit(0)
     dry_run = dry_run or ctx.info_name == "render"
+    if wants_json(format):
+        raise typer.Exit(launch_json(provider, spec, dry_run, wait))
     code = run_job(provider, spec, dry_run=dry_run, wait=wait, logs=logs, stop_on_interrupt=stop_on_interrupt)
     raise typer.Exit(code)
+
+
+def launch_json(provider: str, spec: Any, dry_run: bool, wait: bool) -> int:
+    """`launch --format json`: the request (a dry run) or the submitted job (--no-wait), one JSON document."""
+    from cloudddp.json_output import request_json, submitted_json
+    from cloudddp.session import JobRecord, run_job
+
+    if not dry_run and wait:
+        raise CloudDDPError("--format json prints one document: use it with --dry-run (or render) or --no-wait; a "
+                            "launch that waits prints the job's logs.")  # fmt: skip
+    record = JobRecord()
+    run_job(provider, spec, dry_run=dry_run, wait=False, say=lambda _: None, record=record)
+    assert record.request is not None
+    print(request_json(record.request) if dry_run else submitted_json(record.handle, spec.name), end="")  # type: ignore[arg-type]
+    return 0
 
 
 # A broken provider declaration must not break `cloudddp` at import: main() reports it.
@@ -401,6 +432,7 @@ def status(
     job: Annotated[str, typer.Argument(help="job id, run folder or 'latest'")],
     provider: FollowUpProviderOpt = None,
     runs_dir: RunsDirOpt = None,
+    format: FormatOpt = "text",
 ) -> None:
     """Show a job's state, per node where the platform says.
 
@@ -412,8 +444,14 @@ def status(
 
       cloudddp status -p sagemaker my-training-job-20261122-101500
     """
+    as_json = wants_json(format)
     chosen, job = find_job(job, provider, runs_dir)
     current = chosen.status(job)
+    if as_json:
+        from cloudddp.json_output import status_json
+
+        print(status_json(chosen.name, current), end="")
+        raise typer.Exit(0)
     out.print(f"{current.job_id}: [bold]{current.state}[/bold]" + (f" ({current.reason})" if current.reason else ""))
     for node, state in current.nodes.items():
         out.print(f"  {node}: {state}")
@@ -480,6 +518,7 @@ def list_jobs(
     limit: Annotated[int, typer.Option(help="the newest LIMIT jobs")] = 20,
     every: Annotated[bool, typer.Option("--all", help="every job the index holds")] = False,
     deadline: Annotated[float, typer.Option(help="seconds to wait for the providers' states")] = 3.0,
+    format: FormatOpt = "text",
 ) -> None:
     """List the jobs launched from here, newest first, with their state now (`ps` is the same).
 
@@ -493,9 +532,13 @@ def list_jobs(
       cloudddp list -p sagemaker --all
     """
     from cloudddp import job_index
-    from cloudddp.job_list import job_table
+    from cloudddp.job_list import job_table, refresh
+    from cloudddp.json_output import list_json
 
-    out.print(job_table(job_index.entries(provider, None if every else limit), deadline), end="", markup=False)
+    as_json = wants_json(format)
+    entries = job_index.entries(provider, None if every else limit)
+    answered = refresh(entries, deadline)
+    print(list_json(entries, answered) if as_json else job_table(entries, answered), end="")
 
 
 app.command("ps", help="The same as `list`.", hidden=True)(list_jobs)

@@ -54,14 +54,19 @@ def shown_state(entry: Entry, answered: dict[Entry, str], now: float) -> str:
     return f"unknown ({cached})"
 
 
-def job_table(entries: Sequence[Entry], deadline: float) -> str:
-    """The table `cloudddp list` prints (a line saying so where the index holds no job)."""
-    if not entries:
-        return "no jobs launched from here yet (`cloudddp launch` records each one)\n"
+def refresh(entries: Sequence[Entry], deadline: float) -> dict[Entry, str]:
+    """current_states, each new one remembered in the index for the next `list`."""
     answered = current_states(entries, deadline)
     for entry, state in answered.items():
         if state != entry.state:
             remember_state(entry, state)
+    return answered
+
+
+def job_table(entries: Sequence[Entry], answered: dict[Entry, str]) -> str:
+    """The table `cloudddp list` prints (a line saying so where the index holds no job)."""
+    if not entries:
+        return "no jobs launched from here yet (`cloudddp launch` records each one)\n"
     now = time.time()
     rows = [("NAME", "PROVIDER", "STATE", "SUBMITTED", "JOB")]
     rows += [(entry.name, entry.provider, shown_state(entry, answered, now),

@@ -41,10 +41,23 @@ def generated_pages() -> dict[str, str]:
         "reference/environment.md": environment_page(),
         "reference/stage.md": stage_page(),
         "reference/launcher.md": launcher_page(),
+        "reference/json-output.md": json_output_page(),
     }
     for results in sorted((ROOT / "benchmarks").glob("RESULTS-*.md")):
         pages[f"benchmarks/{results.name}"] = results.read_text(encoding="utf-8")
     return pages
+
+
+# -- --format json ------------------------------------------------------------------------------------------------
+def json_output_page() -> str:
+    from cloudddp import json_output
+
+    intro = json_output.__doc__ or ""
+    schema = json.dumps(json_output.OUTPUT_SCHEMA, indent=2)
+    return (f"# `--format json` output\n\n{intro}\n\nThe commands: `cloudddp status JOB --format json`, `cloudddp list "
+            f"--format json`, `cloudddp launch --no-wait --format json` and `cloudddp render --format json` (or "
+            f"`launch --dry-run --format json`). Schema version {json_output.SCHEMA_VERSION}:\n\n"
+            f"```json\n{schema}\n```\n")
 
 
 # -- the job spec ------------------------------------------------------------------------------------------------
