@@ -54,10 +54,12 @@ def json_output_page() -> str:
 
     intro = json_output.__doc__ or ""
     schema = json.dumps(json_output.OUTPUT_SCHEMA, indent=2)
-    return (f"# `--format json` output\n\n{intro}\n\nThe commands: `cloudddp status JOB --format json`, `cloudddp list "
-            f"--format json`, `cloudddp launch --no-wait --format json` and `cloudddp render --format json` (or "
-            f"`launch --dry-run --format json`). Schema version {json_output.SCHEMA_VERSION}:\n\n"
-            f"```json\n{schema}\n```\n")
+    return (
+        f"# `--format json` output\n\n{intro}\n\nThe commands: `cloudddp status JOB --format json`, `cloudddp list "
+        f"--format json`, `cloudddp launch --no-wait --format json` and `cloudddp render --format json` (or "
+        f"`launch --dry-run --format json`). Schema version {json_output.SCHEMA_VERSION}:\n\n"
+        f"```json\n{schema}\n```\n"
+    )
 
 
 # -- the job spec ------------------------------------------------------------------------------------------------
