@@ -544,6 +544,24 @@ def list_jobs(
 app.command("ps", help="The same as `list`.", hidden=True)(list_jobs)
 
 
+@app.command("schema")
+def schema() -> None:
+    """Print the job spec's JSON Schema, for an editor that completes and checks job YAML files.
+
+    [bold]Examples[/bold]
+
+      cloudddp schema > cloudddp-job.schema.json
+
+      (VS Code's YAML extension: `# yaml-language-server: $schema=cloudddp-job.schema.json` atop the job file)
+    """
+    import json
+
+    from cloudddp.spec import job_spec_model
+
+    document = {"$schema": "https://json-schema.org/draft/2020-12/schema", **job_spec_model().model_json_schema()}
+    print(json.dumps(document, indent=2))
+
+
 @app.command("demo-data")
 def demo_data(
     directory: Annotated[Path, typer.Argument(help="where to write train/ and val/")],

@@ -74,3 +74,16 @@ def test_launch_no_wait_prints_the_job_it_submitted(tmp_path: Path) -> None:
     document = printed(result.stdout, "submitted")
     assert document["name"] == "quick" and document["provider"] == "local"
     assert Path(document["job_id"]).parent == tmp_path / "runs"
+
+
+def test_schema_prints_the_job_specs_json_schema_and_a_spec_file_validates_against_it(tmp_path: Path) -> None:
+    import yaml
+
+    result = cli("schema")
+    schema = json.loads(result.stdout)
+    jsonschema.Draft202012Validator.check_schema(schema)
+    validator = jsonschema.Draft202012Validator(schema)
+    good = yaml.safe_load("entry_point: train.py\nnodes: 2\nsagemaker:\n  instance_type: ml.g5.12xlarge\n")
+    assert list(validator.iter_errors(good)) == []
+    typo = {"entry_point": "train.py", "nodez": 2}  # unknown keys are errors, as in cloudddp itself
+    assert [error.message for error in validator.iter_errors(typo)] != []
