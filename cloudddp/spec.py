@@ -6,10 +6,12 @@ or built by `Estimator(...)`. Unknown fields are errors, so a typo never passes 
 
 from __future__ import annotations
 
+import difflib
 import functools
 import os
 import re
 import typing
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -368,20 +370,33 @@ def deep_merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]
     return merged
 
 
-def describe_errors(error: ValidationError, origin: str) -> str:
+def describe_errors(error: ValidationError, origin: str, model: type[BaseModel] | None = None) -> str:
     """A job spec's errors as one paragraph naming where the spec came from."""
-    return f"invalid job spec in {origin}: {describe_fields(error)}."
+    return f"invalid job spec in {origin}: {describe_fields(error, model)}."
 
 
-def describe_fields(error: ValidationError) -> str:
+def fields_at(model: type[BaseModel] | None, path: Sequence[Any]) -> list[str]:
+    """The field names of the (nested) model at `path` under `model`; [] where that is not a model."""
+    for part in path:
+        field = model.model_fields.get(str(part)) if model else None
+        model = field.annotation if field and isinstance(field.annotation, type) else None
+        if model is None or not issubclass(model, BaseModel):
+            return []
+    return list(model.model_fields) if model else []
+
+
+def describe_fields(error: ValidationError, model: type[BaseModel] | None = None) -> str:
     """Pydantic's errors as `field.path: message (got value)`, joined by "; " (the one translator:
-    the job spec and the ADS train.yaml models both render their errors with it)."""
+    the job spec and the ADS train.yaml models both render their errors with it). With `model`, an unknown
+    field gets a did-you-mean from the fields at its place."""
     parts = []
     for item in error.errors():
         location = ".".join(str(p) for p in item["loc"]) or "(top level)"
         message = item["msg"]
         if item["type"] == "extra_forbidden":
-            message = "unknown field (check the spelling; see `cloudddp launch --help`)"
+            close = difflib.get_close_matches(str(item["loc"][-1]), fields_at(model, item["loc"][:-1]), n=1)
+            hint = f", did you mean {close[0]!r}? (see" if close else " (check the spelling; see"
+            message = f"unknown field{hint} `cloudddp launch --help`)"
         shown = "" if item["type"] == "missing" else f" (got {shown_value(item)})"
         parts.append(f"{location}: {message}{shown}")
     return "; ".join(parts)
@@ -526,7 +541,7 @@ def build_spec(data: dict[str, Any], origin: str = "the job spec") -> JobSpec:
     try:
         return job_spec_model().model_validate(data)
     except ValidationError as exc:
-        raise CloudDDPError(describe_errors(exc, origin)) from None
+        raise CloudDDPError(describe_errors(exc, origin, job_spec_model())) from None
 
 
 def load_spec(path: str | Path | None = None, overrides: dict[str, Any] | None = None) -> JobSpec:

@@ -27,3 +27,21 @@ def test_a_misspelled_provider_gets_a_did_you_mean(given: str, meant: str | None
     assert result.returncode == 2 and "Traceback" not in result.stderr, result.stdout + result.stderr
     assert f"unknown provider {given!r}" in result.stderr
     assert (f"Did you mean {meant!r}?" in result.stderr) if meant else ("Did you mean" not in result.stderr)
+
+
+@pytest.mark.parametrize(
+    ("data", "said"),
+    [
+        ({"nodez": 2}, "nodez: unknown field, did you mean 'nodes'?"),
+        ({"sagemaker": {"instance_typ": "x"}}, "sagemaker.instance_typ: unknown field, did you mean 'instance_type'?"),
+        ({"sagemakr": {}}, "sagemakr: unknown field, did you mean 'sagemaker'?"),
+        ({"zzzzz": 1}, "zzzzz: unknown field (check the spelling;"),
+    ],
+)
+def test_a_misspelled_job_spec_key_gets_a_did_you_mean(data: dict[str, object], said: str) -> None:
+    from cloudddp import CloudDDPError
+    from cloudddp.spec import build_spec
+
+    with pytest.raises(CloudDDPError) as raised:
+        build_spec({"entry_point": "train.py", **data})
+    assert said in str(raised.value)
