@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from cloudddp.elastic import is_count, parse_nodes
 from cloudddp.errors import CloudDDPError, print_error
@@ -452,11 +453,13 @@ def status(
 
         print(status_json(chosen.name, current), end="")
         raise typer.Exit(0)
-    out.print(f"{current.job_id}: [bold]{current.state}[/bold]" + (f" ({current.reason})" if current.reason else ""))
+    # The reason may quote the job's own output (`[rank1]: ValueError: ...`): text, not rich markup.
+    reason = f" ({escape(current.reason)})" if current.reason else ""
+    out.print(f"{escape(current.job_id)}: [bold]{current.state}[/bold]{reason}")
     for node, state in current.nodes.items():
-        out.print(f"  {node}: {state}")
+        out.print(f"  {escape(node)}: {escape(state)}")
     if current.artifacts:
-        out.print(f"  artifacts: {current.artifacts}")
+        out.print(f"  artifacts: {escape(current.artifacts)}")
     raise typer.Exit(0)
 
 

@@ -7,6 +7,7 @@ lets a value be recovered or checked (no digests). The runner gets the values th
 
 from __future__ import annotations
 
+import re
 import threading
 from collections.abc import Sequence
 from pathlib import Path
@@ -34,3 +35,29 @@ def start_log_pump(output: IO[bytes], log: Path, secrets: Sequence[str]) -> thre
 def finish_log_pumps(pumps: Sequence[threading.Thread]) -> None:
     for thread in pumps:
         thread.join(DRAIN_SECONDS)
+
+
+# A Python exception's last line, as a worker prints it (torch prefixes an uncaught one's lines with `[rank<N>]:`,
+# torchrun's --tee with `[default<N>]:`, both where both apply); torchrun's exceptions about it are not the cause.
+EXCEPTION_LINE = re.compile(
+    r"^(?:\[(?:rank|default)\d+\]:\s*)*(?P<name>[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt)): "
+)
+NOT_THE_CAUSE = ("ChildFailedError", "SignalException")
+TEE_PREFIX = re.compile(r"^\[default\d+\]:")
+TAIL_BYTES = 256 * 1024
+LONGEST_SHOWN = 300
+
+
+def first_exception(log: Path) -> str | None:
+    """The first exception line in the end of a node's log (the failing rank's error), shortened; None if none."""
+    try:
+        with open(log, "rb") as handle:
+            handle.seek(max(0, handle.seek(0, 2) - TAIL_BYTES))
+            lines = handle.read().decode(errors="replace").splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        match = EXCEPTION_LINE.match(line)
+        if match and not match["name"].endswith(NOT_THE_CAUSE):
+            return TEE_PREFIX.sub("", line).strip()[:LONGEST_SHOWN]  # `[rank1]: ValueError: ...` says which rank
+    return None

@@ -88,6 +88,14 @@ def launch_order(run_dir: Path) -> tuple[int, str]:
     return (launched if isinstance(launched, int) else 0, run_dir.name)
 
 
+def failure_text(failure: Any) -> str:
+    """The failing node's own error and its log, after the reason: what the user reads first about a failure."""
+    if not isinstance(failure, dict) or not failure.get("log"):
+        return ""
+    error = f": {failure['error']}" if failure.get("error") else ""
+    return f"{error} (its log: {failure['log']})"
+
+
 def full_disk(run_dir: Path) -> str:
     """Why a runner may have died where its run folder lives: ": the file system ... is full", or ""."""
     try:
@@ -439,7 +447,8 @@ class LocalProvider(Provider):
         nodes = {name: node_label(name, record, state["state"], orphans)
                  for name, record in state.get("nodes", {}).items()}  # fmt: skip
         return JobStatus(
-            job_id=str(run_dir), state=current, reason=state.get("reason", ""), exit_code=state.get("exit_code"),
+            job_id=str(run_dir), state=current, reason=state.get("reason", "") + failure_text(state.get("failure")),
+            exit_code=state.get("exit_code"),
             nodes=nodes, artifacts=self.artifacts(run_dir, state, current),
         )  # fmt: skip
 

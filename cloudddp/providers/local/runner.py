@@ -41,7 +41,7 @@ from cloudddp.cluster.oci import append_metadata
 from cloudddp.launcher.exit_record import read_exit
 from cloudddp.launcher.supervisor import die_with_parent
 from cloudddp.providers.local.interruption import sync_down, sync_up
-from cloudddp.providers.local.log_pump import finish_log_pumps, start_log_pump
+from cloudddp.providers.local.log_pump import finish_log_pumps, first_exception, start_log_pump
 
 PEER_GRACE = 10.0
 CANCEL_REQUEST = "cancel-requested"  # written by `cancel` into the run folder
@@ -202,6 +202,7 @@ class Runner:
         return own, [name for name in failed if name in causes]
 
     def finish(self) -> int:
+        finish_log_pumps(self.pumps)  # every line in the logs before they are read, and before the state says ended
         codes = [n["exit_code"] for n in self.state["nodes"].values()]
         failed = [c for c in codes if c not in (0, None)]
         own, stopped = self.failures()
@@ -225,8 +226,9 @@ class Runner:
             it = "it" if len(own) == 1 else "them"
             because = f" ({', '.join(stopped)} stopped because of {it})" if stopped else ""
             self.state["reason"] = f"node(s) {', '.join(own)} exited with code(s) {own_codes}{because}"
+            log = self.run_dir / "logs" / f"{own[0]}.log"
+            self.state["failure"] = {"node": own[0], "error": first_exception(log), "log": str(log)}
         self.state["exit_code"] = exit_code
-        finish_log_pumps(self.pumps)  # every line in the logs before the state says the job ended
         self.copy_output()
         self.state["ended"] = time.time()
         write_state(self.run_dir, self.state)
