@@ -7,6 +7,7 @@ lets a value be recovered or checked (no digests). The runner gets the values th
 
 from __future__ import annotations
 
+import contextlib
 import re
 import threading
 from collections.abc import Sequence
@@ -20,10 +21,26 @@ DRAIN_SECONDS = 5.0  # how long the runner waits for a pump once its node has en
 
 
 def pump(output: IO[bytes], log: Path, secrets: Sequence[str]) -> None:
-    with output, open(log, "ab") as written:
+    """Until the node's output ends. A log that can no longer be written (a full disk) is given up, but the output
+    is still read: a node whose pipe nobody reads would block on its next print."""
+    with output:
+        try:
+            written = open(log, "ab")  # noqa: SIM115 - closed below, or given up on a write error
+        except OSError:
+            written = None
         for line in iter(lambda: output.readline(LONGEST_LINE), b""):
-            written.write(redact_log_line(line.decode(errors="replace"), secrets).encode())
-            written.flush()  # `logs --follow` and `launch` read the file as it grows
+            if written is None:
+                continue
+            try:
+                written.write(redact_log_line(line.decode(errors="replace"), secrets).encode())
+                written.flush()  # `logs --follow` and `launch` read the file as it grows
+            except OSError:
+                with contextlib.suppress(OSError):
+                    written.close()
+                written = None
+        if written is not None:
+            with contextlib.suppress(OSError):
+                written.close()
 
 
 def start_log_pump(output: IO[bytes], log: Path, secrets: Sequence[str]) -> threading.Thread:

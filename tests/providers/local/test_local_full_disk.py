@@ -109,3 +109,27 @@ def test_a_full_disk_stops_the_job_and_status_says_so(tmp_path: Path) -> None:
     finally:
         kill_tree(pids)
         subprocess.run(["umount", "-l", str(disk)], env=clean_env(), check=False)
+
+
+def test_a_log_that_cannot_be_written_is_given_up_but_the_nodes_output_is_still_read(tmp_path: Path) -> None:
+    """A full disk must not block a printing node on a pipe nobody reads: the pump drains the output to its end."""
+    import io
+
+    from cloudddp.providers.local import log_pump
+
+    class FullDisk(io.BytesIO):
+        def write(self, data: Any) -> int:
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+    output = io.BytesIO(b"".join(b"line %d\n" % n for n in range(10_000)))
+    real_open = open
+
+    def opened(path: Any, mode: str = "r", *args: Any, **kwargs: Any) -> Any:
+        return FullDisk() if str(path).endswith("node.log") else real_open(path, mode, *args, **kwargs)
+
+    import builtins
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(builtins, "open", opened)
+        log_pump.pump(output, tmp_path / "node.log", [])
+    assert output.closed  # read to its end, then closed: the node was never left blocked
