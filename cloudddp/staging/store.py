@@ -8,6 +8,7 @@ and calls `on_done` as each one lands, so progress and resume see completed obje
 from __future__ import annotations
 
 import queue
+import signal
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -118,6 +119,11 @@ def upload_each(
     finished: queue.SimpleQueue[tuple[Upload, BaseException | None]], stop: threading.Event,
 ) -> None:  # fmt: skip
     """One worker of upload_in_parallel: uploads from `pending` until none is left or `stop` is set."""
+    # Ctrl-C, SIGTERM and SIGHUP go to the main thread: the kernel may give a process-directed signal to any thread
+    # that does not block it, and one landing here left the main thread asleep in report_each's wait (a test's
+    # stage never saw its Ctrl-C in one CI run).
+    if hasattr(signal, "pthread_sigmask"):  # POSIX (not Windows)
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM, signal.SIGHUP})
     while not stop.is_set():
         try:
             upload = pending.get_nowait()
