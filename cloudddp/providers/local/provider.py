@@ -32,6 +32,7 @@ from cloudddp.errors import CloudDDPError
 from cloudddp.launcher.supervisor import is_running
 from cloudddp.providers.base import FINISHED_STATES, JOB_STATES, JobHandle, JobRequest, JobStatus, Provider
 from cloudddp.providers.local import LocalSettings
+from cloudddp.providers.local.console_fold import ConsoleFold
 from cloudddp.providers.local.elastic import check_elastic_emulation, elastic_launcher_args, share_node0_folders
 from cloudddp.providers.local.entry_module import require_module
 from cloudddp.providers.local.layout import node_layouts
@@ -460,16 +461,34 @@ class LocalProvider(Provider):
         return state.get("output") or str(run_dir / "model")
 
     def logs(self, job_id: str, follow: bool = False) -> Iterator[str]:
+        """Every line of every node's log, as written (`cloudddp logs`)."""
+        for node, line in self.node_lines(self.find_run(job_id), follow):
+            yield f"[{node}] {line}"
+
+    def console(self, job_id: str, full: bool = False) -> Iterator[str]:
+        """What `launch` prints while it follows the job: its nodes' lines with each traceback folded into its
+        exception line and torchrun's failure and stop reports left to the logs (console_fold.py); `full`: every
+        line, as `logs --follow` prints them."""
+        if full:
+            yield from self.logs(job_id, follow=True)
+            return
         run_dir = self.find_run(job_id)
+        fold = ConsoleFold(run_dir / "logs")
+        for node, line in self.node_lines(run_dir, follow=True):
+            yield from fold.feed(node, line)
+        yield from fold.end()
+
+    def node_lines(self, run_dir: Path, follow: bool) -> Iterator[tuple[str, str]]:
+        """(node, line) for each line of the nodes' logs; with `follow`, until the job has ended."""
         tails: dict[Path, LogTail] = {}
         while True:
             done = self.status(str(run_dir)).done if follow else True
             for log in sorted((run_dir / "logs").glob("*.log")):
                 tail = tails.setdefault(log, LogTail(log))
-                yield from (f"[{log.stem}] {line}" for line in tail.new_lines())
+                yield from ((log.stem, line) for line in tail.new_lines())
             if done:
                 for log, tail in tails.items():
-                    yield from (f"[{log.stem}] {line}" for line in tail.rest())
+                    yield from ((log.stem, line) for line in tail.rest())
                 return
             time.sleep(0.2)
 
