@@ -6,10 +6,11 @@ never a traceback. `launch` and `Estimator.fit` share `cloudddp.session.run_job`
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -17,6 +18,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from rich.console import Console
 from rich.markup import escape
+from typer.core import TyperCommand
 
 from cloudddp.elastic import is_count, parse_nodes
 from cloudddp.errors import CloudDDPError, print_error
@@ -32,7 +34,7 @@ app = typer.Typer(
     name="cloudddp",
     help="Run a PyTorch DDP training script on SageMaker, OCI Data Science, Kubernetes (Kubeflow), Slurm, PBS or a local multi-node emulation.",
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,  # --install-completion / --show-completion: bash, zsh, fish, PowerShell
     pretty_exceptions_enable=False,
     rich_markup_mode="rich",
     context_settings=CONTEXT,
@@ -78,13 +80,14 @@ def shows_providers(argv: list[str]) -> bool:
     (argv[0] `cloudddp`, or `-c` as in `python -c "from cloudddp.console import main; main()" --help`):
     code importing this module for `app` (tests, notebooks) always gets every provider's options."""
     program = Path(argv[0]).name if argv else ""
-    if program not in ("cloudddp", "-c"):
+    if program not in ("cloudddp", "-c") or COMPLETING in os.environ:  # a shell asking completions: all of them
         return True
     args = argv[1:]
     top_level = (["--help"], ["-h"], ["--version"], ["-V"])
     return not (args[:1] == ["stage"] or args in top_level or (program == "cloudddp" and not args))
 
 
+COMPLETING = "_CLOUDDDP_COMPLETE"  # click's variable for the `cloudddp` program's shell completion
 PROVIDERS_SHOWN = shows_providers(sys.argv)
 
 
@@ -124,6 +127,13 @@ def wants_json(format: str) -> bool:
     if format not in ("text", "json"):
         raise CloudDDPError(f"--format {format!r}: choose text or json.")
     return format == "json"
+
+
+ContextOpt = Annotated[
+    str | None,
+    typer.Option("--context", help="settings from this context of ~/.config/cloudddp/config.yaml (or "
+                                   "CLOUDDDP_CONTEXT; default: the context named default)"),
+]  # fmt: skip
 
 
 FollowUpProviderOpt = Annotated[
@@ -271,6 +281,55 @@ def provider_section(provider: str, given: dict[str, Any], flags: dict[str, Prov
     return section
 
 
+def named_provider(args: list[str]) -> str | None:
+    """The provider the command line names (`-p X`, `-pX`, `--provider X`, `--provider=X`), before any `--`."""
+    for index, arg in enumerate(args):
+        if arg == "--":
+            return None
+        if arg in ("-p", "--provider"):
+            return args[index + 1] if index + 1 < len(args) else None
+        if arg.startswith("--provider="):
+            return arg.partition("=")[2]
+        if arg.startswith("-p") and not arg.startswith("--"):
+            return arg[2:]
+    return None
+
+
+class ProviderCommand(TyperCommand):
+    """`launch`/`render` whose --help and shell completion show only the named provider's options with the
+    common ones (`launch -p oci --help`); without `-p`, every provider's. Parsing always sees every option, so
+    another provider's flag gets provider_section's error naming its provider, not click's "no such option"."""
+
+    def parse_args(self, ctx: typer.Context, args: list[str]) -> list[str]:
+        ctx.meta["cloudddp.provider"] = named_provider(args)  # before --help's eager callback reads it
+        return super().parse_args(ctx, args)
+
+    def get_help(self, ctx: typer.Context) -> str:
+        with self.only_provider(ctx, ctx.meta.get("cloudddp.provider")):
+            return super().get_help(ctx)
+
+    def shell_complete(self, ctx: typer.Context, incomplete: str) -> list[Any]:
+        source = ctx.get_parameter_source("provider")  # typer's own copy of click's ParameterSource: by name
+        given = source is not None and source.name == "COMMANDLINE"
+        with self.only_provider(ctx, ctx.params.get("provider") if given else None):
+            return super().shell_complete(ctx, incomplete)
+
+    @contextlib.contextmanager
+    def only_provider(self, ctx: typer.Context, provider: str | None) -> Iterator[None]:
+        ctx.meta["cloudddp.only"] = provider if provider in registry.names() else None
+        try:
+            yield
+        finally:
+            ctx.meta["cloudddp.only"] = None
+
+    def get_params(self, ctx: typer.Context) -> list[Any]:
+        params = super().get_params(ctx)
+        only = ctx.meta.get("cloudddp.only")
+        if not only:
+            return params
+        return [p for p in params if p.name not in PROVIDER_FLAGS or only in PROVIDER_FLAGS[p.name].fields]
+
+
 # -- launch / render --------------------------------------------------------------------------
 
 
@@ -294,15 +353,19 @@ def read_nproc(value: str | None) -> int | str | None:
     return int(value) if value and is_count(value) else value
 
 
-def load_launch_spec(file: Path | None, overrides: dict[str, Any]) -> JobSpec:
-    """The job spec from --file (if any) with the flags on top."""
-    from cloudddp.spec import load_spec
+def check_spec_file(file: Path | None) -> None:
+    if file is not None and file.suffix not in (".yaml", ".yml", ".json"):
+        raise CloudDDPError(f"--file {str(file)!r}: expected a .yaml job spec.")
+
+
+def load_launch_spec(provider: str, file: Path | None, overrides: dict[str, Any], context: str | None) -> JobSpec:
+    """The job spec: the flags over --file, over the context, project file and variables (cloudddp/config.py)."""
+    from cloudddp.config import job_spec
 
     if file is None and "entry_point" not in overrides:
         raise CloudDDPError("no training script: give one (cloudddp launch SCRIPT) or a job spec (-f job.yaml).")
-    if file is not None and file.suffix not in (".yaml", ".yml", ".json"):
-        raise CloudDDPError(f"--file {str(file)!r}: expected a .yaml job spec.")
-    return load_spec(file, overrides)
+    check_spec_file(file)
+    return job_spec(provider, file, overrides, context=context)
 
 
 def print_compose(provider: str, spec: JobSpec) -> None:
@@ -315,7 +378,7 @@ def print_compose(provider: str, spec: JobSpec) -> None:
 
 # Over 60 lines only because typer reads the command line from this signature (one parameter per
 # flag); the body is five steps, each a function above.
-@app.command(context_settings=CONTEXT, epilog=providers_epilog())
+@app.command(cls=ProviderCommand, context_settings=CONTEXT, epilog=providers_epilog())
 def launch(
     ctx: typer.Context,
     script: Annotated[
@@ -324,6 +387,7 @@ def launch(
     script_args: Annotated[list[str] | None, typer.Argument(help="arguments for the script, after --")] = None,
     provider: ProviderOpt = registry.DEFAULT_PROVIDER,
     file: Annotated[Path | None, typer.Option("--file", "-f", help="job spec YAML (flags override it)")] = None,
+    context: ContextOpt = None,
     name: Annotated[str | None, typer.Option(help="job name")] = None,
     module: Annotated[bool, typer.Option("--module", "-m", help="SCRIPT is a Python module")] = False,
     source_dir: Annotated[str | None, typer.Option(help="folder shipped with the job (default: the script's)")] = None,
@@ -384,7 +448,7 @@ def launch(
     overrides.update(parse_nodes(nodes, min_nodes))  # --nodes 2:3 is min_nodes 2, nodes 3
     registry.get(provider)  # an unknown --provider is the first error, before the spec is read
     overrides[provider] = provider_section(provider, given, PROVIDER_FLAGS)
-    spec = load_launch_spec(file, drop_none(overrides))
+    spec = load_launch_spec(provider, file, drop_none(overrides), context)
     if compose:
         print_compose(provider, spec)
         raise typer.Exit(0)
@@ -425,7 +489,9 @@ RENDER_HELP = """Print what `launch` would send, submitting nothing (launch's --
 
   cloudddp render -p oci --compose -f train.yaml > docker-compose.yaml   (the Oracle ADS local test)
 """
-app.command("render", help=RENDER_HELP, context_settings=CONTEXT, epilog=providers_epilog())(launch)
+app.command("render", cls=ProviderCommand, help=RENDER_HELP, context_settings=CONTEXT, epilog=providers_epilog())(
+    launch
+)
 
 
 @app.command()
@@ -563,6 +629,46 @@ def schema() -> None:
 
     document = {"$schema": "https://json-schema.org/draft/2020-12/schema", **job_spec_model().model_json_schema()}
     print(json.dumps(document, indent=2))
+
+
+config_app = typer.Typer(help="Where launch's settings come from.", no_args_is_help=True, context_settings=CONTEXT)
+app.add_typer(config_app, name="config")
+
+
+@config_app.command("show")
+def config_show(
+    provider: ProviderOpt = registry.DEFAULT_PROVIDER,
+    file: Annotated[Path | None, typer.Option("--file", "-f", help="a job spec YAML, as launch -f reads it")] = None,
+    context: ContextOpt = None,
+) -> None:
+    """Print each setting launch would use, and where it came from.
+
+    Layers, the higher winning: flags > the job spec file (-f) > CLOUDDDP_<PROVIDER>_<FIELD> variables > the
+    project file ./cloudddp.yaml > the context (~/.config/cloudddp/config.yaml) > built-in defaults.
+
+    [bold]Examples[/bold]
+
+      cloudddp config show -p sagemaker
+
+      cloudddp config show -p slurm --context hpc -f job.yaml
+    """
+    from cloudddp.config import config_path, layers, provenance
+    from cloudddp.redact import redact
+    from cloudddp.spec import build_spec, deep_merge
+
+    registry.get(provider)
+    check_spec_file(file)
+    below = layers(provider, file, context)
+    data: dict[str, Any] = {"entry_point": "SCRIPT"}  # launch's positional argument: a stand-in, shown as one
+    for layer in below:
+        data = deep_merge(data, layer.values)
+    spec = build_spec(data, " and ".join(layer.origin for layer in below) or "the defaults")
+    rows = provenance(provider, spec, below, {})
+    masked = redact(dict((name, value) for name, value, _ in rows))  # the one policy: secret-looking names
+    out.print(f"config file: {escape(str(config_path()))}")
+    width = max(len(name) for name, _, _ in rows)
+    for name, _, origin in rows:
+        out.print(f"  {escape(name.ljust(width))}  {escape(repr(masked[name]))}  [dim]({escape(origin)})[/dim]")
 
 
 @app.command("demo-data")

@@ -19,12 +19,13 @@ import difflib
 import inspect
 from typing import Any
 
+from cloudddp.config import job_spec
 from cloudddp.elastic import parse_nodes, require_elastic_support
 from cloudddp.errors import CloudDDPError
 from cloudddp.providers import JobHandle, JobStatus, Provider, get_provider, registry
 from cloudddp.redact import job_secrets, redact_log_line
-from cloudddp.session import JobRecord, emit, run_job
-from cloudddp.spec import JobSpec, build_spec
+from cloudddp.session import JobRecord, emit, render, run_job
+from cloudddp.spec import JobSpec
 
 Inputs = dict[str, str] | str | None
 
@@ -132,7 +133,8 @@ class Estimator:
         data = {k: v for k, v in self.base.items() if v is not None}
         data["inputs"] = channels(inputs)
         data[self.provider_name] = self.provider_options
-        return build_spec(data, f"Estimator(provider={self.provider_name!r})")
+        # The context, project file and CLOUDDDP_* variables under the arguments, as under launch's flags.
+        return job_spec(self.provider_name, None, data, origin=f"Estimator(provider={self.provider_name!r})")
 
     def with_provider(self, provider: str, **provider_options: Any) -> Estimator:
         """The same job on another provider."""
@@ -150,9 +152,7 @@ class Estimator:
 
     def dry_run(self, inputs: Inputs = None) -> str:
         """The exact request as YAML; nothing is uploaded or started."""
-        spec = self.spec(inputs)
-        require_elastic_support(self.provider_name, spec)  # as run_job checks before launch's --dry-run renders
-        return self.provider.render(spec).to_yaml()
+        return render(self.provider, self.spec(inputs)).to_yaml()  # with launch --dry-run's checks
 
     def fit(self, inputs: Inputs = None, wait: bool = True, logs: bool = True) -> JobStatus | None:
         """Launch the job (the same `run_job` as `cloudddp launch`); with wait, its final status."""

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 
 from cloudddp import job_index
 from cloudddp.elastic import require_elastic_support
+from cloudddp.errors import CloudDDPError
 from cloudddp.providers import JobHandle, JobRequest, JobStatus, Provider, get_provider, registry
 from cloudddp.redact import job_secrets, redact_log_line
 
@@ -79,7 +80,7 @@ def follow(
     provider: Provider, handle: JobHandle, logs: bool, say: Callable[[str], None], secrets: Sequence[str] = ()
 ) -> JobStatus:
     if logs:
-        for line in provider.logs(handle.job_id, follow=True):
+        for line in provider.console(handle.job_id):
             say(redact_log_line(line, secrets))  # a job may print its token, or a URL with its password
         return provider.status(handle.job_id)
     last = ""
@@ -155,6 +156,18 @@ def interrupted(
     return code
 
 
+def render(chosen: Provider, spec: JobSpec) -> JobRequest:
+    """The checks every door makes before the provider renders, then its rendering."""
+    require_elastic_support(chosen.name, spec)  # SageMaker and OCI refuse MIN:MAX before anything is rendered
+    missing = chosen.missing_settings(spec)  # all at once: a dry run per missing setting is no way to learn them
+    if len(missing) > 1:
+        raise CloudDDPError(f"{len(missing)} settings are missing for --provider {chosen.name}:\n"
+                            + "\n".join(f"- {line}" for line in missing))  # fmt: skip
+    if missing:
+        raise CloudDDPError(missing[0])
+    return chosen.render(spec)
+
+
 def run_job(
     provider: str | Provider,
     spec: JobSpec,
@@ -169,8 +182,7 @@ def run_job(
     """Render; print it (dry run) or submit exactly it; follow until done. Returns the exit code."""
     chosen = get_provider(provider) if isinstance(provider, str) else provider
     record = record if record is not None else JobRecord()
-    require_elastic_support(chosen.name, spec)  # SageMaker and OCI refuse MIN:MAX before anything is rendered
-    record.request = chosen.render(spec)
+    record.request = render(chosen, spec)
     if dry_run:
         say(record.request.to_yaml().rstrip())
         return 0

@@ -385,12 +385,12 @@ def fields_at(model: type[BaseModel] | None, path: Sequence[Any]) -> list[str]:
     return list(model.model_fields) if model else []
 
 
-def describe_fields(error: ValidationError, model: type[BaseModel] | None = None) -> str:
+def describe_fields(error: ValidationError | Sequence[Any], model: type[BaseModel] | None = None) -> str:
     """Pydantic's errors as `field.path: message (got value)`, joined by "; " (the one translator:
     the job spec and the ADS train.yaml models both render their errors with it). With `model`, an unknown
     field gets a did-you-mean from the fields at its place."""
     parts = []
-    for item in error.errors():
+    for item in error.errors() if isinstance(error, ValidationError) else error:
         location = ".".join(str(p) for p in item["loc"]) or "(top level)"
         message = item["msg"]
         if item["type"] == "extra_forbidden":
@@ -544,16 +544,23 @@ def build_spec(data: dict[str, Any], origin: str = "the job spec") -> JobSpec:
         raise CloudDDPError(describe_errors(exc, origin, job_spec_model())) from None
 
 
-def load_spec(path: str | Path | None = None, overrides: dict[str, Any] | None = None) -> JobSpec:
-    """A spec from a YAML file (optional) with command-line/Python overrides applied on top."""
-    base: dict[str, Any] = read_yaml(Path(path)) if path else {}
+def load_spec_file(path: str | Path) -> dict[str, Any]:
+    """A job spec file's fields: cloudddp's own YAML, or an Oracle ADS `kind: distributed` train.yaml."""
+    base = read_yaml(Path(path))
     if base.get("kind") == "distributed":
         # Oracle ADS `opctl` train.yaml: users migrate without rewriting their spec. Read with YAML 1.1's
         # booleans, as ADS reads it (yaml.load(.., yaml.SafeLoader): oracle/accelerated-data-science
         # ads/opctl/distributed/cmds.py at 0e785b9f).
         from cloudddp.providers.oci.ads import spec_dict_from_ads
 
-        base = spec_dict_from_ads(read_yaml(Path(str(path)), yaml.SafeLoader), str(path))
+        base = spec_dict_from_ads(read_yaml(Path(path), yaml.SafeLoader), str(path))
+    return base
+
+
+def load_spec(path: str | Path | None = None, overrides: dict[str, Any] | None = None) -> JobSpec:
+    """A spec from a YAML file (optional) with command-line/Python overrides applied on top (no other layer:
+    `cloudddp.config.job_spec` adds the context, project file and variables)."""
+    base: dict[str, Any] = load_spec_file(path) if path else {}
     origin = f"{path} and the command line" if path else "the command line"
     if path and overrides is None:
         origin = str(path)

@@ -47,6 +47,9 @@ def own_job_index(session_temp_folder: Path, monkeypatch: pytest.MonkeyPatch) ->
     """Every test its own job index (`latest` is the newest job in it), never the developer's. A name only: the
     folder is made by the first launch that records a job (mktemp per test listed a growing folder each time)."""
     monkeypatch.setenv("XDG_STATE_HOME", str(session_temp_folder / "state" / uuid.uuid4().hex))
+    # and no contexts (cloudddp/config.py) but those it writes itself
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(session_temp_folder / "config" / uuid.uuid4().hex))
+    monkeypatch.delenv("CLOUDDDP_CONTEXT", raising=False)
 
 
 @pytest.fixture(scope="session")

@@ -115,7 +115,8 @@ def test_an_error_message_never_carries_a_url_password() -> None:
 def test_the_cli_error_paragraph_hides_a_url_password(tmp_path: Path) -> None:
     script = tmp_path / "job.py"
     script.write_text("print('hi')\n")
-    result = cli("render", "-p", "sagemaker", "-i", "train=https://user:tok123@host/data", str(script))
+    role = ["--role", "arn:aws:iam::123456789012:role/R", "--region", "us-east-1"]  # no missing setting comes first
+    result = cli("render", "-p", "sagemaker", *role, "-i", "train=https://user:tok123@host/data", str(script))
     assert result.returncode == 2 and "Traceback" not in result.stderr
     assert "https://user:***@host/data" in result.stderr and "tok123" not in result.stderr
 

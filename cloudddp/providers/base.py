@@ -120,6 +120,11 @@ class Provider(ABC):
     @abstractmethod
     def render(self, spec: JobSpec) -> JobRequest: ...
 
+    def missing_settings(self, spec: JobSpec) -> list[str]:
+        """What `spec` lacks that the provider requires and finds nowhere else (a variable, a config file), one
+        sentence each saying how to give it: `run_job` reports them all in one error before `render`."""
+        return []
+
     @abstractmethod
     def submit(self, request: JobRequest) -> JobHandle: ...
 
@@ -131,6 +136,11 @@ class Provider(ABC):
 
     @abstractmethod
     def cancel(self, job_id: str) -> None: ...
+
+    def console(self, job_id: str) -> Iterator[str]:
+        """What `launch` prints while it follows the job: its logs, unless the provider shortens them (local:
+        each traceback folded into its exception line, providers/local/console_fold.py)."""
+        return self.logs(job_id, follow=True)
 
     def wait(self, job_id: str, poll: float = 5.0, on_status: Callable[[JobStatus], None] | None = None) -> JobStatus:
         while True:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import glob
 import json
+import os
 import re
 import shutil
 import tempfile
@@ -366,7 +367,7 @@ class PyTorch(metaclass=_RefusingMethods):
         data = self._common(source, entry, job_name or base_name(a, image), channels)
         data["output"] = output
         data["sagemaker"] = {
-            "region": region, "role": a.role, "image": image, "bucket": bucket,
+            "region": region, "role": a.role or os.environ.get(arguments.ROLE_VARIABLE), "image": image, "bucket": bucket,
             "prefix": prefix, "volume_size_gb": a.volume_size, "spot": a.use_spot_instances, "max_wait": a.max_wait,
             "checkpoint_s3": a.checkpoint_s3_uri, "subnets": a.subnets, "security_groups": a.security_group_ids,
             "kms_key": a.kms_key, "network_isolation": a.network_isolation,

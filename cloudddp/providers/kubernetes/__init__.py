@@ -18,7 +18,7 @@ PROVIDER = ProviderInfo(
         ),
         Option("--image", "image", help="training image with cloudddp-launch and the code"),
         Option("--namespace", "namespace", help="default: the kubeconfig context's"),
-        Option("--context", "context", help="kubeconfig context"),
+        Option("--kube-context", "context", help="kubeconfig context (--context is cloudddp's own: config.yaml)"),
         Option("--kubeconfig", "kubeconfig", help="kubeconfig file (default: $KUBECONFIG, ~/.kube/config)"),
         Option("--gpus", "gpus", type=int, help="nvidia.com/gpu per node"),
         Option("--cpu", "cpu", help="CPU per node, e.g. 4 or 500m"),

@@ -323,10 +323,13 @@ def command(spec: JobSpec, settings: KubernetesSettings) -> tuple[list[str], lis
     return [*settings.launcher, *target], spec.script_args()
 
 
+NO_IMAGE = (
+    "kubernetes.image is not set: name the training image that holds cloudddp-launch and your code "
+    "(--image REGISTRY/NAME:TAG; infra/docker/Dockerfile builds one)."
+)
+
+
 def require_image(settings: KubernetesSettings) -> str:
     if not settings.image:
-        raise CloudDDPError(
-            "kubernetes.image is not set: name the training image that holds cloudddp-launch and your code "
-            "(--image REGISTRY/NAME:TAG; infra/docker/Dockerfile builds one)."
-        )
+        raise CloudDDPError(NO_IMAGE)
     return settings.image

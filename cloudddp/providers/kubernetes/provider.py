@@ -29,7 +29,7 @@ from kubernetes.config.config_exception import ConfigException
 
 from cloudddp.errors import CloudDDPError
 from cloudddp.providers.base import BlockDumper, JobHandle, JobRequest, JobStatus, Provider
-from cloudddp.providers.kubernetes.manifest import PYTORCHJOB, TRAINJOB, Storage, storage_for
+from cloudddp.providers.kubernetes.manifest import NO_IMAGE, PYTORCHJOB, TRAINJOB, Storage, storage_for
 from cloudddp.providers.kubernetes.pytorchjob import pytorchjob
 from cloudddp.providers.kubernetes.settings import DNS_LABEL, DNS_SUBDOMAIN, KubernetesSettings
 from cloudddp.providers.kubernetes.trainjob import TRAINER_CONTAINER, TRAINER_JOB, trainjob
@@ -285,6 +285,9 @@ class KubernetesProvider(Provider):
             self._cancel(job_id)
 
     # -- render / submit ----------------------------------------------------------------
+    def missing_settings(self, spec: JobSpec) -> list[str]:
+        return [] if settings_of(spec).image else [NO_IMAGE]
+
     def render(self, spec: JobSpec) -> JobRequest:
         settings = settings_of(spec)
         namespace = settings.namespace or self.offline_namespace(settings)

@@ -245,6 +245,9 @@ class OCIProvider(Provider):
             raise error from None
 
     # -- render / submit ----------------------------------------------------------------
+    def missing_settings(self, spec: JobSpec) -> list[str]:
+        return request.missing_settings(spec, self.environ)
+
     def render(self, spec: JobSpec) -> OCIJobRequest:
         parts = request.build(spec, self.environ)
         return OCIJobRequest(

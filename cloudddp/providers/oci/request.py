@@ -141,18 +141,26 @@ class DataPaths:
     output_uri: str
 
 
+# The settings every job needs, and where else they are read from (a Data Science notebook session sets both).
+REQUIRED_VARIABLES = {"compartment_id": COMPARTMENT_VARIABLES, "project_id": PROJECT_VARIABLES}
+REQUIRED_HINTS = {
+    "compartment_id": f" (--compartment, or {' / '.join(COMPARTMENT_VARIABLES)})",
+    "project_id": f" (--project, or {' / '.join(PROJECT_VARIABLES)})",
+}
+
+
+def missing_settings(spec: JobSpec, environ: Mapping[str, str]) -> list[str]:
+    return [f"oci.{field} is required{REQUIRED_HINTS[field]}." for field, names in REQUIRED_VARIABLES.items()
+            if not setting_or_environment(getattr(spec.oci, field), environ, names)[0]]  # fmt: skip
+
+
 def check_settings(spec: JobSpec, environ: Mapping[str, str]) -> tuple[str, str, dict[str, str], str, Any]:
     """Every limit of the oci section: (compartment, project, where each came from, image, flex shape config)."""
     settings = spec.oci
     compartment_id, compartment_from = setting_or_environment(settings.compartment_id, environ, COMPARTMENT_VARIABLES)
     project_id, project_from = setting_or_environment(settings.project_id, environ, PROJECT_VARIABLES)
-    validation.check_ocid(
-        "compartment_id", compartment_id, required=True,
-        hint=f" (--compartment, or {' / '.join(COMPARTMENT_VARIABLES)})",
-    )  # fmt: skip
-    validation.check_ocid(
-        "project_id", project_id, required=True, hint=f" (--project, or {' / '.join(PROJECT_VARIABLES)})"
-    )
+    validation.check_ocid("compartment_id", compartment_id, required=True, hint=REQUIRED_HINTS["compartment_id"])
+    validation.check_ocid("project_id", project_id, required=True, hint=REQUIRED_HINTS["project_id"])
     validation.check_ocid("subnet_id", settings.subnet_id)
     validation.check_ocid("log_group_id", settings.log_group_id)
     validation.check_ocid("log_id", settings.log_id)

@@ -11,7 +11,6 @@ Needs `pip install 'cloudddp[sagemaker-sdk]'`; imported only when called.
 
 from __future__ import annotations
 
-import os
 import shutil
 import tempfile
 import weakref
@@ -91,11 +90,11 @@ def trainer_options(spec: JobSpec, bucket: str, configs: Any) -> dict[str, Any]:
 def to_model_trainer(spec: JobSpec, region: str | None = None, boto_session: Any = None) -> Any:
     """A `sagemaker.train.ModelTrainer` for `spec`; `.train()` on it submits through the SDK."""
     sdk = sdk_classes()
-    from cloudddp.providers.sagemaker.provider import ROLE_VARIABLE, SageMakerProvider
+    from cloudddp.providers.sagemaker.provider import SageMakerProvider, role_of
 
     validate_spec(spec)
     sm = spec.sagemaker
-    role = check.check_role(sm.role or os.environ.get(ROLE_VARIABLE))
+    role = check.check_role(role_of(spec))
     region = SageMakerProvider(region=region).region(spec) if boto_session is None else boto_session.region_name
     image = training_image(sm.image, region, sm.framework_version, sm.py_version, sm.instance_type)
     staging = Path(tempfile.mkdtemp(prefix="cloudddp-trainer-"))

@@ -49,7 +49,6 @@ from cloudddp.staging.location import parse_location
 from cloudddp.staging.s3_bucket import StagingBucket, split_uri
 from cloudddp.staging.s3_store import S3Store
 
-ROLE_VARIABLE = "CLOUDDDP_SAGEMAKER_ROLE"
 PENDING_SECONDARY = {
     "Starting", "Pending", "LaunchingMLInstances", "PreparingTrainingStack", "Downloading",
     "DownloadingTrainingImage", "Restarting", "Interrupted",
@@ -61,6 +60,15 @@ JOB_STATE_OF_SAGEMAKER_STATUS = {
     "Stopped": "STOPPED",
 }
 __all__ = ["CREDENTIALS_HELP", "SageMakerProvider", "create", "translate"]
+
+
+ROLE_VARIABLE = "CLOUDDDP_SAGEMAKER_ROLE"
+
+
+def role_of(spec: JobSpec) -> str | None:
+    """The role: the spec's, else CLOUDDDP_SAGEMAKER_ROLE's. Launch and the Estimator put the variable in the spec
+    (cloudddp/config.py); a spec built in Python (`build_spec`) is read as it was before contexts."""
+    return spec.sagemaker.role or os.environ.get(ROLE_VARIABLE)
 
 
 class SageMakerProvider(Provider):
@@ -78,6 +86,10 @@ class SageMakerProvider(Provider):
 
     # -- AWS plumbing -------------------------------------------------------------------
     def region(self, spec: JobSpec | None = None) -> str:
+        return check.check_region(self.chosen_region(spec), known_regions())
+
+    def chosen_region(self, spec: JobSpec | None = None) -> str | None:
+        """The region as given (the spec, this provider's session, AWS_REGION, botocore's config), unchecked."""
         chosen = (spec.sagemaker.region if spec else None) or self.region_override
         if not chosen and self.session_override is not None:
             chosen = self.session_override.region_name
@@ -92,7 +104,11 @@ class SageMakerProvider(Provider):
                 raise translate(exc, "read the AWS configuration") from None
             # botocore reads AWS_DEFAULT_REGION and the profile; AWS_REGION is what the other AWS SDKs read.
             chosen = chosen or os.environ.get("AWS_REGION") or configured
-        return check.check_region(chosen, known_regions())
+        return chosen or None
+
+    def missing_settings(self, spec: JobSpec) -> list[str]:
+        missing = [] if role_of(spec) else [check.NO_ROLE]
+        return missing + ([] if self.chosen_region(spec) else [check.NO_REGION])
 
     def session(self, region: str) -> Any:
         if self.session_override is not None:
@@ -121,7 +137,7 @@ class SageMakerProvider(Provider):
 
     def render(self, spec: JobSpec, account: str | None = None) -> JobRequest:
         validate_spec(spec)
-        role = check.check_role(spec.sagemaker.role or os.environ.get(ROLE_VARIABLE))
+        role = check.check_role(role_of(spec))
         region = self.region(spec)
         job_name = self.job_name(spec)
         size = sum(path.stat().st_size for path, _ in source_files(Path(spec.source_dir)))

@@ -107,13 +107,20 @@ def check_job_name(name: str, base: str | None = None) -> str:
     return name
 
 
+NO_ROLE = (
+    "no IAM role for the SageMaker job: pass --role arn:aws:iam::ACCOUNT:role/NAME, set `sagemaker.role` in the job "
+    "spec or a context, or set the environment variable CLOUDDDP_SAGEMAKER_ROLE. The role must trust "
+    "sagemaker.amazonaws.com and may read the staging bucket."
+)
+NO_REGION = (
+    "no AWS region: pass --region, set `sagemaker.region` in the job spec or a context, or set AWS_REGION "
+    "(or AWS_DEFAULT_REGION, or `region` in your ~/.aws/config profile)."
+)
+
+
 def check_role(role: str | None) -> str:
     if not role:
-        raise CloudDDPError(
-            "no IAM role for the SageMaker job: pass --role arn:aws:iam::ACCOUNT:role/NAME, set `sagemaker.role` "
-            "in the job spec, or set the environment variable CLOUDDDP_SAGEMAKER_ROLE. The role must trust "
-            "sagemaker.amazonaws.com and may read the staging bucket."
-        )
+        raise CloudDDPError(NO_ROLE)
     if not ROLE_ARN.fullmatch(role):
         raise CloudDDPError(
             f"the SageMaker role {role!r} is not an IAM role ARN (expected arn:aws:iam::123456789012:role/NAME)."
@@ -128,10 +135,7 @@ def account_of_role(role: str) -> str:
 
 def check_region(region: str | None, known: list[str]) -> str:
     if not region:
-        raise CloudDDPError(
-            "no AWS region: pass --region, set `sagemaker.region` in the job spec, or set AWS_REGION "
-            "(or AWS_DEFAULT_REGION, or `region` in your ~/.aws/config profile)."
-        )
+        raise CloudDDPError(NO_REGION)
     if region not in known:
         close = [r for r in known if r.split("-")[0] == region.split("-")[0]][:6]
         raise CloudDDPError(
