@@ -4,7 +4,8 @@ without `-p`, `latest` is the newest job anywhere, and `cloudddp list` shows the
 One SQLite file under the user's state folder (`$XDG_STATE_HOME/cloudddp/jobs.sqlite3`, default
 `~/.local/state/cloudddp/`), private to its owner (folder 0700, file 0600); SQLite serialises concurrent
 launches. The index is a convenience, never a condition: a launch whose job cannot be recorded says so and goes
-on, and an unreadable index (or row) is skipped with a warning.
+on, and an unreadable index (or row) is skipped with a warning. An index written by an older cloudddp gets the
+columns it lacks on first use (unknown, NULL, for the jobs already in it).
 """
 
 from __future__ import annotations
@@ -19,11 +20,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cloudddp.errors import CloudDDPError
+from cloudddp.providers.base import FINISHED_STATES
 
 SCHEMA = """CREATE TABLE IF NOT EXISTS jobs (
     job_id TEXT NOT NULL, provider TEXT NOT NULL, name TEXT NOT NULL, submitted REAL NOT NULL,
     command TEXT NOT NULL DEFAULT '', state TEXT NOT NULL DEFAULT '', checked REAL NOT NULL DEFAULT 0,
+    nodes INTEGER, finished REAL,
     PRIMARY KEY (provider, job_id))"""
+# Columns added after the first release, with their types: an older index gets them (ALTER TABLE) when opened.
+ADDED_COLUMNS = {"nodes": "INTEGER", "finished": "REAL"}
 
 
 @dataclass(frozen=True)
@@ -35,6 +40,8 @@ class Entry:
     command: str  # as launched, secrets masked
     state: str  # the last state seen ("" before any)
     checked: float  # when that state was seen
+    nodes: int | None = None  # as launched; None where unknown (recorded before the index kept it)
+    finished: float | None = None  # when a finished state was first seen; None while running, or unknown
 
 
 def index_path() -> Path:
@@ -58,16 +65,31 @@ def connection(create: bool) -> Iterator[sqlite3.Connection | None]:
         path.touch(mode=0o600, exist_ok=True)  # before SQLite creates it with the umask's mode
     with contextlib.closing(sqlite3.connect(path, timeout=10)) as db, db:
         db.execute(SCHEMA)
+        add_missing_columns(db)
         yield db
 
 
-def record(provider: str, job_id: str, name: str, command: str) -> None:
+def add_missing_columns(db: sqlite3.Connection) -> None:
+    """Bring an index an older cloudddp wrote up to SCHEMA's columns."""
+    present = {row[1] for row in db.execute("PRAGMA table_info(jobs)")}
+    for column, kind in ADDED_COLUMNS.items():
+        if column in present:
+            continue
+        try:
+            db.execute(f"ALTER TABLE jobs ADD COLUMN {column} {kind}")
+        except sqlite3.OperationalError as exc:  # a concurrent cloudddp added it between our look and now
+            if "duplicate column" not in str(exc):
+                raise
+
+
+def record(provider: str, job_id: str, name: str, command: str, nodes: int | None = None) -> None:
     try:
         with connection(create=True) as db:
             assert db is not None
             db.execute(
-                "INSERT OR REPLACE INTO jobs (job_id, provider, name, submitted, command) VALUES (?, ?, ?, ?, ?)",
-                (job_id, provider, name, time.time(), command),
+                "INSERT OR REPLACE INTO jobs (job_id, provider, name, submitted, command, nodes)"
+                " VALUES (?, ?, ?, ?, ?, ?)",
+                (job_id, provider, name, time.time(), command, nodes),
             )
     except (sqlite3.Error, OSError) as exc:
         warn("could not record the job in", exc)
@@ -75,7 +97,7 @@ def record(provider: str, job_id: str, name: str, command: str) -> None:
 
 def entries(provider: str | None = None, limit: int | None = None) -> list[Entry]:
     """Newest first; rows of the wrong shape are left out with a warning."""
-    query = "SELECT job_id, provider, name, submitted, command, state, checked FROM jobs"
+    query = "SELECT job_id, provider, name, submitted, command, state, checked, nodes, finished FROM jobs"
     query += " WHERE provider = ?" if provider else ""
     query += " ORDER BY submitted DESC" + (f" LIMIT {int(limit)}" if limit else "")
     try:
@@ -87,19 +109,33 @@ def entries(provider: str | None = None, limit: int | None = None) -> list[Entry
     found = []
     for row in rows:
         try:
+            nodes, finished = number_or_none(row[7]), number_or_none(row[8])
             found.append(Entry(str(row[0]), str(row[1]), str(row[2]), float(row[3]), str(row[4]), str(row[5]),
-                               float(row[6])))  # fmt: skip
+                               float(row[6]), None if nodes is None else int(nodes), finished))  # fmt: skip
         except (TypeError, ValueError) as exc:
             warn(f"skipped a damaged entry ({row[0]!r}) of", exc)
     return found
 
 
+def number_or_none(value: object) -> float | None:
+    """A nullable numeric column; text there (SQLite keeps what it is given) is a damaged row: ValueError."""
+    if value is None:
+        return None
+    if isinstance(value, str | bytes):
+        raise ValueError(f"{value!r} is not a number")
+    return float(value)  # type: ignore[arg-type]
+
+
 def remember_state(entry: Entry, state: str) -> None:
+    """Cache `state`. The first time a job is seen finished is kept as its end (its duration in `list`); a job
+    running again (a requeued one) has none."""
+    now, ended = time.time(), state in FINISHED_STATES
     try:
         with connection(create=False) as db:
             if db:
-                db.execute("UPDATE jobs SET state = ?, checked = ? WHERE provider = ? AND job_id = ?",
-                           (state, time.time(), entry.provider, entry.job_id))  # fmt: skip
+                db.execute("UPDATE jobs SET state = ?, checked = ?, finished = CASE WHEN ? THEN COALESCE(finished, ?)"
+                           " END WHERE provider = ? AND job_id = ?",
+                           (state, now, ended, now, entry.provider, entry.job_id))  # fmt: skip
     except (sqlite3.Error, OSError) as exc:
         warn("could not update", exc)
 

@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from cloudddp.job_index import Entry
+from cloudddp.job_list import duration
 from cloudddp.providers.base import JOB_STATES, JobHandle, JobRequest, JobStatus
 from cloudddp.redact import redact
 
@@ -34,10 +35,16 @@ def status_json(provider: str, status: JobStatus) -> str:
 
 
 def list_json(entries: Sequence[Entry], answered: Mapping[Entry, str]) -> str:
+    now = time.time()
     jobs = [{"name": entry.name, "provider": entry.provider, "job_id": entry.job_id, "submitted": iso(entry.submitted),
              "state": answered.get(entry) or entry.state or None, "state_is_current": entry in answered,
+             "nodes": entry.nodes, "duration_s": rounded(duration(entry, answered, now)),
              "command": entry.command} for entry in entries]  # fmt: skip
     return _document("list", jobs=jobs)
+
+
+def rounded(seconds: float | None) -> float | None:
+    return None if seconds is None else round(seconds, 1)
 
 
 def submitted_json(handle: JobHandle, name: str) -> str:
@@ -66,10 +73,14 @@ OUTPUT_SCHEMA: dict[str, Any] = {
         },
         "job": {
             "type": "object", "additionalProperties": False,
-            "required": ["name", "provider", "job_id", "submitted", "state", "state_is_current", "command"],
+            "required": ["name", "provider", "job_id", "submitted", "state", "state_is_current", "nodes",
+                         "duration_s", "command"],
             "properties": {"name": {"type": "string"}, "provider": {"type": "string"}, "job_id": {"type": "string"},
                            "submitted": {"type": "string", "format": "date-time"},
                            "state": {"anyOf": [_STATE, {"type": "null"}]}, "state_is_current": {"type": "boolean"},
+                           # nodes as launched; duration_s: submission to now (on) or to its end, null: unknown
+                           "nodes": {"type": ["integer", "null"], "minimum": 1},
+                           "duration_s": {"type": ["number", "null"], "minimum": 0},
                            "command": {"type": "string"}},
         },
         "list": {

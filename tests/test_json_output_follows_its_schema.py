@@ -51,11 +51,26 @@ def test_status_of_a_local_run(tmp_path: Path) -> None:
 
 
 def test_list_says_which_states_are_current() -> None:
-    job_index.record("local", "/nowhere/run", "gone", "cloudddp launch x.py")
+    job_index.record("local", "/nowhere/run", "gone", "cloudddp launch x.py", nodes=2)
     document = printed(cli("list", "--format", "json").stdout, "list")
     (job,) = document["jobs"]
-    assert job["name"] == "gone" and job["command"] == "cloudddp launch x.py"
+    assert job["name"] == "gone" and job["command"] == "cloudddp launch x.py" and job["nodes"] == 2
     assert job["state"] is None and job["state_is_current"] is False  # the local provider has no such run
+    assert job["duration_s"] is None  # nor a state to time it by
+
+
+def test_list_gives_an_ended_jobs_duration_and_null_for_what_is_unknown(tmp_path: Path) -> None:
+    run = tmp_path / "runs" / "done"
+    run.mkdir(parents=True)
+    (run / "state.json").write_text(json.dumps({"state": "SUCCEEDED", "launched": time.time_ns(), "nodes": {}}))
+    job_index.record("local", str(run), "done", "")  # launched as an older cloudddp would record it: no nodes
+    document = printed(cli("list", "--format", "json").stdout, "list")
+    (job,) = document["jobs"]
+    assert (job["state"], job["state_is_current"], job["nodes"]) == ("SUCCEEDED", True, None)
+    assert 0 <= job["duration_s"] < 60  # from its submission to now, when it was first seen finished
+    again = printed(cli("list", "--format", "json").stdout, "list")["jobs"][0]
+    assert again["state_is_current"] is False  # not asked again: the end kept the first time is its end
+    assert again["duration_s"] == pytest.approx(job["duration_s"], abs=0.5)  # (kept while that list ran)
 
 
 @pytest.mark.parametrize("args", [["launch", "--format", "json"], ["status", "latest", "--format", "yaml"]])

@@ -190,6 +190,15 @@ def _as_console_script(argv: list[str], environment: Mapping[str, str], cwd: Pat
             signal.signal(sig, handler)
 
 
+def wait_until(condition: Callable[[], bool], timeout: float, what: str) -> None:
+    """Poll `condition` every 0.1 s until it holds; fail naming `what` after `timeout` seconds (a wait for an
+    event, never a fixed sleep)."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"{what}: not after {timeout} s"
+        time.sleep(0.1)
+
+
 def run_launcher(
     *args: str, env: Mapping[str, str] | None = None, cwd: Path | str = REPO, timeout: float = 120
 ) -> subprocess.CompletedProcess[str]:

@@ -19,12 +19,12 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, ClassVar
 
 import pytest
-from helpers import PYTHON, REPO, clean_env, cli, run_cli
+from helpers import PYTHON, REPO, clean_env, cli, run_cli, wait_until
 
 from cloudddp import CloudDDPError, Estimator
 from cloudddp.launcher.supervisor import descendants, is_running
@@ -41,13 +41,6 @@ os.replace(out / f"pid-{os.getpid()}.tmp", out / f"pid-{os.getpid()}")
 print("sleeping", flush=True)
 time.sleep(float(sys.argv[1]) if len(sys.argv) > 1 else 300)
 """
-
-
-def wait_until(condition: Callable[[], bool], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, f"{what}: not after {timeout} s"
-        time.sleep(0.1)
 
 
 def state_of(run: Path) -> dict[str, Any]:
