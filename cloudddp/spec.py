@@ -204,6 +204,10 @@ class JobSpecBase(Section):
         if not Path(self.source_dir).is_dir():
             raise CloudDDPError(f"source_dir {self.source_dir!r} is not a folder.")
 
+    @typing.overload
+    def runtime_limit(self, platform_default: int) -> int: ...
+    @typing.overload
+    def runtime_limit(self, platform_default: None) -> int | None: ...
     def runtime_limit(self, platform_default: int | None) -> int | None:
         """The one rule for run-time limits: the job's max_runtime where it gives one, else the platform's own
         default, passed by each provider (None: the platform's own limit applies, cloudddp sends none)."""
@@ -217,7 +221,7 @@ class JobSpecBase(Section):
         return [*self.args, *extra]
 
 
-def field_errors(kind: str, bad: list[tuple[Any, str]], location: tuple[str, ...] = ()) -> ValidationError:
+def field_errors(kind: LiteralString, bad: list[tuple[Any, str]], location: tuple[str, ...] = ()) -> ValidationError:
     """One error per (offending value, message), shown as `field: message (got value)`.
 
     Raised in a validator, pydantic adds them to the spec's errors at the field being validated (`location` ()) or,
@@ -335,11 +339,27 @@ def job_spec_model() -> type[JobSpecBase]:
 
 
 if TYPE_CHECKING:
-    JobSpec = JobSpecBase  # the provider sections exist at run time only
-    # Their old home, kept for importers (`__getattr__` below does it at run time).
-    from cloudddp.providers.local import LocalSettings  # noqa: F401
-    from cloudddp.providers.oci import OCISettings  # noqa: F401
-    from cloudddp.providers.sagemaker import SageMakerSettings  # noqa: F401
+    from typing_extensions import LiteralString  # typing's from Python 3.11 (pydantic requires this package)
+
+    # LocalSettings, OCISettings, SageMakerSettings: their old home, kept for importers (`__getattr__` at run time).
+    from cloudddp.providers.kubernetes.settings import KubernetesSettings
+    from cloudddp.providers.local import LocalSettings
+    from cloudddp.providers.oci import OCISettings
+    from cloudddp.providers.pbs.settings import PBSSettings
+    from cloudddp.providers.sagemaker import SageMakerSettings
+    from cloudddp.providers.slurm.settings import SlurmSettings
+
+    class JobSpec(JobSpecBase):
+        """What the type checker sees of `job_spec_model()`: the built-in providers' sections, typed (a third
+        party's section is an attribute of the model at run time only). tests/test_registry.py checks that
+        these are the registry's built-ins and their settings classes."""
+
+        local: LocalSettings
+        sagemaker: SageMakerSettings
+        oci: OCISettings
+        kubernetes: KubernetesSettings
+        slurm: SlurmSettings
+        pbs: PBSSettings
 
 
 def __getattr__(name: str) -> Any:
@@ -539,7 +559,7 @@ def read_yaml(path: Path, loader: type[yaml.SafeLoader] = SpecLoader) -> dict[st
 
 def build_spec(data: dict[str, Any], origin: str = "the job spec") -> JobSpec:
     try:
-        return job_spec_model().model_validate(data)
+        return job_spec_model().model_validate(data)  # type: ignore[return-value]  # the model JobSpec describes
     except ValidationError as exc:
         raise CloudDDPError(describe_errors(exc, origin, job_spec_model())) from None
 

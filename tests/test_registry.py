@@ -41,6 +41,22 @@ def test_the_job_spec_has_one_section_per_provider_from_its_settings_model() -> 
         assert fields[name].annotation is info.settings
 
 
+def test_the_type_checkers_job_spec_has_the_built_in_sections() -> None:
+    """spec.py's `JobSpec` under TYPE_CHECKING (what pyright checks `spec.sagemaker.role` against) names each
+    built-in provider's section with its settings class, as the run-time model has them."""
+    import ast
+
+    import cloudddp.spec
+
+    tree = ast.parse(Path(cloudddp.spec.__file__).read_text())
+    (typed,) = [node for node in ast.walk(tree) if isinstance(node, ast.ClassDef) and node.name == "JobSpec"]
+    declared = {item.target.id: ast.unparse(item.annotation) for item in typed.body
+                if isinstance(item, ast.AnnAssign) and isinstance(item.target, ast.Name)}  # fmt: skip
+    builtin = {name: info.settings.__name__ for name, info in registry.providers().items()
+               if info.settings.__module__.startswith("cloudddp.providers.")}  # fmt: skip
+    assert declared == builtin
+
+
 @pytest.mark.process
 def test_declaring_a_provider_imports_no_sdk() -> None:
     import subprocess

@@ -22,7 +22,7 @@ from cloudddp.errors import CloudDDPError
 
 # Fixed, documented detection order (most specific contract first).
 ENVIRONMENTS: tuple[Environment, ...] = (sagemaker, oci, kubeflow, awsbatch, skypilot, slurm, pbs)
-BY_NAME: dict[str, Environment] = {m.NAME: m for m in (*ENVIRONMENTS, standalone)}
+BY_NAME: dict[str, Environment] = {m.NAME: m for m in (*ENVIRONMENTS, standalone)}  # pyright: ignore[reportAssignmentType]  # a module is an Environment
 # What `--emulate` / `local.emulate` may name: the platform writes its own contract (`emulate`).
 EMULATIONS: dict[str, EmulatedEnvironment] = {
     "sagemaker": sagemaker, "oci": oci, "kubeflow": kubeflow, "slurm": slurm, "none": standalone,

@@ -83,7 +83,8 @@ class EmulatedNode:
 class Environment(Protocol):
     """A platform module (see the module docstring); modules satisfy it structurally."""
 
-    NAME: str
+    @property
+    def NAME(self) -> str: ...  # read-only: a module's `NAME = "slurm"` satisfies it
 
     def detect(self, environ: Mapping[str, str]) -> bool: ...
 

@@ -300,7 +300,7 @@ class PyTorch(metaclass=_RefusingMethods):
         if a.image_uri:
             return a.image_uri
         image_for = image_instance_type(a.instance_groups) if a.instance_groups else a.instance_type
-        region = region or self.session().boto_region_name
+        region = region or str(self.session().boto_region_name)
         return training_image_uri(a.framework_version or "", a.py_version or "", image_for, region)
 
     def enable_network_isolation(self) -> bool:

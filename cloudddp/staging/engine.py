@@ -24,7 +24,7 @@ from __future__ import annotations
 import re
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -290,7 +290,7 @@ def read_manifest(store: ObjectStore) -> Manifest | None:
 
 
 def send_shards(
-    sender: Sender, items: list[shards.Packable], built: list[shards.Built] | None, shard_size: int, work: Path
+    sender: Sender, items: Sequence[shards.Packable], built: list[shards.Built] | None, shard_size: int, work: Path
 ) -> tuple[Manifest, list[local_files.Hashed]]:
     """Send the shards (`built`, else each built from `items` while the one before is sent), then their index;
     return the manifest and every file's hashes (from the builds: hashed while packed where not hashed before).
@@ -309,7 +309,7 @@ def send_shards(
     objects: list[ObjectEntry] = []
     builder = shards.BackgroundBuilder(groups, work, store.md5_part_size, shard_size) if built is None else None
     try:
-        with builder or nullcontext(built) as ready:
+        with builder if builder is not None else nullcontext(built or []) as ready:
             for shard, members in ready:
                 sent.append(shard)
                 hashed += members

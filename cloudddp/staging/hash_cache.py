@@ -16,6 +16,7 @@ import os
 import tempfile
 import time
 from pathlib import Path
+from typing import Any, TypeGuard
 
 from cloudddp.staging.local_files import Hashed, LocalFile
 
@@ -41,7 +42,7 @@ def settled(file: LocalFile, now_ns: int) -> bool:
     return now_ns - max(file.mtime_ns, file.ctime_ns) > RACY_NS
 
 
-def well_formed(entry: object) -> bool:
+def well_formed(entry: object) -> TypeGuard[list[Any]]:
     """True for an entry as `save` writes it: [identity, sha256, md5, md5_part_size, crc32]."""
     return (
         isinstance(entry, list)

@@ -243,7 +243,7 @@ def behind_proxy(url: str, environ: Mapping[str, str] | None = None) -> bool:
 
     This client connects directly, so such endpoints are left to botocore (or the CRT). The variables
     are read as urllib reads them (either case; NO_PROXY lists hosts and domains to reach directly)."""
-    from urllib.request import proxy_bypass_environment
+    from urllib.request import proxy_bypass_environment  # pyright: ignore[reportAttributeAccessIssue]  # not in typeshed
 
     environ = os.environ if environ is None else environ
     named = [(name, value) for name, value in environ.items() if value and name.lower().endswith("_proxy")]

@@ -331,16 +331,16 @@ def open_s3_store(location: Location, transport: str = "auto", session: Any | No
     if transport not in ("auto", "crt", "boto3"):
         raise CloudDDPError(f"--transport {transport!r} is not one of auto, crt, boto3.")
     try:
-        session = session or boto3.Session()
-        credentials = session.get_credentials()
+        active = session if session is not None else boto3.Session()
+        credentials = active.get_credentials()
         if credentials is None:
             raise CloudDDPError(
                 f"no AWS credentials found to stage to s3://{location.bucket}: set AWS_PROFILE or AWS_ACCESS_KEY_ID/"
                 f"AWS_SECRET_ACCESS_KEY, or run `aws configure`."
             )
-        region = session.region_name or "us-east-1"
+        region = active.region_name or "us-east-1"
         config = Config(max_pool_connections=THREADS * 2, retries={"max_attempts": 5, "mode": "standard"})
-        client = session.client("s3", region_name=region, config=config)
+        client = active.client("s3", region_name=region, config=config)
     except (ProfileNotFound, ConfigParseError, ValueError) as exc:
         raise configuration_error(exc) from None
     crt = None

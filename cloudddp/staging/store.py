@@ -32,7 +32,10 @@ class Upload:
 
 class ObjectStore(Protocol):
     location: Location
-    md5_part_size: int | None  # uploads are verified with MD5s of parts this big (OCI); None: no MD5
+
+    @property
+    def md5_part_size(self) -> int | None: ...  # uploads are verified with MD5s of parts this big (OCI); None: none
+
     can_copy: bool  # server-side copies are cheap; otherwise unchanged objects are uploaded again
 
     def check_bucket(self, create: bool) -> bool:

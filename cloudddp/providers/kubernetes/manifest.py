@@ -298,7 +298,7 @@ def environment(spec: JobSpec, settings: KubernetesSettings, storage: Storage) -
             f"kubernetes.secret_env.{both[0]}: {both[0]} is also set "
             f"{'in environment' if both[0] in spec.environment else 'by cloudddp'}; give each variable one source."
         )
-    env = [{"name": k, "value": v} for k, v in plain.items()]
+    env: list[dict[str, Any]] = [{"name": k, "value": v} for k, v in plain.items()]
     for variable, reference in settings.secret_env.items():
         secret, _, key = reference.partition("/")
         env.append({"name": variable, "valueFrom": {"secretKeyRef": {"name": secret, "key": key}}})

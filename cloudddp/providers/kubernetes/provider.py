@@ -339,7 +339,7 @@ class KubernetesProvider(Provider):
                 pvc = client.CoreV1Api(api).read_namespaced_persistent_volume_claim(claim, manifest.namespace)
             except ApiException as exc:
                 raise api_error(exc, f"reading PersistentVolumeClaim {manifest.namespace}/{claim}") from None
-            modes = set(pvc.spec.access_modes or [])
+            modes = set((pvc.spec.access_modes if pvc.spec else None) or [])
             if modes and modes <= {"ReadWriteOnce", "ReadWriteOncePod"}:
                 print(
                     f"cloudddp: warning: PersistentVolumeClaim {claim!r} is {'/'.join(sorted(modes))}: it attaches to "

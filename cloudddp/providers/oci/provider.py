@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import copy
 import datetime as dt
+import math
 import os
 import re
 import tempfile
@@ -324,10 +325,11 @@ class OCIProvider(Provider):
         state = job.lifecycle_state
         if state == "CREATING":
             try:
-                state = oci.wait_until(
-                    data_science, data_science.get_job(job.id), max_wait_seconds=timeout, max_interval_seconds=5,
-                    evaluate_response=lambda response: response.data.lifecycle_state != "CREATING",
-                ).data.lifecycle_state  # fmt: skip
+                ready: Any = oci.wait_until(  # a Response (a Sentinel only when waiting for a deletion)
+                    data_science, data_science.get_job(job.id), max_wait_seconds=math.ceil(timeout),
+                    max_interval_seconds=5, evaluate_response=lambda response: response.data.lifecycle_state != "CREATING",
+                )  # fmt: skip
+                state = ready.data.lifecycle_state
             except oci.exceptions.MaximumWaitTimeExceeded:
                 raise CloudDDPError(f"the job {job.id} is still CREATING after {timeout:g} s.") from None
         if state != "ACTIVE":
@@ -359,10 +361,10 @@ class OCIProvider(Provider):
 
     def newest_cloudddp_run(self, compartment: str) -> str:
         """The newest run cloudddp started in the compartment, paging past other runs (a page holds at most 100)."""
-        pages = oci.pagination.list_call_get_all_results_generator(
+        pages = typing.cast(Iterator[Any], oci.pagination.list_call_get_all_results_generator(
             self.clients().data_science.list_job_runs, "record", compartment_id=compartment,
             sort_by="timeCreated", sort_order="DESC", limit=100,
-        )  # fmt: skip
+        ))  # fmt: skip
         try:
             for run in pages:
                 if (run.freeform_tags or {}).get(request.NODES_TAG):

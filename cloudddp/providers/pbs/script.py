@@ -111,8 +111,9 @@ def directives(spec: JobSpec, settings: PBSSettings, runs_dir: Path, secret: lis
     if settings.place and settings.resources == "select":
         lines.append(f"#PBS -l place={settings.place}")
     limit = spec.runtime_limit(None)  # none given: the queue's (resources_default.walltime, else none)
-    if settings.walltime or limit is not None:
-        lines.append(f"#PBS -l walltime={settings.walltime or walltime(limit)}")
+    given = settings.walltime or (walltime(limit) if limit is not None else None)
+    if given:
+        lines.append(f"#PBS -l walltime={given}")
     else:  # a comment among the directives: qsub reads on to the first command
         lines.append("# no walltime: max_runtime not given, so the queue's walltime applies")
     if settings.queue:

@@ -95,11 +95,11 @@ def to_model_trainer(spec: JobSpec, region: str | None = None, boto_session: Any
     validate_spec(spec)
     sm = spec.sagemaker
     role = check.check_role(role_of(spec))
-    region = SageMakerProvider(region=region).region(spec) if boto_session is None else boto_session.region_name
-    image = training_image(sm.image, region, sm.framework_version, sm.py_version, sm.instance_type)
+    chosen = SageMakerProvider(region=region).region(spec) if boto_session is None else str(boto_session.region_name)
+    image = training_image(sm.image, chosen, sm.framework_version, sm.py_version, sm.instance_type)
     staging = Path(tempfile.mkdtemp(prefix="cloudddp-trainer-"))
     try:
-        trainer = model_trainer(spec, sdk, role, region, image, staging, boto_session)
+        trainer = model_trainer(spec, sdk, role, chosen, image, staging, boto_session)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
