@@ -14,6 +14,7 @@ can redirect it.
 from __future__ import annotations
 
 import os
+import socket
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -68,7 +69,20 @@ def snapshot(
 
 
 def seaweed_sockets(folder: Path) -> list[str]:
-    return [e.name for e in os.scandir(folder) if e.name.startswith("seaweedfs-") and e.name.endswith(".sock")]
+    """SeaweedFS's sockets that no server listens on: left behind. A live one belongs to a server another xdist
+    worker is running now (its fixture removes them when it stops), which this worker's session may outlast."""
+    named = [e.name for e in os.scandir(folder) if e.name.startswith("seaweedfs-") and e.name.endswith(".sock")]
+    return [name for name in named if not listening(folder / name)]
+
+
+def listening(path: Path) -> bool:
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+        probe.settimeout(1)
+        try:
+            probe.connect(str(path))
+        except OSError:
+            return False
+        return True
 
 
 def differences(before: dict[str, int], after: dict[str, int]) -> list[str]:

@@ -27,8 +27,11 @@ def test_a_stopped_or_killed_server_leaves_no_socket_in_tmp(tmp_path: Path) -> N
 def test_the_session_guard_names_a_seaweedfs_socket_left_behind(tmp_path: Path) -> None:
     folders = {"opt_ml": tmp_path / "opt-ml", "home": tmp_path / "home", "temp": tmp_path, "sockets": tmp_path}
     before = snapshot(**folders)
-    with socket.socket(socket.AF_UNIX) as left:
+    with socket.socket(socket.AF_UNIX) as left, socket.socket(socket.AF_UNIX) as running:
         left.bind(str(tmp_path / "seaweedfs-admin-grpc-41234.sock"))
+        # a server another xdist worker runs now: its fixture removes it when it stops
+        running.bind(str(tmp_path / "seaweedfs-s3-41235.sock"))
+        running.listen()
         (tmp_path / "seaweedfs-notes.txt").write_text("not a socket name")
         assert differences(before, snapshot(**folders)) == [
             f"created {tmp_path}/seaweedfs-admin-grpc-41234.sock (entry)"

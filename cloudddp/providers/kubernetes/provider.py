@@ -104,6 +104,12 @@ def refuse_url_credentials(body: dict[str, Any]) -> None:
         )
 
 
+def kubeconfig_path(settings: KubernetesSettings) -> str | None:
+    """kubernetes.kubeconfig, else KUBECONFIG as it is now (the client's own default is the variable as it was when
+    the client was first imported: a notebook that sets it later, or a second job in one process, got the first)."""
+    return settings.kubeconfig or os.environ.get("KUBECONFIG") or None
+
+
 def kubeconfig_contexts(settings: KubernetesSettings) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
     """The kubeconfig's contexts and current one; a file that is not a kubeconfig at all is named.
 
@@ -111,7 +117,7 @@ def kubeconfig_contexts(settings: KubernetesSettings) -> tuple[list[dict[str, An
     the wrong shapes (a list, a string) come out of the client as YAML or Python errors.
     """
     try:
-        return config.list_kube_config_contexts(config_file=settings.kubeconfig)  # type: ignore[no-any-return]
+        return config.list_kube_config_contexts(config_file=kubeconfig_path(settings))  # type: ignore[no-any-return]
     except (yaml.YAMLError, TypeError, AttributeError, KeyError, ValueError) as exc:
         mark = getattr(exc, "problem_mark", None)
         path = getattr(mark, "name", None) or settings.kubeconfig or os.environ.get("KUBECONFIG") or "~/.kube/config"
@@ -130,7 +136,7 @@ def load_api_client(settings: KubernetesSettings) -> tuple[client.ApiClient, str
         if settings.context and chosen is None:
             names = ", ".join(c["name"] for c in contexts)
             raise CloudDDPError(f"kubernetes.context={settings.context!r} is not in the kubeconfig (it has: {names}).")
-        api = config.new_client_from_config(config_file=settings.kubeconfig, context=settings.context)
+        api = config.new_client_from_config(config_file=kubeconfig_path(settings), context=settings.context)
         namespace = (chosen or {}).get("context", {}).get("namespace") or "default"
     except ConfigException as exc:
         try:

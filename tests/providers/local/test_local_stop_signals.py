@@ -82,10 +82,11 @@ def test_a_stop_signal_to_launch_stops_every_node(tmp_path: Path, sig: signal.Si
 FOLLOWED_BY_SIGTERM = """import os, signal, sys, time
 from types import SimpleNamespace
 from cloudddp.providers import JobHandle, JobStatus
+from cloudddp.providers.base import Provider as BaseProvider
 from cloudddp.session import run_job
 from cloudddp.spec import JobSpec
 
-class Provider:
+class Provider(BaseProvider):
     name = sys.argv[1]
     def render(self, spec):
         return SimpleNamespace(to_yaml=lambda: "")
