@@ -52,6 +52,7 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/basedpyright --level error
+	$(VENV)/bin/lint-imports
 
 ## The README's test command: lint, then unit + component + smoke (every real part at least once), then the
 ## minutes per tier and a check that no real part went untested (tests/tier_report.py).

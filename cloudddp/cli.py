@@ -26,7 +26,7 @@ from cloudddp.providers import registry
 from cloudddp.providers.registry import Option
 
 if TYPE_CHECKING:
-    from cloudddp.spec import JobSpec
+    from cloudddp.job_spec import JobSpec
 
 CONTEXT = {"help_option_names": ["-h", "--help"]}  # -h at every level: subcommands inherit it from the group
 
@@ -608,11 +608,11 @@ def list_jobs(
     entries = job_index.entries(provider, None if every else limit)
     answered = refresh(entries, deadline)
     print(list_json(entries, answered) if as_json else job_table(entries, answered), end="")
-    from cloudddp import console
+    from cloudddp import terminal
 
     # Threads may still wait on a provider that never answered: tearing the interpreter down around them (and the
     # SDK clients they hold) took ~0.9 s more (benchmarks/list_jobs.py). The index is closed; nothing is left to do.
-    console.exit_now()
+    terminal.exit_now()
 
 
 app.command("ps", help="The same as `list`.", hidden=True)(list_jobs)
@@ -630,7 +630,7 @@ def schema() -> None:
     """
     import json
 
-    from cloudddp.spec import job_spec_model
+    from cloudddp.job_spec import job_spec_model
 
     document = {"$schema": "https://json-schema.org/draft/2020-12/schema", **job_spec_model().model_json_schema()}
     print(json.dumps(document, indent=2))
@@ -658,8 +658,9 @@ def config_show(
       cloudddp config show -p slurm --context hpc -f job.yaml
     """
     from cloudddp.config import config_path, layers, provenance
+    from cloudddp.job_spec import build_spec
     from cloudddp.redact import redact
-    from cloudddp.spec import build_spec, deep_merge
+    from cloudddp.spec import deep_merge
 
     registry.get(provider)
     check_spec_file(file)
@@ -696,7 +697,7 @@ def demo_data(
 )  # fmt: skip
 def stage(ctx: typer.Context) -> None:
     """Upload a dataset incrementally and verified; print the URI a job should read (see: cloudddp stage -h)."""
-    from cloudddp.staging.cli import main as stage_main  # its own parser: console.py sends `cloudddp stage` there
+    from cloudddp.stage_cli import main as stage_main  # its own parser: console.py sends `cloudddp stage` there
 
     stage_main(ctx.args)
 

@@ -32,7 +32,7 @@ from pydantic import BaseModel, ValidationError
 from cloudddp.errors import CloudDDPError
 
 if TYPE_CHECKING:
-    from cloudddp.spec import JobSpec
+    from cloudddp.job_spec import JobSpec
 
 CONTEXT_VARIABLE = "CLOUDDDP_CONTEXT"
 DEFAULT_CONTEXT = "default"
@@ -140,7 +140,7 @@ def layers(
     provider: str, spec_file: Path | None, context: str | None, environ: Mapping[str, str] | None = None
 ) -> list[Layer]:
     """The layers under the flags, lowest first; each checked for unknown keys."""
-    from cloudddp.spec import load_spec_file
+    from cloudddp.job_spec import load_spec_file
 
     environ = os.environ if environ is None else environ
     found = [
@@ -157,7 +157,8 @@ def layers(
 
 def check_keys(layer: Layer) -> None:
     """Unknown fields in a partial spec are errors naming its layer (the full spec's own check would name none)."""
-    from cloudddp.spec import describe_fields, job_spec_model
+    from cloudddp.job_spec import job_spec_model
+    from cloudddp.spec import describe_fields
 
     model = job_spec_model()
     try:
@@ -177,7 +178,8 @@ def job_spec(
     origin: str = "the command line",
 ) -> JobSpec:
     """The job spec every door launches: the layers with `overrides` (flags, or the Estimator's arguments) on top."""
-    from cloudddp.spec import build_spec, deep_merge
+    from cloudddp.job_spec import build_spec
+    from cloudddp.spec import deep_merge
 
     below = layers(provider, spec_file, context)
     data: dict[str, Any] = {}

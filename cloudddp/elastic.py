@@ -56,18 +56,3 @@ def is_elastic(spec: JobSpecBase) -> bool:
 def node_range(spec: JobSpecBase) -> str:
     """torchrun's `--nnodes` for the spec: `MIN:MAX` when elastic, else the node count."""
     return f"{spec.min_nodes}:{spec.nodes}" if is_elastic(spec) else str(spec.nodes)
-
-
-def require_elastic_support(provider: str, spec: JobSpecBase) -> None:
-    """An elastic spec on a provider that cannot run it is refused with the reason."""
-    from cloudddp.providers import registry
-
-    if not is_elastic(spec) or registry.get(provider).supports_elastic:
-        return
-    able = ", ".join(name for name, info in sorted(registry.providers().items()) if info.supports_elastic)
-    raise CloudDDPError(
-        f"min_nodes={spec.min_nodes} (nodes {node_range(spec)}) asks for elastic training, which the {provider} "
-        f"provider cannot run: its platform starts a fixed set of {spec.nodes} hosts and never adds one back. "
-        f"Give a fixed node count (--nodes {spec.nodes}, no min_nodes) and resume from checkpoints after a "
-        f"failure, or run elastic jobs with a provider that supports them ({able})."
-    )

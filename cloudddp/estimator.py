@@ -20,12 +20,14 @@ import inspect
 from typing import Any
 
 from cloudddp.config import job_spec
-from cloudddp.elastic import parse_nodes, require_elastic_support
+from cloudddp.elastic import parse_nodes
 from cloudddp.errors import CloudDDPError
+from cloudddp.job_spec import JobSpec
 from cloudddp.providers import JobHandle, JobStatus, Provider, get_provider, registry
+from cloudddp.providers.registry import require_elastic_support
 from cloudddp.redact import job_secrets, redact_log_line
-from cloudddp.session import JobRecord, emit, render, run_job
-from cloudddp.spec import JobSpec
+from cloudddp.session import JobRecord, render, run_job
+from cloudddp.terminal import emit
 
 Inputs = dict[str, str] | str | None
 

@@ -23,13 +23,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from cloudddp import job_index
-from cloudddp.elastic import require_elastic_support
 from cloudddp.errors import CloudDDPError
 from cloudddp.providers import JobHandle, JobRequest, JobStatus, Provider, get_provider, registry
+from cloudddp.providers.registry import require_elastic_support
 from cloudddp.redact import job_secrets, redact_log_line
+from cloudddp.terminal import emit
 
 if TYPE_CHECKING:
-    from cloudddp.spec import JobSpec
+    from cloudddp.job_spec import JobSpec
 
 INTERRUPTED_EXIT_CODE = 130  # 128 + SIGINT, what a shell reports for Ctrl-C
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
@@ -60,11 +61,6 @@ def stop_signals_interrupt() -> Iterator[None]:
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-
-
-def emit(line: str) -> None:
-    # print(), not logging: shows up in a notebook with no logging configured.
-    print(line, flush=True)
 
 
 @dataclass

@@ -7,7 +7,6 @@ or built by `Estimator(...)`. Unknown fields are errors, so a typo never passes 
 from __future__ import annotations
 
 import difflib
-import functools
 import os
 import re
 import typing
@@ -22,7 +21,6 @@ from pydantic import (
     Field,
     ValidationError,
     ValidationInfo,
-    create_model,
     field_validator,
     model_validator,
 )
@@ -30,6 +28,9 @@ from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from cloudddp.cluster.environment import channel_variable
 from cloudddp.errors import CloudDDPError
+
+if TYPE_CHECKING:
+    from typing_extensions import LiteralString  # typing's from Python 3.11 (pydantic requires this package)
 
 NprocPerNode = int | Literal["gpu", "cpu", "auto"]
 Scalar = str | int | float | bool
@@ -327,56 +328,6 @@ def relative_within(path: Path, folder: Path) -> str | None:
     return None
 
 
-@functools.cache
-def job_spec_model() -> type[JobSpecBase]:
-    """`JobSpecBase` plus a `<name>: <settings>` section for every registered provider."""
-    from cloudddp.providers import registry
-
-    sections: dict[str, Any] = {
-        name: (info.settings, Field(default_factory=info.settings)) for name, info in registry.providers().items()
-    }
-    return create_model("JobSpec", __base__=JobSpecBase, __module__=__name__, **sections)
-
-
-if TYPE_CHECKING:
-    from typing_extensions import LiteralString  # typing's from Python 3.11 (pydantic requires this package)
-
-    # LocalSettings, OCISettings, SageMakerSettings: their old home, kept for importers (`__getattr__` at run time).
-    from cloudddp.providers.kubernetes.settings import KubernetesSettings
-    from cloudddp.providers.local import LocalSettings
-    from cloudddp.providers.oci import OCISettings
-    from cloudddp.providers.pbs.settings import PBSSettings
-    from cloudddp.providers.sagemaker import SageMakerSettings
-    from cloudddp.providers.slurm.settings import SlurmSettings
-
-    class JobSpec(JobSpecBase):
-        """What the type checker sees of `job_spec_model()`: the built-in providers' sections, typed (a third
-        party's section is an attribute of the model at run time only). tests/test_registry.py checks that
-        these are the registry's built-ins and their settings classes."""
-
-        local: LocalSettings
-        sagemaker: SageMakerSettings
-        oci: OCISettings
-        kubernetes: KubernetesSettings
-        slurm: SlurmSettings
-        pbs: PBSSettings
-
-
-def __getattr__(name: str) -> Any:
-    """`JobSpec` is built on first use, and the provider settings keep their old home here.
-
-    Lazily, because the providers' declarations import `Section` from this module.
-    """
-    if name == "JobSpec":
-        return job_spec_model()
-    moved = {"LocalSettings": "local", "SageMakerSettings": "sagemaker", "OCISettings": "oci"}
-    if name in moved:
-        from cloudddp.providers import registry
-
-        return registry.get(moved[name]).settings
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
 def deep_merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
     """`override` wins; nested dicts (the provider sections) merge key by key."""
     merged = dict(base)
@@ -555,33 +506,3 @@ def read_yaml(path: Path, loader: type[yaml.SafeLoader] = SpecLoader) -> dict[st
             f"the job spec file {str(path)!r} must hold a mapping of fields, got {type(data).__name__}."
         )
     return data
-
-
-def build_spec(data: dict[str, Any], origin: str = "the job spec") -> JobSpec:
-    try:
-        return job_spec_model().model_validate(data)  # type: ignore[return-value]  # the model JobSpec describes
-    except ValidationError as exc:
-        raise CloudDDPError(describe_errors(exc, origin, job_spec_model())) from None
-
-
-def load_spec_file(path: str | Path) -> dict[str, Any]:
-    """A job spec file's fields: cloudddp's own YAML, or an Oracle ADS `kind: distributed` train.yaml."""
-    base = read_yaml(Path(path))
-    if base.get("kind") == "distributed":
-        # Oracle ADS `opctl` train.yaml: users migrate without rewriting their spec. Read with YAML 1.1's
-        # booleans, as ADS reads it (yaml.load(.., yaml.SafeLoader): oracle/accelerated-data-science
-        # ads/opctl/distributed/cmds.py at 0e785b9f).
-        from cloudddp.providers.oci.ads import spec_dict_from_ads
-
-        base = spec_dict_from_ads(read_yaml(Path(path), yaml.SafeLoader), str(path))
-    return base
-
-
-def load_spec(path: str | Path | None = None, overrides: dict[str, Any] | None = None) -> JobSpec:
-    """A spec from a YAML file (optional) with command-line/Python overrides applied on top (no other layer:
-    `cloudddp.config.job_spec` adds the context, project file and variables)."""
-    base: dict[str, Any] = load_spec_file(path) if path else {}
-    origin = f"{path} and the command line" if path else "the command line"
-    if path and overrides is None:
-        origin = str(path)
-    return build_spec(deep_merge(base, overrides or {}), origin)

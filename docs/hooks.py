@@ -1,6 +1,6 @@
 """MkDocs hooks: the reference pages written from the code at build time (nothing generated is committed).
 
-- `reference/job-spec.md`: the job spec's fields from the pydantic model's JSON schema (`cloudddp.spec.job_spec_model`),
+- `reference/job-spec.md`: the job spec's fields from the pydantic model's JSON schema (`cloudddp.job_spec.job_spec_model`),
   each provider section's flags from its declaration (`cloudddp.providers.registry`).
 - `reference/environment.md`: the job-side environment contracts, the docstrings of the `cloudddp.cluster` modules.
 - `reference/stage.md` and `reference/launcher.md`: the argparse help of `cloudddp stage` and `cloudddp-launch`.
@@ -64,8 +64,8 @@ def json_output_page() -> str:
 
 # -- the job spec ------------------------------------------------------------------------------------------------
 def job_spec_page() -> str:
+    from cloudddp.job_spec import job_spec_model
     from cloudddp.providers import registry
-    from cloudddp.spec import job_spec_model
 
     schema = job_spec_model().model_json_schema()
     definitions = schema.get("$defs", {})
@@ -87,7 +87,7 @@ def job_spec_page() -> str:
     lines = [
         "# Job spec reference",
         "",
-        "Written at build time from the pydantic model (`cloudddp.spec.job_spec_model()`, its JSON schema) and the",
+        "Written at build time from the pydantic model (`cloudddp.job_spec.job_spec_model()`, its JSON schema) and the",
         "providers' declarations. The spec is what `cloudddp launch -f job.yaml` reads (flags override it), and what",
         "`Estimator(...)` builds from its keyword arguments. Unknown fields are errors at every level. See",
         "[Launching jobs](../launching.md) for how YAML values are read.",
@@ -231,7 +231,7 @@ def argparse_help(parser_factory: Any) -> str:
 
 
 def stage_page() -> str:
-    from cloudddp.staging.cli import parser
+    from cloudddp.stage_cli import parser
 
     return "\n".join(
         [

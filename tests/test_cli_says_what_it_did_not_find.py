@@ -40,7 +40,7 @@ def test_a_misspelled_provider_gets_a_did_you_mean(given: str, meant: str | None
 )
 def test_a_misspelled_job_spec_key_gets_a_did_you_mean(data: dict[str, object], said: str) -> None:
     from cloudddp import CloudDDPError
-    from cloudddp.spec import build_spec
+    from cloudddp.job_spec import build_spec
 
     with pytest.raises(CloudDDPError) as raised:
         build_spec({"entry_point": "train.py", **data})

@@ -12,9 +12,10 @@ from helpers import REPO, SOURCES, cli, run_cli
 
 from cloudddp import Estimator
 from cloudddp.errors import CloudDDPError
+from cloudddp.job_spec import job_spec_model
 from cloudddp.providers import registry
 from cloudddp.providers.registry import Option, ProviderInfo
-from cloudddp.spec import Section, job_spec_model
+from cloudddp.spec import Section
 
 
 class TinySettings(Section):
@@ -42,13 +43,13 @@ def test_the_job_spec_has_one_section_per_provider_from_its_settings_model() -> 
 
 
 def test_the_type_checkers_job_spec_has_the_built_in_sections() -> None:
-    """spec.py's `JobSpec` under TYPE_CHECKING (what pyright checks `spec.sagemaker.role` against) names each
+    """job_spec.py's `JobSpec` under TYPE_CHECKING (what pyright checks `spec.sagemaker.role` against) names each
     built-in provider's section with its settings class, as the run-time model has them."""
     import ast
 
-    import cloudddp.spec
+    import cloudddp.job_spec
 
-    tree = ast.parse(Path(cloudddp.spec.__file__).read_text())
+    tree = ast.parse(Path(cloudddp.job_spec.__file__).read_text())
     (typed,) = [node for node in ast.walk(tree) if isinstance(node, ast.ClassDef) and node.name == "JobSpec"]
     declared = {item.target.id: ast.unparse(item.annotation) for item in typed.body
                 if isinstance(item, ast.AnnAssign) and isinstance(item.target, ast.Name)}  # fmt: skip

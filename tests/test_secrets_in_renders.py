@@ -21,9 +21,9 @@ from helpers import cli
 
 from cloudddp import Estimator
 from cloudddp.errors import CloudDDPError
+from cloudddp.job_spec import build_spec
 from cloudddp.providers import JobHandle
 from cloudddp.providers.local.provider import LocalProvider
-from cloudddp.spec import build_spec
 
 OPTION_SECRET = "argsecret4444"
 INLINE_SECRET = "argsecret5555"

@@ -13,7 +13,8 @@ from helpers.ads_yaml import guide_ads_yaml
 from helpers.oci_loopback_server import COMPARTMENT, LOG_GROUP, PROJECT
 
 from cloudddp.errors import CloudDDPError
-from cloudddp.spec import load_spec, read_yaml
+from cloudddp.job_spec import load_spec
+from cloudddp.spec import read_yaml
 
 SPEC = "entry_point: train.py\nnodes: 2\nenvironment:\n  GREETING: 'été'\n  DEBUG: off\n"
 

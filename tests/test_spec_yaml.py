@@ -9,7 +9,8 @@ import pytest
 from helpers import cli
 
 from cloudddp.errors import CloudDDPError
-from cloudddp.spec import build_spec, load_spec, read_yaml
+from cloudddp.job_spec import build_spec, load_spec
+from cloudddp.spec import read_yaml
 
 
 @pytest.fixture

@@ -17,7 +17,7 @@ from helpers import cli
 
 from cloudddp import Estimator
 from cloudddp.errors import CloudDDPError
-from cloudddp.spec import load_spec
+from cloudddp.job_spec import load_spec
 
 SAGEMAKER = {"instance_type": "ml.m5.xlarge", "role": "arn:aws:iam::123456789012:role/SageMaker", "region": "us-east-1"}
 SAGEMAKER_FLAGS = ["--instance-type", "ml.m5.xlarge", "--role", SAGEMAKER["role"], "--region", "us-east-1"]

@@ -29,7 +29,7 @@ import yaml
 from cloudddp.redact import job_secrets, redact
 
 if TYPE_CHECKING:
-    from cloudddp.spec import JobSpec  # at run time it is built from the registry, which imports this
+    from cloudddp.job_spec import JobSpec
 
 
 class BlockDumper(yaml.SafeDumper):

@@ -52,16 +52,19 @@ import importlib
 import importlib.metadata
 import importlib.util
 import pkgutil
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from cloudddp.elastic import is_elastic, node_range
 from cloudddp.errors import CloudDDPError
 
 if TYPE_CHECKING:
     from pydantic import BaseModel
 
     from cloudddp.providers.base import Provider
+    from cloudddp.spec import JobSpecBase
 
 ENTRY_POINT_GROUP = "cloudddp.providers"
 DEFAULT_PROVIDER = "local"
@@ -163,14 +166,13 @@ def check_declaration(info: Any, origin: str) -> ProviderInfo:
 
 def builtin_declarations() -> list[ProviderInfo]:
     """Every sub-package of cloudddp.providers that declares `PROVIDER` (adding a folder is enough)."""
-    import cloudddp.providers as package
-
+    package = __name__.rpartition(".")[0]  # cloudddp.providers, imported before this module (no import back up)
     found = []
-    for module in sorted(pkgutil.iter_modules(package.__path__), key=lambda m: m.name):
+    for module in sorted(pkgutil.iter_modules(sys.modules[package].__path__), key=lambda m: m.name):
         if not module.ispkg or module.name.startswith("_"):
             continue
         origin = f"cloudddp/providers/{module.name}/__init__.py"
-        declared = getattr(importlib.import_module(f"{package.__name__}.{module.name}"), "PROVIDER", None)
+        declared = getattr(importlib.import_module(f"{package}.{module.name}"), "PROVIDER", None)
         if declared is None:
             # A folder being written: skipped here, named in the "unknown provider" error (see get).
             continue
@@ -205,10 +207,7 @@ def providers() -> dict[str, ProviderInfo]:
 
 def refresh() -> None:
     """Forget what was found (tests that install a provider while the process runs)."""
-    providers.cache_clear()
-    from cloudddp import spec
-
-    spec.job_spec_model.cache_clear()
+    providers.cache_clear()  # the job spec's model follows (job_spec.job_spec_model is per set of providers)
 
 
 def names() -> list[str]:
@@ -230,3 +229,16 @@ def get(name: str) -> ProviderInfo:
 
 def create_provider(name: str, **options: Any) -> Provider:
     return get(name).create(**options)
+
+
+def require_elastic_support(provider: str, spec: JobSpecBase) -> None:
+    """An elastic spec on a provider that cannot run it is refused with the reason (its declaration says)."""
+    if not is_elastic(spec) or get(provider).supports_elastic:
+        return
+    able = ", ".join(name for name, info in sorted(providers().items()) if info.supports_elastic)
+    raise CloudDDPError(
+        f"min_nodes={spec.min_nodes} (nodes {node_range(spec)}) asks for elastic training, which the {provider} "
+        f"provider cannot run: its platform starts a fixed set of {spec.nodes} hosts and never adds one back. "
+        f"Give a fixed node count (--nodes {spec.nodes}, no min_nodes) and resume from checkpoints after a "
+        f"failure, or run elastic jobs with a provider that supports them ({able})."
+    )

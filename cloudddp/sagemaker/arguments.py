@@ -23,7 +23,7 @@ from cloudddp.providers.sagemaker import validation
 from cloudddp.providers.sagemaker.instance_groups import InstanceGroupSetting
 from cloudddp.redact import REDACTED, is_secret_name
 from cloudddp.sagemaker.distribution_table import distribution_problems
-from cloudddp.session import emit
+from cloudddp.terminal import emit
 
 logger = logging.getLogger(__name__)
 

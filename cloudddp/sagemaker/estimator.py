@@ -28,17 +28,19 @@ from typing import Any
 from cloudddp.cluster.sagemaker import DISTRIBUTION_GROUPS
 from cloudddp.errors import CloudDDPError
 from cloudddp.estimator import channels
+from cloudddp.job_spec import JobSpec, build_spec
 from cloudddp.providers import JobHandle, Provider, get_provider
+from cloudddp.providers.local import LocalSettings
+from cloudddp.providers.sagemaker.image_uris import training_image_uri
 from cloudddp.providers.sagemaker.instance_groups import check_instance_groups, image_instance_type
 from cloudddp.providers.sagemaker.validation import training_instance_types
 from cloudddp.redact import redact_log_line, secret_values
 from cloudddp.sagemaker import arguments
 from cloudddp.sagemaker.arguments import NOT_SUPPORTED_METHODS, Arguments
-from cloudddp.sagemaker.images import training_image_uri
 from cloudddp.sagemaker.local_mode import LocalJob, container_hyperparameters
 from cloudddp.sagemaker.session import Session, aws_errors
-from cloudddp.session import JobRecord, emit, run_job
-from cloudddp.spec import JobSpec, LocalSettings, build_spec
+from cloudddp.session import JobRecord, run_job
+from cloudddp.terminal import emit
 
 DEFAULT_BASE_NAME = "pytorch-training"  # v2: base_name_from_image(<the PyTorch image>)
 IMAGE_REPOSITORY = re.compile(r"^(?:.+/)?([^:/@]+)(?:[:@].+)?$")  # v2's base_name_from_image regex, digest too

@@ -9,12 +9,12 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from cloudddp.job_spec import JobSpec
 from cloudddp.providers.base import JobRequest
 from cloudddp.providers.sagemaker import validation
 from cloudddp.providers.sagemaker.provider import SageMakerProvider
 from cloudddp.sagemaker.debugger import debugger_request
 from cloudddp.sagemaker.naming import name_from_base
-from cloudddp.spec import JobSpec
 
 
 @dataclasses.dataclass(frozen=True)

@@ -26,8 +26,7 @@ from typing import Any
 
 import pathspec
 
-import cloudddp
-
+PACKAGE = Path(__file__).resolve().parents[1]  # the cloudddp package: its launcher is bundled with the code
 ALWAYS_EXCLUDED = (
     ".git",
     "__pycache__",
@@ -91,7 +90,7 @@ def source_files(source_dir: Path) -> list[tuple[Path, str]]:
 
 
 def job_side_files() -> list[tuple[Path, str]]:
-    package = Path(cloudddp.__file__).parent
+    package = PACKAGE
     chosen: list[tuple[Path, str]] = []
     for item in JOB_SIDE:
         path = package / item
@@ -135,7 +134,7 @@ def pack_source(
         for path, name in job_side_files():
             tar.add(path, arcname=name, recursive=False)
             report.files.append(name)
-        bootstrap = (Path(cloudddp.__file__).parent / "launcher" / "bootstrap.py").read_bytes()
+        bootstrap = (PACKAGE / "launcher" / "bootstrap.py").read_bytes()
         _add_bytes(tar, BOOTSTRAP_NAME, bootstrap)
         _add_bytes(tar, JOB_CONFIG_NAME, json.dumps(job_config, indent=2).encode())
         report.files += [BOOTSTRAP_NAME, JOB_CONFIG_NAME]

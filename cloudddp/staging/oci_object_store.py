@@ -293,17 +293,3 @@ def abort(assembler: MultipartObjectAssembler) -> None:
     already committed or aborted answers 404)."""
     with contextlib.suppress(Exception):
         assembler.abort()
-
-
-def open_oci_store(location: Location) -> OCIObjectStore:
-    """An OCIObjectStore from ~/.oci/config (or the profile/endpoint variables the OCI provider reads)."""
-    import os
-
-    from cloudddp.providers.oci.provider import OCIProvider
-
-    provider = OCIProvider()
-    clients = provider.clients()
-    compartment = os.environ.get("OCI_COMPARTMENT_ID") or clients.credentials.config.get("tenancy")
-    store = OCIObjectStore(clients.object_storage, location, compartment_id=compartment)
-    store.reaching = provider.reaching
-    return store

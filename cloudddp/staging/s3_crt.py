@@ -22,6 +22,7 @@ from urllib.parse import urlsplit
 
 from cloudddp.errors import CloudDDPError
 from cloudddp.staging.location import s3_address
+from cloudddp.staging.s3_errors import DENIED
 from cloudddp.staging.store import Upload
 
 
@@ -167,9 +168,6 @@ def changed_while_uploading(upload: Upload) -> CloudDDPError:
         f"{str(upload.path)!r} changed while it was being uploaded (its content differs from the scan). "
         f"Nothing was published; stage again once nothing writes to it."
     )
-
-
-DENIED = ("AccessDenied", "403", "AllAccessDisabled", "InvalidAccessKeyId", "SignatureDoesNotMatch", "Forbidden")
 
 
 def upload_failure(

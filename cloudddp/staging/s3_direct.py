@@ -26,6 +26,7 @@ from urllib.parse import urlsplit
 from cloudddp.errors import CloudDDPError
 from cloudddp.staging import s3_crt, s3_http
 from cloudddp.staging.location import Location
+from cloudddp.staging.s3_errors import DENIED, access_error
 from cloudddp.staging.s3_http import Response
 from cloudddp.staging.sigv4 import Signer
 from cloudddp.staging.store import Upload
@@ -36,8 +37,6 @@ from cloudddp.staging.store import Upload
 UNDERSTOOD = {"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_DEFAULT_REGION", "AWS_REGION",
               "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "AWS_SHARED_CREDENTIALS_FILE", "AWS_PAGER",
               "AWS_CA_BUNDLE"}  # fmt: skip
-DENIED = ("AccessDenied", "AllAccessDisabled", "InvalidAccessKeyId", "SignatureDoesNotMatch", "Forbidden")
-REJECTED = ("InvalidAccessKeyId", "SignatureDoesNotMatch")  # the credentials themselves, not their permissions
 LIST_NS = "{http://s3.amazonaws.com/doc/2006-03-01/}"
 
 
@@ -211,23 +210,6 @@ class DirectS3Store:
 
     def delete(self, keys: list[str]) -> None:
         self.botocore_store().delete(keys)
-
-
-def access_error(action: str, where: str, code: str, denied: bool) -> CloudDDPError | None:
-    """The error for refused credentials (REJECTED: granting a permission would not help) or, where `denied`, a
-    missing permission; None for anything else. Shared by this store and the botocore one (S3Store.error)."""
-    if code in REJECTED:
-        return CloudDDPError(
-            f"cannot {action} {where}: S3 rejected the credentials ({code}): the access key id is unknown, or "
-            f"the secret key does not belong to it. Check AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or "
-            f"the profile in use)."
-        )
-    if denied:
-        return CloudDDPError(
-            f"cannot {action} {where}: access denied ({code}). Your credentials may not use this bucket; "
-            f"grant s3:PutObject, s3:GetObject, s3:ListBucket (and s3:DeleteObject for --delete) on it."
-        )
-    return None
 
 
 def open_direct_store(location: Location, environ: Mapping[str, str] | None = None) -> DirectS3Store | None:

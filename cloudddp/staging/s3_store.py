@@ -26,7 +26,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from cloudddp.errors import CloudDDPError
 from cloudddp.staging import s3_crt, s3_http
 from cloudddp.staging.location import Location
-from cloudddp.staging.s3_direct import access_error
+from cloudddp.staging.s3_errors import DENIED, access_error
 from cloudddp.staging.sigv4 import Signer
 from cloudddp.staging.store import Upload, upload_in_parallel
 
@@ -34,7 +34,6 @@ MULTIPART_THRESHOLD = 16 * 1024 * 1024
 PART_SIZE = 16 * 1024 * 1024
 THREADS = 16
 NOT_FOUND = ("404", "NoSuchKey", "NotFound", "NoSuchBucket")
-DENIED = ("AccessDenied", "403", "AllAccessDisabled", "InvalidAccessKeyId", "SignatureDoesNotMatch", "Forbidden")
 
 
 def b64(hex_digest: str) -> str:
@@ -304,7 +303,7 @@ def configuration_error(exc: Exception) -> CloudDDPError:
     """botocore's refusals of the user's AWS configuration, in the words `cloudddp launch` uses for them."""
     from botocore.exceptions import ConfigParseError, ProfileNotFound
 
-    from cloudddp.providers.sagemaker.aws import endpoint_variable, profile_error
+    from cloudddp.aws_settings import endpoint_variable, profile_error
 
     if isinstance(exc, ProfileNotFound):
         return profile_error(exc)

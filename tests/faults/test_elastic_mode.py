@@ -19,9 +19,9 @@ from helpers import SOURCES, clean_env, cli, run_cli
 from helpers.etcd import etcd  # noqa: F401  (the real etcd fixture)
 
 from cloudddp.errors import CloudDDPError
+from cloudddp.job_spec import build_spec
 from cloudddp.launcher.cli import run as launcher_run
 from cloudddp.providers.local.provider import LocalProvider
-from cloudddp.spec import build_spec
 
 CHECK = str(SOURCES / "allreduce_check.py")
 

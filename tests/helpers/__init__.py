@@ -158,10 +158,10 @@ def _in_process(
 
 
 def _console_main() -> None:
-    from cloudddp import console
+    from cloudddp import console, terminal
 
-    # A finished `stage` leaves through os._exit (console.exit_now), which would end the test process.
-    with mock.patch.object(console, "exit_now", lambda: sys.exit(0)):
+    # A finished `stage` or `list` leaves through os._exit (terminal.exit_now), which would end the test process.
+    with mock.patch.object(terminal, "exit_now", lambda: sys.exit(0)):
         console.main()
 
 

@@ -26,8 +26,8 @@ from moto import mock_aws
 from moto.core import DEFAULT_ACCOUNT_ID
 
 from cloudddp.errors import CloudDDPError
+from cloudddp.job_spec import JobSpec, build_spec
 from cloudddp.providers.sagemaker.provider import SageMakerProvider
-from cloudddp.spec import JobSpec, build_spec
 from helpers.services import AWS_VARIABLES, REGION, ROLE
 
 REPO = Path(__file__).resolve().parents[2]

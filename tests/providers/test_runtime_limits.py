@@ -24,7 +24,7 @@ import yaml
 from typer.testing import CliRunner
 
 from cloudddp.cli import app
-from cloudddp.spec import build_spec
+from cloudddp.job_spec import build_spec
 
 ROLE = "arn:aws:iam::123456789012:role/SageMakerRole"
 OCI = ["-p", "oci", "--compartment", "ocid1.compartment.oc1..aaaalimits", "--project",

@@ -74,7 +74,7 @@ def test_a_bad_s3_prefix_exits_2_with_one_paragraph(tmp_path: Path) -> None:
 TERMINATED = """
 import os, signal, sys, tempfile, time, shutil
 from pathlib import Path
-from cloudddp.staging import cli
+from cloudddp import stage_cli as cli
 
 # As in a terminal session: a parent started under nohup (as a CI job may be) passes SIGHUP on ignored, and
 # cli.Interrupts.catch rightly leaves an ignored signal ignored.

@@ -15,11 +15,12 @@ from pathlib import Path
 import pytest
 from helpers import PYTHON, REPO, clean_env
 
-from cloudddp.staging.cli import INTERRUPTED
+from cloudddp.stage_cli import INTERRUPTED
 
 STAGE_WITH_A_STORE_THAT_NEVER_FINISHES = """
 import os, signal, sys, threading
-from cloudddp.staging import cli, hash_cache
+from cloudddp import stage_cli as cli
+from cloudddp.staging import hash_cache
 from cloudddp.staging.location import parse_location
 from cloudddp.staging.store import upload_in_parallel
 

@@ -212,7 +212,7 @@ def test_stage_builds_no_client_but_object_storage(
 ) -> None:
     """Each SDK client costs ~40 ms to build: `cloudddp stage oci://` builds the one it uses, and still names
     its endpoint when the network fails."""
-    from cloudddp.staging.oci_object_store import open_oci_store
+    from cloudddp.stage_cli import open_oci_store
 
     def refuse(*_: Any, **__: Any) -> None:
         raise AssertionError("staging built a client it does not use")

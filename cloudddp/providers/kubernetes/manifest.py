@@ -41,7 +41,7 @@ from cloudddp.redact import (
 from cloudddp.staging.location import S3_BUCKET
 
 if TYPE_CHECKING:
-    from cloudddp.spec import JobSpec
+    from cloudddp.job_spec import JobSpec
 
 PYTORCHJOB = ("kubeflow.org", "v1", "pytorchjobs", "PyTorchJob")
 TRAINJOB = ("trainer.kubeflow.org", "v1alpha1", "trainjobs", "TrainJob")

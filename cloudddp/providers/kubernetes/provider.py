@@ -19,7 +19,7 @@ import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import urllib3
 import yaml
@@ -34,7 +34,9 @@ from cloudddp.providers.kubernetes.pytorchjob import pytorchjob
 from cloudddp.providers.kubernetes.settings import DNS_LABEL, DNS_SUBDOMAIN, KubernetesSettings
 from cloudddp.providers.kubernetes.trainjob import TRAINER_CONTAINER, TRAINER_JOB, trainjob
 from cloudddp.redact import has_url_credentials, redact_text
-from cloudddp.spec import JobSpec
+
+if TYPE_CHECKING:
+    from cloudddp.job_spec import JobSpec
 
 # Pods of a job, by the labels each operator puts on them.
 POD_SELECTORS = {

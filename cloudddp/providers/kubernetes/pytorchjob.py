@@ -34,7 +34,7 @@ from cloudddp.providers.kubernetes.settings import (
 )
 
 if TYPE_CHECKING:
-    from cloudddp.spec import JobSpec
+    from cloudddp.job_spec import JobSpec
 
 
 def pod_template(spec: JobSpec, settings: KubernetesSettings, storage: Storage) -> dict[str, Any]:

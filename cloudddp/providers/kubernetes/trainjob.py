@@ -41,7 +41,7 @@ from cloudddp.providers.kubernetes.manifest import (
 from cloudddp.providers.kubernetes.settings import DEFAULT_MAX_RUNTIME, DNS_1035_MAX, KubernetesSettings
 
 if TYPE_CHECKING:
-    from cloudddp.spec import JobSpec
+    from cloudddp.job_spec import JobSpec
 
 TRAINER_JOB = "node"
 TRAINER_CONTAINER = "node"

@@ -13,9 +13,9 @@ from typing import TYPE_CHECKING
 from cloudddp.cluster.environment import EmulatedNode
 from cloudddp.elastic import is_elastic, node_range
 from cloudddp.errors import CloudDDPError
-from cloudddp.spec import JobSpec
 
 if TYPE_CHECKING:
+    from cloudddp.job_spec import JobSpec
     from cloudddp.providers.local.provider import LocalNode
 
 SHARED_FOLDERS = ("CLOUDDDP_MODEL_DIR", "CLOUDDDP_CHECKPOINT_DIR")

@@ -8,10 +8,13 @@ only turns a job spec into the `EmulatedCluster` they take.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from cloudddp.cluster import EMULATIONS
 from cloudddp.cluster.environment import EmulatedCluster, EmulatedNode
-from cloudddp.spec import JobSpec
+
+if TYPE_CHECKING:
+    from cloudddp.job_spec import JobSpec
 
 
 def node_layouts(spec: JobSpec, run_dir: Path, job_name: str) -> list[EmulatedNode]:

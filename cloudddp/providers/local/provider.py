@@ -24,7 +24,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cloudddp.cluster.environment import EmulatedNode
 from cloudddp.elastic import is_elastic
@@ -40,7 +40,9 @@ from cloudddp.providers.local.orphans import is_same_process, live_nodes, stop_o
 from cloudddp.providers.local.runner import CANCEL_REQUEST, write_state
 from cloudddp.providers.log_tail import LogTail
 from cloudddp.redact import redact_text
-from cloudddp.spec import JobSpec
+
+if TYPE_CHECKING:
+    from cloudddp.job_spec import JobSpec
 
 
 def free_port() -> int:

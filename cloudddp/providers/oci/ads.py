@@ -2,7 +2,7 @@
 
 The file is read into pydantic models named by the YAML's own camelCase fields (`TrainYaml`,
 `spec.infrastructure.spec.shapeName`, `spec.cluster.spec.worker.replicas`, ...), then turned into
-the dict `cloudddp.spec.build_spec` takes. How ADS reads the file, from oracle/accelerated-data-science
+the dict `cloudddp.job_spec.build_spec` takes. How ADS reads the file, from oracle/accelerated-data-science
 at 0e785b9fd36fb354019e0924b94ac2b0ec6f235a: `ads/opctl/config/yaml_parsers/distributed/yaml_parser.py`
 and `yaml_parsers/base.py` (`DistributedSpecParser`, `translate_config`),
 `ads/opctl/backend/ads_ml_job.py` (`MLJobDistributedBackend.prepare_job_config` and `run`),

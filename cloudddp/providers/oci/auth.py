@@ -37,8 +37,8 @@ from typing import Any
 import oci
 
 from cloudddp.errors import CloudDDPError
+from cloudddp.providers.oci import OCISettings
 from cloudddp.providers.oci.validation import check_region
-from cloudddp.spec import OCISettings
 
 DEFAULT_CONFIG_FILE = "~/.oci/config"
 

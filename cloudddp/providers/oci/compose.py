@@ -38,19 +38,20 @@ from __future__ import annotations
 import re
 import shlex
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
-import cloudddp
 from cloudddp.cluster.environment import channel_variable
 from cloudddp.cluster.oci import MASTER_PORT
-from cloudddp.elastic import require_elastic_support
 from cloudddp.errors import CloudDDPError
 from cloudddp.providers.oci.validation import shown
+from cloudddp.providers.registry import require_elastic_support
 from cloudddp.providers.secret_arguments import refuse_secret_arguments
 from cloudddp.redact import is_secret_name
-from cloudddp.spec import JobSpec
+
+if TYPE_CHECKING:
+    from cloudddp.job_spec import JobSpec
 
 # The base image of infra/docker/Dockerfile: public, with Python and PyTorch.
 DEFAULT_IMAGE = "pytorch/pytorch:2.5.1-cuda12.4-cudnn9-runtime"
@@ -189,7 +190,7 @@ def compose_dict(spec: JobSpec, output_root: str = "./cloudddp-compose") -> dict
                             compose_advice)  # fmt: skip
     image = image_for(spec)
     source = host_folder(spec.source_dir, "source_dir")
-    job_side = str(Path(cloudddp.__file__).resolve().parent)
+    job_side = str(Path(__file__).resolve().parents[2])  # the cloudddp package
     arguments = spec.script_args()
     services: dict[str, Any] = {}
     for rank in range(spec.nodes):

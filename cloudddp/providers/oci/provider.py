@@ -32,20 +32,22 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
 import oci
 
 from cloudddp.errors import CloudDDPError
 from cloudddp.providers.base import JobHandle, JobRequest, JobStatus, Provider
-from cloudddp.providers.oci import auth, logs, network, node, request, validation
-from cloudddp.session import emit
-from cloudddp.spec import JobSpec, OCISettings
+from cloudddp.providers.oci import OCISettings, auth, logs, network, node, request, validation
 from cloudddp.staging.archive import pack_source
 from cloudddp.staging.engine import copy_folder, counted, stage
 from cloudddp.staging.location import Location
 from cloudddp.staging.oci_object_store import PART_SIZE, OCIObjectStore
+from cloudddp.terminal import emit
+
+if TYPE_CHECKING:
+    from cloudddp.job_spec import JobSpec
 
 ENDPOINT_VARIABLE = "CLOUDDDP_OCI_SERVICE_ENDPOINT"
 # The OCI CLI's variables, honoured where the spec leaves a setting at its default.

@@ -24,12 +24,14 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cloudddp.cluster.environment import channel_variable
 from cloudddp.errors import CloudDDPError
 from cloudddp.providers.oci import node, validation
-from cloudddp.spec import JobSpec
+
+if TYPE_CHECKING:
+    from cloudddp.job_spec import JobSpec
 
 MOUNT_ROOT = "/mnt"
 WORK_MOUNT = "cloudddp"

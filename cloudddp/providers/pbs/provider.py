@@ -16,7 +16,7 @@ import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cloudddp.errors import CloudDDPError
 from cloudddp.providers.base import JobHandle, JobRequest, JobStatus, Provider
@@ -25,7 +25,9 @@ from cloudddp.providers.pbs.script import QsubRequest, render_qsub
 from cloudddp.providers.pbs.settings import PBSSettings
 from cloudddp.providers.slurm.shell import ScriptJobRequest
 from cloudddp.providers.slurm.tools import run_tool
-from cloudddp.spec import JobSpec
+
+if TYPE_CHECKING:
+    from cloudddp.job_spec import JobSpec
 
 # qstat job states (PBS Pro: Q H W T R E F B S X M U; Torque adds C for completed).
 JOB_STATE_OF_PBS_STATE = {"Q": "PENDING", "H": "PENDING", "W": "PENDING", "T": "PENDING", "S": "PENDING", "U": "PENDING",

@@ -36,7 +36,7 @@ from cloudddp.providers.slurm.shell import (
 )
 
 if TYPE_CHECKING:
-    from cloudddp.spec import JobSpec
+    from cloudddp.job_spec import JobSpec
 
 NODE_SCRIPT = "node.sh"
 # qsub splits a #PBS line into words: whitespace separates them, ' or " group them (nothing is escaped inside),

@@ -10,7 +10,6 @@ names the setting and its value.
 from __future__ import annotations
 
 import html
-import os
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -31,6 +30,7 @@ from botocore.exceptions import (
 from botocore.utils import is_valid_endpoint_url, is_valid_ipv6_endpoint_url
 
 from cloudddp import aws_limits
+from cloudddp.aws_settings import endpoint_variable, profile_error
 from cloudddp.errors import CloudDDPError
 
 CREDENTIALS_HELP = (
@@ -48,28 +48,11 @@ def client_config() -> Config:
     return Config(**aws_limits.botocore_config_arguments())
 
 
-def profile_error(exc: ProfileNotFound) -> CloudDDPError:
-    profile = os.environ.get("AWS_PROFILE") or os.environ.get("AWS_DEFAULT_PROFILE") or exc.kwargs.get("profile")
-    where = os.environ.get("AWS_CONFIG_FILE", "~/.aws/config")
-    return CloudDDPError(
-        f"the AWS profile {profile!r} (from AWS_PROFILE) is not in {where} or the credentials file. Check the "
-        f"spelling (`aws configure list-profiles` lists them), or unset AWS_PROFILE to use the default credentials."
-    )
-
-
 def open_session(region: str) -> Any:
     try:
         return boto3.Session(region_name=region)
     except ProfileNotFound as exc:
         raise profile_error(exc) from None
-
-
-def endpoint_variable(service: str) -> tuple[str, str] | None:
-    """The variable that sets this service's endpoint, and its value (boto3's service-specific one first)."""
-    for name in (f"AWS_ENDPOINT_URL_{service.upper()}", "AWS_ENDPOINT_URL"):
-        if os.environ.get(name):
-            return name, os.environ[name]
-    return None
 
 
 # The endpoint variables cloudddp's clients read (boto3's service-specific names: AWS_ENDPOINT_URL_<SERVICE ID>).

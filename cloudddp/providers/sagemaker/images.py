@@ -1,8 +1,8 @@
 """PyTorch Deep Learning Container image URIs for SageMaker training.
 
 `--image` always wins. Otherwise the URI comes from the one image table that the SageMaker SDK v2
-drop-in uses too (`cloudddp/sagemaker/image_table.py`, generated from the SDK v2's
-`image_uri_config/pytorch.json`; resolved by `cloudddp.sagemaker.images.training_image_uri`), so
+drop-in uses too (`cloudddp/providers/sagemaker/image_table.py`, generated from the SDK v2's
+`image_uri_config/pytorch.json`; resolved by `cloudddp.providers.sagemaker.image_uris.training_image_uri`), so
 `cloudddp launch --framework-version 1.9 --py-version py38` and `PyTorch(framework_version="1.9",
 py_version="py38")` pick the same image, and every version the SDK v2 knows is known here.
 """
@@ -21,9 +21,9 @@ def is_dlc(image: str) -> bool:
 
 
 def builtin_uri(region: str, framework_version: str, py_version: str | None, instance_type: str) -> str:
-    """The image table's URI (cloudddp.sagemaker.images: the drop-in's resolver; imported here, when it is needed).
+    """The image table's URI (cloudddp.providers.sagemaker.image_uris: the drop-in's resolver; imported here, when it is needed).
     Without a py_version, the newest Python the table has images of for that framework version."""
-    from cloudddp.sagemaker.images import newest_python, training_image_uri
+    from cloudddp.providers.sagemaker.image_uris import newest_python, training_image_uri
 
     python = py_version or newest_python(framework_version)
     return training_image_uri(framework_version, python, instance_type, region, image_option="--image URI")
@@ -38,7 +38,7 @@ def training_image(
 def __getattr__(name: str) -> object:
     """VERSIONS (alias -> (full version, Python versions)) and REGION_ACCOUNTS (region -> ECR account, where not
     DEFAULT_ACCOUNT), read from the one table: views for callers, not a second table."""
-    from cloudddp.sagemaker.image_table import REGISTRIES, VERSION_ALIASES, VERSIONS
+    from cloudddp.providers.sagemaker.image_table import REGISTRIES, VERSION_ALIASES, VERSIONS
 
     if name == "VERSIONS":
         return {alias: (full, tuple(VERSIONS[full]["py_versions"])) for alias, full in VERSION_ALIASES.items()}

@@ -16,7 +16,7 @@ import tempfile
 import weakref
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cloudddp.errors import CloudDDPError
 from cloudddp.providers.sagemaker import validation as check
@@ -32,8 +32,10 @@ from cloudddp.providers.sagemaker.request import (
     plan_checkpoint,
     validate_spec,
 )
-from cloudddp.spec import JobSpec
 from cloudddp.staging.archive import BOOTSTRAP_NAME, pack_source
+
+if TYPE_CHECKING:
+    from cloudddp.job_spec import JobSpec
 
 COMMAND = f"python3 {BOOTSTRAP_NAME}"
 

@@ -17,7 +17,7 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import botocore.session
 from botocore.exceptions import BotoCoreError, ClientError
@@ -41,13 +41,15 @@ from cloudddp.providers.sagemaker.request import (
     validate_spec,
 )
 from cloudddp.redact import secret_values
-from cloudddp.session import emit
-from cloudddp.spec import JobSpec
 from cloudddp.staging.archive import pack_source, source_files
 from cloudddp.staging.engine import StageResult, copy_folder, counted, stage
 from cloudddp.staging.location import parse_location
 from cloudddp.staging.s3_bucket import StagingBucket, split_uri
 from cloudddp.staging.s3_store import S3Store
+from cloudddp.terminal import emit
+
+if TYPE_CHECKING:
+    from cloudddp.job_spec import JobSpec
 
 PENDING_SECONDARY = {
     "Starting", "Pending", "LaunchingMLInstances", "PreparingTrainingStack", "Downloading",

@@ -30,7 +30,7 @@ import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cloudddp.errors import CloudDDPError
 from cloudddp.providers.sagemaker import validation as check
@@ -38,8 +38,10 @@ from cloudddp.providers.sagemaker.aws import check_endpoint_variables
 from cloudddp.providers.sagemaker.images import is_dlc
 from cloudddp.providers.sagemaker.instance_groups import check_instance_groups
 from cloudddp.redact import secret_environment_warning
-from cloudddp.spec import JobSpec
 from cloudddp.staging.archive import BOOTSTRAP_NAME
+
+if TYPE_CHECKING:
+    from cloudddp.job_spec import JobSpec
 
 CODE_CHANNEL = "cloudddp_code"
 ARCHIVE_NAME = "sourcedir.tar.gz"

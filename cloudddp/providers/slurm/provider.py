@@ -12,7 +12,7 @@ import re
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cloudddp.cluster.hostlist import expand_hostlist
 from cloudddp.errors import CloudDDPError
@@ -22,7 +22,9 @@ from cloudddp.providers.slurm.script import SbatchRequest, render_sbatch
 from cloudddp.providers.slurm.settings import SlurmSettings
 from cloudddp.providers.slurm.shell import ScriptJobRequest
 from cloudddp.providers.slurm.tools import run_tool, tool_failure
-from cloudddp.spec import JobSpec
+
+if TYPE_CHECKING:
+    from cloudddp.job_spec import JobSpec
 
 # Slurm job states (squeue(1) "JOB STATE CODES") -> cloudddp's.
 JOB_STATE_OF_SLURM_STATE = {

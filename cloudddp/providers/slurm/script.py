@@ -26,6 +26,7 @@ import re
 import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from cloudddp.elastic import is_elastic, node_range
 from cloudddp.errors import CloudDDPError
@@ -43,7 +44,9 @@ from cloudddp.providers.slurm.shell import (
     shared_folder,
     split_environment,
 )
-from cloudddp.spec import JobSpec
+
+if TYPE_CHECKING:
+    from cloudddp.job_spec import JobSpec
 
 
 @dataclass

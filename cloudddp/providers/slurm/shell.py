@@ -25,7 +25,7 @@ from cloudddp.redact import (
 )
 
 if TYPE_CHECKING:  # the spec module builds JobSpec from the registry, which imports this package
-    from cloudddp.spec import JobSpec
+    from cloudddp.job_spec import JobSpec
 
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 # A directive is one line: a newline would end it and start a command, and sbatch stops reading

@@ -17,8 +17,8 @@ from helpers.kubernetes_apiserver import FakeAPIServer, crd_validator, trainjob_
 from cloudddp.cluster import kubeflow
 from cloudddp.cluster.options import DetectOptions
 from cloudddp.errors import CloudDDPError
+from cloudddp.job_spec import build_spec
 from cloudddp.providers.kubernetes.provider import KubernetesProvider
-from cloudddp.spec import build_spec
 
 IMAGE = "registry.example.com/train:1"
 TRAIN = str(SOURCES / "train_ddp.py")

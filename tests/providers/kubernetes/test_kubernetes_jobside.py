@@ -24,9 +24,9 @@ from helpers.etcd import etcd  # noqa: F401  (the shared real-etcd fixture)
 
 from cloudddp.cluster.environment import EmulatedCluster
 from cloudddp.cluster.kubeflow import emulate
+from cloudddp.job_spec import build_spec
 from cloudddp.providers.kubernetes.provider import KubernetesProvider
 from cloudddp.providers.local.provider import free_port
-from cloudddp.spec import build_spec
 
 pytestmark = pytest.mark.slow
 WORKDIR = "/workspace"  # the manifest's workingDir; the source folder is mounted there in the image

@@ -19,8 +19,8 @@ from helpers.kubernetes_apiserver import (
 )
 
 from cloudddp.errors import CloudDDPError
+from cloudddp.job_spec import build_spec
 from cloudddp.providers.kubernetes.provider import KubernetesProvider
-from cloudddp.spec import build_spec
 
 IMAGE = "registry.example.com/train:1"
 

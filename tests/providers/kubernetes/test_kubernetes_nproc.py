@@ -23,9 +23,9 @@ from helpers import SOURCES, cli, run_launcher
 from helpers.kubernetes_apiserver import OLDER_TRAINJOB_CRDS, crd_validator, trainjob_webhook_errors
 
 from cloudddp.errors import CloudDDPError
+from cloudddp.job_spec import build_spec
 from cloudddp.providers.kubernetes.provider import KubernetesProvider
 from cloudddp.providers.local.layout import node_layouts
-from cloudddp.spec import build_spec
 
 IMAGE = "registry.example.com/train:1"
 

@@ -20,8 +20,8 @@ from helpers import SOURCES, cli
 from helpers.kubernetes_apiserver import crd_validator, trainjob_webhook_errors
 
 from cloudddp.errors import CloudDDPError
+from cloudddp.job_spec import build_spec
 from cloudddp.providers.kubernetes.provider import KubernetesProvider
-from cloudddp.spec import build_spec
 
 IMAGE = "registry.example.com/train:1"
 # apimachinery IsDNS1123Label: dns1123LabelFmt, at most DNS1123LabelMaxLength = 63.

@@ -14,8 +14,8 @@ from helpers import SOURCES, run_cli
 from helpers.kubernetes_apiserver import OLDER_TRAINJOB_CRDS, FakeAPIServer, FakePod, write_kubeconfig
 
 from cloudddp.errors import CloudDDPError
+from cloudddp.job_spec import build_spec
 from cloudddp.providers.kubernetes.provider import KubernetesProvider
-from cloudddp.spec import build_spec
 
 
 @pytest.fixture

@@ -18,9 +18,9 @@ from helpers import SOURCES, run_cli
 from helpers.kubernetes_apiserver import crd_validator, trainjob_webhook_errors
 
 from cloudddp.errors import CloudDDPError
+from cloudddp.job_spec import build_spec
 from cloudddp.providers.kubernetes.provider import KubernetesProvider
 from cloudddp.providers.kubernetes.settings import KubernetesSettings
-from cloudddp.spec import build_spec
 
 IMAGE = "registry.example.com/train:1"
 TRICKY = ["$(FOO)", "a$$b", "$$(X)", "$", "cost: $5", "$(unclosed", "$$$"]

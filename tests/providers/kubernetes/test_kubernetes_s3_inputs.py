@@ -35,10 +35,10 @@ from helpers.seaweedfs import ACCESS_KEY, SECRET_KEY, SeaweedS3, seaweed_for_tes
 from cloudddp.cluster.environment import EmulatedCluster
 from cloudddp.cluster.kubeflow import emulate
 from cloudddp.errors import CloudDDPError
+from cloudddp.job_spec import build_spec
 from cloudddp.launcher.pull_inputs import Channel, relative_path
 from cloudddp.providers.kubernetes.provider import KubernetesProvider
 from cloudddp.providers.local.provider import free_port
-from cloudddp.spec import build_spec
 
 POD_SCRIPTS = Path(__file__).parent / "pod_scripts"  # stands for the code at /workspace in the image
 WORKDIR = "/workspace"

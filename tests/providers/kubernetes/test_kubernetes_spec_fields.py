@@ -12,8 +12,8 @@ from helpers import SOURCES, cli
 from helpers.kubernetes_apiserver import OLDER_TRAINJOB_CRDS, crd_validator, trainjob_webhook_errors
 
 from cloudddp.errors import CloudDDPError
+from cloudddp.job_spec import build_spec
 from cloudddp.providers.kubernetes.provider import KubernetesProvider
-from cloudddp.spec import build_spec
 
 IMAGE = "registry.example.com/train:1"
 

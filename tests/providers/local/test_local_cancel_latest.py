@@ -27,10 +27,10 @@ import pytest
 from helpers import PYTHON, REPO, clean_env, cli, run_cli, wait_until
 
 from cloudddp import CloudDDPError, Estimator
+from cloudddp.job_spec import build_spec
 from cloudddp.launcher.supervisor import descendants, is_running
 from cloudddp.providers.local import provider as local
 from cloudddp.providers.local import runner as local_runner
-from cloudddp.spec import build_spec
 
 SLEEPER = """\
 import os, pathlib, sys, time

@@ -11,8 +11,8 @@ import yaml
 from helpers import run_cli
 
 from cloudddp import CloudDDPError, Estimator
+from cloudddp.job_spec import build_spec
 from cloudddp.providers.local.provider import LocalProvider
-from cloudddp.spec import build_spec
 
 GOOD = """import json, os, sys
 if os.environ.get("RANK", "0") == "0":

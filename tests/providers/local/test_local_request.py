@@ -11,8 +11,8 @@ import pytest
 import yaml
 from helpers import SOURCES
 
+from cloudddp.job_spec import build_spec
 from cloudddp.providers.local import provider as local
-from cloudddp.spec import build_spec
 
 
 class RecordingPopen:

@@ -84,7 +84,7 @@ from types import SimpleNamespace
 from cloudddp.providers import JobHandle, JobStatus
 from cloudddp.providers.base import Provider as BaseProvider
 from cloudddp.session import run_job
-from cloudddp.spec import JobSpec
+from cloudddp.job_spec import JobSpec
 
 class Provider(BaseProvider):
     name = sys.argv[1]

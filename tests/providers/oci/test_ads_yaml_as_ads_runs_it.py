@@ -24,9 +24,9 @@ import yaml
 from helpers import REPO
 from helpers.ads_yaml import ads_yaml
 
+from cloudddp.job_spec import load_spec
 from cloudddp.providers.oci.ads import FIELDS, spec_dict_from_ads
 from cloudddp.providers.oci.validation import check_image
-from cloudddp.spec import load_spec
 
 PROJECT = "ocid1.datascienceproject.oc1.iad.aaaaaaaaproject"
 COMPARTMENT = "ocid1.compartment.oc1..aaaaaaaacompartment"

@@ -17,11 +17,11 @@ from helpers.oci_loopback_server import COMPARTMENT, LOG_GROUP, PROJECT
 from pydantic import BaseModel
 
 from cloudddp.errors import CloudDDPError
+from cloudddp.job_spec import build_spec, load_spec
 from cloudddp.launcher.cli import build_parser, plan_for
 from cloudddp.providers.oci.ads import TrainYaml, spec_dict_from_ads
 from cloudddp.providers.oci.compose import compose_dict, compose_yaml
 from cloudddp.providers.oci.provider import OCIProvider
-from cloudddp.spec import build_spec, load_spec
 
 # The guide's "Example train.yaml", verbatim.
 SEED_TRAIN_YAML = """\

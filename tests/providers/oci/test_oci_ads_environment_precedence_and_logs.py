@@ -11,8 +11,8 @@ from helpers.ads_yaml import ads_yaml
 from helpers.oci_loopback_server import COMPARTMENT, IMAGE, LOG, PROJECT
 
 from cloudddp.errors import CloudDDPError
+from cloudddp.job_spec import load_spec
 from cloudddp.providers.oci.provider import OCIProvider
-from cloudddp.spec import load_spec
 
 # One variable set at every level ADS reads. What ADS does with them, from oracle/accelerated-data-science at
 # 0e785b9fd36fb354019e0924b94ac2b0ec6f235a:

@@ -19,8 +19,8 @@ from helpers import cli
 from helpers.oci_loopback_server import COMPARTMENT, FakeOCI, ThrowawayKey, oci_settings
 
 from cloudddp.errors import CloudDDPError
+from cloudddp.job_spec import build_spec
 from cloudddp.providers.oci.provider import OCIProvider
-from cloudddp.spec import build_spec
 
 RUN = "ocid1.datasciencejobrun.oc1.iad.aaaaaaaarun"
 PASSPHRASE = "SuperSecretPass123"

@@ -18,8 +18,8 @@ from helpers import run_cli
 from helpers.oci_loopback_server import COMPARTMENT, PROJECT, ThrowawayKey
 
 from cloudddp.errors import CloudDDPError
+from cloudddp.providers.oci import OCISettings
 from cloudddp.providers.oci.provider import OCIProvider
-from cloudddp.spec import OCISettings
 
 RUN = "ocid1.datasciencejobrun.oc1.iad.aaaaaaaarun"
 PASSPHRASE = "Sécret-pass-ÿ"  # written below in latin-1: byte 0xff is no UTF-8

@@ -36,8 +36,8 @@ from helpers.oci_loopback_server import (
 )
 
 from cloudddp.errors import CloudDDPError
+from cloudddp.job_spec import build_spec
 from cloudddp.providers.oci.provider import OCIProvider
-from cloudddp.spec import build_spec
 
 BODY_HEADERS = ["content-length", "content-type", "x-content-sha256"]
 GET_HEADERS = ["date", "(request-target)", "host"]

@@ -31,9 +31,9 @@ from helpers.oci_loopback_server import (
 )
 
 from cloudddp.errors import CloudDDPError
+from cloudddp.job_spec import build_spec
 from cloudddp.providers.oci.provider import OCIProvider
 from cloudddp.session import command_exit_code
-from cloudddp.spec import build_spec
 
 
 @pytest.fixture

@@ -19,9 +19,9 @@ from helpers.endpoints import refused_endpoint, silent_endpoint
 from helpers.oci_loopback_server import ThrowawayKey, oci_settings
 
 from cloudddp.errors import CloudDDPError
+from cloudddp.job_spec import build_spec
 from cloudddp.providers.oci.network import NetworkPolicy
 from cloudddp.providers.oci.provider import OCIProvider
-from cloudddp.spec import build_spec
 
 RUN = "ocid1.datasciencejobrun.oc1.iad.aaaanetwork"
 TIMEOUT = 2.0

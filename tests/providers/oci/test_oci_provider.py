@@ -37,11 +37,11 @@ from helpers.oci_loopback_server import (
 
 from cloudddp.errors import CloudDDPError
 from cloudddp.estimator import Estimator
+from cloudddp.job_spec import build_spec
 from cloudddp.providers.oci import logs as oci_logs
 from cloudddp.providers.oci import provider as oci_provider
 from cloudddp.providers.oci.provider import OCIProvider
 from cloudddp.session import run_job
-from cloudddp.spec import build_spec
 from cloudddp.staging.manifest import MANIFEST_NAME
 
 REPO = Path(__file__).resolve().parents[3]

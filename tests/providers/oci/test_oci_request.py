@@ -14,10 +14,10 @@ import yaml
 from helpers.oci_loopback_server import COMPARTMENT, IMAGE, LOG_GROUP, PROJECT, oci_settings
 
 from cloudddp.errors import CloudDDPError
+from cloudddp.job_spec import build_spec
 from cloudddp.providers.oci import node as oci_node
 from cloudddp.providers.oci import request, validation
 from cloudddp.providers.oci.provider import OCIProvider
-from cloudddp.spec import build_spec
 
 REPO = Path(__file__).resolve().parents[3]
 

@@ -21,9 +21,9 @@ from helpers.oci_loopback_server import (
 )
 
 from cloudddp.errors import CloudDDPError
+from cloudddp.job_spec import build_spec
 from cloudddp.providers.oci import request
 from cloudddp.providers.oci.provider import OCIProvider
-from cloudddp.spec import build_spec
 
 REPO = Path(__file__).resolve().parents[3]
 SECRET = "hf_S3cr3tT0kenValue"

@@ -22,10 +22,10 @@ import pytest
 from helpers import SOURCES
 from helpers.slurm_cluster import SlurmCluster, slurm_cluster
 
+from cloudddp.job_spec import build_spec
 from cloudddp.providers.base import JobRequest
 from cloudddp.providers.pbs.provider import PBSProvider
 from cloudddp.providers.pbs.script import QsubRequest
-from cloudddp.spec import build_spec
 
 SPEC = {"name": "sleepy", "entry_point": "allreduce_check.py", "source_dir": str(SOURCES), "nodes": 2}
 

@@ -14,8 +14,8 @@ import pytest
 from helpers import cli
 
 from cloudddp.errors import CloudDDPError
+from cloudddp.job_spec import build_spec
 from cloudddp.providers.pbs.provider import PBSProvider
-from cloudddp.spec import build_spec
 
 
 def split_like_qsub(line: str) -> list[str]:

@@ -21,8 +21,8 @@ from helpers import PYTHON, SOURCES, clean_env, cli, run_tree
 
 from cloudddp.cluster.plan import JOB_PORT_SLOTS, port_from_job_id
 from cloudddp.errors import CloudDDPError
+from cloudddp.job_spec import build_spec
 from cloudddp.providers.pbs.provider import PBSProvider
-from cloudddp.spec import build_spec
 
 # `pbsdsh -h HOST -- PROGRAM ARGS`: runs PROGRAM with the job's environment, here under hostname HOST.
 PBSDSH = """#!/bin/bash

@@ -14,9 +14,9 @@ from helpers import SOURCES, cli
 from pydantic import ValidationError
 
 from cloudddp.errors import CloudDDPError
+from cloudddp.job_spec import build_spec
 from cloudddp.providers.pbs.provider import PBSProvider
 from cloudddp.providers.pbs.settings import PBSSettings
-from cloudddp.spec import build_spec
 
 # Values qsub -l walltime= takes (attr_fn_time.c decode_time, commit cd7ab5edaf03dcac2f1cb9e2f42d75eb117d468a).
 ACCEPTED = [

@@ -27,11 +27,11 @@ from helpers.sagemaker_fixtures import (  # noqa: F401  (fixtures)
 )
 
 from cloudddp.errors import CloudDDPError
+from cloudddp.job_spec import JobSpec, build_spec
 from cloudddp.providers.local.layout import node_layouts
 from cloudddp.providers.sagemaker import instance_groups, request
 from cloudddp.providers.sagemaker.provider import SageMakerProvider
 from cloudddp.sagemaker.debugger import debugger_request
-from cloudddp.spec import JobSpec, build_spec
 
 GROUPS = [
     {"name": "data", "instance_type": "ml.c5.2xlarge", "count": 1},

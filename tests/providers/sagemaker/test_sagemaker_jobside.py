@@ -30,8 +30,8 @@ from helpers.sagemaker_fixtures import (  # noqa: F401  (fixtures)
 
 from cloudddp.cluster import sagemaker
 from cloudddp.cluster.environment import EmulatedCluster, EmulatedNode
+from cloudddp.job_spec import JobSpec
 from cloudddp.providers.local.provider import free_port
-from cloudddp.spec import JobSpec
 
 pytestmark = pytest.mark.slow
 

@@ -29,8 +29,8 @@ from helpers.sagemaker_fixtures import (  # noqa: F401  (fixtures)
 )
 
 from cloudddp.errors import CloudDDPError
+from cloudddp.job_spec import build_spec
 from cloudddp.providers.sagemaker import validation
-from cloudddp.spec import build_spec
 from cloudddp.staging.engine import VERSION_FOLDER
 
 SENT_VERSION = "v-" + "0" * 16 + "/"  # the length of the version folder a staged channel's URI ends in, as sent

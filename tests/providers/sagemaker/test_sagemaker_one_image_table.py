@@ -1,7 +1,7 @@
 """`cloudddp launch -p sagemaker` and the SDK v2 drop-in pick the training image from one table.
 
 Upstream: aws/sagemaker-python-sdk tag v2.257.6 (commit fc582aaa46faf7b7e16ab1e13840869712174cd0),
-src/sagemaker/image_uri_config/pytorch.json (scope training), generated into cloudddp/sagemaker/image_table.py,
+src/sagemaker/image_uri_config/pytorch.json (scope training), generated into cloudddp/providers/sagemaker/image_table.py,
 and src/sagemaker/image_uris.py `retrieve` (an alias such as "1.9" is looked up as 1.9.1, the tag keeps "1.9";
 ml.g*/ml.p* get the gpu image). Before, the CLI had a table of its own (2.1 to 2.8 only): `--framework-version 1.9`
 was refused while `PyTorch(framework_version="1.9", py_version="py38")` resolved it.
@@ -16,8 +16,8 @@ import yaml
 from helpers import cli
 
 from cloudddp.providers.sagemaker import images
-from cloudddp.sagemaker.image_table import VERSION_ALIASES, VERSIONS
-from cloudddp.sagemaker.images import training_image_uri
+from cloudddp.providers.sagemaker.image_table import VERSION_ALIASES, VERSIONS
+from cloudddp.providers.sagemaker.image_uris import training_image_uri
 
 ROLE = "arn:aws:iam::123456789012:role/SageMakerRole"
 REGIONS = ("us-east-1", "eu-west-1", "af-south-1", "cn-north-1", "us-gov-west-1")

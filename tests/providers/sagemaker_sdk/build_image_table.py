@@ -1,4 +1,4 @@
-"""Regenerate `cloudddp/sagemaker/image_table.py` from the SageMaker SDK v2's own image table.
+"""Regenerate `cloudddp/providers/sagemaker/image_table.py` from the SageMaker SDK v2's own image table.
 
     .venv/bin/python tests/providers/sagemaker_sdk/build_image_table.py PYTORCH_JSON
 
@@ -15,7 +15,7 @@ import pprint
 import sys
 from pathlib import Path
 
-TARGET = Path(__file__).resolve().parents[3] / "cloudddp" / "sagemaker" / "image_table.py"
+TARGET = Path(__file__).resolve().parents[3] / "cloudddp" / "providers" / "sagemaker" / "image_table.py"
 HEADER = '''"""PyTorch training images as the SageMaker SDK v2 resolves them (generated; do not edit).
 
 From aws/sagemaker-python-sdk `src/sagemaker/image_uri_config/pytorch.json`, scope

@@ -18,9 +18,9 @@ import pytest
 from sdk2_moto import MotoServer, moto, source  # noqa: F401  (moto and source are fixtures)
 
 from cloudddp.errors import CloudDDPError
+from cloudddp.providers.sagemaker.image_uris import training_image_uri
 from cloudddp.sagemaker import InstanceGroup, PyTorch, Session
 from cloudddp.sagemaker.arguments import NOT_SUPPORTED
-from cloudddp.sagemaker.images import training_image_uri
 
 ROLE = "arn:aws:iam::123456789012:role/SageMakerRole"
 BASE: dict[str, Any] = {

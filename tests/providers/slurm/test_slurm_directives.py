@@ -21,8 +21,8 @@ import pytest
 from helpers import PYTHON, cli
 
 from cloudddp.errors import CloudDDPError
+from cloudddp.job_spec import build_spec
 from cloudddp.providers.slurm.provider import SlurmProvider
-from cloudddp.spec import build_spec
 
 FOUND = 'sbatch: debug2: Found in script, argument "'
 

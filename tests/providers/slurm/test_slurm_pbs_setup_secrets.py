@@ -11,9 +11,9 @@ import yaml
 from helpers import SOURCES, cli
 
 from cloudddp.errors import CloudDDPError
+from cloudddp.job_spec import build_spec
 from cloudddp.providers.pbs.provider import PBSProvider
 from cloudddp.providers.slurm.provider import SlurmProvider
-from cloudddp.spec import build_spec
 
 SECRET = "0123456789abcdef0123456789abcdef01234567"
 

@@ -20,9 +20,9 @@ from helpers import PYTHON, SOURCES, run_cli
 from helpers.slurm_cluster import SlurmCluster, slurm_cluster
 
 from cloudddp.errors import CloudDDPError
+from cloudddp.job_spec import JobSpec
 from cloudddp.providers.base import JobStatus
 from cloudddp.providers.slurm.provider import SlurmProvider
-from cloudddp.spec import JobSpec
 
 pytestmark = [pytest.mark.slow, pytest.mark.slurm]
 # Three epochs of the demo data (320 images) clear this; the small set (64) stays at chance level.

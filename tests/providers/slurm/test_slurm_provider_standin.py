@@ -12,8 +12,8 @@ import pytest
 from helpers import SOURCES, run_cli
 
 from cloudddp.errors import CloudDDPError
+from cloudddp.job_spec import build_spec
 from cloudddp.providers.slurm.provider import SlurmProvider
-from cloudddp.spec import build_spec
 
 RECORD = "JobId={id} JobName=job JobState={state} Reason={reason} ExitCode=0:0 NodeList={nodes} StdOut={out}\n"
 

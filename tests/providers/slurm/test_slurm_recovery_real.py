@@ -22,8 +22,8 @@ import pytest
 from helpers import PYTHON, SOURCES
 from helpers.slurm_cluster import SlurmCluster, slurm_cluster
 
+from cloudddp.job_spec import JobSpec
 from cloudddp.providers.slurm.provider import SlurmProvider
-from cloudddp.spec import JobSpec
 
 pytestmark = [pytest.mark.slow, pytest.mark.slurm]
 # 96 training images, 8 per batch: 6 steps an epoch on two nodes, 12 on one. One epoch unless a test asks for more.

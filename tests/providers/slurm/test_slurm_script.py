@@ -10,8 +10,8 @@ import pytest
 from helpers import SOURCES, cli
 
 from cloudddp.errors import CloudDDPError
+from cloudddp.job_spec import build_spec
 from cloudddp.providers.slurm.provider import SlurmProvider
-from cloudddp.spec import build_spec
 
 
 def spec_data(tmp_path: Path, **slurm: Any) -> dict[str, Any]:

@@ -15,9 +15,9 @@ from helpers import SOURCES, cli
 from pydantic import ValidationError
 
 from cloudddp.errors import CloudDDPError
+from cloudddp.job_spec import build_spec
 from cloudddp.providers.slurm.provider import SlurmProvider
 from cloudddp.providers.slurm.settings import SlurmSettings
-from cloudddp.spec import build_spec
 
 # Values sbatch --time takes (parse_time.c time_str2secs, commit 284c3b95f08a2dc2478499837b03355e1b9c5c75).
 ACCEPTED = [

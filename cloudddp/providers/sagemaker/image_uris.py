@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 
 from cloudddp.errors import CloudDDPError
-from cloudddp.sagemaker.image_table import PROCESSORS, REGISTRIES, VERSION_ALIASES, VERSIONS
+from cloudddp.providers.sagemaker.image_table import PROCESSORS, REGISTRIES, VERSION_ALIASES, VERSIONS
 
 FAMILY = re.compile(r"^ml[._]([a-z0-9-]+?)(?:\.|$)")
 

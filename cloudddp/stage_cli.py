@@ -13,7 +13,7 @@ import os
 import signal
 import sys
 from pathlib import Path
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
 from cloudddp.errors import CloudDDPError, print_error
 from cloudddp.staging.engine import StageOptions, StageResult, counted, stage
@@ -23,6 +23,9 @@ from cloudddp.staging.manifest import PLAIN, SHARDS
 from cloudddp.staging.progress import for_stream
 from cloudddp.staging.shards import DEFAULT_SHARD_SIZE
 from cloudddp.staging.store import ObjectStore
+
+if TYPE_CHECKING:
+    from cloudddp.staging.oci_object_store import OCIObjectStore
 
 MIB = 1024 * 1024
 INTERRUPTED_EXIT_CODE = 130  # 128 + SIGINT, as a shell reports Ctrl-C
@@ -45,10 +48,11 @@ def open_store(location: Location, transport: str) -> ObjectStore:
             raise CloudDDPError("staging to s3:// needs boto3: pip install 'cloudddp[sagemaker]'.") from None
         return open_s3_store(location, transport)
     try:
-        from cloudddp.staging.oci_object_store import open_oci_store
-    except ImportError:
+        return open_oci_store(location)
+    except ModuleNotFoundError as exc:
+        if exc.name != "oci" and not (exc.name or "").startswith("oci."):
+            raise
         raise CloudDDPError("staging to oci:// needs the oci SDK: pip install 'cloudddp[oci]'.") from None
-    return open_oci_store(location)
 
 
 def summary(result: StageResult) -> str:
@@ -180,3 +184,16 @@ def main(args: list[str]) -> None:
         sys.exit(exc.exit_code)
     except KeyboardInterrupt as exc:  # true at any moment: the engine publishes only a complete version
         leave(exit_code(exc.signum) if isinstance(exc, Terminated) else INTERRUPTED_EXIT_CODE)
+
+
+def open_oci_store(location: Location) -> OCIObjectStore:
+    """An OCIObjectStore from ~/.oci/config (or the profile/endpoint variables the OCI provider reads)."""
+    from cloudddp.providers.oci.provider import OCIProvider
+    from cloudddp.staging.oci_object_store import OCIObjectStore
+
+    provider = OCIProvider()
+    clients = provider.clients()
+    compartment = os.environ.get("OCI_COMPARTMENT_ID") or clients.credentials.config.get("tenancy")
+    store = OCIObjectStore(clients.object_storage, location, compartment_id=compartment)
+    store.reaching = provider.reaching
+    return store
