@@ -152,7 +152,7 @@ def find_job(job: str, provider: str | None, runs_dir: str | None) -> tuple[Any,
         entry = job_index.find(job, provider)
         if entry is not None:
             return provider_for(entry.provider, None), entry.job_id
-    return provider_for(provider or "local", runs_dir), job
+    return provider_for(provider or registry.DEFAULT_PROVIDER, runs_dir), job
 
 
 def provider_for(provider: str, runs_dir: str | None) -> Any:
@@ -161,8 +161,10 @@ def provider_for(provider: str, runs_dir: str | None) -> Any:
 
     if runs_dir is None:
         return get_provider(provider)
-    if provider != "local":
-        raise CloudDDPError(f"--runs-dir {runs_dir!r}: only the local provider keeps its runs in a folder here.")
+    if not registry.get(provider).runs_on_this_machine:
+        keeps = [name for name, info in registry.providers().items() if info.runs_on_this_machine]
+        raise CloudDDPError(f"--runs-dir {runs_dir!r}: only the {' and '.join(keeps)} provider keeps its runs in a "
+                            "folder here.")  # fmt: skip
     return get_provider(provider, runs_dir=runs_dir)
 
 
@@ -369,11 +371,13 @@ def load_launch_spec(provider: str, file: Path | None, overrides: dict[str, Any]
 
 
 def print_compose(provider: str, spec: JobSpec) -> None:
-    if provider != "oci":
-        raise CloudDDPError("render --compose writes the OCI (Oracle ADS) local test: use it with --provider oci.")
-    from cloudddp.providers.oci.compose import compose_yaml
-
-    print(compose_yaml(spec), end="")
+    """`render --compose`: the provider's docker-compose local test (its declaration names the function)."""
+    writer = registry.get(provider).compose
+    if not writer:
+        able = [name for name, info in registry.providers().items() if info.compose]
+        raise CloudDDPError(f"render --compose writes a provider's docker-compose local test; {provider} has none "
+                            f"(use it with --provider {' or '.join(able) or 'one that has'}).")  # fmt: skip
+    print(registry.load_factory(writer)(spec), end="")
 
 
 # Over 60 lines only because typer reads the command line from this signature (one parameter per

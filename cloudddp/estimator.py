@@ -195,10 +195,9 @@ class Estimator:
 
     def to_model_trainer(self, inputs: Inputs = None) -> Any:
         """The same job as a SageMaker SDK v3 `ModelTrainer` running cloudddp's launcher (sagemaker only)."""
-        if self.provider_name != "sagemaker":
-            raise CloudDDPError(f"to_model_trainer() is for provider='sagemaker', not {self.provider_name!r}.")
-        from cloudddp.providers.sagemaker.model_trainer import to_model_trainer
+        from cloudddp.providers.sagemaker.model_trainer import require_sagemaker, to_model_trainer
 
+        require_sagemaker(self.provider_name)
         spec = self.spec(inputs)
         require_elastic_support(self.provider_name, spec)  # SageMaker starts a fixed set of hosts
         return to_model_trainer(spec)

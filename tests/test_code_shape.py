@@ -86,3 +86,31 @@ def test_the_check_finds_a_long_function_and_accepts_one_with_a_reason() -> None
     assert list(long_functions_without_a_reason(explained, "m.py")) == []
     short = "def build():\n" + "".join(f"    x{i} = {i}\n" for i in range(LIMIT - 1))
     assert list(long_functions_without_a_reason(short, "m.py")) == []
+
+
+def provider_branches(source: str, names: set[str]) -> list[str]:
+    """`provider == "slurm"`-like comparisons: a provider name compared with something named provider."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if not isinstance(node, ast.Compare):
+            continue
+        sides = [node.left, *node.comparators]
+        named = any(isinstance(side, ast.Constant) and side.value in names for side in sides)
+        if named and any("provider" in ast.unparse(side) for side in sides):
+            found.append(f"{node.lineno}: {ast.unparse(node)}")
+    return found
+
+
+def test_generic_code_does_not_branch_on_provider_names() -> None:
+    """What differs by provider or platform is a hook on its declaration (ProviderInfo, Provider) or its cluster
+    module (torchrun_args, worker_environment): the CLI, session, Estimator, config and launcher name none."""
+    from cloudddp.cluster import BY_NAME
+    from cloudddp.providers import registry
+
+    names = set(registry.names()) | set(BY_NAME)
+    generic = [*(REPO / "cloudddp").glob("*.py"), *(REPO / "cloudddp" / "launcher").glob("*.py")]
+    found = {
+        str(path.relative_to(REPO)): hits for path in generic if (hits := provider_branches(path.read_text(), names))
+    }
+    assert found == {}
+    assert provider_branches('if plan.provider != "slurm":\n    pass\n', names) == ["1: plan.provider != 'slurm'"]

@@ -212,3 +212,10 @@ def test_completion_installs_from_the_cli() -> None:
     # shell's name instead, as typer's own tests do.
     result = cli("--show-completion", "bash", env={"_TYPER_COMPLETE_TEST_DISABLE_SHELL_DETECTION": "1"})
     assert result.returncode == 0 and "_CLOUDDDP_COMPLETE=complete_bash" in result.stdout
+
+
+def test_compose_is_refused_for_a_provider_without_one_naming_those_with_one(project: Path) -> None:
+    result = cli("render", "-p", "slurm", "--compose", "train.py", cwd=project)
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert result.stderr == ("error: render --compose writes a provider's docker-compose local test; slurm has none "
+                             "(use it with --provider oci).\n")  # fmt: skip

@@ -29,7 +29,10 @@ EMULATIONS: dict[str, EmulatedEnvironment] = {
 }  # fmt: skip
 ALIASES = {"local": "standalone", "none": "standalone", "kubernetes": "kubeflow", "k8s": "kubeflow"}
 
-__all__ = ["BY_NAME", "EMULATIONS", "ENVIRONMENTS", "ClusterPlan", "DetectOptions", "detect_provider", "resolve_plan"]
+__all__ = [
+    "BY_NAME", "EMULATIONS", "ENVIRONMENTS", "ClusterPlan", "DetectOptions", "detect_provider",
+    "platform_torchrun_args", "platform_worker_environment", "resolve_plan",
+]  # fmt: skip
 
 
 def detect_provider(environ: Mapping[str, str], provider: str | None = None) -> Environment:
@@ -55,6 +58,18 @@ def detect_provider(environ: Mapping[str, str], provider: str | None = None) -> 
             f"Name the one this job runs on with --provider or CLOUDDDP_PROVIDER."
         )
     return found[0] if found else standalone
+
+
+def platform_torchrun_args(plan: ClusterPlan) -> list[str]:
+    """torchrun arguments the node's platform adds (its module's optional `torchrun_args(plan)`)."""
+    hook = getattr(BY_NAME.get(plan.provider), "torchrun_args", None)
+    return list(hook(plan)) if hook else []
+
+
+def platform_worker_environment(plan: ClusterPlan, environ: Mapping[str, str], code_dir: str) -> dict[str, str]:
+    """The environment the workers start from (the platform module's optional `worker_environment`)."""
+    hook = getattr(BY_NAME.get(plan.provider), "worker_environment", None)
+    return dict(hook(environ, code_dir)) if hook else dict(environ)
 
 
 def resolve_plan(

@@ -454,3 +454,11 @@ def emulate(cluster: EmulatedCluster, environ: Mapping[str, str] | None = None) 
     hosts = [f"algo-{i + 1}" for i in range(cluster.nodes)]
     counts = machine_counts(environ, "local")
     return [emulated_node(cluster, hosts, rank, environ, counts) for rank in range(len(hosts))]
+
+
+def worker_environment(environ: Mapping[str, str], code_dir: str) -> dict[str, str]:
+    """What the training toolkit adds before it starts the script: the framework variables a bring-your-own image
+    lacks (they get only the files) and the code folder on PYTHONPATH."""
+    merged = {**framework_environment(environ), **environ}
+    merged.update(code_on_python_path(merged, code_dir))
+    return merged

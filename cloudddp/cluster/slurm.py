@@ -162,3 +162,14 @@ def emulate(cluster: EmulatedCluster) -> list[EmulatedNode]:
         node.launcher_args = ["--host-map", host_map_arg(hosts)]
         nodes.append(node)
     return nodes
+
+
+def torchrun_args(plan: ClusterPlan) -> list[str]:
+    """Elastic c10d: node 0 (SLURM_NODEID 0, the step's first host, the endpoint's host) hosts the store.
+
+    torchrun's own guess compares the endpoint with this machine's names: wrong where Slurm's node
+    names are not host names, and a race where nodes share an address (whichever binds first hosts it).
+    """
+    if plan.rdzv_backend != "c10d" or plan.rdzv_endpoint:
+        return []
+    return [f"--rdzv-conf=is_host={'true' if plan.node_rank == 0 else 'false'}"]

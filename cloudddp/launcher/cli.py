@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from cloudddp.cluster import resolve_plan, sagemaker
+from cloudddp.cluster import platform_torchrun_args, platform_worker_environment, resolve_plan, sagemaker
 from cloudddp.cluster.kubeflow import split_endpoint
 from cloudddp.cluster.options import DetectOptions
 from cloudddp.cluster.plan import (
@@ -36,7 +36,7 @@ from cloudddp.cluster.plan import (
     parse_port,
     split_host_port,
 )
-from cloudddp.cluster.sagemaker import code_on_python_path, framework_environment, hyperparameter_args
+from cloudddp.cluster.sagemaker import hyperparameter_args
 from cloudddp.errors import CloudDDPError
 from cloudddp.launcher.command import (
     RDZV_CONF,
@@ -350,17 +350,6 @@ class Outcome:
     stopped_by: int | None = None  # the rank whose failure or loss made this node stop (fail-fast channel)
 
 
-def store_host_args(plan: ClusterPlan) -> list[str]:
-    """Slurm, elastic c10d: node 0 (SLURM_NODEID 0, the step's first host, the endpoint's host) hosts the store.
-
-    torchrun's own guess compares the endpoint with this machine's names: wrong where Slurm's node
-    names are not host names, and a race where nodes share an address (whichever binds first hosts it).
-    """
-    if plan.provider != "slurm" or plan.rdzv_backend != "c10d" or plan.rdzv_endpoint:
-        return []
-    return [f"--rdzv-conf=is_host={'true' if plan.node_rank == 0 else 'false'}"]
-
-
 def run(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = None,
         outcome: Outcome | None = None) -> int:  # fmt: skip
     args = parse_command_line(argv)
@@ -377,7 +366,7 @@ def run(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = N
         timeout = rdzv_timeout_of(args)
         plan = plan_for(args, environ)
         outcome.node_rank, outcome.planned, outcome.failure_file = plan.node_rank, True, plan.failure_file
-        extra = [*store_host_args(plan), *args.torchrun_arg]  # the user's --rdzv-conf keys win
+        extra = [*platform_torchrun_args(plan), *args.torchrun_arg]  # the user's --rdzv-conf keys win
         inherited = environ.get("PET_RDZV_CONF", "")
         command = torchrun_argv(plan, target, extra_args=extra, rdzv_timeout=timeout, inherited_conf=inherited)
         port = control_port(plan, args, environ)
@@ -396,9 +385,7 @@ def run(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = N
     print(plan.summary(), flush=True)
     if isinstance(plan.nnodes, str) or plan.nnodes > 1:
         wait_for_host(plan.master_addr, args.dns_timeout)
-    if plan.provider == "sagemaker":
-        environ = {**framework_environment(environ), **environ}  # bring-your-own images get only the files
-        environ.update(code_on_python_path(environ, os.getcwd()))  # the code folder importable, as the toolkit does
+    environ = platform_worker_environment(plan, environ, os.getcwd())
     env = job_environment(plan, environ, local_process_count(plan.nproc_per_node, environ))
     return supervise(plan, command, env, port, args, environ, outcome)
 

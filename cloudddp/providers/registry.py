@@ -114,6 +114,12 @@ class ProviderInfo:
     supports_elastic: bool = False
     # The --help group's title ("SageMaker options"); default: the name, capitalised.
     title: str = ""
+    # `render --compose`: "module:function" turning a job spec into a docker-compose file that runs the job's nodes
+    # as containers on this machine (OCI: the Oracle ADS local test); "" where the provider has none.
+    compose: str = ""
+    # Its jobs are run folders on this machine, found again with `status/logs/cancel --runs-dir DIR` (its factory
+    # takes runs_dir=).
+    runs_on_this_machine: bool = False
     # The pip extra that installs the provider's SDK, for the "missing package" hint
     # (built-ins: the provider's name; third parties: their own distribution).
     install_hint: str = field(default="", compare=False)

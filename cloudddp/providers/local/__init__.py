@@ -48,6 +48,7 @@ PROVIDER = ProviderInfo(
     interrupt_stops_job=True,  # the nodes are this machine's processes: Ctrl-C stops them
     supports_elastic=True,  # --emulate kubeflow, slurm or none (providers/local/elastic.py)
     factory="cloudddp.providers.local.provider:create",
+    runs_on_this_machine=True,
 )
 
 __all__ = ["PROVIDER", "LocalSettings"]

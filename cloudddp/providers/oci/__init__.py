@@ -60,6 +60,7 @@ PROVIDER = ProviderInfo(
     ),
     interrupt_stops_job=False,  # Ctrl-C asks before cancelling a cloud job
     factory="cloudddp.providers.oci.provider:create",
+    compose="cloudddp.providers.oci.compose:compose_yaml",
 )
 
 __all__ = ["PROVIDER", "OCISettings"]

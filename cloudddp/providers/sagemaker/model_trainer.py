@@ -89,6 +89,12 @@ def trainer_options(spec: JobSpec, bucket: str, configs: Any) -> dict[str, Any]:
     return options
 
 
+def require_sagemaker(provider: str) -> None:
+    """Estimator.to_model_trainer() is this provider's: the estimator of another one is refused."""
+    if provider != "sagemaker":
+        raise CloudDDPError(f"to_model_trainer() is for provider='sagemaker', not {provider!r}.")
+
+
 def to_model_trainer(spec: JobSpec, region: str | None = None, boto_session: Any = None) -> Any:
     """A `sagemaker.train.ModelTrainer` for `spec`; `.train()` on it submits through the SDK."""
     sdk = sdk_classes()
