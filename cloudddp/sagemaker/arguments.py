@@ -313,8 +313,17 @@ def check_names(kwargs: dict[str, Any]) -> None:
         raise CloudDDPError(f"PyTorch() got unexpected keyword argument(s): {', '.join(unknown)}.")
 
 
+# Arguments cloudddp takes only at the values it sends: name -> (the values taken, absent is the first; why not
+# another). Beside NOT_SUPPORTED (arguments taken at no value but their "off").
+FIXED_VALUES: dict[str, tuple[tuple[Any, ...], str]] = {
+    "input_mode": (INPUT_MODES, "only 'File' and 'FastFile' are supported (Pipe needs a reader of its own)"),
+    "container_log_level": ((logging.INFO,), "only logging.INFO (20) is sent"),
+    "debugger_hook_config": ((None, False), "SageMaker Debugger hooks are not configured; pass False"),
+}
+
+
 def check_fixed_values(kwargs: dict[str, Any]) -> None:
-    """Arguments cloudddp takes only at the value it sends."""
+    """The arguments v2 requires, those cloudddp takes only at the value it sends, and the paths' shapes."""
     if not kwargs.get("entry_point"):
         raise CloudDDPError("PyTorch(entry_point=...) is required: the training script, relative to source_dir.")
     if not kwargs.get("instance_type") and not kwargs.get("instance_groups"):
@@ -322,15 +331,16 @@ def check_fixed_values(kwargs: dict[str, Any]) -> None:
             "PyTorch(instance_type=...) is required: an ml.* instance type, 'local' or 'local_gpu' (or "
             "instance_groups=[InstanceGroup(...), ...] for a heterogeneous cluster)."
         )
-    if kwargs.get("input_mode", "File") not in INPUT_MODES:
-        raise _refuse("input_mode", kwargs["input_mode"], "only 'File' and 'FastFile' are supported (Pipe needs a "
-                      "reader of its own)")  # fmt: skip
-    if kwargs.get("container_log_level", logging.INFO) != logging.INFO:
-        raise _refuse("container_log_level", kwargs["container_log_level"], "only logging.INFO (20) is sent")
-    debugger = kwargs.get("debugger_hook_config")
-    if debugger not in (None, False):
-        raise _refuse("debugger_hook_config", debugger, "SageMaker Debugger hooks are not configured; pass False")
+    for name, (taken, why) in FIXED_VALUES.items():
+        if kwargs.get(name, taken[0]) not in taken:
+            raise _refuse(name, kwargs[name], why)
     _expect("disable_profiler", kwargs.get("disable_profiler"), bool, "True or False")
+    check_paths(kwargs)
+
+
+def check_paths(kwargs: dict[str, Any]) -> None:
+    """checkpoint_local_path, output_path and source_dir where v2 and the service take them; the versions an
+    image needs."""
     local_path = kwargs.get("checkpoint_local_path")
     if local_path is not None and (not isinstance(local_path, str) or not local_path.startswith("/")):
         raise _refuse(

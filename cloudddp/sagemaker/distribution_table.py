@@ -41,36 +41,50 @@ def distribution_problems(
     """What SDK v2 refuses for an enabled `distribution` ("torch_distributed" or "pytorchddp") on one instance type;
     its messages. framework_version and py_version are ignored where image_uri is given, as v2 ignores them. Where
     one is None (cloudddp's local mode takes none), its check is skipped: v2 would have asked for it before."""
+    check = {"torch_distributed": torch_distributed_problems, "pytorchddp": pytorchddp_problems}.get(distribution)
+    return check(instance_type, framework_version, py_version, image_uri, entry_point) if check else []
+
+
+def torch_distributed_problems(
+    instance_type: str, framework_version: str | None, py_version: str | None, image_uri: str | None,
+    entry_point: str | None,
+) -> list[str]:  # fmt: skip
     problems: list[str] = []
-    if distribution == "torch_distributed":
-        if not image_uri:
-            if py_version is not None and "py3" not in py_version:
-                problems.append(f"Provided py_version {py_version} is not supported by torch_distributed. "
-                                f"Please specify py_version>=py3")  # fmt: skip
-            if is_gpu_instance(instance_type) or is_trainium_instance(instance_type):
-                gpu = is_gpu_instance(instance_type)
-                table = TORCH_DISTRIBUTED_GPU_VERSIONS if gpu else TORCH_DISTRIBUTED_TRAINIUM_VERSIONS
-                if framework_version is not None and framework_version not in table:
-                    problems.append(
-                        f"Provided framework_version {framework_version} is not supported by torch_distributed for "
-                        f"instance {instance_type}. Please specify one of the supported framework versions: "
-                        f"{list(table)}"
-                    )
-            elif framework_version is not None:
-                problems.append("Currently torch_distributed is supported only for GPU and Trainium instances.")
-        if entry_point is not None and not entry_point.endswith(".py"):
-            problems.append("Unsupported entry point type for the distribution torch_distributed. "
-                            "Only python programs (*.py) are supported.")  # fmt: skip
-    elif distribution == "pytorchddp":
-        if not instance_type:
-            problems.append("Please specify an instance_type for smdataparallel.")
-        if not image_uri:
-            if framework_version is not None and framework_version not in PYTORCHDDP_VERSIONS:
+    if not image_uri:
+        if py_version is not None and "py3" not in py_version:
+            problems.append(f"Provided py_version {py_version} is not supported by torch_distributed. "
+                            f"Please specify py_version>=py3")  # fmt: skip
+        if is_gpu_instance(instance_type) or is_trainium_instance(instance_type):
+            gpu = is_gpu_instance(instance_type)
+            table = TORCH_DISTRIBUTED_GPU_VERSIONS if gpu else TORCH_DISTRIBUTED_TRAINIUM_VERSIONS
+            if framework_version is not None and framework_version not in table:
                 problems.append(
-                    f"Provided framework_version {framework_version} is not supported by smdataparallel. Please "
-                    f"specify one of the supported framework versions: {list(PYTORCHDDP_VERSIONS)}"
+                    f"Provided framework_version {framework_version} is not supported by torch_distributed for "
+                    f"instance {instance_type}. Please specify one of the supported framework versions: "
+                    f"{list(table)}"
                 )
-            if py_version is not None and "py3" not in py_version:
-                problems.append(f"Provided py_version {py_version} is not supported by smdataparallel. "
-                                f"Please specify py_version>=py3")  # fmt: skip
+        elif framework_version is not None:
+            problems.append("Currently torch_distributed is supported only for GPU and Trainium instances.")
+    if entry_point is not None and not entry_point.endswith(".py"):
+        problems.append("Unsupported entry point type for the distribution torch_distributed. "
+                        "Only python programs (*.py) are supported.")  # fmt: skip
+    return problems
+
+
+def pytorchddp_problems(
+    instance_type: str, framework_version: str | None, py_version: str | None, image_uri: str | None,
+    entry_point: str | None,
+) -> list[str]:  # fmt: skip
+    problems: list[str] = []
+    if not instance_type:
+        problems.append("Please specify an instance_type for smdataparallel.")
+    if not image_uri:
+        if framework_version is not None and framework_version not in PYTORCHDDP_VERSIONS:
+            problems.append(
+                f"Provided framework_version {framework_version} is not supported by smdataparallel. Please "
+                f"specify one of the supported framework versions: {list(PYTORCHDDP_VERSIONS)}"
+            )
+        if py_version is not None and "py3" not in py_version:
+            problems.append(f"Provided py_version {py_version} is not supported by smdataparallel. "
+                            f"Please specify py_version>=py3")  # fmt: skip
     return problems

@@ -420,6 +420,19 @@ class KubernetesProvider(Provider):
                 return "" if not follow else None
             raise api_error(exc, f"reading the log of pod {namespace}/{pod}") from None
 
+    def new_log_streams(
+        self, job_id: str, core: client.CoreV1Api, namespace: str, container: str, streaming: set[str]
+    ) -> Iterator[tuple[str, Any]]:
+        """(pod, its followed log) for each started pod not in `streaming` yet (added to it)."""
+        for pod in self.pods(job_id):
+            name = pod.metadata.name
+            if name in streaming or (pod.status and pod.status.phase == "Pending"):
+                continue
+            response = self.read_log(core, name, namespace, container, follow=True)
+            if response is not None:
+                streaming.add(name)
+                yield name, response
+
     def follow_logs(self, job_id: str, core: client.CoreV1Api, namespace: str, container: str) -> Iterator[str]:
         lines: queue.Queue[str | None] = queue.Queue()
         streaming: set[str] = set()
@@ -436,15 +449,9 @@ class KubernetesProvider(Provider):
             lines.put(None)
 
         while True:
-            for pod in self.pods(job_id):
-                name = pod.metadata.name
-                if name in streaming or (pod.status and pod.status.phase == "Pending"):
-                    continue
-                response = self.read_log(core, name, namespace, container, follow=True)
-                if response is not None:
-                    streaming.add(name)
-                    open_streams += 1
-                    threading.Thread(target=pump, args=(name, response), daemon=True).start()
+            for name, response in self.new_log_streams(job_id, core, namespace, container, streaming):
+                open_streams += 1
+                threading.Thread(target=pump, args=(name, response), daemon=True).start()
             done = self.status(job_id).done
             deadline = time.monotonic() + 2.0
             while time.monotonic() < deadline or (done and open_streams):
