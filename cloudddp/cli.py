@@ -673,7 +673,8 @@ def config_show(
     for layer in below:
         data = deep_merge(data, layer.values)
     spec = build_spec(data, " and ".join(layer.origin for layer in below) or "the defaults")
-    rows = provenance(provider, spec, below, {})
+    rows = [(name, value, "launch's SCRIPT argument" if name == "entry_point" and origin == "default" else origin)
+            for name, value, origin in provenance(provider, spec, below, {})]  # fmt: skip
     masked = redact(dict((name, value) for name, value, _ in rows))  # the one policy: secret-looking names
     out.print(f"config file: {escape(str(config_path()))}")
     width = max(len(name) for name, _, _ in rows)

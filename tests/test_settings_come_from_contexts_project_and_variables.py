@@ -65,6 +65,7 @@ def test_each_layer_wins_over_the_ones_below_and_config_show_names_it(project: P
                                                          "CLOUDDDP_SAGEMAKER_PREFIX)")  # fmt: skip
     assert rows["sagemaker.prefix"] == ("'file'", "job.yaml")
     assert rows["sagemaker.spot"] == ("False", "default")
+    assert rows["entry_point"] == ("'train.py'", "job.yaml")
     assert "slurm.partition" not in rows  # another provider's settings are not this launch's
 
     # What is sent: the layers' values, and a flag over all of them.
@@ -104,6 +105,7 @@ def test_without_a_default_context_none_applies(project: Path) -> None:
     write_contexts({"hpc": {"nodes": 4}})
     result = cli("config", "show", cwd=project)
     assert shown(result.stdout)["nodes"] == ("1", "default")
+    assert shown(result.stdout)["entry_point"] == ("'SCRIPT'", "launch's SCRIPT argument")
 
 
 @pytest.mark.parametrize(
