@@ -51,7 +51,7 @@ test-fast: $(STAMP)
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
-	$(VENV)/bin/basedpyright --level error
+	$(VENV)/bin/basedpyright --project . --level error  # this folder's pyproject.toml, never an ancestor's pyrightconfig.json
 	$(VENV)/bin/lint-imports
 
 ## The README's test command: lint, then unit + component + smoke (every real part at least once), then the
