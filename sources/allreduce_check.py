@@ -31,7 +31,10 @@ def main() -> int:
 
     def on_term(signum: int, _frame: object) -> None:
         (out / f"signal-rank{rank}.txt").write_text(f"{signum}\n")
-        sys.exit(128 + signum)
+        # Not sys.exit: Python's shutdown with the process group still up can hang or abort in gloo's threads
+        # (pytorch/pytorch#190489), keeping torchrun waiting for this worker after a stop.
+        sys.stdout.flush()
+        os._exit(128 + signum)
 
     signal.signal(signal.SIGTERM, on_term)
     signal.signal(signal.SIGUSR1, lambda s, f: (out / f"usr1-rank{rank}.txt").write_text("usr1\n"))

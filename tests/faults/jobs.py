@@ -93,6 +93,19 @@ def wait_for(
     return time.monotonic() - start
 
 
+def still_running(run: Path) -> str:
+    """Evidence for a job that did not end: each live process (state, command line) and the node logs' tails."""
+    lines = []
+    for pid in job_processes(run):
+        with contextlib.suppress(OSError):
+            status = Path(f"/proc/{pid}/status").read_text()
+            state_line = next((line for line in status.splitlines() if line.startswith("State:")), "State: ?")
+            command = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            lines.append(f"  {pid} {state_line.split(None, 1)[1]}: {command[:200]}")
+    tails = log_text(run).splitlines()[-40:]
+    return "still running:\n" + "\n".join(lines) + "\nnode logs, last lines:\n" + "\n".join(tails)
+
+
 def log_text(run: Path) -> str:
     return "\n".join(p.read_text(errors="replace") for p in sorted((run / "logs").glob("*.log")))
 

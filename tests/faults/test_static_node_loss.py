@@ -13,7 +13,7 @@ import signal
 from pathlib import Path
 
 import pytest
-from faults.jobs import job_processes, kill_node, lines_matching, run_folder, state, wait_for
+from faults.jobs import job_processes, kill_node, lines_matching, run_folder, state, still_running, wait_for
 from helpers import SOURCES, run_cli
 
 CHECK = str(SOURCES / "allreduce_check.py")
@@ -32,7 +32,8 @@ def test_losing_a_node_stops_every_node_within_5_s_with_its_exit_code(tmp_path: 
         killed = kill_node(run, "node-1")
         survivors = [pid for pid in before if pid not in killed]
         assert len(killed) >= 3 and len(survivors) >= 6  # launcher, torchrun, worker on each node
-        stop_time = wait_for(lambda: not job_processes(run), 5.0, "every process of the job to end")
+        stop_time = wait_for(lambda: not job_processes(run), 5.0, "every process of the job to end",
+                             evidence=lambda: still_running(run))  # fmt: skip
         wait_for(lambda: state(run)["state"] in ("FAILED", "SUCCEEDED"), 30, "the runner to record the outcome")
     finally:
         for pid in job_processes(run):  # whatever the outcome, leave nothing behind
