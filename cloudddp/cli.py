@@ -661,20 +661,15 @@ def config_show(
 
       cloudddp config show -p slurm --context hpc -f job.yaml
     """
-    from cloudddp.config import config_path, layers, provenance
-    from cloudddp.job_spec import build_spec
+    from cloudddp.config import Layer, config_path, layers, provenance, spec_from
     from cloudddp.redact import redact
-    from cloudddp.spec import deep_merge
 
     registry.get(provider)
     check_spec_file(file)
-    below = layers(provider, file, context)
-    data: dict[str, Any] = {"entry_point": "SCRIPT"}  # launch's positional argument: a stand-in, shown as one
-    for layer in below:
-        data = deep_merge(data, layer.values)
-    spec = build_spec(data, " and ".join(layer.origin for layer in below) or "the defaults")
-    rows = [(name, value, "launch's SCRIPT argument" if name == "entry_point" and origin == "default" else origin)
-            for name, value, origin in provenance(provider, spec, below, {})]  # fmt: skip
+    # launch's positional argument, under every layer: a stand-in, shown as one where no layer names a script
+    script = Layer("launch's SCRIPT argument", {"entry_point": "SCRIPT"})
+    below = [script, *layers(provider, file, context)]
+    rows = provenance(provider, spec_from(below, {}, None), below, {})
     masked = redact(dict((name, value) for name, value, _ in rows))  # the one policy: secret-looking names
     out.print(f"config file: {escape(str(config_path()))}")
     width = max(len(name) for name, _, _ in rows)

@@ -178,14 +178,19 @@ def job_spec(
     origin: str = "the command line",
 ) -> JobSpec:
     """The job spec every door launches: the layers with `overrides` (flags, or the Estimator's arguments) on top."""
+    return spec_from(layers(provider, spec_file, context), overrides, origin)
+
+
+def spec_from(below: list[Layer], overrides: dict[str, Any], origin: str | None) -> JobSpec:
+    """`below` merged, lowest first, with `overrides` (from `origin`) on top; errors name every layer."""
     from cloudddp.job_spec import build_spec
     from cloudddp.spec import deep_merge
 
-    below = layers(provider, spec_file, context)
     data: dict[str, Any] = {}
     for layer in below:
         data = deep_merge(data, layer.values)
-    return build_spec(deep_merge(data, overrides), " and ".join([*(layer.origin for layer in below), origin]))
+    origins = [layer.origin for layer in below] + ([origin] if origin else [])
+    return build_spec(deep_merge(data, overrides), " and ".join(origins))
 
 
 def leaves(values: Mapping[str, Any], prefix: str = "") -> Iterator[tuple[str, Any]]:
