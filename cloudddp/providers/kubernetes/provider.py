@@ -108,7 +108,10 @@ def refuse_url_credentials(body: dict[str, Any]) -> None:
 
 def kubeconfig_path(settings: KubernetesSettings) -> str | None:
     """kubernetes.kubeconfig, else KUBECONFIG as it is now (the client's own default is the variable as it was when
-    the client was first imported: a notebook that sets it later, or a second job in one process, got the first)."""
+    the client was first imported: a notebook that sets it later, or a second job in one process, got the first).
+    kubernetes-client/python 37.0.1, kubernetes/config/kube_config.py: `KUBE_CONFIG_DEFAULT_LOCATION =
+    os.environ.get('KUBECONFIG', '~/.kube/config')` at module level; tests/test_jobs_are_found_by_name_on_every_provider.py
+    runs two kubeconfigs in one process."""
     return settings.kubeconfig or os.environ.get("KUBECONFIG") or None
 
 
