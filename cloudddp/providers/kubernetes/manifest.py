@@ -26,6 +26,8 @@ from typing import TYPE_CHECKING, Any
 
 from cloudddp.cluster.environment import channel_variable
 from cloudddp.errors import CloudDDPError
+from cloudddp.providers.kubernetes.presigned import CODE_ROOT, CODE_VOLUME, pull_container, secret_name
+from cloudddp.providers.kubernetes.presigned import volumes as presigned_volumes
 from cloudddp.providers.kubernetes.settings import (
     DNS_1035_LABEL,
     DNS_1035_MAX,
@@ -81,6 +83,7 @@ class Storage:
     init_containers: list[dict[str, Any]] = field(default_factory=list)
     env: dict[str, str] = field(default_factory=dict)
     claims: list[str] = field(default_factory=list)  # PVCs every node mounts (checked for RWO at submit)
+    presigned: dict[str, str] = field(default_factory=dict)  # with kubernetes.code: channel -> s3:// URI
 
 
 @dataclass
@@ -244,8 +247,15 @@ def storage_for(spec: JobSpec, settings: KubernetesSettings) -> Storage:
                 f"inputs.{channel}={uri!r}: pods cannot read a folder on this machine; put the data on a "
                 f"PersistentVolumeClaim (pvc://CLAIM/PATH) or S3/MinIO (s3://BUCKET/PREFIX)."
             )
-    if pulled:  # one init container for all of them: one interpreter start per pod
+    if settings.code:  # the code and every s3:// input by presigned URL (presigned.py), one init container
+        storage.presigned = dict(argument.split("=", 1) for argument in pulled)
+        volume = SCRATCH_VOLUME if pulled else None
+        storage.init_containers.append(pull_container(require_image(settings), settings.python, DATA_ROOT, volume))
+        storage.volumes += presigned_volumes(secret_name(spec.name.lower()))
+        storage.mounts.append({"name": CODE_VOLUME, "mountPath": CODE_ROOT})
+    elif pulled:  # one init container for all of them: one interpreter start per pod
         storage.init_containers.append(s3_puller(pulled, settings))
+    if pulled:
         storage.volumes.append({"name": SCRATCH_VOLUME, "emptyDir": {}})
         storage.mounts.append({"name": SCRATCH_VOLUME, "mountPath": DATA_ROOT})
     for what, value, path in (("output", spec.output, "/cloudddp/output"), ("checkpoint", spec.checkpoint, "/cloudddp/checkpoint")):  # fmt: skip

@@ -30,6 +30,7 @@ from kubernetes.config.config_exception import ConfigException
 from cloudddp.errors import CloudDDPError
 from cloudddp.providers.base import BlockDumper, JobHandle, JobRequest, JobStatus, Provider
 from cloudddp.providers.kubernetes.manifest import NO_IMAGE, PYTORCHJOB, TRAINJOB, Storage, storage_for
+from cloudddp.providers.kubernetes.presigned import DEFAULT_REGION, PullPlan, code_settings, publish, secret_name
 from cloudddp.providers.kubernetes.pytorchjob import pytorchjob
 from cloudddp.providers.kubernetes.settings import DNS_LABEL, DNS_SUBDOMAIN, KubernetesSettings
 from cloudddp.providers.kubernetes.trainjob import TRAINER_CONTAINER, TRAINER_JOB, trainjob
@@ -72,6 +73,7 @@ class ManifestRequest:
     body: dict[str, Any]
     replicas: int
     claims: list[str]
+    pull: PullPlan | None = None  # kubernetes.code: what submit stages and presigns into a Secret first
 
     def to_document(self) -> dict[str, Any]:
         return self.body
@@ -82,7 +84,10 @@ class ManifestJobRequest(JobRequest):
 
     def to_yaml(self) -> str:
         # Render refuses URL credentials (refuse_url_credentials); hiding them here too keeps a slip out of print.
-        return redact_text(yaml.dump(self.request.body, Dumper=BlockDumper, sort_keys=False, default_flow_style=False))
+        documents = [self.request.body]
+        if self.request.pull:  # the Secret submit creates first, its presigned URLs masked
+            documents.insert(0, self.request.pull.masked())
+        return redact_text(yaml.dump_all(documents, Dumper=BlockDumper, sort_keys=False, default_flow_style=False))
 
 
 def url_credentials_at(value: Any, path: str = "") -> str | None:
@@ -301,6 +306,8 @@ class KubernetesProvider(Provider):
 
     def render(self, spec: JobSpec) -> JobRequest:
         settings = settings_of(spec)
+        if settings.code:
+            settings = code_settings(settings)
         namespace = settings.namespace or self.offline_namespace(settings)
         storage: Storage = storage_for(spec, settings)
         build, target = (trainjob, TRAINJOB) if settings.kubeflow_api == "trainer-v2" else (pytorchjob, PYTORCHJOB)
@@ -309,6 +316,15 @@ class KubernetesProvider(Provider):
         # An elastic job may grow to maxReplicas pods, all mounting the same claims.
         replicas = max(spec.nodes, body["spec"].get("elasticPolicy", {}).get("maxReplicas", 0))
         request = ManifestRequest(target[0], target[1], target[2], namespace, body, replicas, storage.claims)
+        if settings.code:
+            spec.require_source()
+            request.pull = PullPlan(
+                secret=secret_name(body["metadata"]["name"]), namespace=namespace, code=settings.code,
+                source_dir=spec.source_dir, job_config={"entry_point": spec.entry_point, "module": spec.module,
+                                                        "args": [], "launcher_args": []},
+                lifetime=settings.url_lifetime, endpoint=settings.s3_endpoint,
+                region=settings.s3_region or DEFAULT_REGION, inputs=storage.presigned,
+            )  # fmt: skip
         return ManifestJobRequest(provider=self.name, name=body["metadata"]["name"], spec=spec, request=request)
 
     @staticmethod
@@ -327,18 +343,50 @@ class KubernetesProvider(Provider):
         self._api = None
         api, _ = self.api()
         self.warn_shared_rwo_claims(api, manifest)
+        if manifest.pull:
+            self.create_pull_secret(api, manifest.pull)
         what = f"creating {manifest.body['kind']} {manifest.namespace}/{request.name}"
         try:
             # Strict: a field the cluster's CRD lacks is refused, not dropped (a volume or toleration lost unseen).
-            client.CustomObjectsApi(api).create_namespaced_custom_object(
+            created = client.CustomObjectsApi(api).create_namespaced_custom_object(
                 manifest.group, manifest.version, manifest.namespace, manifest.plural, manifest.body,
                 field_validation="Strict",
             )  # fmt: skip
         except ApiException as exc:
+            if manifest.pull:
+                self.delete_pull_secret(api, manifest.pull)
             refused = unknown_fields_error(exc, manifest, what, rendered_for(manifest, self.settings))
             raise (refused or api_error(exc, what)) from None
+        if manifest.pull:
+            self.hand_secret_to_job(api, manifest.pull, manifest.body, created)
         job_id = f"{manifest.plural}/{manifest.namespace}/{request.name}"
         return JobHandle(provider=self.name, job_id=job_id, details={"namespace": manifest.namespace})
+
+    @staticmethod
+    def create_pull_secret(api: client.ApiClient, pull: PullPlan) -> None:
+        """kubernetes.code: stage the source, presign every object, and keep the URLs in the pods' Secret."""
+        body = publish(pull, lambda line: print(line, file=sys.stderr, flush=True))
+        try:
+            client.CoreV1Api(api).create_namespaced_secret(pull.namespace, body)  # pyright: ignore[reportArgumentType]
+        except ApiException as exc:
+            raise api_error(exc, f"creating Secret {pull.namespace}/{pull.secret} (the pods' presigned URLs)") from None
+
+    @staticmethod
+    def delete_pull_secret(api: client.ApiClient, pull: PullPlan) -> None:
+        with contextlib.suppress(ApiException):  # the job was refused: its Secret would serve nothing
+            client.CoreV1Api(api).delete_namespaced_secret(pull.secret, pull.namespace)
+
+    @staticmethod
+    def hand_secret_to_job(api: client.ApiClient, pull: PullPlan, body: dict[str, Any], created: Any) -> None:
+        """The Secret owned by the job, so deleting the job (cancel, ttlSecondsAfterFinished) deletes it too."""
+        owner = {"apiVersion": body["apiVersion"], "kind": body["kind"], "name": body["metadata"]["name"],
+                 "uid": (created or {}).get("metadata", {}).get("uid", "")}  # fmt: skip
+        try:
+            client.CoreV1Api(api).patch_namespaced_secret(pull.secret, pull.namespace,
+                                                          {"metadata": {"ownerReferences": [owner]}})  # fmt: skip
+        except ApiException as exc:
+            print(f"cloudddp: warning: the Secret {pull.namespace}/{pull.secret} could not be given to the job "
+                  f"({server_message(exc)}); delete it once the job is over.", file=sys.stderr)  # fmt: skip
 
     @staticmethod
     def warn_shared_rwo_claims(api: client.ApiClient, manifest: ManifestRequest) -> None:

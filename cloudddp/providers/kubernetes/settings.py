@@ -34,6 +34,10 @@ LABEL_MAX = 63
 # activeDeadlineSeconds for a job without max_runtime (spec.runtime_limit): cloudddp's 24 h, as before that rule. A
 # PyTorchJob or TrainJob has no deadline of its own; whether to send none is left open (issue 34 names the others).
 DEFAULT_MAX_RUNTIME = 24 * 3600
+# Presigned GET URLs (kubernetes.code): a SigV4 query signature works at most 7 days (X-Amz-Expires 1..604800, AWS S3
+# API reference, "Authenticating Requests: Using Query Parameters"); a day by default, as long as the default runtime.
+MAX_URL_LIFETIME = 7 * 24 * 3600
+DEFAULT_URL_LIFETIME = 24 * 3600
 
 
 def check_subdomain(value: str, what: str) -> str:
@@ -187,6 +191,29 @@ class KubernetesSettings(Section):
     s3_region: str | None = Field(default=None, description="the bucket's region (AWS S3); default us-east-1")
     python: str = Field(default="python", description="the image's Python that imports cloudddp (runs the s3 pull)")
     secret_env: dict[str, str] = Field(default_factory=dict, description="VAR -> SECRET/KEY (never inlined)")
+    code: str | None = Field(default=None, description="s3://BUCKET/PREFIX: stage the source folder there with the "
+                             "launcher bundled; pods fetch it and s3:// inputs by presigned URL (any image with "
+                             "Python: no cloudddp, no boto3, no keys in the cluster)")  # fmt: skip
+    url_lifetime: int = Field(default=DEFAULT_URL_LIFETIME, ge=1, description="with code: seconds the presigned "
+                              "URLs work after submit (at most 604800, S3's 7 days)")  # fmt: skip
+
+    @field_validator("url_lifetime")
+    @classmethod
+    def _url_lifetime(cls, value: int) -> int:
+        if value > MAX_URL_LIFETIME:
+            raise ValueError(
+                f"kubernetes.url_lifetime={value}: a presigned S3 URL works at most {MAX_URL_LIFETIME} seconds (7 "
+                f"days; SigV4's X-Amz-Expires), so the pods could not fetch the code after that. Give at most "
+                f"{MAX_URL_LIFETIME}, or keep the default ({DEFAULT_URL_LIFETIME}, a day)"
+            )
+        return value
+
+    @field_validator("code")
+    @classmethod
+    def _code(cls, value: str | None) -> str | None:
+        if value is not None and not re.fullmatch(r"s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/\S*)?", value):
+            raise ValueError(f"{value!r} is not an s3://BUCKET/PREFIX URI (where the source folder is staged)")
+        return value
 
     @field_validator("image_pull_secrets")
     @classmethod
