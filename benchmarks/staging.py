@@ -11,6 +11,7 @@ floor for shard mode). Each upload is deleted (untimed) before the next. clouddd
 first stage of the data (every file hashed); only the re-stage row reuses what its upload cached.
 
     .venv/bin/python benchmarks/staging.py --runs 3
+    .venv/bin/python benchmarks/staging.py --runs 5 --delay-ms 20   # every client 20 ms (round trip) away
 
 `aws s3 sync` needs the AWS CLI, kept out of the project's venv (it pins botocore): `--aws PATH`,
 else `aws` on PATH, else /tmp/awscli-venv/bin/aws, else the benchmark installs it into a
@@ -39,6 +40,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
 from helpers.seaweedfs import SeaweedS3  # noqa: E402
+from helpers.tcp_relay import TcpRelay  # noqa: E402
 
 BIN = Path(sys.executable).parent
 SEQUENTIAL_BOTO3 = """
@@ -135,9 +137,6 @@ def clients(
         ],
         "cloudddp plain": lambda src, dest: [*cloudddp, str(src), dest],
         "cloudddp --shards": lambda src, dest: [*cloudddp, str(src), dest, "--shards"],
-        # botocore for listing and small objects, awscrt's S3 client for every file: the fast path issue #35 keeps
-        # unless cloudddp's own PUT client ("cloudddp plain") beats it by 1.5x on the small files.
-        "cloudddp plain --transport crt": lambda src, dest: [*cloudddp, str(src), dest, "--transport", "crt"],
         "cloudddp plain, botocore config": lambda src, dest: [
             "env",
             f"AWS_CONFIG_FILE={config_file}",
@@ -204,16 +203,23 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--aws", help="the AWS CLI for `aws s3 sync` (default: see the module docstring)")
     parser.add_argument("--only", nargs="*", help="run only the clients whose names contain one of these")
+    parser.add_argument("--delay-ms", type=float, default=0.0,
+                        help="send every client through a TCP relay adding this round-trip delay (no netem here)")  # fmt: skip
     args = parser.parse_args()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # still stop SeaweedFS and delete the data when killed
     compile_installed_package()
-    with tempfile.TemporaryDirectory(prefix="cloudddp-bench-") as scratch, SeaweedS3(Path(scratch) / "weed") as server:
+    with (
+        tempfile.TemporaryDirectory(prefix="cloudddp-bench-") as scratch,
+        SeaweedS3(Path(scratch) / "weed") as server,
+        TcpRelay(server.port, delay=args.delay_ms / 1000) as relay,
+    ):
+        endpoint = relay.url if args.delay_ms else server.url
         # HOME in the scratch folder: no client reads a personal ~/.aws (every one uses the server's variables).
-        env = {**os.environ, **server.env(), "HOME": str(Path(scratch) / "home")}
+        env = {**os.environ, **server.env(), "AWS_ENDPOINT_URL": endpoint, "HOME": str(Path(scratch) / "home")}
         datasets = make_datasets(Path(scratch) / "data")
-        subprocess.run([str(BIN / "s5cmd"), "--endpoint-url", server.url, "mb", "s3://bench"], env=env, check=True)
+        subprocess.run([str(BIN / "s5cmd"), "--endpoint-url", endpoint, "mb", "s3://bench"], env=env, check=True)
         keys = (env["AWS_ACCESS_KEY_ID"], env["AWS_SECRET_ACCESS_KEY"])
-        chosen = clients(find_aws(args.aws, Path(scratch)), server.url, Path(scratch), keys)
+        chosen = clients(find_aws(args.aws, Path(scratch)), endpoint, Path(scratch), keys)
         if args.only:
             chosen = {k: v for k, v in chosen.items() if any(word in k for word in args.only)}
         samples: dict[tuple[str, str], list[tuple[float, float]]] = {}
@@ -231,7 +237,10 @@ def main() -> None:
                     empty_bucket(env)
                     print(f"run {run + 1}/{args.runs} {dataset:5s} {name:18s} {samples[(name, dataset)][-1][0]:6.2f} s",
                           file=sys.stderr, flush=True)  # fmt: skip
-        print(f"\nSeaweedFS on 127.0.0.1, {os.cpu_count()} cores, {args.runs} runs each, alternating; medians:\n")
+        through = f", through a relay adding {args.delay_ms:g} ms round trip" if args.delay_ms else ""
+        print(
+            f"\nSeaweedFS on 127.0.0.1{through}, {os.cpu_count()} cores, {args.runs} runs each, alternating; medians:\n"
+        )
         print(summarize(dict(sorted(samples.items(), key=lambda kv: (kv[0][1], kv[0][0])))))
 
 

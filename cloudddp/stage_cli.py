@@ -40,7 +40,7 @@ def open_store(location: Location, transport: str) -> ObjectStore:
         from cloudddp.staging.s3_direct import open_direct_store
 
         direct = open_direct_store(location) if transport == "auto" else None
-        if direct is not None:  # no botocore, no CRT for files up to 64 MiB: see s3_direct.py
+        if direct is not None:  # no botocore for files up to 64 MiB: see s3_direct.py
             return direct
         try:
             from cloudddp.staging.s3_store import open_s3_store
@@ -79,7 +79,7 @@ def parser() -> argparse.ArgumentParser:
     made.add_argument("--delete", action="store_true", help="remove older versions under the prefix")
     made.add_argument("--create-bucket", action="store_true", help="create the bucket if missing")
     made.add_argument("--transport", default="auto",
-                      help="S3 uploads: auto (the fastest available), crt (AWS Common Runtime) or boto3")  # fmt: skip
+                      help="S3 uploads: auto (cloudddp's PUT client up to 64 MiB, boto3 above) or boto3 (all)")  # fmt: skip
     made.add_argument("--progress", action=argparse.BooleanOptionalAction, help="default: on a terminal")
     made.add_argument("--hash-cache", action=argparse.BooleanOptionalAction, default=True,
                       help=f"reuse hashes of unchanged files (${CACHE_VARIABLE}; default: on)")  # fmt: skip

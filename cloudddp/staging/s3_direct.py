@@ -3,9 +3,9 @@
 Importing botocore and building its S3 client costs ~0.6 s of CPU (its service model is a large
 JSON file): more than a no-op re-stage does otherwise. When credentials, region and endpoint
 come from the environment alone, every request of a typical stage (HEAD bucket, GET manifest,
-LIST, PUT objects, PUT manifest) is signed and sent by s3_http.py; files above 64 MiB go through
-`awscrt.s3.S3Client` (multipart, native checksums), imported only then. Rare requests (create a
-bucket, server-side copies, deletes) still go through botocore, imported only then. Anything
+LIST, PUT objects, PUT manifest) is signed and sent by s3_http.py. Files above 64 MiB (multipart)
+and rare requests (create a bucket, server-side copies, deletes) go through botocore and s3transfer,
+imported only then. Anything
 botocore would read beyond those variables (a config file, a profile, FIPS or dual-stack
 switches, a CA bundle) sends the whole stage through botocore (`plain_configuration` returns
 None), so both paths always reach the same endpoint with the same credentials.
@@ -24,9 +24,9 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from cloudddp.errors import CloudDDPError
-from cloudddp.staging import s3_crt, s3_http
+from cloudddp.staging import s3_http
 from cloudddp.staging.location import Location
-from cloudddp.staging.s3_errors import DENIED, access_error
+from cloudddp.staging.s3_errors import DENIED, access_error, upload_failure
 from cloudddp.staging.s3_http import Response
 from cloudddp.staging.sigv4 import Signer
 from cloudddp.staging.store import Upload
@@ -65,7 +65,7 @@ def plain_configuration(environ: Mapping[str, str], home: Path) -> Plain | None:
         return None  # botocore verifies TLS with that bundle; plain http has no TLS to verify
     if endpoint:
         host = urlsplit(endpoint).hostname or ""
-        if not (s3_crt.is_ip(host) or host == "localhost"):
+        if not (s3_http.is_ip(host) or host == "localhost"):
             return None  # a named custom endpoint: botocore's addressing rules decide
         path_style = True  # botocore's endpoint rules use path style for an IP address
     else:
@@ -81,7 +81,7 @@ def plain_configuration(environ: Mapping[str, str], home: Path) -> Plain | None:
 
 
 class Frozen:
-    """The one set of static credentials, shaped like botocore's (for the signer and CrtUploader)."""
+    """The one set of static credentials, shaped like botocore's (for the signer)."""
 
     def __init__(self, plain: Plain) -> None:
         self.access_key, self.secret_key, self.token = plain.access_key, plain.secret_key, plain.token
@@ -91,7 +91,7 @@ class Frozen:
 
 
 class DirectS3Store:
-    """An ObjectStore (store.py) for one bucket and prefix: requests by s3_http.py, files above 64 MiB by the CRT."""
+    """An ObjectStore (store.py) for one bucket and prefix: requests by s3_http.py, files above 64 MiB by botocore."""
 
     md5_part_size = None
     can_copy = True
@@ -105,15 +105,7 @@ class DirectS3Store:
         self.path_style = plain.path_style or "." in self.bucket
         self.requests = s3_http.Requests(plain.endpoint, signer, self.path_style)
         self.single_puts = s3_http.SinglePuts(plain.endpoint, signer, self.path_style)
-        self._crt: s3_crt.CrtUploader | None = None  # imported only for a file above s3_http.SINGLE_PUT_MAX
         self._fallback: Any = None
-
-    @property
-    def crt(self) -> s3_crt.CrtUploader:
-        if self._crt is None:
-            self._crt = s3_crt.CrtUploader(self.plain.endpoint, self.plain.region, Frozen(self.plain),
-                                           path_style=self.path_style)  # fmt: skip
-        return self._crt
 
     # -- one request ----------------------------------------------------------------------
     def call(self, operation: str, method: str, key: str = "", query: dict[str, str] | None = None,
@@ -146,7 +138,7 @@ class DirectS3Store:
         if self._fallback is None:
             from cloudddp.staging.s3_store import open_s3_store
 
-            self._fallback = open_s3_store(self.location, "crt")
+            self._fallback = open_s3_store(self.location, "boto3")
         return self._fallback
 
     # -- the ObjectStore protocol -----------------------------------------------------------
@@ -200,10 +192,10 @@ class DirectS3Store:
         small, large = s3_http.split_for_single_puts(uploads)
         self.single_puts.upload(self.bucket, small, on_done, self.upload_failure)
         if large:
-            self.crt.upload(self.bucket, large, on_done, self.upload_failure)
+            self.botocore_store().upload(large, on_done)
 
     def upload_failure(self, upload: Upload, status: int | None, body: bytes, error: Exception | None) -> CloudDDPError:
-        return s3_crt.upload_failure(self.bucket, upload, status, body, error)
+        return upload_failure(self.bucket, upload, status, body, error)
 
     def copy(self, pairs: list[tuple[str, str]]) -> None:
         self.botocore_store().copy(pairs)
@@ -213,13 +205,13 @@ class DirectS3Store:
 
 
 def open_direct_store(location: Location, environ: Mapping[str, str] | None = None) -> DirectS3Store | None:
-    """A DirectS3Store if the configuration is plain and awscrt is installed, else None (use botocore).
+    """A DirectS3Store if the configuration is plain, else None (use botocore).
 
     Also None for a bucket in another region than the configured one: S3 answers HeadBucket there with
     301 and `x-amz-bucket-region` (S3 API reference, HeadBucket), which botocore follows and this does not."""
     environ = os.environ if environ is None else environ
     plain = plain_configuration(environ, Path(environ.get("HOME") or Path.home()))
-    if plain is None or not s3_crt.available():
+    if plain is None:
         return None
     store = DirectS3Store(location, plain)
     probe = store.call("HeadBucket", "HEAD")

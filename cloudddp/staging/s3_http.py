@@ -4,12 +4,12 @@
 one asyncio loop (small bodies in one write, larger ones with sendfile); `Requests` sends one
 request at a time (HEAD bucket, LIST, GET/PUT manifest) with http.client.
 
-Why not the CRT for these: for 2000 files of 20 KiB, `awscrt.s3.S3Client` spent ~0.5 ms of
-CPU per PUT in this process (its meta-request machinery is built for large objects), and on
-a machine whose cores the S3 server shares that CPU is the bottleneck. Here a PUT is one
-signature (sigv4.py: the scan's SHA-256 is the payload hash) and one write: ~0.15 ms. For
-64 MiB files sendfile needs half the CRT's CPU too (benchmarks/RESULTS-staging.md, run 6).
-Files above 64 MiB go through the CRT (s3_crt.py), which splits them into parts.
+Why its own client and not awscrt's S3 client: side by side on 2000 files of 20 KiB, a stage through
+this client took 1.68 s and one through botocore and `awscrt.s3.S3Client` 2.70 s (medians of 5,
+benchmarks/RESULTS-staging.md run 18): the CRT spends ~0.5 ms of CPU per PUT in this process (its
+meta-request machinery is built for large objects), and botocore's import ~0.6 s. Here a PUT is one
+signature (sigv4.py: the scan's SHA-256 is the payload hash) and one write: ~0.15 ms. Files above
+64 MiB go up in parts through boto3's transfer manager (s3transfer), the one other S3 transport.
 
 Each PUT carries the scan's SHA-256 as its signed payload hash (S3 answers
 XAmzContentSHA256Mismatch to other bytes) and the scan's CRC-32 as `x-amz-checksum-crc32`
@@ -23,9 +23,11 @@ back-off; anything else is final and goes to the caller's `failure`.
 from __future__ import annotations
 
 import asyncio
+import base64
 import hashlib
 import http.client
 import importlib.util
+import ipaddress
 import os
 import random
 import ssl
@@ -37,20 +39,24 @@ from pathlib import Path
 from urllib.parse import quote, urlsplit
 
 from cloudddp.staging.location import s3_address
-from cloudddp.staging.s3_crt import PART_SIZE, changed_while_uploading, checksum_header
+from cloudddp.staging.s3_errors import changed_while_uploading
 from cloudddp.staging.sigv4 import Signer
 from cloudddp.staging.store import Upload
 
 # Medians of 5 on 2 cores, 2000 x 20 KiB, SeaweedFS: 64 -> 2.84 s, 128 -> 2.57 s, 192 -> 2.51 s (s5cmd: 2.92 s).
 CONNECTIONS = 128
-SINGLE_PUT_MAX = PART_SIZE  # up to this size a file is one PUT from this client; above, CRT multipart
+# Up to this size a file is one PUT from this client; above, s3transfer's multipart upload. On SeaweedFS, 4 single
+# PUTs of 64 MiB were a little faster than 16 MiB parts (a small, noisy measurement: RESULTS-staging.md).
+SINGLE_PUT_MAX = 64 * 1024 * 1024
 INLINE = 256 * 1024  # bodies up to this size are read into memory; larger ones are sent with sendfile
-MAX_ATTEMPTS = 5  # botocore's legacy mode (standard mode: 3); S3 asks clients to retry SlowDown
+MAX_ATTEMPTS = 5  # as the botocore client of s3_store.py is configured (standard mode's default is 3)
 CONNECT_TIMEOUT, READ_TIMEOUT = 60.0, 60.0  # botocore's defaults
 # botocore's standard retry mode (botocore/retries/standard.py, botocore 1.44.5): TRANSIENT_STATUS_CODES, and of
 # its transient and throttling codes those S3 answers (InternalError and ServiceUnavailable come with 500/503).
 RETRY_STATUS = {500, 502, 503, 504}
 USER_AGENT = "cloudddp-stage"  # not signed (as botocore leaves it out): what S3's access logs show
+# Not retried: a certificate the trust store refuses is refused again (botocore retries it; nothing changes).
+FINAL_ERRORS = (ssl.SSLCertVerificationError,)
 RETRY_CODES = (b"<Code>SlowDown<", b"<Code>RequestTimeout<", b"<Code>InternalError<", b"<Code>ServiceUnavailable<")
 
 Failure = Callable[[Upload, "int | None", bytes, "Exception | None"], Exception]
@@ -219,7 +225,8 @@ class SinglePuts:
                 connection = None
             if error is None and status == 200:
                 return connection
-            if not (error is not None or transient(status, body)) or attempt == MAX_ATTEMPTS - 1:
+            retry = error is not None and not isinstance(error, FINAL_ERRORS)
+            if not (retry or transient(status, body)) or attempt == MAX_ATTEMPTS - 1:
                 if connection is not None:
                     connection.close()
                 raise failure(upload, status, body, error)
@@ -241,7 +248,7 @@ class SinglePuts:
 def behind_proxy(url: str, environ: Mapping[str, str] | None = None) -> bool:
     """Whether HTTP(S)_PROXY (and NO_PROXY) send requests to `url` through a proxy, as botocore honours.
 
-    This client connects directly, so such endpoints are left to botocore (or the CRT). The variables
+    This client connects directly, so such endpoints are left to botocore. The variables
     are read as urllib reads them (either case; NO_PROXY lists hosts and domains to reach directly)."""
     from urllib.request import proxy_bypass_environment  # pyright: ignore[reportAttributeAccessIssue]  # not in typeshed
 
@@ -264,8 +271,11 @@ def split_for_single_puts(uploads: list[Upload]) -> tuple[list[Upload], list[Upl
 
 
 def backoff(attempt: int) -> float:
-    """Seconds to wait before retry `attempt + 1`: jittered, exponential, at most 20 s (botocore's cap)."""
-    return random.random() * min(20.0, 0.1 * 2**attempt)
+    """Seconds to wait before retry `attempt + 1`: full jitter over 1, 2, 4, ... s, at most 20 s, so an outage of
+    a second or two is ridden out, as the AWS CLI and s5cmd ride it out. That is botocore's standard mode for
+    throttling (botocore 1.44.8 retries/standard.py ExponentialBackoff, throttling_base_scale 1); for other
+    errors it now scales by 50 ms, whose five attempts give up within 0.75 s of a connection refused."""
+    return random.random() * min(2**attempt, 20.0)
 
 
 def canonical_query(query: dict[str, str]) -> str:
@@ -317,7 +327,7 @@ class Requests:
                 response = self.exchange(host, method, target, signed, body)
             except (OSError, http.client.HTTPException) as exc:
                 self.close()
-                if attempt == MAX_ATTEMPTS - 1:
+                if attempt == MAX_ATTEMPTS - 1 or isinstance(exc, FINAL_ERRORS):
                     raise OSError(str(exc) or type(exc).__name__) from None
             else:
                 if not transient(response.status, response.body) or attempt == MAX_ATTEMPTS - 1:
@@ -341,3 +351,35 @@ class Requests:
         if self.connection is not None:
             self.connection.close()
             self.connection = None
+
+
+def checksum_header(upload: Upload) -> tuple[str, str]:
+    """The checksum S3 verifies a single PUT against: the scan's CRC-32 where it took one, else its SHA-256.
+
+    CRC-32 is botocore's own default for PutObject (botocore 1.44.5, httpchecksum.py:
+    DEFAULT_CHECKSUM_ALGORITHM = "CRC32"; over plain HTTP it goes as this header, beside a signed payload).
+    Why not SHA-256 here: SeaweedFS spent ~1.2 s more CPU on 4 x 64 MiB with `x-amz-checksum-sha256`
+    (measured from /proc, benchmarks/RESULTS-staging.md run 8), on a machine whose cores client and server
+    share. The SHA-256 still goes as the signed payload hash, which S3 itself verifies."""
+    if upload.crc32 is not None:
+        return "x-amz-checksum-crc32", base64.b64encode(upload.crc32.to_bytes(4, "big")).decode()
+    return "x-amz-checksum-sha256", b64(upload.sha256)
+
+
+def sse_headers(sse: dict[str, str]) -> list[tuple[str, str]]:
+    """boto3's SSE arguments as the PUT headers they become."""
+    names = {"ServerSideEncryption": "x-amz-server-side-encryption",
+             "SSEKMSKeyId": "x-amz-server-side-encryption-aws-kms-key-id"}  # fmt: skip
+    return [(names[k], v) for k, v in sse.items()]
+
+
+def is_ip(host: str) -> bool:
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return True
+
+
+def b64(hex_digest: str) -> str:
+    return base64.b64encode(bytes.fromhex(hex_digest)).decode()

@@ -2,17 +2,15 @@
 
 Listing, small objects, copies and deletes go through boto3. Files up to 64 MiB go through
 cloudddp's own PUT client (s3_http.py), aimed where botocore sends (`aimed_puts`) and signed
-with botocore's credentials; larger ones through the AWS Common Runtime's S3 client
-(`awscrt`) when it is installed, else boto3 from a thread pool (`--transport` picks one).
-Either way every PUT carries a checksum the scan computed (`x-amz-checksum-crc32` from
-cloudddp's client and the CRT, `x-amz-checksum-sha256` from boto3), so
-S3 stores the object only if the bytes it received are the bytes that were hashed; large
-files go up in parts, each part with its own checksum.
+with botocore's credentials; larger ones through boto3's transfer manager (s3transfer, multipart)
+from a thread pool, as every file does with `--transport boto3`. Either way every PUT carries a
+checksum the scan computed (`x-amz-checksum-crc32` from cloudddp's client, `x-amz-checksum-sha256`
+from boto3), so S3 stores the object only if the bytes it received are the bytes that were hashed;
+large files go up in parts, each part with its own checksum.
 """
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import sys
 from collections.abc import Callable
@@ -24,9 +22,10 @@ from urllib.parse import urlsplit
 from botocore.exceptions import BotoCoreError, ClientError
 
 from cloudddp.errors import CloudDDPError
-from cloudddp.staging import s3_crt, s3_http
+from cloudddp.staging import s3_errors, s3_http
 from cloudddp.staging.location import Location
 from cloudddp.staging.s3_errors import DENIED, access_error
+from cloudddp.staging.s3_http import b64, sse_headers
 from cloudddp.staging.sigv4 import Signer
 from cloudddp.staging.store import Upload, upload_in_parallel
 
@@ -34,10 +33,7 @@ MULTIPART_THRESHOLD = 16 * 1024 * 1024
 PART_SIZE = 16 * 1024 * 1024
 THREADS = 16
 NOT_FOUND = ("404", "NoSuchKey", "NotFound", "NoSuchBucket")
-
-
-def b64(hex_digest: str) -> str:
-    return base64.b64encode(bytes.fromhex(hex_digest)).decode()
+TRANSPORTS = ("auto", "boto3")
 
 
 def code_of(exc: ClientError) -> str:
@@ -51,12 +47,12 @@ class S3Store:
     can_copy = True
 
     def __init__(
-        self, client: Any, location: Location, region: str = "us-east-1", crt: Any | None = None,
-        kms_key: str | None = None, credentials: Any | None = None,
+        self, client: Any, location: Location, region: str = "us-east-1", kms_key: str | None = None,
+        credentials: Any | None = None,
     ) -> None:  # fmt: skip
-        """`crt`: a CrtUploader for files; `credentials` (botocore's): PUT files up to 64 MiB with s3_http.py,
-        aimed where this client would send them; neither: boto3 from a thread pool."""
-        self.client, self.location, self.region, self.crt = client, location, region, crt
+        """`credentials` (botocore's): PUT files up to 64 MiB with s3_http.py, aimed where this client would send
+        them; without: every file through boto3 from a thread pool."""
+        self.client, self.location, self.region = client, location, region
         self.bucket = location.bucket
         # SSE-KMS on every object written (the SageMaker provider's one key for volume, output and uploads).
         self.sse: dict[str, str] = {"ServerSideEncryption": "aws:kms", "SSEKMSKeyId": kms_key} if kms_key else {}
@@ -67,7 +63,7 @@ class S3Store:
         """The PUT client for files up to 64 MiB, aimed at the first upload (the probe builds a botocore request)."""
         if self.credentials is None:
             return None
-        sse = {name.lower(): value for name, value in s3_crt.sse_headers(self.sse)}
+        sse = {name.lower(): value for name, value in sse_headers(self.sse)}
         return aimed_puts(self.client, self.bucket, self.region, self.credentials, sse)
 
     # -- errors -------------------------------------------------------------------------
@@ -161,12 +157,8 @@ class S3Store:
         if self.puts is not None:
             whole, uploads = s3_http.split_for_single_puts(uploads)
             self.puts.upload(self.bucket, whole, on_done, self.upload_failure)
-        if not uploads:
-            return
-        if self.crt is not None:
-            self.crt.upload(self.bucket, uploads, on_done, self.upload_failure, s3_crt.sse_headers(self.sse))
-            return
-        upload_in_parallel(uploads, self.upload_one, on_done, THREADS)
+        if uploads:
+            upload_in_parallel(uploads, self.upload_one, on_done, THREADS)
 
     def upload_one(self, upload: Upload) -> None:
         try:
@@ -196,10 +188,10 @@ class S3Store:
             ) from None
 
     def mismatch(self, upload: Upload) -> CloudDDPError:
-        return s3_crt.mismatch(self.bucket, upload)
+        return s3_errors.mismatch(self.bucket, upload)
 
     def upload_failure(self, upload: Upload, status: int | None, body: bytes, error: Exception | None) -> CloudDDPError:
-        return s3_crt.upload_failure(self.bucket, upload, status, body, error)
+        return s3_errors.upload_failure(self.bucket, upload, status, body, error)
 
     def copy(self, pairs: list[tuple[str, str]]) -> None:
         def one(pair: tuple[str, str]) -> None:
@@ -321,14 +313,15 @@ def configuration_error(exc: Exception) -> CloudDDPError:
 def open_s3_store(location: Location, transport: str = "auto", session: Any | None = None) -> S3Store:
     """An S3Store from the SDK's usual configuration (profiles, AWS_ENDPOINT_URL, AWS_REGION, ...).
 
-    `transport`: "auto" (the CRT when awscrt is installed), "crt" or "boto3".
+    `transport`: "auto" (files up to 64 MiB through s3_http.py, aimed where botocore sends) or "boto3" (every
+    request through botocore).
     """
     import boto3
     from botocore.config import Config
     from botocore.exceptions import ConfigParseError, ProfileNotFound
 
-    if transport not in ("auto", "crt", "boto3"):
-        raise CloudDDPError(f"--transport {transport!r} is not one of auto, crt, boto3.")
+    if transport not in TRANSPORTS:
+        raise CloudDDPError(f"--transport {transport!r} is not one of {', '.join(TRANSPORTS)}.")
     try:
         active = session if session is not None else boto3.Session()
         credentials = active.get_credentials()
@@ -342,9 +335,4 @@ def open_s3_store(location: Location, transport: str = "auto", session: Any | No
         client = active.client("s3", region_name=region, config=config)
     except (ProfileNotFound, ConfigParseError, ValueError) as exc:
         raise configuration_error(exc) from None
-    crt = None
-    if transport == "crt" and not s3_crt.available():
-        raise CloudDDPError("--transport crt needs the awscrt package: pip install awscrt.")
-    if transport != "boto3" and s3_crt.available():
-        crt = s3_crt.CrtUploader(client.meta.endpoint_url, region, credentials, verify=botocore_verify(client))
-    return S3Store(client, location, region, crt, credentials=credentials if transport == "auto" else None)
+    return S3Store(client, location, region, credentials=credentials if transport == "auto" else None)

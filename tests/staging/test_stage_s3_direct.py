@@ -130,7 +130,7 @@ def imported_by(args: list[str], env: dict[str, str]) -> set[str]:
     return {line.rsplit("|", 1)[1].strip() for line in done.stderr.splitlines() if line.startswith("import time:")}
 
 
-def test_stage_and_the_top_level_help_import_no_provider_and_a_plain_stage_neither_botocore_nor_the_crt(
+def test_stage_and_the_top_level_help_import_no_provider_and_a_plain_stage_no_botocore(
     seaweed: SeaweedS3, tmp_path: Path
 ) -> None:
     providers = {"cloudddp.providers.kubernetes.settings", "cloudddp.providers.pbs.settings", "cloudddp.spec"}
@@ -142,9 +142,8 @@ def test_stage_and_the_top_level_help_import_no_provider_and_a_plain_stage_neith
     modules = imported_by(["stage", str(data), "s3://direct/startup"], env)
     assert not modules & providers and "cloudddp.cli" not in modules  # console.py: stage imports staging alone
     assert "cloudddp.staging.s3_http" in modules  # the upload went through it...
-    assert not {m for m in modules if m.startswith(("botocore", "boto3", "awscrt"))}  # ...and nothing else
+    assert not {m for m in modules if m.startswith(("botocore", "boto3"))}  # ...and nothing else
     assert not {m for m in modules if m.startswith(("typer", "pydantic", "rich"))}  # stage_cli.py: argparse
-    assert "awscrt.s3" in imported_by(["stage", str(data), "s3://direct/startup-crt", "--transport", "crt"], env)
     assert {"cloudddp.providers.kubernetes.settings", "botocore"} <= imported_by(
         ["stage", str(data), "s3://direct/startup", "--transport", "boto3"], env
     ) | imported_by(["launch", "--help"], {})
@@ -170,9 +169,7 @@ def test_cloudddp_stage_without_botocore_against_motos_s3_server(tmp_path: Path)
             (data / f"c{i % 2}").mkdir(parents=True, exist_ok=True)
             (data / f"c{i % 2}" / f"{i}.bin").write_bytes(os.urandom(3000 + i))
         modules = imported_by(["stage", str(data), "s3://moto-bucket/ds"], env)
-        assert "cloudddp.staging.s3_http" in modules and not {
-            m for m in modules if m.startswith(("botocore", "awscrt"))
-        }
+        assert "cloudddp.staging.s3_http" in modules and not {m for m in modules if m.startswith("botocore")}
         uri = run_cli("stage", str(data), "s3://moto-bucket/ds", env=env, inherit_env=False).stdout.splitlines()[-1]
         assert "unchanged" in run_cli("stage", str(data), "s3://moto-bucket/ds", env=env, inherit_env=False).stdout
         s3 = boto3.client("s3", endpoint_url=endpoint, aws_access_key_id="testing", aws_secret_access_key="testing",

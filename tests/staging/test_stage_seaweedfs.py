@@ -1,5 +1,5 @@
 """End to end against a real S3 server (SeaweedFS on 127.0.0.1): `cloudddp stage` as a user
-runs it (the awscrt transport), then list, download and byte-compare. Requests are counted
+runs it (cloudddp's PUT client), then list, download and byte-compare. Requests are counted
 by a pass-through proxy between the client and the server (tests/staging/s3_gate.py)."""
 
 from __future__ import annotations
@@ -111,9 +111,9 @@ def test_the_server_rejects_bytes_that_do_not_match_the_scanned_checksum(
     path = tmp_path / "f.bin"
     path.write_bytes(b"real bytes")
     wrong = "00" * 32  # the SHA-256 of other bytes: what S3 sees when bytes are damaged in transit
-    for transport in ("crt", "boto3"):
+    for transport in ("auto", "boto3"):  # cloudddp's PUT client (s3_http.py), then boto3's
         store = open_s3_store(parse_location("s3://data/integrity"), transport)
-        assert (store.crt is not None) == (transport == "crt")
+        assert (store.puts is not None) == (transport == "auto")
         with pytest.raises(CloudDDPError, match=r"f\.bin.*do not match their checksum"):
             store.upload([Upload("integrity/f.bin", path, path.stat().st_size, wrong)], lambda _: None)
     assert "Contents" not in client(seaweed).list_objects_v2(Bucket="data", Prefix="integrity/")

@@ -2,13 +2,12 @@
 
 Every path that sends bytes is checked against the trust it should use: botocore's (its CA bundle:
 AWS_CA_BUNDLE, a profile's ca_bundle, REQUESTS_CA_BUNDLE) for a stage configured through botocore,
-whose files go through cloudddp's PUT client and the CRT; for the direct path, botocore's default
+whose files go through cloudddp's PUT client and s3transfer; for the direct path, botocore's default
 bundle (certifi's), side by side with a boto3 client given the same trust.
 Where botocore's value comes from: boto/botocore botocore/session.py create_client (`ca_bundle`),
 botocore/endpoint.py EndpointCreator._get_verify_value (REQUESTS_CA_BUNDLE) and, with neither,
 botocore/httpsession.py get_cert_path (certifi's `where`, else its own cacert.pem) at
-0e6e2404b85dc336dd2889814e089bde7d1a4c55; its CRT mapping: boto/s3transfer s3transfer/crt.py
-create_s3_crt_client at bf4262882ba285aea84daee2adbbd1359c23eec6.
+0e6e2404b85dc336dd2889814e089bde7d1a4c55.
 """
 
 from __future__ import annotations
@@ -23,7 +22,7 @@ import trustme
 from helpers.seaweedfs import ACCESS_KEY, SECRET_KEY, SeaweedS3, seaweed_for_tests
 
 from cloudddp.errors import CloudDDPError
-from cloudddp.staging import s3_crt, s3_http
+from cloudddp.staging import s3_errors, s3_http
 from cloudddp.staging.engine import stage
 from cloudddp.staging.location import parse_location
 from cloudddp.staging.s3_direct import DirectS3Store, Frozen, open_direct_store, plain_configuration
@@ -72,7 +71,7 @@ def dataset(folder: Path, big: bool) -> Path:
     for i in range(3):
         (folder / f"d{i}").mkdir(parents=True)
         (folder / f"d{i}" / f"{i}.bin").write_bytes(os.urandom(5000 + i * 200_000))
-    if big:  # above the single-PUT limit: the CRT's multipart upload
+    if big:  # above the single-PUT limit: s3transfer's multipart upload
         (folder / "big.bin").write_bytes(os.urandom(s3_http.SINGLE_PUT_MAX + 4096))
     return folder
 
@@ -91,12 +90,12 @@ def local(folder: Path) -> dict[str, bytes]:
 def test_a_stage_through_botocore_trusts_its_ca_bundle_for_every_file(
     tls: TlsServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """AWS_CA_BUNDLE sends the stage through botocore; its files go through cloudddp's PUT client and the CRT,
-    which must trust that bundle as botocore does (before: certificate verify failed on the first PUT)."""
+    """AWS_CA_BUNDLE sends the stage through botocore; its files go through cloudddp's PUT client (and s3transfer
+    above 64 MiB), which must trust that bundle as botocore does (before: certificate verify failed on the first PUT)."""
     environment(monkeypatch, tls, tmp_path, AWS_CA_BUNDLE=str(tls.ca))
     data = dataset(tmp_path / "data", big=True)
     store = open_s3_store(parse_location("s3://tls/botocore"), "auto")
-    assert isinstance(store, S3Store) and store.crt is not None
+    assert isinstance(store, S3Store)
     assert store.puts is not None and store.puts.tls is not None  # aimed at the https endpoint
     result = stage(data, store)
     assert held(tls, result.uri) == local(data)
@@ -154,33 +153,21 @@ def test_the_direct_path_refuses_a_server_only_the_system_store_vouches_for_as_b
     assert held(tls, "s3://tls/refused-direct/") == {}
 
 
-@pytest.mark.parametrize("client", ["cloudddp's PUT client", "the CRT"])
-def test_a_put_client_refuses_a_server_its_ca_bundle_does_not_vouch_for(
-    tls: TlsServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, client: str
+def test_the_put_client_refuses_a_server_its_ca_bundle_does_not_vouch_for_at_once(
+    tls: TlsServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """A refused certificate is final (s3_http.FINAL_ERRORS): no back-off, refused again on every retry."""
     environment(monkeypatch, tls, tmp_path)
     plain = plain_configuration(dict(os.environ), tmp_path)
     assert plain is not None
-    big = client == "the CRT"
     path = tmp_path / "f.bin"
-    path.write_bytes(os.urandom(1000))  # one request either way: the CRT retries a failed handshake per part
+    path.write_bytes(os.urandom(1000))
     upload = Upload("refused/f.bin", path, path.stat().st_size, "00" * 32)
-    if big:
-        import awscrt.s3
-
-        class WithoutRetries(awscrt.s3.S3Client):  # the CRT retries a failed handshake for ~130 s here
-            def __init__(self, **kwargs: object) -> None:
-                none = awscrt.s3.S3RetryConfig(retry_mode=awscrt.s3.S3RetryMode.NONE)
-                super().__init__(**kwargs, retry_config=none)  # type: ignore[arg-type]
-
-        monkeypatch.setattr(awscrt.s3, "S3Client", WithoutRetries)
-        uploader: object = s3_crt.CrtUploader(tls.server.https_url, "us-east-1", Frozen(plain), path_style=True,
-                                              verify=str(tls.other_ca))  # fmt: skip
-    else:
-        uploader = s3_http.SinglePuts(tls.server.https_url, Signer(Frozen(plain), "us-east-1"), True,
-                                      verify=str(tls.other_ca))  # fmt: skip
+    puts = s3_http.SinglePuts(tls.server.https_url, Signer(Frozen(plain), "us-east-1"), True, verify=str(tls.other_ca))
+    monkeypatch.setattr(
+        s3_http, "backoff", lambda attempt: pytest.fail(f"retry {attempt + 1} of a refused certificate")
+    )
     with pytest.raises(CloudDDPError) as refused:
-        uploader.upload("tls", [upload], lambda _: None, lambda *a: s3_crt.upload_failure("tls", *a))  # type: ignore[attr-defined]
-    assert "f.bin" in str(refused.value), refused.value
-    assert ("CERTIFICATE_VERIFY_FAILED" if not big else "TLS") in str(refused.value), refused.value
+        puts.upload("tls", [upload], lambda _: None, lambda *a: s3_errors.upload_failure("tls", *a))
+    assert "f.bin" in str(refused.value) and "CERTIFICATE_VERIFY_FAILED" in str(refused.value), refused.value
     assert held(tls, "s3://tls/refused/") == {}
