@@ -16,6 +16,7 @@ API server checks for these calls:
   Jobs and pods (`derived_object_errors`: Service and JobSet pod names, volume mount subPaths, nodeSelector labels):
   a real server takes the job, which then never starts; this fake has no operator, so it refuses the job itself
   (422 Invalid, the message naming the object that could not be made), so that a test sees it;
+- Secrets (the pods' presigned URLs, kubernetes.code) are created, their metadata patched, and deleted;
 - reads, deletes and pod logs of missing objects are 404 NotFound; a log of a container that has
   not started is 400, as is a container name the pod does not have.
 Errors are `Status` objects shaped as kubernetes/apimachinery pkg/api/errors/errors.go builds them.
@@ -57,6 +58,7 @@ CUSTOM = re.compile(
 )
 PODS = re.compile(r"^/api/v1/namespaces/(?P<ns>[^/]+)/pods(/(?P<name>[^/]+)(?P<log>/log)?)?$")
 PVC = re.compile(r"^/api/v1/namespaces/(?P<ns>[^/]+)/persistentvolumeclaims/(?P<name>[^/]+)$")
+SECRETS = re.compile(r"^/api/v1/namespaces/(?P<ns>[^/]+)/secrets(/(?P<name>[^/]+))?$")
 DNS_SUBDOMAIN = re.compile(r"^(?=.{1,253}$)[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 SUBDOMAIN_FMT = "[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*"
 
@@ -380,6 +382,7 @@ class FakeAPIServer:
     objects: dict[tuple[str, str, str], dict[str, Any]] = field(default_factory=dict)  # (plural, ns, name)
     pods: list[FakePod] = field(default_factory=list)
     claims: dict[tuple[str, str], list[str]] = field(default_factory=dict)  # (ns, name) -> accessModes
+    secrets: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)  # (ns, name) -> the Secret as sent
     requests: list[tuple[str, str]] = field(default_factory=list)  # (verb, path) as received
     warnings: list[str] = field(default_factory=list)
     deletions: list[dict[str, Any]] = field(default_factory=list)  # DeleteOptions bodies
@@ -470,6 +473,8 @@ class FakeAPIServer:
             return self.pod_log(match["ns"], match["name"], query) if match["log"] else not_found
         if (match := PVC.match(path)) and verb == "GET":
             return self.read_claim(match["ns"], match["name"])
+        if match := SECRETS.match(path):
+            return self.secret(verb, match["ns"], match["name"], raw)
         return not_found
 
     @staticmethod
@@ -603,6 +608,27 @@ class FakeAPIServer:
                 400, "BadRequest", f'container "{container}" in pod "{name}" is waiting to start: ContainerCreating'
             )
         return 200, pod.log
+
+    def secret(self, verb: str, namespace: str, name: str | None, raw: bytes) -> tuple[int, Any]:
+        """Create (409 if it exists), merge-patch its metadata (ownerReferences), delete: what cloudddp does to the
+        Secret holding a job's presigned URLs."""
+        if name is None:
+            if verb != "POST":
+                return self.not_allowed(verb)
+            obj = json.loads(raw)
+            key = (namespace, obj["metadata"]["name"])
+            if key in self.secrets:
+                return 409, status_error(409, "AlreadyExists", f'secrets "{key[1]}" already exists')
+            self.secrets[key] = obj
+            return 201, obj
+        if (namespace, name) not in self.secrets:
+            return 404, status_error(404, "NotFound", f'secrets "{name}" not found', {"name": name, "kind": "secrets"})
+        if verb == "PATCH":
+            self.secrets[(namespace, name)]["metadata"].update(json.loads(raw).get("metadata", {}))
+            return 200, self.secrets[(namespace, name)]
+        if verb == "DELETE":
+            return 200, self.secrets.pop((namespace, name))
+        return self.not_allowed(verb)
 
     def read_claim(self, namespace: str, name: str) -> tuple[int, Any]:
         if (namespace, name) not in self.claims:

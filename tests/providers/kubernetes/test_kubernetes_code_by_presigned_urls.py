@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 import yaml
 from helpers import PYTHON
-from helpers.kubernetes_apiserver import crd_validator
+from helpers.kubernetes_apiserver import FakeAPIServer, crd_validator
 from helpers.seaweedfs import ACCESS_KEY, SECRET_KEY, SeaweedS3
 from test_kubernetes_s3_inputs import (  # the same data, bucket and training stand-in as the boto3 pull's test
     DATA,
@@ -214,3 +214,48 @@ def test_without_code_the_pods_run_the_image_as_before() -> None:
     body = KubernetesProvider().render(spec).request.body
     (container,) = body["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["containers"]
     assert container["command"] == ["cloudddp-launch", "/workspace/channel_digest.py"]
+
+
+def code_job(kubeconfig: Path, endpoint: str) -> Any:
+    spec = build_spec({
+        "name": "resnet", "entry_point": "channel_digest.py", "source_dir": str(POD_SCRIPTS), "nodes": 2,
+        "inputs": {"train": "s3://datasets/demo/train"},
+        "kubernetes": {"image": "python:3.12-slim", "kubeconfig": str(kubeconfig), "s3_endpoint": endpoint,
+                       "code": "s3://code/team/resnet"},
+    })  # fmt: skip
+    return KubernetesProvider().render(spec)
+
+
+def test_submit_keeps_the_urls_in_a_secret_the_job_owns(
+    kube_api: tuple[FakeAPIServer, Path], user_keys: SeaweedS3, capsys: pytest.CaptureFixture[str]
+) -> None:
+    fake, kubeconfig = kube_api
+    request = code_job(kubeconfig, user_keys.url)
+    assert KubernetesProvider().submit(request).job_id == "pytorchjobs/training/resnet"
+    secret = fake.secrets[("training", "resnet-cloudddp-pull")]
+    job = fake.objects[("pytorchjobs", "training", "resnet")]
+    plan = json.loads(secret["stringData"][PLAN_KEY])
+    assert len(plan["inputs"]["train"]["files"]) == len(DATA) and "X-Amz-Signature=" in plan["code"]["url"]
+    assert secret["metadata"]["ownerReferences"] == [
+        {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "name": "resnet", "uid": job["metadata"]["uid"]}
+    ]  # deleting the job deletes its URLs
+    creates = [path for verb, path in fake.requests if verb == "POST"]
+    assert creates == ["/api/v1/namespaces/training/secrets", "/apis/kubeflow.org/v1/namespaces/training/pytorchjobs"]
+    (volume,) = [
+        v for v in job["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["volumes"] if "secret" in v
+    ]
+    assert volume["secret"]["secretName"] == "resnet-cloudddp-pull"
+    said = capsys.readouterr()
+    assert "X-Amz-Signature" not in json.dumps(job) + said.out + said.err
+    assert (
+        "cloudddp: presigned 4 GET URL(s), valid 86400 s, kept in the Secret training/resnet-cloudddp-pull" in said.err
+    )
+
+
+def test_a_refused_job_leaves_no_secret_behind(kube_api: tuple[FakeAPIServer, Path], user_keys: SeaweedS3) -> None:
+    fake, kubeconfig = kube_api
+    fake.objects[("pytorchjobs", "training", "resnet")] = {"metadata": {"name": "resnet"}}  # the name is taken
+    with pytest.raises(CloudDDPError, match="already exists"):
+        KubernetesProvider().submit(code_job(kubeconfig, user_keys.url))
+    assert fake.secrets == {}
+    assert ("DELETE", "/api/v1/namespaces/training/secrets/resnet-cloudddp-pull") in fake.requests
