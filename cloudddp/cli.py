@@ -20,24 +20,20 @@ from rich.console import Console
 from rich.markup import escape
 from typer.core import TyperCommand
 
+from cloudddp import stage_cli
 from cloudddp.elastic import is_count, parse_nodes
 from cloudddp.errors import CloudDDPError, print_error
 from cloudddp.providers import registry
 from cloudddp.providers.registry import Option
+from cloudddp.terminal import APP_SETTINGS, CONTEXT
 
 if TYPE_CHECKING:
     from cloudddp.job_spec import JobSpec
 
-CONTEXT = {"help_option_names": ["-h", "--help"]}  # -h at every level: subcommands inherit it from the group
-
 app = typer.Typer(
-    name="cloudddp",
     help="Run a PyTorch DDP training script on SageMaker, OCI Data Science, Kubernetes (Kubeflow), Slurm, PBS or a local multi-node emulation.",
-    no_args_is_help=True,
     add_completion=True,  # --install-completion / --show-completion: bash, zsh, fish, PowerShell
-    pretty_exceptions_enable=False,
-    rich_markup_mode="rich",
-    context_settings=CONTEXT,
+    **APP_SETTINGS,
 )
 err = Console(stderr=True, highlight=False, soft_wrap=True)
 out = Console(highlight=False, soft_wrap=True)
@@ -691,15 +687,7 @@ def demo_data(
     out.print(f"wrote {counts['train']} training and {counts['val']} validation images to {directory}")
 
 
-@app.command(
-    "stage", add_help_option=False,
-    context_settings={"allow_extra_args": True, "ignore_unknown_options": True, "help_option_names": []},
-)  # fmt: skip
-def stage(ctx: typer.Context) -> None:
-    """Upload a dataset incrementally and verified; print the URI a job should read (see: cloudddp stage -h)."""
-    from cloudddp.stage_cli import main as stage_main  # its own parser: console.py sends `cloudddp stage` there
-
-    stage_main(ctx.args)
+stage_cli.register(app)  # console.py runs `cloudddp stage` on an app of its own: the same command, lighter start
 
 
 def __getattr__(name: str) -> Any:

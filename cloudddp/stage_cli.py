@@ -7,13 +7,15 @@ to stderr, and only on a terminal.
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import os
 import signal
 import sys
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, NoReturn
+from typing import TYPE_CHECKING, Annotated, NoReturn
+
+import typer
 
 from cloudddp.errors import CloudDDPError, print_error
 from cloudddp.staging.engine import StageOptions, StageResult, counted, stage
@@ -23,6 +25,7 @@ from cloudddp.staging.manifest import PLAIN, SHARDS
 from cloudddp.staging.progress import for_stream
 from cloudddp.staging.shards import DEFAULT_SHARD_SIZE
 from cloudddp.staging.store import ObjectStore
+from cloudddp.terminal import APP_SETTINGS
 
 if TYPE_CHECKING:
     from cloudddp.staging.oci_object_store import OCIObjectStore
@@ -62,51 +65,64 @@ def summary(result: StageResult) -> str:
     return f"cloudddp: {files} ({result.layout}): {result.changes()}; published {result.version}"
 
 
-def parser() -> argparse.ArgumentParser:
-    """argparse, not typer: typer (0.29) builds a pydantic validator for each option, ~0.14 s of start-up
-    measured, a tenth of a `--shards` stage of 2000 files. `cloudddp --help` lists this command (cli.py)."""
-    made = argparse.ArgumentParser(
-        prog="cloudddp stage", formatter_class=argparse.RawDescriptionHelpFormatter,
-        description=STAGE_HELP, epilog=STAGE_EXAMPLES,
-    )  # fmt: skip
-    made.add_argument("src", type=Path, help="local folder (or file) to stage")
-    made.add_argument("dest", help="s3://bucket/prefix or oci://bucket@namespace/prefix")
-    made.add_argument("--shards", action="store_true", help="pack small files into tar shards + index")
-    made.add_argument("--plain", dest="shards", action="store_false", help="one object per file (the default)")
-    made.add_argument("--shard-size", type=int, metavar="MIB",
-                      help=f"target shard size, MiB (default: {DEFAULT_SHARD_SIZE // MIB})")  # fmt: skip
-    made.add_argument("--shard-dir", type=Path, help="where shards are built (default: temp folder)")
-    made.add_argument("--delete", action="store_true", help="remove older versions under the prefix")
-    made.add_argument("--create-bucket", action="store_true", help="create the bucket if missing")
-    made.add_argument("--transport", default="auto",
-                      help="S3 uploads: auto (cloudddp's PUT client up to 64 MiB, boto3 above) or boto3 (all)")  # fmt: skip
-    made.add_argument("--progress", action=argparse.BooleanOptionalAction, help="default: on a terminal")
-    made.add_argument("--hash-cache", action=argparse.BooleanOptionalAction, default=True,
-                      help=f"reuse hashes of unchanged files (${CACHE_VARIABLE}; default: on)")  # fmt: skip
-    return made
-
-
 STAGE_HELP = """Upload a dataset incrementally and verified; print the URI a job should read.
 
-A version (DEST/v-<hash>/) is published only once complete, by writing
-DEST/_cloudddp_manifest.json; unchanged data writes nothing; an interrupted run resumes."""
-STAGE_EXAMPLES = """examples:
-  cloudddp stage ./data s3://my-bucket/datasets/cats
-  cloudddp stage ./data oci://my-bucket@my-namespace/datasets/cats --shards"""
+A version (DEST/v-<hash>/) is published only once complete, by writing DEST/_cloudddp_manifest.json; \
+unchanged data writes nothing; an interrupted run resumes."""
+STAGE_EXAMPLES = """Examples:
+
+cloudddp stage ./data s3://my-bucket/datasets/cats
+
+cloudddp stage ./data oci://my-bucket@my-namespace/datasets/cats --shards"""
 
 
-def run(args: argparse.Namespace) -> None:
+@dataclass(frozen=True)
+class StageArgs:
+    """The command line, parsed: what `run` stages."""
+
+    src: Path
+    dest: str
+    shards: bool = False
+    shard_size: int | None = None  # MiB
+    shard_dir: Path | None = None
+    delete: bool = False
+    create_bucket: bool = False
+    transport: str = "auto"
+    progress: bool | None = None  # None: on a terminal
+    hash_cache: bool = True
+
+
+def stage_command(
+    src: Annotated[Path, typer.Argument(help="local folder (or file) to stage", show_default=False)],
+    dest: Annotated[str, typer.Argument(help="s3://bucket/prefix or oci://bucket@namespace/prefix", show_default=False)],
+    shards: Annotated[bool, typer.Option("--shards/--plain", help="pack small files into tar shards + index, or one object per file")] = False,
+    shard_size: Annotated[int | None, typer.Option(metavar="MIB", help=f"target shard size, MiB (default: {DEFAULT_SHARD_SIZE // MIB})", show_default=False)] = None,
+    shard_dir: Annotated[Path | None, typer.Option(help="where shards are built (default: temp folder)", show_default=False)] = None,
+    delete: Annotated[bool, typer.Option("--delete", help="remove older versions under the prefix")] = False,
+    create_bucket: Annotated[bool, typer.Option("--create-bucket", help="create the bucket if missing (private)")] = False,
+    transport: Annotated[str, typer.Option(help="S3 uploads: auto (cloudddp's PUT client up to 64 MiB, boto3 above) or boto3 (all)")] = "auto",
+    progress: Annotated[bool | None, typer.Option("--progress/--no-progress", help="a progress bar (default: on a terminal)", show_default=False)] = None,
+    hash_cache: Annotated[bool, typer.Option("--hash-cache/--no-hash-cache", help=f"reuse hashes of unchanged files (${CACHE_VARIABLE})")] = True,
+) -> None:  # fmt: skip
+    execute(StageArgs(src, dest, shards, shard_size, shard_dir, delete, create_bucket, transport, progress, hash_cache))
+
+
+def register(app: typer.Typer) -> None:
+    """Add `stage` to a typer app: cli.py's (`cloudddp --help` lists it) and main's own (console.py)."""
+    app.command("stage", help=STAGE_HELP, epilog=STAGE_EXAMPLES)(stage_command)
+
+
+def run(args: StageArgs) -> None:
     given = [name for name, value in (("--shard-size", args.shard_size), ("--shard-dir", args.shard_dir)) if value]
     if given and not args.shards:  # never silently ignored
         raise CloudDDPError(f"{' and '.join(given)} apply to --shards only; add --shards, or leave them out.")
-    if args.shard_size is None:
-        args.shard_size = DEFAULT_SHARD_SIZE // MIB
-    if args.shard_size < 1:
-        raise CloudDDPError(f"--shard-size {args.shard_size}: expected a size in MiB of at least 1.")
+    shard_size = DEFAULT_SHARD_SIZE // MIB if args.shard_size is None else args.shard_size
+    if shard_size < 1:
+        raise CloudDDPError(f"--shard-size {shard_size}: expected a size in MiB of at least 1.")
     location = parse_location(args.dest)
     store = open_store(location, args.transport)
     options = StageOptions(layout=SHARDS if args.shards else PLAIN, delete=args.delete,
-                           create_bucket=args.create_bucket, shard_size=args.shard_size * MIB,
+                           create_bucket=args.create_bucket, shard_size=shard_size * MIB,
                            shard_dir=args.shard_dir, hash_cache=cache_dir() if args.hash_cache else None)  # fmt: skip
     reaching = getattr(store, "reaching", None)  # OCI: network failures as one paragraph (oci_object_store.py)
     with reaching("stage") if reaching else contextlib.nullcontext():
@@ -173,17 +189,26 @@ def leave(code: int) -> NoReturn:
     os._exit(code)
 
 
-def main(args: list[str]) -> None:
-    """`cloudddp stage ARGS` on its own (cloudddp/console.py): the rest of the CLI is never imported. An interrupt
-    ends the process (os._exit): call it in a process of its own."""
+def execute(args: StageArgs) -> None:
+    """Stage, as the command line asked; errors are one paragraph (exit 2), an interrupt ends the process (os._exit:
+    run it in a process of its own) with the line that says how to finish."""
     Interrupts().catch()
     try:
-        run(parser().parse_args(args))
+        run(args)
     except CloudDDPError as exc:
         print_error(exc)
         sys.exit(exc.exit_code)
     except KeyboardInterrupt as exc:  # true at any moment: the engine publishes only a complete version
         leave(exit_code(exc.signum) if isinstance(exc, Terminated) else INTERRUPTED_EXIT_CODE)
+
+
+def main(args: list[str]) -> None:
+    """`cloudddp stage ARGS` (console.py): the command on a typer app of its own, with the CLI's settings, so the
+    rest of the CLI (every provider's options) is never imported."""
+    app = typer.Typer(**APP_SETTINGS)
+    app.callback()(lambda: None)  # a group, so the command is called by its name, as in `cloudddp stage`
+    register(app)
+    app(args=["stage", *args], prog_name="cloudddp")
 
 
 def open_oci_store(location: Location) -> OCIObjectStore:

@@ -8,6 +8,17 @@ from __future__ import annotations
 
 import os
 import sys
+from typing import Any
+
+CONTEXT: dict[str, Any] = {"help_option_names": ["-h", "--help"]}  # -h at every level: subcommands inherit it
+# The typer app's settings, shared by cli.py's app and `cloudddp stage`'s own (stage_cli.py): one help style.
+APP_SETTINGS: dict[str, Any] = {
+    "name": "cloudddp",
+    "no_args_is_help": True,
+    "pretty_exceptions_enable": False,
+    "rich_markup_mode": "rich",
+    "context_settings": CONTEXT,
+}
 
 
 def emit(line: str) -> None:

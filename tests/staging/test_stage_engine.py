@@ -375,14 +375,15 @@ def test_a_shard_holds_exactly_the_scanned_bytes_and_its_recorded_checksums(data
         }
 
 
-def test_stage_help_lists_its_options_and_the_main_cli_hands_stage_to_the_same_parser(data: Path) -> None:
+def test_stage_is_one_command_of_the_cli_with_its_help_style_and_options(data: Path) -> None:
     from helpers import cli
     from typer.testing import CliRunner
 
     from cloudddp.cli import app
 
     shown = cli("stage", "--help")
-    assert shown.returncode == 0 and "usage: cloudddp stage" in shown.stdout
+    assert shown.returncode == 0 and "Usage: cloudddp stage [OPTIONS]" in shown.stdout
+    assert cli("stage", "-h").stdout == shown.stdout == CliRunner().invoke(app, ["stage", "--help"]).output
     for option in ("--shards", "--plain", "--shard-size", "--shard-dir", "--delete", "--create-bucket", "--transport",
                    "--no-progress", "--no-hash-cache"):  # fmt: skip
         assert option in shown.stdout, option
