@@ -32,6 +32,12 @@ TIMEOUT = 60  # seconds without a byte, per request
 CHUNK = 1 << 20
 
 
+EXPIRED_HINT = (
+    " (kubernetes.url_lifetime after submit); submit the job again, with a longer kubernetes.url_lifetime (at most "
+    "604800 s) if it waits long to start"
+)
+
+
 class PullError(Exception):
     pass
 
@@ -50,10 +56,7 @@ def check_fresh(uri: str, url: str) -> None:
     ends = expiry(url)
     if ends is not None and time.time() >= ends:
         stamp = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(ends))
-        raise PullError(
-            f"the presigned URL for {uri} expired at {stamp} (kubernetes.url_lifetime after submit); submit the "
-            f"job again, with a longer kubernetes.url_lifetime (at most 604800 s) if it waits long to start"
-        )
+        raise PullError(f"the presigned URL for {uri} expired at {stamp}{EXPIRED_HINT}")
 
 
 def download(uri: str, url: str, size: int, target: str) -> None:
@@ -74,7 +77,8 @@ def download(uri: str, url: str, size: int, target: str) -> None:
         body = exc.read(2000).decode("utf-8", "replace")
         code = body.split("<Code>")[1].split("</Code>")[0] if "<Code>" in body else ""
         message = body.split("<Message>")[1].split("</Message>")[0] if "<Message>" in body else exc.reason
-        raise PullError(f"GET {uri} (presigned URL) was refused: HTTP {exc.code} {code}: {message}") from None
+        hint = EXPIRED_HINT if "expired" in str(message).lower() else ""
+        raise PullError(f"GET {uri} (presigned URL) was refused: HTTP {exc.code} {code}: {message}{hint}") from None
     except (urllib.error.URLError, OSError) as exc:
         raise PullError(f"GET {uri} (presigned URL) failed: {getattr(exc, 'reason', exc)}") from None
     if got != size:

@@ -7,7 +7,8 @@
   whose replicated job and trainer container are both named `node` (kubeflow/trainer
   pkg/constants/constants.go, tag v2.3.0, commit 658725bdae5c7e3a0854d93ac6ff492e109a22ab): trainjob.py.
 
-Every node runs `cloudddp-launch` (the operator's MASTER_ADDR/RANK/PET_* tell it its place). Data
+Every node runs `cloudddp-launch` (the operator's MASTER_ADDR/RANK/PET_* tell it its place), or with
+`kubernetes.code` the bundled launcher from the code its init container fetched by presigned URL (presigned.py). Data
 comes from a PersistentVolumeClaim (`pvc://claim/path`) or S3-compatible storage (`s3://bucket/prefix`,
 e.g. MinIO), pulled into an emptyDir by an init container running the job's image
 (`cloudddp.launcher.pull_inputs`; a TrainJob's `node` container runs it first) with credentials

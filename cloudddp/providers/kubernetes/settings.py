@@ -189,7 +189,9 @@ class KubernetesSettings(Section):
     s3_secret: str | None = Field(default=None, description="Secret with AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY "
                                   "(default: the pod's own AWS identity, e.g. IRSA)")  # fmt: skip
     s3_region: str | None = Field(default=None, description="the bucket's region (AWS S3); default us-east-1")
-    python: str = Field(default="python", description="the image's Python that imports cloudddp (runs the s3 pull)")
+    python: str = Field(
+        default="python", description="the image's Python: runs the pull (without code it must import cloudddp)"
+    )
     secret_env: dict[str, str] = Field(default_factory=dict, description="VAR -> SECRET/KEY (never inlined)")
     code: str | None = Field(default=None, description="s3://BUCKET/PREFIX: stage the source folder there with the "
                              "launcher bundled; pods fetch it and s3:// inputs by presigned URL (any image with "

@@ -37,6 +37,7 @@ from cloudddp.cluster.environment import EmulatedCluster
 from cloudddp.cluster.kubeflow import emulate
 from cloudddp.errors import CloudDDPError
 from cloudddp.job_spec import build_spec
+from cloudddp.launcher import presigned_pull
 from cloudddp.providers.kubernetes.presigned import MASKED, PLAN_KEY, publish
 from cloudddp.providers.kubernetes.provider import KubernetesProvider
 from cloudddp.providers.local.provider import free_port
@@ -177,7 +178,9 @@ def python_with_torch_without_cloudddp(folder: Path) -> Path:
 
 
 @pytest.mark.process
-def test_an_expired_url_fails_the_pod_with_one_line(user_keys: SeaweedS3, bare_python: Path, tmp_path: Path) -> None:
+def test_an_expired_url_fails_the_pod_with_one_line(
+    user_keys: SeaweedS3, bare_python: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     request = render(user_keys.url, tmp_path / "out", url_lifetime=1)
     secret = publish(request.request.pull, lambda line: None)
     time.sleep(2.1)  # X-Amz-Date has whole seconds
@@ -190,6 +193,12 @@ def test_an_expired_url_fails_the_pod_with_one_line(user_keys: SeaweedS3, bare_p
         "expired at" in line and "kubernetes.url_lifetime" in line
     ), line
     assert not (tmp_path / "cloudddp-code" / "channel_digest.py").exists()
+    # A pod whose clock is behind the submitter's sends the request: the server's refusal is one line too.
+    monkeypatch.setattr(presigned_pull, "check_fresh", lambda uri, url: None)
+    code = json.loads(secret["stringData"][PLAN_KEY])["code"]
+    with pytest.raises(presigned_pull.PullError) as refused:
+        presigned_pull.download(code["uri"], code["url"], code["size"], str(tmp_path / "archive"))
+    assert "was refused: HTTP 403" in str(refused.value) and "kubernetes.url_lifetime" in str(refused.value)
 
 
 def test_a_url_lifetime_beyond_s3s_seven_days_is_refused() -> None:
