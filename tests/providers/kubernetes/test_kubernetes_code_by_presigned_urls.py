@@ -43,6 +43,8 @@ from cloudddp.providers.kubernetes.provider import KubernetesProvider
 from cloudddp.providers.local.provider import free_port
 from cloudddp.staging.archive import job_side_files
 
+IMAGE_ENV = {"PATH": "/usr/bin:/bin"}  # as a container starts: none of this machine's PYTHONPATH or AWS variables
+
 
 @pytest.fixture(scope="module")
 def bare_python(tmp_path_factory: pytest.TempPathFactory) -> Path:
@@ -50,9 +52,9 @@ def bare_python(tmp_path_factory: pytest.TempPathFactory) -> Path:
     folder = tmp_path_factory.mktemp("bare-venv")
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(folder)], check=True, timeout=120)
     python = folder / "bin" / "python"
-    probe = subprocess.run([python, "-c", "import boto3"], capture_output=True, cwd=folder)
+    probe = subprocess.run([python, "-c", "import boto3"], capture_output=True, cwd=folder, env=IMAGE_ENV)
     assert probe.returncode != 0 and b"No module named 'boto3'" in probe.stderr
-    probe = subprocess.run([python, "-c", "import cloudddp"], capture_output=True, cwd=folder)
+    probe = subprocess.run([python, "-c", "import cloudddp"], capture_output=True, cwd=folder, env=IMAGE_ENV)
     assert probe.returncode != 0 and b"No module named 'cloudddp'" in probe.stderr
     return python
 
@@ -172,7 +174,7 @@ def python_with_torch_without_cloudddp(folder: Path) -> Path:
     (own,) = folder.glob("lib/python*/site-packages")
     (own / "image.pth").write_text(site + "\n")
     python = folder / "bin" / "python"
-    probe = subprocess.run([python, "-c", "import cloudddp"], capture_output=True, cwd=folder)
+    probe = subprocess.run([python, "-c", "import cloudddp"], capture_output=True, cwd=folder, env=IMAGE_ENV)
     assert b"No module named 'cloudddp'" in probe.stderr
     return python
 
