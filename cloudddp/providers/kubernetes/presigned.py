@@ -99,8 +99,10 @@ def pull_container(image: str, python: str, data_root: str, data_volume: str | N
 
 
 def volumes(secret: str) -> list[dict[str, Any]]:
+    """The code's emptyDir, and the Secret's volume at its default mode (0644): an image that runs as another user
+    than root can read it too; only the init container mounts it."""
     return [{"name": CODE_VOLUME, "emptyDir": {}},
-            {"name": PLAN_VOLUME, "secret": {"secretName": secret, "defaultMode": 0o400}}]  # fmt: skip
+            {"name": PLAN_VOLUME, "secret": {"secretName": secret}}]  # fmt: skip
 
 
 @dataclass

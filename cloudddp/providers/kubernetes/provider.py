@@ -35,6 +35,7 @@ from cloudddp.providers.kubernetes.pytorchjob import pytorchjob
 from cloudddp.providers.kubernetes.settings import DNS_LABEL, DNS_SUBDOMAIN, KubernetesSettings
 from cloudddp.providers.kubernetes.trainjob import TRAINER_CONTAINER, TRAINER_JOB, trainjob
 from cloudddp.redact import has_url_credentials, redact_text
+from cloudddp.terminal import emit
 
 if TYPE_CHECKING:
     from cloudddp.job_spec import JobSpec
@@ -365,7 +366,7 @@ class KubernetesProvider(Provider):
     @staticmethod
     def create_pull_secret(api: client.ApiClient, pull: PullPlan) -> None:
         """kubernetes.code: stage the source, presign every object, and keep the URLs in the pods' Secret."""
-        body = publish(pull, lambda line: print(line, file=sys.stderr, flush=True))
+        body = publish(pull, emit)  # progress as the other providers' staging says it
         try:
             client.CoreV1Api(api).create_namespaced_secret(pull.namespace, body)  # pyright: ignore[reportArgumentType]
         except ApiException as exc:

@@ -219,6 +219,19 @@ def test_code_needs_a_pytorchjob_and_no_launcher_of_its_own() -> None:
             render("http://127.0.0.1:9", Path("/tmp/out"), **extra)
 
 
+def test_an_elastic_job_with_code_validates_and_every_worker_fetches() -> None:
+    spec = build_spec({
+        "name": "resnet", "entry_point": "channel_digest.py", "source_dir": str(POD_SCRIPTS), "nodes": 3,
+        "min_nodes": 2, "inputs": {"train": "s3://datasets/demo/train"},
+        "kubernetes": {"image": "pytorch/pytorch:2.5.1-cuda12.4-cudnn9-runtime", "namespace": "team-a",
+                       "code": "s3://code/team/resnet"},
+    })  # fmt: skip
+    body = KubernetesProvider().render(spec).request.body
+    crd_validator("pytorchjobs").validate(body)
+    pod = body["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]
+    assert [c["name"] for c in pod["initContainers"]] == ["pull-inputs"] and "Master" not in body["spec"]
+
+
 def test_without_code_the_pods_run_the_image_as_before() -> None:
     spec = build_spec({"entry_point": "channel_digest.py", "source_dir": str(POD_SCRIPTS),
                        "kubernetes": {"image": "registry.example.com/train:1"}})  # fmt: skip
@@ -259,7 +272,7 @@ def test_submit_keeps_the_urls_in_a_secret_the_job_owns(
     said = capsys.readouterr()
     assert "X-Amz-Signature" not in json.dumps(job) + said.out + said.err
     assert (
-        "cloudddp: presigned 4 GET URL(s), valid 86400 s, kept in the Secret training/resnet-cloudddp-pull" in said.err
+        "cloudddp: presigned 4 GET URL(s), valid 86400 s, kept in the Secret training/resnet-cloudddp-pull" in said.out
     )
 
 
