@@ -132,9 +132,10 @@ class PullPlan:
     def masked(self) -> dict[str, Any]:
         """The Secret as the dry run shows it: what the plan holds, every URL masked, versions and objects to come."""
         plan = {
-            "code": {"uri": f"{self.code.rstrip('/')}/v-<hash-at-submit>/{ARCHIVE_NAME}", "url": MASKED},
+            "code": {"uri": f"{self.code.rstrip('/')}/v-<hash-at-submit>/{ARCHIVE_NAME}", "size": "<at submit>",
+                     "url": MASKED},
             "inputs": {name: {"uri": uri, "files": [{"path": "<each object under it, listed at submit>",
-                                                     "url": MASKED}]}
+                                                     "size": "<its size>", "url": MASKED}]}
                        for name, uri in sorted(self.inputs.items())},
             "url_lifetime_seconds": self.lifetime,
         }  # fmt: skip
@@ -206,7 +207,7 @@ def publish(plan: PullPlan, say: Callable[[str], None]) -> dict[str, Any]:
             f"kubernetes.code: staging the source or listing the s3:// inputs at "
             f"{plan.endpoint or 'AWS S3'} failed: {exc}. Check your AWS credentials and kubernetes.s3_endpoint."
         ) from None
-    text = json.dumps({"code": code, "inputs": inputs})
+    text = json.dumps({"code": code, "inputs": inputs, "url_lifetime_seconds": plan.lifetime})
     if len(text.encode()) > SECRET_MAX:
         objects = sum(len(channel["files"]) for channel in inputs.values())
         raise CloudDDPError(

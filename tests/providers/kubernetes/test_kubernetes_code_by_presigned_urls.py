@@ -123,6 +123,9 @@ def test_a_stock_python_fetches_the_code_and_inputs_byte_for_byte(user_keys: Sea
     printed = request.to_yaml() + yaml.safe_dump(body) + "\n".join(said)
     assert not any(url in printed or url.split("?")[1] in printed for url in urls)  # never shown, never in the job
     assert MASKED in request.to_yaml() and SECRET_KEY not in printed
+    shown = json.loads(request.request.pull.masked()["stringData"][PLAN_KEY])  # the dry run's Secret: the same shape
+    assert shown.keys() == plan.keys() and shown["code"].keys() == plan["code"].keys()
+    assert shown["inputs"]["train"]["files"][0].keys() == plan["inputs"]["train"]["files"][0].keys()
     for index, pod in enumerate(pods_of(body)):
         pod_dir = tmp_path / f"pod-{index}"
         mount_secret(pod, pod_dir, secret)
