@@ -21,6 +21,7 @@ from pydantic import ValidationError
 from cloudddp.errors import CloudDDPError
 from cloudddp.providers.sagemaker import validation
 from cloudddp.providers.sagemaker.instance_groups import InstanceGroupSetting
+from cloudddp.providers.sagemaker.service_model import check_shape, maximum
 from cloudddp.redact import REDACTED, is_secret_name
 from cloudddp.sagemaker.distribution_table import distribution_problems
 from cloudddp.terminal import emit
@@ -543,16 +544,16 @@ def check_service_fields(args: Arguments, kms_name: str) -> None:
     SageMaker takes them."""
     if not args.instance_groups:
         validation.check_instance(args.instance_type, DROP_IN)
-    if args.image_uri is not None and len(args.image_uri) > validation.MAX_IMAGE_URI:
+    if args.image_uri is not None and len(args.image_uri) > maximum("AlgorithmSpecification.TrainingImage"):
         raise CloudDDPError(f"PyTorch(image_uri=...) is {len(args.image_uri)} characters; SageMaker allows at most "
-                            f"{validation.MAX_IMAGE_URI}.")  # fmt: skip
+                            f"{maximum('AlgorithmSpecification.TrainingImage')}.")  # fmt: skip
     validation.check_environment(args.environment, DROP_IN)
     validation.check_tags(args.tags, DROP_IN)
     uri = args.checkpoint_s3_uri
-    if uri is not None and (not validation.S3_URI.fullmatch(uri) or len(uri) > validation.MAX_S3_URI):
-        raise _refuse("checkpoint_s3_uri", uri, f"is not an s3://bucket/prefix URI of at most {validation.MAX_S3_URI} "
+    if uri is not None and (not validation.S3_URI.fullmatch(uri) or len(uri) > maximum("S3Uri")):
+        raise _refuse("checkpoint_s3_uri", uri, f"is not an s3://bucket/prefix URI of at most {maximum('S3Uri')} "
                       "characters")  # fmt: skip
-    if args.kms_key is not None and not validation.KMS_KEY.fullmatch(args.kms_key):
+    if args.kms_key is not None and (not args.kms_key or check_shape("KmsKeyId", args.kms_key)):
         raise _refuse(kms_name, args.kms_key, "is not a KMS key id, alias or ARN")
 
 
@@ -609,12 +610,12 @@ def check_channels(inputs: Any, channels: dict[str, str]) -> None:
 
     for channel, uri in channels.items():
         where = f"fit(inputs={inputs!r})" if isinstance(inputs, str) else f"fit(inputs={{{channel!r}: {uri!r}}})"
-        if not validation.CHANNEL_NAME.match(channel):
+        if not validation.is_channel_name(channel):
             raise CloudDDPError(f"{where}: channel names are 1-64 letters, digits, '.', '-' or '_'.")
         if channel == CODE_CHANNEL:
             raise CloudDDPError(f"{where}: the channel name {CODE_CHANNEL!r} is cloudddp's; rename it.")
         if uri.startswith("s3://"):
-            if not validation.S3_URI.match(uri) or len(uri) > validation.MAX_S3_URI:
+            if not validation.S3_URI.match(uri) or len(uri) > maximum("S3Uri"):
                 raise CloudDDPError(f"{where}: {uri!r} is not an s3://bucket/prefix URI.")
         elif "://" in uri:
             local = " (file:// works with instance_type='local')" if uri.startswith("file://") else ""

@@ -21,10 +21,9 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from cloudddp.errors import CloudDDPError
-from cloudddp.providers.sagemaker.validation import LINE_TERMINATORS
+from cloudddp.providers.sagemaker.service_model import check_shape, maximum
 
-MAX_GROUPS = 5
-MAX_GROUP_NAME = 64
+GROUPS, GROUP_NAME = "ResourceConfig.InstanceGroups", "ResourceConfig.InstanceGroups.member.InstanceGroupName"
 
 
 class InstanceGroupSetting(BaseModel):
@@ -64,9 +63,9 @@ def check_instance_groups(
             f"counts are its groups' (SageMaker takes ResourceConfig.InstanceGroups or InstanceType/InstanceCount, "
             f"not both)."
         )
-    if len(groups) > MAX_GROUPS:
+    if len(groups) > maximum(GROUPS):
         raise CloudDDPError(
-            f"sagemaker.instance_groups has {len(groups)} groups; SageMaker takes at most {MAX_GROUPS}."
+            f"sagemaker.instance_groups has {len(groups)} groups; SageMaker takes at most {maximum(GROUPS)}."
         )
     seen: set[str] = set()
     for group in groups:
@@ -80,12 +79,12 @@ def check_instance_groups(
 def check_group(group: InstanceGroupSetting, seen: set[str], known_types: frozenset[str]) -> None:
     """One group's name, type and count (`seen`: the names of the groups before it)."""
     what = f"sagemaker.instance_groups[{group.name!r}]"
-    if not 1 <= len(group.name) <= MAX_GROUP_NAME:
+    if not 1 <= len(group.name) <= maximum(GROUP_NAME):
         raise CloudDDPError(
             f"sagemaker.instance_groups: the group name {group.name!r} is {len(group.name)} characters; "
-            f"SageMaker takes 1-{MAX_GROUP_NAME}."
+            f"SageMaker takes 1-{maximum(GROUP_NAME)}."
         )
-    if any(ch in LINE_TERMINATORS for ch in group.name):  # InstanceGroupName's pattern `.+` takes no line break
+    if check_shape(GROUP_NAME, group.name):  # its pattern `.+` takes no line break (Java's ".")
         raise CloudDDPError(f"sagemaker.instance_groups: the group name {group.name!r} holds a line break.")
     if "," in group.name:
         # SageMaker takes it (InstanceGroupName is `.+`), but the launcher splits --instance-groups on ",".

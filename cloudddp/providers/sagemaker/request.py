@@ -37,6 +37,7 @@ from cloudddp.providers.sagemaker import validation as check
 from cloudddp.providers.sagemaker.aws import check_endpoint_variables
 from cloudddp.providers.sagemaker.images import is_dlc
 from cloudddp.providers.sagemaker.instance_groups import check_instance_groups
+from cloudddp.providers.sagemaker.service_model import maximum
 from cloudddp.redact import secret_environment_warning
 from cloudddp.staging.archive import BOOTSTRAP_NAME
 
@@ -47,7 +48,6 @@ CODE_CHANNEL = "cloudddp_code"
 ARCHIVE_NAME = "sourcedir.tar.gz"
 CODE_DIR = "/opt/ml/code"
 CHECKPOINT_DIR = "/opt/ml/checkpoints"
-MAX_LOCAL_PATH = 4096  # CheckpointConfig.LocalPath in botocore's SageMaker service model
 TOOLKIT, ENTRYPOINT = "toolkit", "entrypoint"
 SECRET_STORE = "AWS Secrets Manager (or SSM Parameter Store SecureString), readable by the job's role"
 # Fits SageMaker's 256-character limit on one container argument (checked below).
@@ -254,7 +254,7 @@ def job_config(spec: JobSpec, mode: str) -> dict[str, Any]:
 
 def entrypoint_command() -> str:
     command = ENTRYPOINT_COMMAND.format(code=CODE_DIR, channel=CODE_CHANNEL, bootstrap=BOOTSTRAP_NAME)
-    assert len(command) <= check.MAX_CONTAINER_ARGUMENT, len(command)
+    assert len(command) <= maximum("AlgorithmSpecification.ContainerArguments.member"), len(command)
     return command
 
 
@@ -336,11 +336,11 @@ def check_staging_uris(spec: JobSpec, staging: Staging, payload: dict[str, Any],
     if checkpoint and not given:  # else the user's own URI, checked as given (check_s3_uri)
         built.append(("CheckpointConfig.S3Uri", checkpoint))
     for what, uri in built:
-        if len(uri) > check.MAX_S3_URI:
+        if len(uri) > maximum("S3Uri"):
             shown = repr(staging.prefix[:40]) + ("..." if len(staging.prefix) > 40 else "")
             raise CloudDDPError(
                 f"--prefix (sagemaker.prefix) {shown} is {len(staging.prefix)} characters, which makes {what} "
-                f"{len(uri)} characters long ({uri[:80]}...); SageMaker's S3Uri takes at most {check.MAX_S3_URI}. "
+                f"{len(uri)} characters long ({uri[:80]}...); SageMaker's S3Uri takes at most {maximum('S3Uri')}. "
                 f"Shorten the prefix."
             )
 
@@ -391,10 +391,12 @@ def check_cluster(spec: JobSpec) -> None:
     )  # fmt: skip
     if not sm.instance_groups:
         check.check_instance(sm.instance_type)
-    if sm.checkpoint_local_path is not None and not 1 <= len(sm.checkpoint_local_path) <= MAX_LOCAL_PATH:
+    if sm.checkpoint_local_path is not None and not 1 <= len(sm.checkpoint_local_path) <= maximum(
+        "CheckpointConfig.LocalPath"
+    ):
         raise CloudDDPError(
             f"sagemaker.checkpoint_local_path is {len(sm.checkpoint_local_path)} characters; SageMaker's "
-            f"CheckpointConfig.LocalPath takes 1-{MAX_LOCAL_PATH}."
+            f"CheckpointConfig.LocalPath takes 1-{maximum('CheckpointConfig.LocalPath')}."
         )
 
 
@@ -419,8 +421,10 @@ def build_request(spec: JobSpec, *, job_name: str, region: str, role: str, image
     """The CreateTrainingJob request and the staging plan for it (validated, nothing sent)."""
     sm = spec.sagemaker
     mode = TOOLKIT if is_dlc(image) else ENTRYPOINT
-    if len(image) > check.MAX_IMAGE_URI:
-        raise CloudDDPError(f"--image is {len(image)} characters; SageMaker allows at most {check.MAX_IMAGE_URI}.")
+    if len(image) > maximum("AlgorithmSpecification.TrainingImage"):
+        raise CloudDDPError(
+            f"--image is {len(image)} characters; SageMaker allows at most {maximum('AlgorithmSpecification.TrainingImage')}."
+        )
     staging = Staging(bucket=bucket, prefix=sm.prefix, job_name=job_name)
     channels, uploads = input_channels(spec, staging)
     code_channel = mode == ENTRYPOINT or sm.network_isolation

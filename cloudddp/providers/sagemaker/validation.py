@@ -2,8 +2,8 @@
 
 moto accepts requests the real service rejects (long names, too many variables), so
 every limit of `CreateTrainingJob` that a user can hit is checked here, with a message
-naming the field, the value and the limit. The numbers come from botocore's service
-model for SageMaker (a test keeps them in step with it).
+naming the field, the value and the limit. Limits and patterns are read from botocore's
+service model for SageMaker at run time (service_model.py), except the few it cannot state.
 """
 
 from __future__ import annotations
@@ -18,42 +18,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cloudddp.errors import CloudDDPError
+from cloudddp.providers.sagemaker import service_model
+from cloudddp.providers.sagemaker.service_model import LINE_TERMINATORS, check_shape, maximum
 
-# The patterns of botocore 1.44.8's SageMaker model (botocore/data/sagemaker/2017-07-24/service-2.json, the shapes
-# TrainingJobName, RoleArn, ChannelName, TrainingEnvironmentKey, SubnetId/SecurityGroupId, KmsKeyId and S3Uri; the
-# S3 one narrowed to bucket names). The service matches the whole value; botocore never checks a pattern, so one
-# that fails is only refused by CreateTrainingJob, after the uploads. Used with fullmatch; the anchors are "^" and
-# "\Z", not "$" (which also matches before a final newline), for callers elsewhere that use .match(). [0-9], not
-# \d: Python's \d takes any Unicode digit.
-JOB_NAME = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}\Z")
-JOB_NAME_MAX = 63
-ROLE_ARN = re.compile(r"^arn:aws[a-z\-]*:iam::([0-9]{12}):role/?[a-zA-Z_0-9+=,.@\-_/]+\Z")
-CHANNEL_NAME = re.compile(r"^[A-Za-z0-9.\-_]{1,64}\Z")
-ENV_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*\Z")
-VPC_ID = re.compile(r"^[-0-9a-zA-Z]{1,32}\Z")
-KMS_KEY = re.compile(r"^[a-zA-Z0-9:/_-]{1,2048}\Z")
-# The model's "." (Java's) matches no line terminator; Python's "." only leaves out "\n".
-LINE_TERMINATORS = "\n\r\x85\u2028\u2029"
+# Where the model cannot say it, cloudddp's own rules. S3Uri's pattern `(https|s3)://([^/]+)/?(.*)` also takes
+# https URIs and any bucket text; cloudddp narrows it to s3:// and S3's bucket names. TagKey and TagValue
+# (`[\p{L}\p{Z}\p{N}_.:/=+\-@]*`): Python's re has no \p{..}, so letters, separators and numbers are the Unicode
+# categories L*, Z* and N* (is_tag_text).
 S3_URI = re.compile(rf"^s3://([a-z0-9][a-z0-9.\-]{{1,61}}[a-z0-9])(/[^{LINE_TERMINATORS}]*)?\Z")
-# TagKey and TagValue (same file): `[\p{L}\p{Z}\p{N}_.:/=+\-@]*`. Python's re has no \p{..}: letters, separators and
-# numbers are the Unicode categories L*, Z* and N* (\s would also take tab and newline, which are Cc).
 TAG_PUNCTUATION = frozenset("_.:/=+-@")
-
-MAX_HYPERPARAMETERS = 100
-MAX_HYPERPARAMETER_KEY = 256
-MAX_HYPERPARAMETER_VALUE = 2500
-MAX_ENVIRONMENT = 100
-MAX_ENVIRONMENT_KEY = 512
-MAX_ENVIRONMENT_VALUE = 512
-MAX_TAGS = 50
-MAX_TAG_KEY = 128
-MAX_TAG_VALUE = 256
-MAX_CHANNELS = 20
-MAX_SUBNETS = 16
-MAX_SECURITY_GROUPS = 5
-MAX_CONTAINER_ARGUMENT = 256
-MAX_IMAGE_URI = 255
-MAX_S3_URI = 1024
 # StoppingCondition.MaxRuntimeInSeconds: "The maximum value is 28 days." (botocore's service
 # model for sagemaker, API 2017-07-24, the member's documentation; a test reads it there).
 MAX_RUNTIME_SECONDS = 28 * 24 * 3600
@@ -87,22 +60,23 @@ CLI = Naming()
 
 def check_job_name(name: str, base: str | None = None) -> str:
     """SageMaker's job name rule; `base` is the spec name it was built from, for the message."""
-    if len(name) > JOB_NAME_MAX:
+    longest = maximum("TrainingJobName")
+    if len(name) > longest:
         suffix = len(name) - len(base) if base else 0
         hint = (
             f" cloudddp appends a {suffix}-character timestamp to the spec's name {base!r}: "
-            f"shorten `name` to at most {JOB_NAME_MAX - suffix} characters."
+            f"shorten `name` to at most {longest - suffix} characters."
             if base
             else ""
         )
         raise CloudDDPError(
             f"the SageMaker training job name {name!r} is {len(name)} characters long; SageMaker allows at most "
-            f"{JOB_NAME_MAX}.{hint}"
+            f"{longest}.{hint}"
         )
-    if not JOB_NAME.fullmatch(name):
+    if check_shape("TrainingJobName", name):
         raise CloudDDPError(
             f"the SageMaker training job name {name!r} is invalid: use letters, digits and hyphens, starting "
-            f"and ending with a letter or digit (pattern {JOB_NAME.pattern})."
+            f"and ending with a letter or digit (pattern {service_model.shape('TrainingJobName').metadata['pattern']})."
         )
     return name
 
@@ -121,7 +95,7 @@ NO_REGION = (
 def check_role(role: str | None) -> str:
     if not role:
         raise CloudDDPError(NO_ROLE)
-    if not ROLE_ARN.fullmatch(role):
+    if check_shape("RoleArn", role):
         raise CloudDDPError(
             f"the SageMaker role {role!r} is not an IAM role ARN (expected arn:aws:iam::123456789012:role/NAME)."
         )
@@ -129,8 +103,8 @@ def check_role(role: str | None) -> str:
 
 
 def account_of_role(role: str) -> str:
-    match = ROLE_ARN.fullmatch(role)
-    return match.group(1) if match else ""
+    """The account id of a role ARN (arn:aws:iam::ACCOUNT:role/NAME); "" for anything else."""
+    return role.split(":")[4] if not check_shape("RoleArn", role) else ""
 
 
 def check_region(region: str | None, known: list[str]) -> str:
@@ -148,12 +122,7 @@ def check_region(region: str | None, known: list[str]) -> str:
 @functools.cache
 def training_instance_types() -> frozenset[str]:
     """The `TrainingInstanceType` enum of botocore's offline service model (read once, on first use)."""
-    # The loader reads botocore's bundled data only: no AWS config (a broken AWS_PROFILE is reported elsewhere).
-    from botocore.loaders import create_loader
-    from botocore.model import ServiceModel
-
-    model = ServiceModel(create_loader().load_service_model("sagemaker", "service-2"), "sagemaker")
-    return frozenset(model.shape_for("TrainingInstanceType").enum)
+    return frozenset(service_model.model().shape_for("TrainingInstanceType").enum)
 
 
 def check_instance(instance_type: str, naming: Naming = CLI) -> None:
@@ -192,9 +161,9 @@ def check_stopping(max_runtime: int, spot: bool, max_wait: int | None) -> None:
 
 
 def check_s3_uri(uri: str, what: str) -> str:
-    if len(uri) > MAX_S3_URI:  # botocore's S3Uri shape: max 1024
+    if len(uri) > maximum("S3Uri"):
         raise CloudDDPError(
-            f"{what} {uri[:80]!r}... is {len(uri)} characters; SageMaker's S3 URIs take at most {MAX_S3_URI}."
+            f"{what} {uri[:80]!r}... is {len(uri)} characters; SageMaker's S3 URIs take at most {maximum('S3Uri')}."
         )
     if not S3_URI.fullmatch(uri):
         raise CloudDDPError(f"{what} {uri!r} is not an s3://bucket/prefix URI.")
@@ -216,13 +185,13 @@ def check_checkpoint(checkpoint: str | None, checkpoint_s3: str | None) -> None:
 
 def check_inputs(inputs: Mapping[str, str], reserved: str) -> None:
     """Channels: names SageMaker accepts, s3:// URIs or local paths that exist."""
-    if len(inputs) + 1 > MAX_CHANNELS:
+    if len(inputs) + 1 > maximum("InputDataConfig"):
         raise CloudDDPError(
-            f"{len(inputs)} inputs: SageMaker takes at most {MAX_CHANNELS} channels per job, and cloudddp may "
-            f"need one for the code."
+            f"{len(inputs)} inputs: SageMaker takes at most {maximum('InputDataConfig')} channels per job, and "
+            f"cloudddp may need one for the code."
         )
     for channel, where in inputs.items():
-        if not CHANNEL_NAME.fullmatch(channel):
+        if not is_channel_name(channel):
             raise CloudDDPError(f"--input {channel}=...: channel names are letters, digits, '.', '-' or '_'.")
         if channel == reserved:
             raise CloudDDPError(f"--input {channel}=...: the channel name {reserved!r} is cloudddp's; rename it.")
@@ -263,43 +232,47 @@ def holds_a_file(folder: Path) -> bool:
     return False
 
 
+def is_channel_name(name: str) -> bool:
+    return check_shape("InputDataConfig.member.ChannelName", name) is None
+
+
 def check_hyperparameters(hyperparameters: Mapping[str, str]) -> None:
-    if len(hyperparameters) > MAX_HYPERPARAMETERS:
+    if len(hyperparameters) > maximum("HyperParameters"):
         raise CloudDDPError(
             f"{len(hyperparameters)} hyperparameters (with cloudddp's sagemaker_* entries): SageMaker accepts at "
-            f"most {MAX_HYPERPARAMETERS}."
+            f"most {maximum('HyperParameters')}."
         )
     for key, value in hyperparameters.items():
-        if not key or len(key) > MAX_HYPERPARAMETER_KEY:
+        if not key or len(key) > maximum("HyperParameters.key"):
             raise CloudDDPError(
                 f"hyperparameter name {key[:40]!r}... is {len(key)} characters; SageMaker allows 1-"
-                f"{MAX_HYPERPARAMETER_KEY}."
+                f"{maximum('HyperParameters.key')}."
             )
-        if any(ch in LINE_TERMINATORS for ch in key):  # HyperParameterKey's pattern is `.*`
+        if check_shape("HyperParameters.key", key):  # its pattern `.*` takes no line break (Java's ".")
             raise CloudDDPError(f"hyperparameter name {key[:60]!r} holds a line break; SageMaker's names take none.")
-        if len(value) > MAX_HYPERPARAMETER_VALUE:
+        if len(value) > maximum("HyperParameters.value"):
             raise CloudDDPError(
                 f"hyperparameter {key!r} is {len(value)} characters once encoded; SageMaker allows at most "
-                f"{MAX_HYPERPARAMETER_VALUE}. Put large values in a file in source_dir or an input channel."
+                f"{maximum('HyperParameters.value')}. Put large values in a file in source_dir or an input channel."
             )
 
 
 def check_environment(environment: Mapping[str, str], naming: Naming = CLI) -> None:
-    if len(environment) > MAX_ENVIRONMENT:
+    if len(environment) > maximum("Environment"):
         raise CloudDDPError(
             f"{len(environment)} environment variables ({naming.env_source}): SageMaker accepts at most "
-            f"{MAX_ENVIRONMENT}."
+            f"{maximum('Environment')}."
         )
     for key, value in environment.items():
-        if not ENV_NAME.fullmatch(key) or len(key) > MAX_ENVIRONMENT_KEY:
+        if not key or check_shape("Environment.key", key):
             raise CloudDDPError(
                 f"{naming.env_name.format(key=key[:60])}: environment variable names are letters, digits and '_', "
-                f"not starting with a digit, at most {MAX_ENVIRONMENT_KEY} characters."
+                f"not starting with a digit, at most {maximum('Environment.key')} characters."
             )
-        if len(value) > MAX_ENVIRONMENT_VALUE:
+        if len(value) > maximum("Environment.value"):
             raise CloudDDPError(
                 f"{naming.env_value.format(key=key)}: the value is {len(value)} characters; SageMaker allows at most "
-                f"{MAX_ENVIRONMENT_VALUE}."
+                f"{maximum('Environment.value')}."
             )
 
 
@@ -309,17 +282,17 @@ def is_tag_text(text: str) -> bool:
 
 
 def check_tags(tags: Mapping[str, str], naming: Naming = CLI) -> None:
-    if len(tags) > MAX_TAGS:
-        raise CloudDDPError(f"{len(tags)} tags: SageMaker accepts at most {MAX_TAGS}.")
+    if len(tags) > maximum("Tags"):
+        raise CloudDDPError(f"{len(tags)} tags: SageMaker accepts at most {maximum('Tags')}.")
     for key, value in tags.items():
-        if not key or len(key) > MAX_TAG_KEY or not is_tag_text(key) or key.lower().startswith("aws:"):
+        if check_shape("TagKey", key) or not is_tag_text(key) or key.lower().startswith("aws:"):
             raise CloudDDPError(
-                f"{naming.tag_key.format(key=key)}: tag keys are 1-{MAX_TAG_KEY} letters, digits, spaces or "
+                f"{naming.tag_key.format(key=key)}: tag keys are 1-{maximum('TagKey')} letters, digits, spaces or "
                 f"_.:/=+-@ and may not start with 'aws:'."
             )
-        if len(value) > MAX_TAG_VALUE or not is_tag_text(value):
+        if check_shape("TagValue", value) or not is_tag_text(value):
             raise CloudDDPError(
-                f"{naming.tag_value.format(key=key, value=value[:40])}: tag values are at most {MAX_TAG_VALUE} "
+                f"{naming.tag_value.format(key=key, value=value[:40])}: tag values are at most {maximum('TagValue')} "
                 f"letters, digits, spaces or _.:/=+-@."
             )
 
@@ -328,18 +301,20 @@ def check_network(subnets: list[str], security_groups: list[str]) -> None:
     if bool(subnets) != bool(security_groups):
         missing = "--security-group" if subnets else "--subnet"
         raise CloudDDPError(f"a VPC job needs both --subnet and --security-group; {missing} is missing.")
-    if len(subnets) > MAX_SUBNETS or len(security_groups) > MAX_SECURITY_GROUPS:
+    most_subnets, most_groups = maximum("VpcConfig.Subnets"), maximum("VpcConfig.SecurityGroupIds")
+    if len(subnets) > most_subnets or len(security_groups) > most_groups:
         raise CloudDDPError(
-            f"SageMaker takes at most {MAX_SUBNETS} subnets and {MAX_SECURITY_GROUPS} security groups "
+            f"SageMaker takes at most {most_subnets} subnets and {most_groups} security groups "
             f"(got {len(subnets)} and {len(security_groups)})."
         )
-    for item in [*subnets, *security_groups]:
-        if not VPC_ID.fullmatch(item):
+    ids = [("VpcConfig.Subnets.member", item) for item in subnets]
+    for path, item in [*ids, *(("VpcConfig.SecurityGroupIds.member", item) for item in security_groups)]:
+        if check_shape(path, item):
             raise CloudDDPError(f"{item!r} is not a subnet or security group id (like subnet-0abc or sg-0abc).")
 
 
 def check_kms_key(key: str | None) -> None:
-    if key is not None and not KMS_KEY.fullmatch(key):
+    if key is not None and (not key or check_shape("KmsKeyId", key)):
         raise CloudDDPError(f"--kms-key {key!r} is not a KMS key id, alias or ARN.")
 
 

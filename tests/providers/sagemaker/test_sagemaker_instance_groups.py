@@ -29,7 +29,6 @@ from helpers.sagemaker_fixtures import (  # noqa: F401  (fixtures)
 from cloudddp.errors import CloudDDPError
 from cloudddp.job_spec import JobSpec, build_spec
 from cloudddp.providers.local.layout import node_layouts
-from cloudddp.providers.sagemaker import instance_groups, request
 from cloudddp.providers.sagemaker.provider import SageMakerProvider
 from cloudddp.sagemaker.debugger import debugger_request
 
@@ -128,18 +127,12 @@ def test_status_of_a_heterogeneous_job_lists_every_groups_hosts() -> None:
     assert SageMakerProvider.to_status("j", {"TrainingJobStatus": "InProgress"}).nodes == {}
 
 
-def test_limits_match_botocores_service_model() -> None:
+def test_the_instance_type_of_a_group_is_botocores_training_instance_type() -> None:
     import botocore.session
 
     model = botocore.session.get_session().get_service_model("sagemaker")
     resource = model.operation_model("CreateTrainingJob").input_shape.members["ResourceConfig"].members
-    assert resource["InstanceGroups"].metadata["max"] == instance_groups.MAX_GROUPS
-    group = resource["InstanceGroups"].member.members
-    assert group["InstanceGroupName"].metadata == {"max": instance_groups.MAX_GROUP_NAME, "min": 1, "pattern": ".+"}
-    assert group["InstanceCount"].metadata["min"] == 0
-    assert group["InstanceType"].name == "TrainingInstanceType"
-    checkpoint = model.shape_for("CheckpointConfig").members["LocalPath"]
-    assert checkpoint.metadata["max"] == request.MAX_LOCAL_PATH
+    assert resource["InstanceGroups"].member.members["InstanceType"].name == "TrainingInstanceType"
 
 
 def test_checkpoint_local_path_is_the_checkpoint_configs_local_path(aws: FakeAWS, project: Path) -> None:

@@ -36,7 +36,7 @@ from helpers.sagemaker_fixtures import (  # noqa: F401  (fixtures)
 
 from cloudddp.errors import CloudDDPError
 from cloudddp.providers.sagemaker import request as request_module
-from cloudddp.providers.sagemaker import validation
+from cloudddp.providers.sagemaker import service_model, validation
 from cloudddp.providers.sagemaker.request import CODE_CHANNEL, ENTRYPOINT, TOOLKIT
 from cloudddp.session import run_job
 
@@ -395,33 +395,20 @@ def test_generated_job_names_follow_sagemakers_rule() -> None:
     spec = spec_for(Path("."), name="a" * 43, entry_point="x.py")
     name = request_module.job_name_for(spec, now=1_700_000_000.123)
     assert name == "a" * 43 + "-20231114-221320-123" and len(name) == 63
-    assert validation.JOB_NAME.match(name)
+    assert service_model.check_shape("TrainingJobName", name) is None
     for bad in ("-x", "x-", "x_y", "x" * 64, ""):
         with pytest.raises(CloudDDPError):
             validation.check_job_name(bad)
 
 
-def test_limits_match_botocores_service_model() -> None:
-    import botocore.session
-
-    shape = botocore.session.get_session().get_service_model("sagemaker").operation_model("CreateTrainingJob")
-    members = shape.input_shape.members
-    assert members["HyperParameters"].metadata["max"] == validation.MAX_HYPERPARAMETERS
-    assert members["HyperParameters"].key.metadata["max"] == validation.MAX_HYPERPARAMETER_KEY
-    assert members["HyperParameters"].value.metadata["max"] == validation.MAX_HYPERPARAMETER_VALUE
-    assert members["Environment"].metadata["max"] == validation.MAX_ENVIRONMENT
-    assert members["Environment"].key.metadata["max"] == validation.MAX_ENVIRONMENT_KEY
-    assert members["Environment"].value.metadata["max"] == validation.MAX_ENVIRONMENT_VALUE
-    assert members["Tags"].metadata["max"] == validation.MAX_TAGS
-    assert members["InputDataConfig"].metadata["max"] == validation.MAX_CHANNELS
-    assert members["TrainingJobName"].metadata["max"] == validation.JOB_NAME_MAX
-    algorithm = members["AlgorithmSpecification"].members
-    assert algorithm["ContainerArguments"].member.metadata["max"] == validation.MAX_CONTAINER_ARGUMENT
-    assert algorithm["TrainingImage"].metadata["max"] == validation.MAX_IMAGE_URI
-    vpc = members["VpcConfig"].members
-    assert vpc["Subnets"].metadata["max"] == validation.MAX_SUBNETS
-    assert vpc["SecurityGroupIds"].metadata["max"] == validation.MAX_SECURITY_GROUPS
-    assert members["TrainingJobName"].metadata["pattern"] in validation.JOB_NAME.pattern
+def test_limits_are_read_from_the_installed_botocores_service_model(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A botocore whose model states another limit changes what is refused, with no copy in cloudddp to update."""
+    environment = {f"V{i}": "x" for i in range(3)}
+    validation.check_environment(environment)
+    shape = service_model.shape("Environment")
+    monkeypatch.setitem(shape.metadata, "max", 2)  # as a newer model might say
+    with pytest.raises(CloudDDPError, match=r"3 environment variables .*at most 2"):
+        validation.check_environment(environment)
 
 
 @pytest.mark.process
