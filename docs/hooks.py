@@ -3,7 +3,7 @@
 - `reference/job-spec.md`: the job spec's fields from the pydantic model's JSON schema (`cloudddp.job_spec.job_spec_model`),
   each provider section's flags from its declaration (`cloudddp.providers.registry`).
 - `reference/environment.md`: the job-side environment contracts, the docstrings of the `cloudddp.cluster` modules.
-- `reference/stage.md` and `reference/launcher.md`: the argparse help of `cloudddp stage` and `cloudddp-launch`.
+- `reference/launcher.md`: the argparse help of `cloudddp-launch`.
 - `benchmarks/RESULTS-*.md`: the benchmark logs, as they are in the repository.
 
 The `cloudddp` command itself is documented by mkdocs-click (`reference/cli.md`), from `cloudddp.cli:click_command`.
@@ -39,7 +39,6 @@ def generated_pages() -> dict[str, str]:
     pages = {
         "reference/job-spec.md": job_spec_page(),
         "reference/environment.md": environment_page(),
-        "reference/stage.md": stage_page(),
         "reference/launcher.md": launcher_page(),
         "reference/json-output.md": json_output_page(),
     }
@@ -228,26 +227,6 @@ def argparse_help(parser_factory: Any) -> str:
             os.environ.pop("COLUMNS", None)
         else:
             os.environ["COLUMNS"] = saved
-
-
-def stage_page() -> str:
-    from cloudddp.stage_cli import parser
-
-    return "\n".join(
-        [
-            "# `cloudddp stage`",
-            "",
-            "`cloudddp stage` has its own argparse parser (it starts without the rest of the CLI, for speed), so it is",
-            "not in [the `cloudddp` reference](cli.md). Its help, as `cloudddp stage -h` prints it:",
-            "",
-            "```text",
-            argparse_help(parser).rstrip(),
-            "```",
-            "",
-            "How it works, what it checks and how fast it is: [Staging data](../guides/staging.md).",
-            "",
-        ]
-    )
 
 
 def launcher_page() -> str:
