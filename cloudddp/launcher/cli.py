@@ -38,6 +38,7 @@ from cloudddp.cluster.plan import (
 )
 from cloudddp.cluster.sagemaker import hyperparameter_args
 from cloudddp.errors import CloudDDPError
+from cloudddp.launcher import exit_barrier
 from cloudddp.launcher.command import (
     RDZV_CONF,
     TORCHRUN_WORDS,
@@ -410,7 +411,10 @@ def supervise(
             # (torch 2.14.1: torch/distributed/elastic/multiprocessing/api.py, DefaultLogsSpecs, mkdtemp).
             # torchrun reads --log-dir from PET_LOG_DIR (torch/distributed/run.py, action=env; argparse_util.env).
             env["PET_LOG_DIR"] = os.path.join(scratch, "torchelastic")
-        supervisor = Supervisor(command, env, grace_period=args.grace_period)
+        # An elastic job's survivors would wait torchrun's 300 s exit barrier for a node lost after their last
+        # collective: in the forked torchrun, the barrier is left once the nodes it waits for are known lost.
+        prepare = exit_barrier.install if plan.rdzv_backend != "static" else None
+        supervisor = Supervisor(command, env, grace_period=args.grace_period, prepare=prepare)
         peers = peer_watch(plan, port, supervisor)
         code = supervisor.run(on_start=peers.start if peers else None)
         failure = rendezvous_failure(error_file) if code != 0 else None

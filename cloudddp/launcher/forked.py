@@ -63,7 +63,13 @@ def worker_exit_code(exc: BaseException) -> int | None:
     return 128 - code if code < 0 else (code or None)
 
 
-def _run_child(module: str, args: list[str], env: Mapping[str, str], before: Callable[[], None]) -> NoReturn:
+def _run_child(
+    module: str,
+    args: list[str],
+    env: Mapping[str, str],
+    before: Callable[[], None],
+    prepare: Callable[[], object] | None,
+) -> NoReturn:
     code = 1
     try:
         os.setsid()
@@ -79,6 +85,8 @@ def _run_child(module: str, args: list[str], env: Mapping[str, str], before: Cal
         os.environ.update(env)
         sys.path[:] = python_m_path(sys.path, env)
         sys.argv = [module, *args]
+        if prepare is not None:
+            prepare()  # in the child only, as the module is about to run (exit_barrier.install for torchrun)
         try:
             runpy.run_module(module, run_name="__main__", alter_sys=True)
             code = 0
@@ -112,14 +120,20 @@ def exit_code(status: int) -> int:
 class ForkedModule:
     """The forked child, with Popen's `pid`, `returncode`, `poll()` and `wait(timeout)`."""
 
-    def __init__(self, argv: Sequence[str], env: Mapping[str, str] | None, before: Callable[[], None]) -> None:
+    def __init__(
+        self,
+        argv: Sequence[str],
+        env: Mapping[str, str] | None,
+        before: Callable[[], None],
+        prepare: Callable[[], object] | None = None,
+    ) -> None:
         module, args = argv[2], list(argv[3:])
         environment = dict(os.environ if env is None else env)
         for stream in (sys.stdout, sys.stderr):
             stream.flush()  # or the child would print our buffered lines a second time
         pid = os.fork()
         if pid == 0:
-            _run_child(module, args, environment, before)
+            _run_child(module, args, environment, before, prepare)
         self.pid = pid
         self.args = list(argv)
         self.returncode: int | None = None

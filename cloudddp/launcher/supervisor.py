@@ -194,8 +194,11 @@ class Supervisor:
         grace_period: float = 30.0,
         workers_are_grandchildren: bool = True,
         abort_grace: float = ABORT_GRACE,
+        prepare: Callable[[], object] | None = None,
     ) -> None:
+        """`prepare`: run in a forked child just before its module (only where the child is forked)."""
         self.argv = list(argv)
+        self.prepare = prepare
         self.env = dict(env) if env is not None else None
         self.grace_period = grace_period
         self.workers_are_grandchildren = workers_are_grandchildren
@@ -274,7 +277,7 @@ class Supervisor:
         them; one sent to us waits until the fork is done, and is then recorded and passed on as before (run)."""
         signal.pthread_sigmask(signal.SIG_BLOCK, TERMINATING)
         try:
-            return ForkedModule(self.argv, self.env, before=die_with_parent)
+            return ForkedModule(self.argv, self.env, before=die_with_parent, prepare=self.prepare)
         finally:
             signal.pthread_sigmask(signal.SIG_UNBLOCK, TERMINATING)
 

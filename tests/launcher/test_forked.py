@@ -36,6 +36,22 @@ def test_a_forked_module_gets_its_argv_environment_session_and_exit_code(
     assert "OUT" not in os.environ  # the parent's environment is untouched
 
 
+@pytest.mark.process
+def test_prepare_runs_in_the_child_just_before_its_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """How the launcher patches torchrun's exit barrier (exit_barrier.install): in the forked torchrun only, with
+    the child's environment already in place, before the module runs."""
+    module = tmp_path / "probe_prepared.py"
+    module.write_text("import os, sys\nsys.exit(0 if os.environ.get('PREPARED') == os.environ['OUT'] else 5)\n")
+    monkeypatch.chdir(tmp_path)
+
+    def prepare() -> None:
+        os.environ["PREPARED"] = os.environ["OUT"]  # the child's environment, not ours
+
+    child = ForkedModule([sys.executable, "-m", "probe_prepared"], {"OUT": "x"}, lambda: None, prepare=prepare)
+    assert child.wait(timeout=30) == 0
+    assert "PREPARED" not in os.environ
+
+
 def test_worker_exit_code_reads_torchruns_first_failure() -> None:
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError, ProcessFailure
 
