@@ -23,6 +23,7 @@ from typer.core import TyperCommand
 from cloudddp import stage_cli
 from cloudddp.elastic import is_count, parse_nodes
 from cloudddp.errors import CloudDDPError, print_error
+from cloudddp.metrics import DEFAULT_METRICS, FORMATS, definition_problem, extract, render
 from cloudddp.providers import registry
 from cloudddp.providers.registry import Option
 from cloudddp.terminal import APP_SETTINGS, CONTEXT
@@ -406,6 +407,10 @@ def launch(
     checkpoint: Annotated[str | None, typer.Option(help="checkpoint folder or URI (resumes from it)")] = None,
     env: Annotated[list[str] | None, typer.Option("--env", "-e", help="K=V for the job (repeatable)")] = None,
     hyperparameter: Annotated[list[str] | None, typer.Option("--hyperparameter", "-H", help="k=v (repeatable)")] = None,
+    metric: Annotated[
+        list[str] | None,
+        typer.Option("--metric", help="NAME=REGEX read from the logs, first group the value (repeatable)"),
+    ] = None,
     max_runtime: Annotated[
         int | None,
         typer.Option(
@@ -443,7 +448,7 @@ def launch(
         min_nodes=min_nodes, max_restarts=max_restarts, rdzv_backend=rdzv_backend, rdzv_endpoint=rdzv_endpoint,
         max_runtime=max_runtime, inputs=pairs(input, "--input"), environment=pairs(env, "--env"),
         # Kept as typed (`-H version=1.10` stays "1.10", `run_id=007` stays "007"): the script parses its arguments.
-        hyperparameters=pairs(hyperparameter, "--hyperparameter"),
+        hyperparameters=pairs(hyperparameter, "--hyperparameter"), metrics=pairs(metric, "--metric"),
     )  # fmt: skip
     overrides.update(parse_nodes(nodes, min_nodes))  # --nodes 2:3 is min_nodes 2, nodes 3
     registry.get(provider)  # an unknown --provider is the first error, before the spec is read
@@ -560,6 +565,45 @@ def logs(
         except CloudDDPError:
             state = ""
         print(f"cloudddp: no log lines for {job} yet{state}.", file=sys.stderr, flush=True)
+
+
+@app.command()
+def metrics(
+    job: Annotated[str, typer.Argument(help="job id, run folder or 'latest'")] = "latest",
+    provider: FollowUpProviderOpt = None,
+    metric: Annotated[
+        list[str] | None, typer.Option("--metric", help="NAME=REGEX instead of the defaults (repeatable)")
+    ] = None,
+    runs_dir: RunsDirOpt = None,
+    format: Annotated[str, typer.Option("--format", help="text: a table; json or csv: every value found")] = "text",
+) -> None:
+    """A job's metrics, read from its logs as SageMaker's metric definitions read them (first group: the value).
+
+    Without --metric: the job's own (launch --metric, the spec's `metrics`), else the epoch lines of
+    sources/train_ddp.py (loss, train_acc, val_acc, images_per_sec).
+
+    [bold]Examples[/bold]
+
+      cloudddp metrics latest
+
+      cloudddp metrics latest --metric "loss=loss: ([0-9.]+)" --format csv
+    """
+    if format not in FORMATS:
+        raise CloudDDPError(f"--format {format!r} is not one of {', '.join(FORMATS)}.")
+    from cloudddp import job_index
+
+    given = pairs(metric, "--metric")
+    for name, regex in given.items():
+        if problem := definition_problem(name, regex):
+            raise CloudDDPError(f"--metric {name}=...: {problem}.")
+    indexed = job_index.find(job, provider) if runs_dir is None else None
+    definitions = given or (indexed.metrics if indexed else None) or DEFAULT_METRICS  # the job's own, as launched
+    chosen, job = find_job(job, provider, runs_dir)
+    found = extract(chosen.logs(job), definitions)
+    if not found and format == "text":
+        print(f"cloudddp: no values of {', '.join(definitions)} in the logs of {job}.", file=sys.stderr, flush=True)
+        raise typer.Exit(0)
+    print(render(found, format), end="", flush=True)
 
 
 @app.command()

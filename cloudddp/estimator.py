@@ -111,6 +111,7 @@ class Estimator:
         checkpoint: str | None = None,
         max_runtime: int | None = None,
         module: bool = False,
+        metrics: dict[str, str] | None = None,
         **provider_options: Any,
     ) -> None:
         self.provider_name = provider
@@ -120,7 +121,7 @@ class Estimator:
             "rdzv_backend": rdzv_backend, "rdzv_endpoint": rdzv_endpoint,
             "nproc_per_node": nproc_per_node, "hyperparameters": hyperparameters or {},
             "args": args or [], "environment": environment or {}, "output": output, "checkpoint": checkpoint,
-            "max_runtime": max_runtime,
+            "max_runtime": max_runtime, "metrics": metrics or {},
         }  # fmt: skip
         self.provider_options = provider_options
         self.latest_job: JobHandle | None = None

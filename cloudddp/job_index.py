@@ -11,6 +11,7 @@ columns it lacks on first use (unknown, NULL, for the jobs already in it).
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import sqlite3
 import sys
@@ -25,10 +26,10 @@ from cloudddp.providers.base import FINISHED_STATES
 SCHEMA = """CREATE TABLE IF NOT EXISTS jobs (
     job_id TEXT NOT NULL, provider TEXT NOT NULL, name TEXT NOT NULL, submitted REAL NOT NULL,
     command TEXT NOT NULL DEFAULT '', state TEXT NOT NULL DEFAULT '', checked REAL NOT NULL DEFAULT 0,
-    nodes INTEGER, finished REAL,
+    nodes INTEGER, finished REAL, metrics TEXT,
     PRIMARY KEY (provider, job_id))"""
 # Columns added after the first release, with their types: an older index gets them (ALTER TABLE) when opened.
-ADDED_COLUMNS = {"nodes": "INTEGER", "finished": "REAL"}
+ADDED_COLUMNS = {"nodes": "INTEGER", "finished": "REAL", "metrics": "TEXT"}
 
 
 @dataclass(frozen=True)
@@ -42,6 +43,7 @@ class Entry:
     checked: float  # when that state was seen
     nodes: int | None = None  # as launched; None where unknown (recorded before the index kept it)
     finished: float | None = None  # when a finished state was first seen; None while running, or unknown
+    metrics: dict[str, str] | None = None  # the job spec's metric definitions (NAME -> REGEX); None: none given
 
 
 def index_path() -> Path:
@@ -82,14 +84,16 @@ def add_missing_columns(db: sqlite3.Connection) -> None:
                 raise
 
 
-def record(provider: str, job_id: str, name: str, command: str, nodes: int | None = None) -> None:
+def record(
+    provider: str, job_id: str, name: str, command: str, nodes: int | None = None, metrics: dict[str, str] | None = None
+) -> None:
     try:
         with connection(create=True) as db:
             assert db is not None
             db.execute(
-                "INSERT OR REPLACE INTO jobs (job_id, provider, name, submitted, command, nodes)"
-                " VALUES (?, ?, ?, ?, ?, ?)",
-                (job_id, provider, name, time.time(), command, nodes),
+                "INSERT OR REPLACE INTO jobs (job_id, provider, name, submitted, command, nodes, metrics)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (job_id, provider, name, time.time(), command, nodes, json.dumps(metrics) if metrics else None),
             )
     except (sqlite3.Error, OSError) as exc:
         warn("could not record the job in", exc)
@@ -97,7 +101,7 @@ def record(provider: str, job_id: str, name: str, command: str, nodes: int | Non
 
 def entries(provider: str | None = None, limit: int | None = None) -> list[Entry]:
     """Newest first; rows of the wrong shape are left out with a warning."""
-    query = "SELECT job_id, provider, name, submitted, command, state, checked, nodes, finished FROM jobs"
+    query = "SELECT job_id, provider, name, submitted, command, state, checked, nodes, finished, metrics FROM jobs"
     query += " WHERE provider = ?" if provider else ""
     query += " ORDER BY submitted DESC" + (f" LIMIT {int(limit)}" if limit else "")
     try:
@@ -110,8 +114,11 @@ def entries(provider: str | None = None, limit: int | None = None) -> list[Entry
     for row in rows:
         try:
             nodes, finished = number_or_none(row[7]), number_or_none(row[8])
+            metrics = json.loads(row[9]) if row[9] else None
+            if metrics is not None and not isinstance(metrics, dict):
+                raise ValueError(f"metrics {row[9]!r} is not an object")
             found.append(Entry(str(row[0]), str(row[1]), str(row[2]), float(row[3]), str(row[4]), str(row[5]),
-                               float(row[6]), None if nodes is None else int(nodes), finished))  # fmt: skip
+                               float(row[6]), None if nodes is None else int(nodes), finished, metrics))  # fmt: skip
         except (TypeError, ValueError) as exc:
             warn(f"skipped a damaged entry ({row[0]!r}) of", exc)
     return found

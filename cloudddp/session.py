@@ -185,7 +185,8 @@ def run_job(
     record.handle = handle = chosen.submit(record.request)
     say(f"cloudddp: submitted {handle.job_id} ({chosen.name})")
     secrets = job_secrets(spec.environment, spec.hyperparameters, spec.args)  # as its dry run hides them
-    job_index.record(chosen.name, handle.job_id, spec.name, redact_log_line(shlex.join(sys.argv), secrets), spec.nodes)
+    command = redact_log_line(shlex.join(sys.argv), secrets)
+    job_index.record(chosen.name, handle.job_id, spec.name, command, spec.nodes, spec.metrics or None)
     if not wait:
         return 0
     with stop_signals_interrupt():

@@ -28,6 +28,7 @@ from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from cloudddp.cluster.environment import channel_variable
 from cloudddp.errors import CloudDDPError
+from cloudddp.metrics import definition_problem
 
 if TYPE_CHECKING:
     from typing_extensions import LiteralString  # typing's from Python 3.11 (pydantic requires this package)
@@ -85,6 +86,11 @@ class JobSpecBase(Section):
     checkpoint: str | None = None
     environment: dict[str, str] = {}
     hyperparameters: dict[str, Scalar] = {}
+    metrics: dict[str, str] = Field(
+        default_factory=dict,
+        description="NAME -> REGEX, read from every log line as SageMaker's MetricDefinitions read them (the first "
+        "group is the value); none: cloudddp's defaults for sources/train_ddp.py's epoch lines (`cloudddp metrics`)",
+    )
     max_runtime: int | None = Field(
         default=None, ge=1,
         description="seconds; not given: the platform's own limit (SageMaker 24 h, as the SDK v2 sends; none on OCI; "
@@ -116,6 +122,14 @@ class JobSpecBase(Section):
                     f"{variable}; rename one of them"
                 )
             seen[variable] = channel
+        return value
+
+    @field_validator("metrics")
+    @classmethod
+    def _metric_definitions(cls, value: dict[str, str]) -> dict[str, str]:
+        for name, regex in value.items():
+            if problem := definition_problem(name, regex):
+                raise ValueError(problem)
         return value
 
     @field_validator("output", "checkpoint")

@@ -19,6 +19,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from cloudddp.errors import CloudDDPError
+from cloudddp.metrics import definition_problem
 from cloudddp.providers.sagemaker import validation
 from cloudddp.providers.sagemaker.instance_groups import InstanceGroupSetting
 from cloudddp.providers.sagemaker.service_model import check_shape, maximum
@@ -48,7 +49,6 @@ NOT_SUPPORTED: dict[str, str] = {
     "recipe_overrides": "HyperPod recipes need the SDK's recipe launcher",
     "model_uri": "pass the model's S3 URI as a channel in fit(inputs={'model': ...})",
     "model_channel_name": "pass the model's S3 URI as a channel in fit(inputs={'model': ...})",
-    "metric_definitions": "metric regexes are not sent; read metrics from the logs or the model folder",
     "enable_sagemaker_metrics": "the metrics time series flag is not sent",
     "rules": "SageMaker Debugger rules are not configured by cloudddp",
     "profiler_config": "the SageMaker profiler is not configured by cloudddp (disable_profiler=True is accepted)",
@@ -121,6 +121,7 @@ class Arguments:
     disable_profiler: bool = False
     debugger_hook: bool = True  # debugger_hook_config=None (v2's default) sends a DebugHookConfig; False none
     input_mode: str = "File"  # INPUT_MODES
+    metrics: dict[str, str] = field(default_factory=dict)  # metric_definitions: Name -> Regex, in order
 
     @property
     def local(self) -> bool:
@@ -279,6 +280,24 @@ def check_tags(tags: Any) -> dict[str, str]:
     raise _refuse("tags", tags, "must be a list of {'Key': ..., 'Value': ...} dicts")
 
 
+def check_metric_definitions(definitions: Any) -> dict[str, str]:
+    """v2 takes [{'Name': ..., 'Regex': ...}, ...] and sends it as AlgorithmSpecification.MetricDefinitions."""
+    if not definitions:
+        return {}
+    if not isinstance(definitions, list) or not all(
+        isinstance(d, dict) and set(d) == {"Name", "Regex"} and all(isinstance(v, str) for v in d.values())
+        for d in definitions
+    ):
+        raise _refuse("metric_definitions", definitions, "must be a list of {'Name': ..., 'Regex': ...} dicts")
+    names = [d["Name"] for d in definitions]
+    if len(set(names)) < len(names):
+        raise _refuse("metric_definitions", definitions, "names a metric twice; give each Name once")
+    for definition in definitions:
+        if problem := definition_problem(definition["Name"], definition["Regex"]):
+            raise _refuse("metric_definitions", definitions, problem)
+    return {d["Name"]: d["Regex"] for d in definitions}
+
+
 def check_kms(volume_kms_key: str | None, output_kms_key: str | None) -> str | None:
     if volume_kms_key and output_kms_key and volume_kms_key != output_kms_key:
         raise CloudDDPError(
@@ -300,6 +319,7 @@ ACCEPTED = (
     "checkpoint_local_path", "use_spot_instances", "max_run", "max_wait", "volume_size", "volume_kms_key",
     "output_kms_key", "subnets", "security_group_ids", "tags", "base_job_name", "dependencies", "disable_profiler",
     "debugger_hook_config", "sagemaker_session", "enable_network_isolation", "encrypt_inter_container_traffic",
+    "metric_definitions",
     "container_log_level", "input_mode", "instance_groups",
 )  # fmt: skip
 
@@ -470,7 +490,7 @@ def parse(kwargs: dict[str, Any]) -> tuple[Arguments, Any]:
         inter_container_encryption=_flag("encrypt_inter_container_traffic", get("encrypt_inter_container_traffic")),
         instance_groups=groups, distribution_groups=distribution_groups,
         disable_profiler=bool(get("disable_profiler")), debugger_hook=get("debugger_hook_config") is None,
-        input_mode=get("input_mode") or "File",
+        input_mode=get("input_mode") or "File", metrics=check_metric_definitions(get("metric_definitions")),
     )  # fmt: skip
     check_distribution_versions(args)
     if args.local:

@@ -348,7 +348,7 @@ class PyTorch(metaclass=_RefusingMethods):
         return {
             "name": name, "entry_point": entry, "source_dir": source, "nodes": a.instance_count,
             "hyperparameters": a.hyperparameters, "environment": a.environment, "inputs": channels,
-            "max_runtime": a.max_run,
+            "max_runtime": a.max_run, "metrics": a.metrics,
         }  # fmt: skip
 
     def sagemaker_spec(self, channels: dict[str, str], job_name: str | None, scratch: Path) -> JobSpec:

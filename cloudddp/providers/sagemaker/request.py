@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from cloudddp.errors import CloudDDPError
+from cloudddp.metrics import as_definitions
 from cloudddp.providers.sagemaker import validation as check
 from cloudddp.providers.sagemaker.aws import check_endpoint_variables
 from cloudddp.providers.sagemaker.images import is_dlc
@@ -309,6 +310,8 @@ def container_settings(
     else:
         algorithm["ContainerEntrypoint"] = ["/bin/sh", "-c"]
         algorithm["ContainerArguments"] = [entrypoint_command()]
+    if spec.metrics:  # as the SDK v2 sends metric_definitions; SageMaker turns the log lines into CloudWatch metrics
+        algorithm["MetricDefinitions"] = check.check_metric_definitions(as_definitions(spec.metrics))
     check.check_hyperparameters(hyperparameters)
     check.check_environment(environment)
     return algorithm, hyperparameters, environment

@@ -276,6 +276,18 @@ def check_environment(environment: Mapping[str, str], naming: Naming = CLI) -> N
             )
 
 
+def check_metric_definitions(definitions: list[dict[str, str]]) -> list[dict[str, str]]:
+    """AlgorithmSpecification.MetricDefinitions: how many, and each Name's and Regex's length (the model's)."""
+    path = "AlgorithmSpecification.MetricDefinitions"
+    if check_shape(path, definitions):
+        raise CloudDDPError(f"metrics: {len(definitions)} metric definitions; SageMaker takes at most {maximum(path)}.")
+    for definition in definitions:
+        for part in ("Name", "Regex"):
+            if problem := check_shape(f"{path}.member.{part}", definition[part]):
+                raise CloudDDPError(f"metrics: the {part.lower()} of metric {definition['Name'][:60]!r} {problem}.")
+    return definitions
+
+
 def is_tag_text(text: str) -> bool:
     """`text` matches TagKey's and TagValue's pattern `[\\p{L}\\p{Z}\\p{N}_.:/=+\\-@]*` (see TAG_PUNCTUATION)."""
     return all(ch in TAG_PUNCTUATION or unicodedata.category(ch)[0] in "LZN" for ch in text)

@@ -138,6 +138,17 @@ CASES: dict[str, dict[str, Any]] = {
         },
         "inputs": {"train": f"{DATA}/train"},
     },
+    # Metric definitions: sent as AlgorithmSpecification.MetricDefinitions, in the order given.
+    "metric_definitions": {
+        "estimator": {
+            "entry_point": ENTRY_POINT, "role": ROLE, "framework_version": "2.5", "py_version": "py311",
+            "instance_count": 2, "instance_type": "ml.g5.2xlarge", "disable_profiler": True,
+            "debugger_hook_config": False,
+            "metric_definitions": [{"Name": "train:loss", "Regex": "loss=([0-9.]+)"},
+                                   {"Name": "val:acc", "Regex": "val_acc=([0-9.]+)"}],
+        },
+        "inputs": {"train": f"{DATA}/train"},
+    },
 }  # fmt: skip
 
 # Local mode: what the SDK v2 hands its LocalSagemakerClient (the request its containers' config files are
