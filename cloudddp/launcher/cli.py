@@ -11,6 +11,7 @@ documented in the README) and starts nothing.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import math
 import os
@@ -19,7 +20,7 @@ import signal
 import socket
 import sys
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -38,7 +39,7 @@ from cloudddp.cluster.plan import (
 )
 from cloudddp.cluster.sagemaker import hyperparameter_args
 from cloudddp.errors import CloudDDPError
-from cloudddp.launcher import exit_barrier
+from cloudddp.launcher import exit_barrier, metric_history
 from cloudddp.launcher.command import (
     RDZV_CONF,
     TORCHRUN_WORDS,
@@ -411,10 +412,7 @@ def supervise(
             # (torch 2.14.1: torch/distributed/elastic/multiprocessing/api.py, DefaultLogsSpecs, mkdtemp).
             # torchrun reads --log-dir from PET_LOG_DIR (torch/distributed/run.py, action=env; argparse_util.env).
             env["PET_LOG_DIR"] = os.path.join(scratch, "torchelastic")
-        # An elastic job's survivors would wait torchrun's 300 s exit barrier for a node lost after their last
-        # collective: in the forked torchrun, the barrier is left once the nodes it waits for are known lost.
-        prepare = exit_barrier.install if plan.rdzv_backend != "static" else None
-        supervisor = Supervisor(command, env, grace_period=args.grace_period, prepare=prepare)
+        supervisor = Supervisor(command, env, grace_period=args.grace_period, prepare=torchrun_preparation(plan, env))
         peers = peer_watch(plan, port, supervisor)
         code = supervisor.run(on_start=peers.start if peers else None)
         failure = rendezvous_failure(error_file) if code != 0 else None
@@ -446,6 +444,21 @@ def supervise(
         own = rank_error if supervisor.abort_reason is None and failure is None else None  # else another node's
         write_failure(plan.failure_file, code, node_error_message(own, fallback, plan.node_rank))
     return code
+
+
+def torchrun_preparation(plan: ClusterPlan, env: Mapping[str, str]) -> Callable[[], object] | None:
+    """What the forked torchrun does before it runs (supervisor.py `prepare`)."""
+    steps: list[Callable[[], object]] = []
+    if plan.rdzv_backend != "static":
+        # An elastic job's survivors would wait torchrun's 300 s exit barrier for a node lost after their last
+        # collective: in the forked torchrun, the barrier is left once the nodes it waits for are known lost.
+        steps.append(exit_barrier.install)
+    history = metric_history.start(plan, env)
+    if history is not None:  # each value of the job's metric definitions in the workers' output, into a file
+        steps.append(functools.partial(metric_history.install, history))
+    if not steps:
+        return None
+    return lambda: [step() for step in steps]
 
 
 def log_dir_of(torchrun_args: Sequence[str], env: Mapping[str, str]) -> str | None:
