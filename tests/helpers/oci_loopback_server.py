@@ -39,7 +39,10 @@ service runs the container: the job's ENTRYPOINT + CMD (cloudddp's: unpack the s
 archive, run the node script and the bootstrap inside it), with the Object Storage mounts
 as local folders under `run_root` (filled from, and written back to, the fake bucket),
 NODE_RANK, INITIAL_CLUSTER_SIZE and a cluster metadata file that fills in as nodes start,
-plus `node_env` (the image's environment). Everything the logs show is what the nodes
+plus `node_env` (the image's environment). Each node has a TMPDIR of its own under `run_root`
+(a container's /tmp is its own), removed once the node has ended or been killed: a launcher killed
+with SIGKILL leaves its `cloudddp-launch-*` scratch folder there, in the test's folder, never in the
+session's or the system's temp folder (issue 34). Everything the logs show is what the nodes
 printed. Cancel sends SIGTERM to each node's main process (as a container stop does), and
 SIGKILL to what is left after `kill_grace` seconds.
 
@@ -58,11 +61,13 @@ test_jobs_run.py @0e785b9f), so no test may lean on text the fake would make up.
 from __future__ import annotations
 
 import base64
+import contextlib
 import datetime as dt
 import hashlib
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -265,6 +270,11 @@ class FakeOCI:
         self.server: ThreadingHTTPServer | None = None
 
     # -- lifecycle ----------------------------------------------------------------------
+    def node_temp(self, run_id: str, rank: int | None = None) -> Path:
+        """The nodes' TMPDIRs of a run (each node's with its rank), in the run's folder."""
+        folder = self.run_root / run_id / "tmp"
+        return folder if rank is None else folder / f"node-{rank}"
+
     def __enter__(self) -> FakeOCI:
         fake = self
 
@@ -290,6 +300,11 @@ class FakeOCI:
             for process in processes:
                 if process.poll() is None:
                     os.killpg(process.pid, signal.SIGKILL)
+        for run_id, processes in self.processes.items():
+            for process in processes:
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    process.wait(timeout=10)
+            shutil.rmtree(self.node_temp(run_id), ignore_errors=True)
         if self.server:
             self.server.shutdown()
             self.server.server_close()
@@ -790,8 +805,11 @@ class FakeOCI:
         for rank in range(replicas):
             if self.closed.is_set():
                 break
+            temp = self.node_temp(run_id, rank)
+            temp.mkdir(parents=True, exist_ok=True)
             env = {
                 **self.node_env,
+                "TMPDIR": str(temp),
                 **{k: local_path(v) for k, v in (config.get("environmentVariables") or {}).items()},
                 "NODE_RANK": str(rank), "INITIAL_CLUSTER_SIZE": str(replicas),
                 "CLUSTER_NODES_METADATA_FILE": str(metadata), "NODE_GROUP_NAME": group["name"],
@@ -825,6 +843,7 @@ class FakeOCI:
             time.sleep(0.05)
         for thread in readers:
             thread.join(timeout=10)
+        shutil.rmtree(self.node_temp(run_id), ignore_errors=True)
         self.write_back(translate, job)
         return None if signalled is not None else [p.returncode for p in processes]
 
