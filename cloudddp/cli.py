@@ -23,7 +23,7 @@ from typer.core import TyperCommand
 from cloudddp import stage_cli
 from cloudddp.elastic import is_count, parse_nodes
 from cloudddp.errors import CloudDDPError, print_error
-from cloudddp.metrics import DEFAULT_METRICS, FORMATS, definition_problem, extract, history_in, render
+from cloudddp.metrics import DEFAULT_METRICS, FORMATS, definition_problem, job_samples, render
 from cloudddp.providers import registry
 from cloudddp.providers.registry import Option
 from cloudddp.terminal import APP_SETTINGS, CONTEXT
@@ -599,11 +599,7 @@ def metrics(
     indexed = job_index.find(job, provider) if runs_dir is None else None
     definitions = given or (indexed.metrics if indexed else None) or DEFAULT_METRICS  # the job's own, as launched
     chosen, job = find_job(job, provider, runs_dir)
-    # The job side's history where this machine can read it (a local run's folder) and it holds these definitions'
-    # values; else the logs, read here.
-    find_run = getattr(chosen, "find_run", None)
-    recorded = history_in(Path(str(find_run(job))), definitions) if callable(find_run) else None
-    found = recorded if recorded is not None else extract(chosen.logs(job), definitions)
+    found = job_samples(chosen, job, definitions)  # the job side's history where reachable here, else the logs
     if not found and format == "text":
         print(f"cloudddp: no values of {', '.join(definitions)} in the logs of {job}.", file=sys.stderr, flush=True)
         raise typer.Exit(0)

@@ -23,6 +23,7 @@ from cloudddp.config import job_spec
 from cloudddp.elastic import parse_nodes
 from cloudddp.errors import CloudDDPError
 from cloudddp.job_spec import JobSpec
+from cloudddp.metrics import DEFAULT_METRICS, fields_of, job_samples, sample_rows
 from cloudddp.providers import JobHandle, JobStatus, Provider, get_provider, registry
 from cloudddp.providers.registry import require_elastic_support
 from cloudddp.redact import job_secrets, redact_log_line
@@ -193,6 +194,21 @@ class Estimator:
 
     def stop(self) -> None:
         self.provider.cancel(self._job().job_id)
+
+    def metrics(self) -> Any:
+        """The latest job's metric values as a pandas DataFrame, one row per value, in the order they came:
+        `timestamp, metric, value, node, rank` from the job side's history where it can be read here (a local
+        run), else `metric, value, node, line` from the logs (`cloudddp metrics`, docs/guides/metrics.md).
+        The definitions are this estimator's `metrics`, else the epoch lines of sources/train_ddp.py."""
+        try:
+            import pandas
+        except ImportError:
+            raise CloudDDPError(
+                "Estimator.metrics() returns a pandas DataFrame, and pandas is not installed: "
+                "pip install pandas (or 'cloudddp[plot]')."
+            ) from None
+        samples = job_samples(self.provider, self._job().job_id, self.base["metrics"] or DEFAULT_METRICS)
+        return pandas.DataFrame(sample_rows(samples), columns=list(fields_of(samples)))
 
     def to_model_trainer(self, inputs: Inputs = None) -> Any:
         """The same job as a SageMaker SDK v3 `ModelTrainer` running cloudddp's launcher (sagemaker only)."""

@@ -22,8 +22,9 @@ import json
 import math
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 # A number as Python's float() and Java's Double.parseDouble read it (no hex, no underscores).
 NUMBER = r"([-+]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][-+]?[0-9]+)?|[-+]?(?:nan|inf|Infinity|NaN))"
@@ -193,6 +194,14 @@ def summarize(samples: Iterable[Sample]) -> list[Summary]:
     return rows
 
 
+def job_samples(provider: Any, job_id: str, metrics: Mapping[str, str]) -> list[Sample]:
+    """A job's values: the job side's history where this machine can read it (a provider that keeps its runs in a
+    folder here: `find_run`) and it was written with these definitions, else the provider's logs read here."""
+    find_run = getattr(provider, "find_run", None)
+    recorded = history_in(Path(str(find_run(job_id))), metrics) if callable(find_run) else None
+    return recorded if recorded is not None else extract(provider.logs(job_id), metrics)
+
+
 LOG_FIELDS = ("metric", "value", "node", "line")
 HISTORY_FIELDS = ("timestamp", "metric", "value", "node", "rank")
 
@@ -202,17 +211,22 @@ def fields_of(samples: list[Sample]) -> tuple[str, ...]:
     return HISTORY_FIELDS if any(s.timestamp is not None for s in samples) else LOG_FIELDS
 
 
+def sample_rows(samples: list[Sample]) -> list[dict[str, Any]]:
+    """One dict per value with the columns the samples have (`fields_of`), in their order."""
+    fields = fields_of(samples)
+    return [{field: getattr(sample, field) for field in fields} for sample in samples]
+
+
 def render(samples: list[Sample], form: str) -> str:
     """`text`: the summary table; `json`: the history (one object per value); `csv`: the history."""
     fields = fields_of(samples)
     if form == "json":
-        return json.dumps([{k: v for k, v in asdict(s).items() if k in fields} for s in samples], indent=2) + "\n"
+        return json.dumps(sample_rows(samples), indent=2) + "\n"
     if form == "csv":
         out = io.StringIO()
         writer = csv.writer(out, lineterminator="\n")
         writer.writerow(fields)
-        for sample in samples:
-            row = asdict(sample)
+        for row in sample_rows(samples):
             writer.writerow(repr(row[f]) if f == "value" else ("" if row[f] is None else row[f]) for f in fields)
         return out.getvalue()
     rows = [("METRIC", "LAST", "MIN", "MAX", "COUNT")]
