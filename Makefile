@@ -71,10 +71,10 @@ test-all: test $(SDK2)/.installed-stamp $(SDK3)/.installed-stamp
 ## Debian's packages the tests run for real: a Slurm cluster (slurm-wlm + munge; infra/slurm/test-cluster.sh),
 ## Slurm's PBS/Torque wrappers (qsub/qstat/qdel for the PBS provider) and etcd (torchrun's etcd rendezvous).
 ## Installed when missing; needs root (CI is root). Without them their tests skip, and tier_report fails the run.
-DEBIAN_PACKAGES := slurm-wlm munge slurm-wlm-torque etcd-server
+DEBIAN_PACKAGES := slurm-wlm munge slurm-wlm-torque etcd-server chromium chromium-driver
 debian-deps:
 	@if command -v slurmctld >/dev/null && command -v munged >/dev/null && command -v qsub >/dev/null \
-	  && command -v etcd >/dev/null; then :; \
+	  && command -v etcd >/dev/null && command -v chromedriver >/dev/null; then :; \
 	elif [ "$$(id -u)" = 0 ]; then \
 	  echo "installing Debian's $(DEBIAN_PACKAGES) (the tests run them for real)"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \

@@ -20,7 +20,7 @@ from rich.console import Console
 from rich.markup import escape
 from typer.core import TyperCommand
 
-from cloudddp import stage_cli
+from cloudddp import job_index, stage_cli, terminal
 from cloudddp.elastic import is_count, parse_nodes
 from cloudddp.errors import CloudDDPError, print_error
 from cloudddp.metrics import DEFAULT_METRICS, FORMATS, definition_problem, job_samples, render
@@ -143,8 +143,6 @@ FollowUpProviderOpt = Annotated[
 def find_job(job: str, provider: str | None, runs_dir: str | None) -> tuple[Any, str]:
     """The provider and job id that status/logs/cancel JOB mean: JOB as the job index knows it (an id, a name, or
     `latest`: the newest job launched, `-p` narrowing it), else as the provider (local by default) takes it."""
-    from cloudddp import job_index
-
     if runs_dir is None:
         entry = job_index.find(job, provider)
         if entry is not None:
@@ -590,8 +588,6 @@ def metrics(
     """
     if format not in FORMATS:
         raise CloudDDPError(f"--format {format!r} is not one of {', '.join(FORMATS)}.")
-    from cloudddp import job_index
-
     given = pairs(metric, "--metric")
     for name, regex in given.items():
         if problem := definition_problem(name, regex):
@@ -644,7 +640,6 @@ def list_jobs(
 
       cloudddp list -p sagemaker --all
     """
-    from cloudddp import job_index
     from cloudddp.job_list import job_table, refresh
     from cloudddp.json_output import list_json
 
@@ -652,7 +647,6 @@ def list_jobs(
     entries = job_index.entries(provider, None if every else limit)
     answered = refresh(entries, deadline)
     print(list_json(entries, answered) if as_json else job_table(entries, answered), end="")
-    from cloudddp import terminal
 
     # Threads may still wait on a provider that never answered: tearing the interpreter down around them (and the
     # SDK clients they hold) took ~0.9 s more (benchmarks/list_jobs.py). The index is closed; nothing is left to do.
@@ -732,6 +726,30 @@ def demo_data(
 
 
 stage_cli.register(app)  # console.py runs `cloudddp stage` on an app of its own: the same command, lighter start
+
+
+@app.command()
+def ui(
+    host: Annotated[
+        str, typer.Option(help="address to serve on; another than 127.0.0.1 lets others on the network in")
+    ] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="port (0: a free one)")] = 0,
+    open_browser: Annotated[bool, typer.Option("--open/--no-open", help="open the page in a browser")] = True,
+) -> None:
+    """A dashboard of the jobs launched from here, on every provider: states, training curves, log tails, cancel.
+
+    Served on this machine; the URL it prints holds a token that lets a browser in (keep it to yourself). Ctrl-C stops it.
+    """
+    from cloudddp.ui.server import serve
+
+    def say(url: str) -> None:
+        print(f"cloudddp ui: {url}", flush=True)  # on the terminal only: the server logs nothing
+        if open_browser:
+            import webbrowser
+
+            webbrowser.open(url)
+
+    serve(host, port, say)
 
 
 def __getattr__(name: str) -> Any:

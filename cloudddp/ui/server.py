@@ -1,0 +1,224 @@
+"""The dashboard's HTTP server: the standard library's threading server, a JSON API and the files in static/.
+
+Who may use it, as Jupyter decides (jupyter_server/auth/identity.py, token auth): a random token in the URL
+printed on the terminal (never logged); the first page load with `?token=` sets it as an HttpOnly, SameSite
+cookie, and every other request must carry that cookie or the `X-Cloudddp-Token` header. Against DNS
+rebinding the Host header must name this server (127.0.0.1, localhost or the `--host` given), and a request
+with an Origin must come from this server's own; actions are POSTs carrying the header, which a form on another
+site cannot set. Files are served from a fixed list, never from a path taken from the URL.
+
+Routes: `GET /` the page; `GET /static/NAME`; `GET /api/jobs`; `GET /api/job?provider=P&id=J`;
+`POST /api/cancel` with `{"provider": P, "id": J}`.
+"""
+
+from __future__ import annotations
+
+import collections
+import hmac
+import json
+import os
+import secrets
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator
+from http import HTTPStatus
+from http.cookies import SimpleCookie
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from importlib.resources import files
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+from cloudddp import job_index, job_list
+from cloudddp.metrics import DEFAULT_METRICS, NODE_PREFIX, extract
+from cloudddp.providers import get_provider, registry
+from cloudddp.redact import redact_log_line, secret_values
+
+COOKIE, HEADER = "cloudddp_token", "X-Cloudddp-Token"
+STATIC = {  # name -> content type: nothing else under static/ is served
+    "index.html": "text/html; charset=utf-8",
+    "app.js": "text/javascript; charset=utf-8",
+    "app.css": "text/css; charset=utf-8",
+    "uPlot.iife.min.js": "text/javascript; charset=utf-8",
+    "uPlot.min.css": "text/css; charset=utf-8",
+}
+TAIL_LINES = 200  # per node: the log tail a job page shows (bounded here and in the page)
+STATE_DEADLINE = 2.0  # seconds the jobs page waits for the providers' states (job_list.refresh)
+LOCAL_LIMIT = 4 * 1024 * 1024  # a local run's logs read for its jobs-page metrics, per refresh
+
+
+class Dashboard(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def __init__(self, host: str, port: int, token: str | None = None) -> None:
+        super().__init__((host, port), Handler)
+        self.token = token or secrets.token_urlsafe(32)
+        self.hosts = {f"{name}:{self.server_port}" for name in {host, "127.0.0.1", "localhost"}}
+        self.origins = {f"http://{name}" for name in self.hosts}
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.server_address[0]}:{self.server_port}/?token={self.token}"
+
+
+class Handler(BaseHTTPRequestHandler):
+    server: Dashboard
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, format: str, *args: Any) -> None:
+        """Nothing logged: a request line holds the token."""
+
+    # -- checks ----------------------------------------------------------------------------------------------------
+    def allowed(self, query: dict[str, list[str]]) -> bool:
+        if self.headers.get("Host") not in self.server.hosts:
+            return False  # DNS rebinding: a page of evil.example resolved to 127.0.0.1
+        origin = self.headers.get("Origin")
+        if origin is not None and origin not in self.server.origins:
+            return False
+        cookie = SimpleCookie(self.headers.get("Cookie") or "")
+        given = [self.headers.get(HEADER), cookie[COOKIE].value if COOKIE in cookie else None, *query.get("token", [])]
+        return any(value is not None and hmac.compare_digest(value, self.server.token) for value in given)
+
+    # -- answers ---------------------------------------------------------------------------------------------------
+    def send(self, status: int, body: bytes, content_type: str, extra: dict[str, str] | None = None) -> None:
+        self.send_response(status)
+        headers = {"Content-Type": content_type, "Content-Length": str(len(body)), "Cache-Control": "no-store",
+                   "X-Content-Type-Options": "nosniff", "Referrer-Policy": "no-referrer",
+                   "Content-Security-Policy": "default-src 'self'; img-src 'self' data:; connect-src 'self'",
+                   **(extra or {})}  # fmt: skip
+        for name, value in headers.items():
+            self.send_header(name, value)
+        self.end_headers()
+        self.wfile.write(body)
+
+    def send_json(self, value: Any, status: int = HTTPStatus.OK) -> None:
+        self.send(status, json.dumps(value).encode(), "application/json")
+
+    def refuse(self) -> None:
+        self.send(HTTPStatus.FORBIDDEN, b"forbidden: open the URL cloudddp ui printed\n", "text/plain; charset=utf-8")
+
+    def do_GET(self) -> None:
+        parts = urlsplit(self.path)
+        query = parse_qs(parts.query)
+        if not self.allowed(query):
+            return self.refuse()
+        routes: dict[str, Callable[[], None]] = {
+            "/": lambda: self.static("index.html", set_cookie=True),
+            "/api/jobs": lambda: self.send_json(jobs_page()),
+            "/api/job": lambda: self.send_json(job_page(first(query, "provider"), first(query, "id"))),
+        }
+        if parts.path in routes:
+            return routes[parts.path]()
+        name = parts.path.removeprefix("/static/")
+        if parts.path.startswith("/static/") and name in STATIC:
+            return self.static(name)
+        self.send(HTTPStatus.NOT_FOUND, b"not found\n", "text/plain; charset=utf-8")
+
+    def do_POST(self) -> None:
+        length = int(self.headers.get("Content-Length") or 0)
+        body = self.rfile.read(min(length, 4096))
+        if not self.allowed({}) or self.headers.get(HEADER) is None:  # an action needs the header, not the cookie
+            return self.refuse()
+        if urlsplit(self.path).path != "/api/cancel":
+            return self.send(HTTPStatus.NOT_FOUND, b"not found\n", "text/plain; charset=utf-8")
+        try:
+            asked = json.loads(body or b"{}")
+            provider, job = str(asked["provider"]), str(asked["id"])
+            get_provider(provider).cancel(job)
+        except Exception as exc:  # the page shows what went wrong; the server goes on
+            return self.send_json({"error": str(exc)}, HTTPStatus.BAD_REQUEST)
+        self.send_json({"asked": job})
+
+    def static(self, name: str, set_cookie: bool = False) -> None:
+        body = files("cloudddp.ui").joinpath("static").joinpath(name).read_bytes()
+        cookie = (
+            {"Set-Cookie": f"{COOKIE}={self.server.token}; HttpOnly; SameSite=Strict; Path=/"} if set_cookie else {}
+        )
+        self.send(HTTPStatus.OK, body, STATIC[name], cookie)
+
+
+def first(query: dict[str, list[str]], name: str) -> str:
+    return (query.get(name) or [""])[0]
+
+
+# -- what the pages show ---------------------------------------------------------------------------------------------
+def jobs_page() -> dict[str, Any]:
+    """Every indexed job with its state now (providers asked in parallel, under one deadline) and, for runs on this
+    machine, the last value of each metric."""
+    entries = job_index.entries()
+    answered = job_list.refresh(entries, STATE_DEADLINE)
+    now = time.time()
+    rows = []
+    for entry in entries:
+        rows.append({
+            "provider": entry.provider, "id": entry.job_id, "name": entry.name, "nodes": entry.nodes,
+            "state": job_list.shown_state(entry, answered, now), "submitted": entry.submitted,
+            "duration": job_list.duration(entry, answered, now), "metrics": last_values(entry),
+        })  # fmt: skip
+    return {"jobs": rows, "now": now}
+
+
+def last_values(entry: job_index.Entry) -> dict[str, float]:
+    """The last value of each metric of a run on this machine (reading its logs is cheap there); {} elsewhere."""
+    try:
+        if not registry.get(entry.provider).runs_on_this_machine:
+            return {}
+        lines = bounded(get_provider(entry.provider).logs(entry.job_id), LOCAL_LIMIT)
+        return {s.metric: s.value for s in extract(lines, entry.metrics or DEFAULT_METRICS)}
+    except Exception:  # a damaged or removed run shows no metrics; its page says why
+        return {}
+
+
+def bounded(lines: Iterable[str], limit: int) -> Iterable[str]:
+    """The last lines of `lines` whose sizes add up to at most `limit` characters."""
+    kept: collections.deque[str] = collections.deque()
+    size = 0
+    for line in lines:
+        kept.append(line)
+        size += len(line)
+        while size > limit and kept:
+            size -= len(kept.popleft())
+    return kept
+
+
+def job_page(provider: str, job: str) -> dict[str, Any]:
+    """One job: its state per node, its metrics' values in order, each node's last TAIL_LINES log lines."""
+    entry = job_index.find(job, provider or None)
+    chosen = get_provider(entry.provider if entry else provider or registry.DEFAULT_PROVIDER)
+    job_id = entry.job_id if entry else job
+    try:
+        status = chosen.status(job_id)
+        state: dict[str, Any] = {"state": status.state, "reason": status.reason, "nodes": status.nodes}
+    except Exception as exc:
+        state = {"state": "unknown", "reason": str(exc), "nodes": {}}
+    hidden = secret_values(os.environ)  # as `cloudddp logs` hides them
+    tails: dict[str, collections.deque[str]] = {}
+    definitions = (entry.metrics if entry else None) or DEFAULT_METRICS
+
+    def kept(lines: Iterable[str]) -> Iterator[str]:
+        """The lines, masked, each node's last TAIL_LINES kept on the way: one pass, memory bounded."""
+        for raw in lines:
+            line = redact_log_line(raw, hidden)
+            prefix = NODE_PREFIX.match(line)
+            node, text = (prefix["node"], line[prefix.end() :]) if prefix else ("", line)
+            tails.setdefault(node, collections.deque(maxlen=TAIL_LINES)).append(text)
+            yield line
+
+    try:
+        found = extract(kept(chosen.logs(job_id)), definitions)
+    except Exception as exc:
+        found, state["reason"] = [], f"{state['reason'] or ''} (logs: {exc})".strip()
+    samples = [{"metric": s.metric, "value": s.value, "node": s.node, "line": s.line} for s in found]
+    return {"provider": chosen.name, "id": job_id, "name": entry.name if entry else job, **state,
+            "metrics": samples, "logs": {node: list(tail) for node, tail in tails.items()}}  # fmt: skip
+
+
+def serve(host: str, port: int, say: Callable[[str], None]) -> None:
+    """Serve until interrupted; `say` gets the URL (with its token) once."""
+    dashboard = Dashboard(host, port)
+    say(dashboard.url)
+    thread = threading.Thread(target=dashboard.serve_forever, name="cloudddp-ui", daemon=True)
+    thread.start()
+    try:
+        thread.join()
+    except KeyboardInterrupt:
+        dashboard.shutdown()

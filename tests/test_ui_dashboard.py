@@ -1,0 +1,179 @@
+"""`cloudddp ui` (cloudddp/ui/server.py): who it lets in, what it serves, and both pages in a real browser.
+
+The access checks follow Jupyter's token model (jupyter_server/auth/identity.py): a token from the printed URL,
+then a cookie; Host and Origin checked against DNS rebinding; actions by POST with a header. The browser test
+drives Debian's chromium through its chromium-driver (selenium, explicit driver path, headless) against local
+runs on this machine: the jobs page lists them, a job's page charts its epochs and tails its log, and Cancel stops
+a running job."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import shutil
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from helpers import run_cli, wait_until
+
+from cloudddp import job_index
+from cloudddp.providers import get_provider
+from cloudddp.ui.server import COOKIE, HEADER, Dashboard
+
+pytestmark = pytest.mark.network  # the dashboard's server on 127.0.0.1, in this process
+TOKEN = "t0ken-for-the-test"
+
+
+@pytest.fixture
+def dashboard(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[Dashboard]:
+    monkeypatch.chdir(tmp_path)  # the local provider's runs folder: ./cloudddp-runs, as for the user
+    server = Dashboard("127.0.0.1", 0, TOKEN)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield server
+    server.shutdown()
+    server.server_close()
+
+
+def ask(server: Dashboard, path: str, method: str = "GET", headers: dict[str, str] | None = None,
+        body: bytes | None = None) -> tuple[int, dict[str, str], bytes]:  # fmt: skip
+    connection = http.client.HTTPConnection("127.0.0.1", server.server_port, timeout=30)
+    sent = {"Host": f"127.0.0.1:{server.server_port}", **(headers or {})}
+    connection.request(method, path, body=body, headers=sent)
+    answer = connection.getresponse()
+    return answer.status, dict(answer.getheaders()), answer.read()
+
+
+def test_nothing_without_the_token(dashboard: Dashboard) -> None:
+    for path in ("/", "/api/jobs", "/static/app.js", "/?token=wrong"):
+        assert ask(dashboard, path)[0] == 403, path
+    assert ask(dashboard, "/api/jobs", headers={HEADER: "wrong"})[0] == 403
+
+
+def test_the_token_in_the_url_becomes_a_cookie_the_other_requests_carry(dashboard: Dashboard) -> None:
+    status, headers, page = ask(dashboard, f"/?token={TOKEN}")
+    assert status == 200 and b"/static/app.js" in page
+    assert headers["Set-Cookie"] == f"{COOKIE}={TOKEN}; HttpOnly; SameSite=Strict; Path=/"
+    status, _, script = ask(dashboard, "/static/uPlot.iife.min.js", headers={"Cookie": f"{COOKIE}={TOKEN}"})
+    assert status == 200 and b"uPlot" in script
+    assert json.loads(ask(dashboard, "/api/jobs", headers={HEADER: TOKEN})[2])["jobs"] == []
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [
+        {"Host": "rebound.example:80"},  # DNS rebinding: another site's name resolved to 127.0.0.1
+        {"Origin": "http://rebound.example"},
+        {"Origin": "null"},
+    ],
+)
+def test_a_foreign_host_or_origin_is_refused_even_with_the_token(dashboard: Dashboard, headers: dict[str, str]) -> None:
+    assert ask(dashboard, "/api/jobs", headers={HEADER: TOKEN, **headers})[0] == 403
+
+
+def test_actions_need_the_header_not_only_the_cookie(dashboard: Dashboard) -> None:
+    """A form on another site can make the browser send the cookie, never a header of its own."""
+    body = json.dumps({"provider": "local", "id": "nope"}).encode()
+    assert ask(dashboard, "/api/cancel", "POST", {"Cookie": f"{COOKIE}={TOKEN}"}, body)[0] == 403
+    status, _, answer = ask(dashboard, "/api/cancel", "POST", {HEADER: TOKEN}, body)
+    assert status == 400 and "nope" in json.loads(answer)["error"]
+
+
+def test_only_the_listed_files_are_served(dashboard: Dashboard) -> None:
+    for path in ("/static/../server.py", "/static/%2e%2e/server.py", "/static/", "/etc/passwd", "/static/app.js/x"):
+        assert ask(dashboard, path, headers={HEADER: TOKEN})[0] == 404, path
+
+
+# -- in a real browser ------------------------------------------------------------------------------------------------
+EPOCHS = """\
+import os, sys, time
+rank = int(os.environ["RANK"])
+for epoch in range(4):
+    if rank == 0:
+        print(f"epoch={epoch}/4 loss={1.0 / (epoch + 1):.4f} train_acc=0.5 val_acc={0.25 * (epoch + 1):.4f}", flush=True)
+print(f"rank {rank} says goodbye", flush=True)
+time.sleep(float(sys.argv[1]) if len(sys.argv) > 1 else 0)
+"""
+CHROMEDRIVER = shutil.which("chromedriver")
+
+
+def browser(screens: Path) -> object:
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = shutil.which("chromium") or "/usr/bin/chromium"
+    for flag in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1280,900",
+                 f"--user-data-dir={screens / 'profile'}"):  # fmt: skip
+        options.add_argument(flag)
+    home = screens / "home"  # chromium's dconf and caches, in the test's folder rather than ~/.cache
+    env = {
+        **os.environ,
+        "HOME": str(home),
+        "XDG_CACHE_HOME": str(home / ".cache"),
+        "XDG_CONFIG_HOME": str(home / ".config"),
+    }
+    return webdriver.Chrome(service=Service(CHROMEDRIVER, env=env), options=options)
+
+
+@pytest.mark.slow
+@pytest.mark.process
+@pytest.mark.torchrun
+@pytest.mark.skipif(CHROMEDRIVER is None, reason="Debian's chromium-driver (make debian-deps installs it)")
+def test_both_pages_in_chromium_list_chart_tail_and_cancel(dashboard: Dashboard, tmp_path: Path) -> None:
+    (tmp_path / "epochs.py").write_text(EPOCHS)
+    done = run_cli("launch", "-p", "local", "--nodes", "2", "--name", "trained", "epochs.py", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    running = run_cli("launch", "-p", "local", "--nodes", "2", "--name", "sleeper", "--no-wait", "epochs.py", "--",
+                      "300", cwd=tmp_path)  # fmt: skip
+    assert running.returncode == 0, running.stderr
+    jobs = {entry.name: entry for entry in job_index.entries()}
+    screens = tmp_path / "screens"
+    screens.mkdir()
+    driver: Any = browser(screens)
+
+    # The pages redraw themselves every few seconds: read and click in one script, never through an element
+    # found earlier (it may have been replaced since: StaleElementReferenceException).
+    def text(selector: str) -> str:
+        return str(driver.execute_script("const e = document.querySelector(arguments[0]); return e ? e.innerText : ''",
+                                         selector))  # fmt: skip
+
+    def click(selector: str) -> bool:
+        return bool(driver.execute_script("const e = document.querySelector(arguments[0]); e && e.click(); return !!e",
+                                          selector))  # fmt: skip
+
+    try:
+        driver.get(dashboard.url)
+        wait_until(lambda: "sleeper" in text("#jobs") and "SUCCEEDED" in text("#jobs"), 30, "both jobs listed")
+        assert "trained" in text("#jobs") and "val_acc=1" in text("#jobs")
+        driver.save_screenshot(str(screens / "jobs.png"))
+
+        assert click(f'tr.job[data-id="{jobs["trained"].job_id}"]')
+        charts = "return Object.fromEntries([...document.querySelectorAll('.chart')].map(c => [c.dataset.metric, c.dataset.points]))"
+        wait_until(lambda: driver.execute_script(charts) == {"loss": "4", "train_acc": "4", "val_acc": "4"}, 30,
+                   "a chart of each metric with a point per epoch")  # fmt: skip
+        wait_until(lambda: "rank 0 says goodbye" in text("#logs") and "rank 1 says goodbye" in text("#logs"), 30,
+                   "each node's last line in the log tail")  # fmt: skip
+        driver.save_screenshot(str(screens / "job.png"))
+
+        driver.get(dashboard.url + f"#/job/local/{jobs['sleeper'].job_id}")
+        wait_until(lambda: text("#state") == "RUNNING", 60, "the sleeper shown running")
+        driver.execute_script("window.confirm = () => true")
+        assert click("#cancel")
+        local = get_provider("local")
+        wait_until(lambda: local.status(jobs["sleeper"].job_id).done, 60, "the sleeper stopped")
+        assert local.status(jobs["sleeper"].job_id).state == "STOPPED"
+
+        fetched = driver.execute_script(
+            "return performance.getEntriesByType('resource').map(e => e.name).concat([location.href])"
+        )
+        assert fetched and all(url.startswith(f"http://127.0.0.1:{dashboard.server_port}/") for url in fetched)
+    finally:
+        driver.quit()
+    if os.environ.get("CLOUDDDP_UI_SCREENSHOTS"):  # docs/assets: `CLOUDDDP_UI_SCREENSHOTS=docs/assets pytest ...`
+        for name in ("jobs.png", "job.png"):
+            shutil.copy(screens / name, Path(os.environ["CLOUDDDP_UI_SCREENSHOTS"]) / f"ui-{name}")
