@@ -20,7 +20,7 @@ from rich.console import Console
 from rich.markup import escape
 from typer.core import TyperCommand
 
-from cloudddp import job_index, stage_cli, terminal
+from cloudddp import job_index, metrics_plot, stage_cli, terminal
 from cloudddp.elastic import is_count, parse_nodes
 from cloudddp.errors import CloudDDPError, print_error
 from cloudddp.metrics import DEFAULT_METRICS, FORMATS, definition_problem, job_samples, render
@@ -574,6 +574,9 @@ def metrics(
     ] = None,
     runs_dir: RunsDirOpt = None,
     format: Annotated[str, typer.Option("--format", help="text: a table; json or csv: every value found")] = "text",
+    plot: Annotated[
+        Path | None, typer.Option("--plot", help="also draw a chart per metric into FILE.png (the plot extra)")
+    ] = None,
 ) -> None:
     """A job's metrics, read from its logs as SageMaker's metric definitions read them (first group: the value).
 
@@ -585,9 +588,13 @@ def metrics(
       cloudddp metrics latest
 
       cloudddp metrics latest --metric "loss=loss: ([0-9.]+)" --format csv
+
+      cloudddp metrics latest --plot metrics.png
     """
     if format not in FORMATS:
         raise CloudDDPError(f"--format {format!r} is not one of {', '.join(FORMATS)}.")
+    if plot is not None:
+        metrics_plot.require_matplotlib()  # before the logs are read: exit 2, naming the extra
     given = pairs(metric, "--metric")
     for name, regex in given.items():
         if problem := definition_problem(name, regex):
@@ -596,6 +603,9 @@ def metrics(
     definitions = given or (indexed.metrics if indexed else None) or DEFAULT_METRICS  # the job's own, as launched
     chosen, job = find_job(job, provider, runs_dir)
     found = job_samples(chosen, job, definitions)  # the job side's history where reachable here, else the logs
+    if plot is not None:
+        drawn = metrics_plot.plot(found, plot, job)
+        print(f"cloudddp: {drawn} chart(s) in {plot}", file=sys.stderr, flush=True)
     if not found and format == "text":
         print(f"cloudddp: no values of {', '.join(definitions)} in the logs of {job}.", file=sys.stderr, flush=True)
         raise typer.Exit(0)

@@ -69,7 +69,7 @@ for epoch, loss in enumerate([0.9, 0.5]):
 
 @pytest.mark.process
 @pytest.mark.torchrun
-def test_each_node_of_a_local_run_keeps_its_ranks_values_and_metrics_reads_them(tmp_path: Path) -> None:
+def test_each_node_of_a_local_run_keeps_its_ranks_values_and_metrics_reads_and_plots_them(tmp_path: Path) -> None:
     (tmp_path / "prints.py").write_text(PRINTS)
     launched = run_cli("launch", "-p", "local", "--nodes", "2", "--runs-dir", str(tmp_path / "runs"),
                        str(tmp_path / "prints.py"), cwd=tmp_path)  # fmt: skip
@@ -82,3 +82,6 @@ def test_each_node_of_a_local_run_keeps_its_ranks_values_and_metrics_reads_them(
             ("loss", 0.9 + rank / 100, f"algo-{rank + 1}", rank), ("loss", 0.5 + rank / 100, f"algo-{rank + 1}", rank)]  # fmt: skip
     shown = json.loads(run_cli("metrics", "latest", "--format", "json", cwd=tmp_path).stdout)
     assert sorted((v["rank"], v["value"]) for v in shown) == [(0, 0.5), (0, 0.9), (1, 0.51), (1, 0.91)]
+    drawn = run_cli("metrics", "latest", "--plot", str(tmp_path / "metrics.png"), cwd=tmp_path)
+    assert drawn.returncode == 0, drawn.stderr
+    assert (tmp_path / "metrics.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and "1 chart(s)" in drawn.stderr
