@@ -147,6 +147,21 @@ def secret_option_in(words: Sequence[str]) -> tuple[int, str] | None:
     return None
 
 
+# NAME=value in a shell line or an option (`export WANDB_API_KEY=abc`, `--export=ALL,HF_TOKEN=abc`): the value is a
+# literal unless it starts with $ or ` (`export HF_TOKEN="$HF_TOKEN"` or `$(cat ~/.token)` hold no secret themselves).
+ASSIGNMENT = re.compile(r"""(?:^|[\s;&|(,=])(?P<name>[A-Za-z_][A-Za-z0-9_]*)=(?P<value>["']?[^\s"'$`;&|)][^\s;&|)]*)""")
+
+
+def secret_set_in(entries: Sequence[str]) -> tuple[int, str] | None:
+    """(index, name) of the first entry giving a secret-named variable (NAME=value) or a long option named for a
+    secret (`secret_option_in`) a literal value: shell lines, an option list, a script's arguments."""
+    assignments = ((i, m["name"]) for i, entry in enumerate(entries) for m in ASSIGNMENT.finditer(entry))
+    assignment = next(((i, name) for i, name in assignments if is_secret_name(name)), None)
+    option = secret_option_in(entries)
+    found = [hit for hit in (assignment, option) if hit]
+    return min(found) if found else None
+
+
 def secret_arguments(args: Sequence[str]) -> list[str]:
     """The literal values given to secret-named options in a script's arguments (`--api-key=abc`,
     `--hf-token abc`), as `secret_option_in` finds them."""
@@ -228,9 +243,14 @@ def is_secret_pair(value: Any) -> bool:
     return NAMED_VALUE.fullmatch(value[0]) is None and is_secret_name(value[0])
 
 
+def is_secret_variable(name: str, value: Any) -> bool:
+    """Whether a variable looks like it carries a secret: by its name, or a password in a URL in its value."""
+    return is_secret_name(name) or has_url_credentials(str(value))
+
+
 def secret_variables(environment: Mapping[str, str]) -> list[str]:
     """Names of the variables that look like they carry a secret (by name, or a password in a URL)."""
-    return sorted(k for k, v in environment.items() if is_secret_name(k) or has_url_credentials(str(v)))
+    return sorted(k for k, v in environment.items() if is_secret_variable(k, v))
 
 
 def secret_environment_warning(environment: Mapping[str, str], platform: str, secret_store: str) -> str | None:

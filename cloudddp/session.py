@@ -27,6 +27,7 @@ from cloudddp.errors import CloudDDPError
 from cloudddp.providers import JobHandle, JobRequest, JobStatus, Provider, get_provider, registry
 from cloudddp.providers.registry import require_elastic_support
 from cloudddp.redact import job_secrets, redact_log_line
+from cloudddp.secrets_policy import check_secrets
 from cloudddp.terminal import emit
 
 if TYPE_CHECKING:
@@ -155,6 +156,9 @@ def interrupted(
 def render(chosen: Provider, spec: JobSpec) -> JobRequest:
     """The checks every door makes before the provider renders, then its rendering."""
     require_elastic_support(chosen.name, spec)  # SageMaker and OCI refuse MIN:MAX before anything is rendered
+    # A secret where the provider's request holds it in clear is refused here, for every door; elsewhere it is
+    # masked wherever cloudddp shows it (cloudddp/secrets_policy.py).
+    check_secrets(spec, registry.get(chosen.name).in_clear)
     missing = chosen.missing_settings(spec)  # all at once: a dry run per missing setting is no way to learn them
     if len(missing) > 1:
         raise CloudDDPError(f"{len(missing)} settings are missing for --provider {chosen.name}:\n"

@@ -212,14 +212,23 @@ def test_a_secret_named_hyperparameter_is_refused_where_it_would_be_written_into
     assert "sk_LiveKey9999" not in result.stdout + result.stderr
 
 
+def oci_checks(environment: dict[str, str]) -> None:
+    """OCI's secrets policy (its PROVIDER.in_clear, applied as session.render applies it) on a job environment."""
+    from types import SimpleNamespace
+
+    from cloudddp.providers.oci import PROVIDER
+    from cloudddp.secrets_policy import check_secrets
+
+    check_secrets(SimpleNamespace(environment=environment, hyperparameters={}, args=[]), PROVIDER.in_clear)
+
+
 def test_oci_refuses_a_url_password_in_the_job_environment_and_names_the_vault() -> None:
     from cloudddp.errors import CloudDDPError
-    from cloudddp.providers.oci.validation import check_environment
 
     with pytest.raises(CloudDDPError) as info:
-        check_environment({"DB_URL": "postgres://user:s3cr3t@db/x", "EPOCHS": "3"}, ["DB_URL", "EPOCHS"])
+        oci_checks({"DB_URL": "postgres://user:s3cr3t@db/x", "EPOCHS": "3"})
     assert "DB_URL" in str(info.value) and "OCI Vault" in str(info.value) and "s3cr3t" not in str(info.value)
-    check_environment({"DB_URL": "postgres://db/x"}, ["DB_URL"])  # no credentials in it: fine
+    oci_checks({"DB_URL": "postgres://db/x"})  # no credentials in it: fine
 
 
 @pytest.mark.parametrize(
@@ -259,11 +268,9 @@ def test_kubernetes_takes_tokenizers_parallelism_in_the_environment(tmp_path: Pa
 
 
 def test_oci_takes_tokenizers_parallelism_and_still_refuses_a_token() -> None:
-    from cloudddp.providers.oci.validation import check_environment
-
-    check_environment({"TOKENIZERS_PARALLELISM": "false"}, ["TOKENIZERS_PARALLELISM"])  # raised "looks like a secret"
-    with pytest.raises(CloudDDPError, match="HF_TOKEN: looks like a secret"):
-        check_environment({"HF_TOKEN": "hf_abcdef"}, ["HF_TOKEN"])
+    oci_checks({"TOKENIZERS_PARALLELISM": "false"})  # raised "looks like a secret"
+    with pytest.raises(CloudDDPError, match=r"environment\.HF_TOKEN looks like a secret"):
+        oci_checks({"HF_TOKEN": "hf_abcdef"})
 
 
 def test_a_hyperparameter_whose_value_is_a_setting_is_no_secret() -> None:

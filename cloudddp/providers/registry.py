@@ -59,6 +59,7 @@ from typing import TYPE_CHECKING, Any
 
 from cloudddp.elastic import is_elastic, node_range
 from cloudddp.errors import CloudDDPError
+from cloudddp.secrets_policy import NOTHING_IN_CLEAR, SPEC_FIELDS, InClear
 
 if TYPE_CHECKING:
     from pydantic import BaseModel
@@ -120,6 +121,10 @@ class ProviderInfo:
     # Its jobs are run folders on this machine, found again with `status/logs/cancel --runs-dir DIR` (its factory
     # takes runs_dir=).
     runs_on_this_machine: bool = False
+    # What its request carries in clear, where the service stores or shows it (a manifest, a batch script, the
+    # job's environment...): a secret there is refused, with `in_clear.by_reference` as the advice; anywhere else
+    # it is only masked where cloudddp shows it (cloudddp/secrets_policy.py, applied in session.render).
+    in_clear: InClear = NOTHING_IN_CLEAR
     # The pip extra that installs the provider's SDK, for the "missing package" hint
     # (built-ins: the provider's name; third parties: their own distribution).
     install_hint: str = field(default="", compare=False)
@@ -167,6 +172,13 @@ def check_declaration(info: Any, origin: str) -> ProviderInfo:
             raise CloudDDPError(f"{origin}: option {option.flag}: a --flag of type str, int, float or bool.")
     if not info.factory:
         raise CloudDDPError(f"{origin}: ProviderInfo.factory is empty.")
+    for path in info.in_clear.fields:
+        section, _, name = path.partition(".")
+        if path not in SPEC_FIELDS and (section != info.name or name not in info.settings.model_fields):
+            raise CloudDDPError(
+                f"{origin}: ProviderInfo.in_clear names {path!r}: one of {', '.join(SPEC_FIELDS)} or "
+                f"'{info.name}.<a field of {info.settings.__name__}>'."
+            )
     return info
 
 

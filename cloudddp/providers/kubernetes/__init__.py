@@ -4,6 +4,7 @@
 
 from cloudddp.providers.kubernetes.settings import KubernetesSettings
 from cloudddp.providers.registry import Option, ProviderInfo
+from cloudddp.secrets_policy import ARGS, ENVIRONMENT, HYPERPARAMETERS, InClear
 
 PROVIDER = ProviderInfo(
     name="kubernetes",
@@ -35,4 +36,13 @@ PROVIDER = ProviderInfo(
     interrupt_stops_job=False,
     factory="cloudddp.providers.kubernetes.provider:create",
     supports_elastic=True,
+    # kubernetes.secret_env is the reference: a Secret's key, read by the kubelet.
+    in_clear=InClear(
+        fields=(ENVIRONMENT, HYPERPARAMETERS, ARGS),
+        where="written into the job's manifest",
+        by_reference=lambda variable: (
+            f"Keep it in a Kubernetes Secret, hand it to the job with kubernetes.secret_env: "
+            f"{{{variable}: SECRET/KEY}} and read it from the environment in the script."
+        ),
+    ),
 )

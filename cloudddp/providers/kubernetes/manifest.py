@@ -36,11 +36,7 @@ from cloudddp.providers.kubernetes.settings import (
     KubernetesSettings,
     check_subdomain,
 )
-from cloudddp.providers.secret_arguments import refuse_secret_arguments
-from cloudddp.redact import (
-    has_url_credentials,
-    is_secret_name,
-)
+from cloudddp.redact import has_url_credentials
 from cloudddp.staging.location import S3_BUCKET
 
 if TYPE_CHECKING:
@@ -274,26 +270,11 @@ def storage_for(spec: JobSpec, settings: KubernetesSettings) -> Storage:
 
 
 def check_environment(spec: JobSpec, settings: KubernetesSettings) -> None:
-    """Names the script's shell can read (as on every other provider), and no secret among the values."""
+    """Names the script's shell can read (as on every other provider). A secret among the values is refused before
+    (the manifest holds them in clear: Kubernetes' PROVIDER.in_clear)."""
     for name in [*spec.environment, *settings.secret_env]:
         if not ENV_NAME.fullmatch(name):
             raise CloudDDPError(f"environment variable name {name!r} is not a valid shell variable name.")
-    for name, value in spec.environment.items():
-        # A password in a URL (postgres://user:pass@host/db) is a secret too, whatever the variable's name.
-        if is_secret_name(name) or has_url_credentials(value):
-            raise CloudDDPError(
-                f"environment.{name}: a secret would be readable by anyone who can read the job; keep it in a "
-                f"Kubernetes Secret and reference it with kubernetes.secret_env: {{{name}: SECRET/KEY}}."
-            )
-
-
-def check_arguments(spec: JobSpec) -> None:
-    """The script's arguments are in the manifest, readable by anyone who can read the job: no secret among them."""
-    refuse_secret_arguments(
-        spec.args, spec.hyperparameters, "written into the job's manifest",
-        lambda variable: f"Keep it in a Kubernetes Secret, hand it to the job with kubernetes.secret_env: "
-        f"{{{variable}: SECRET/KEY}} and read it from the environment in the script.",
-    )  # fmt: skip
 
 
 def environment(spec: JobSpec, settings: KubernetesSettings, storage: Storage) -> list[dict[str, Any]]:
@@ -329,7 +310,6 @@ def resources(settings: KubernetesSettings) -> dict[str, Any]:
 
 def command(spec: JobSpec, settings: KubernetesSettings) -> tuple[list[str], list[str]]:
     """(command, args): the launcher and the script, then the script's arguments."""
-    check_arguments(spec)
     target = ["-m", spec.entry_point] if spec.module else [posixpath.join(settings.working_dir, spec.entry_point)]
     return [*settings.launcher, *target], spec.script_args()
 

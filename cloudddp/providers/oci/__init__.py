@@ -8,12 +8,36 @@ without the `oci` extra installed.
 
 from __future__ import annotations
 
+import re
 from typing import Literal
 
 from pydantic import Field
 
 from cloudddp.providers.registry import Option, ProviderInfo
+from cloudddp.secrets_policy import ARGS, ENVIRONMENT, HYPERPARAMETERS, InClear
 from cloudddp.spec import Section
+
+# A Vault secret's OCID (validation.OCID with the type `vaultsecret`): it names the secret, and only a principal the
+# Vault's policy allows can read it.
+VAULT_SECRET_ID = re.compile(r"ocid1\.vaultsecret\.[a-z0-9]+\.[a-z0-9-]*(?:\.[a-z0-9-]+)?\.[a-z0-9]{1,255}")
+
+
+def is_vault_secret_id(_name: str, value: str) -> bool:
+    return VAULT_SECRET_ID.fullmatch(value) is not None
+
+
+# What the job's definition holds in clear (GetJob shows it), and the way a secret goes instead.
+IN_CLEAR = InClear(
+    fields=(ENVIRONMENT, HYPERPARAMETERS, ARGS),
+    where="stored in clear in the job's definition (its environment, and its container command, CMD, which holds "
+    "the script's arguments)",
+    by_reference=lambda variable: (
+        f"Keep the secret in an OCI Vault secret, pass the secret's OCID in a variable (-e {variable.removesuffix('_SECRET_ID')}_SECRET_ID="
+        f"ocid1.vaultsecret...) and read it in the script with the job run's resource principal "
+        f"(docs/guides/secrets.md)."
+    ),
+    is_reference=is_vault_secret_id,
+)
 
 
 class OCISettings(Section):
@@ -61,6 +85,7 @@ PROVIDER = ProviderInfo(
     interrupt_stops_job=False,  # Ctrl-C asks before cancelling a cloud job
     factory="cloudddp.providers.oci.provider:create",
     compose="cloudddp.providers.oci.compose:compose_yaml",
+    in_clear=IN_CLEAR,
 )
 
 __all__ = ["PROVIDER", "OCISettings"]

@@ -47,8 +47,8 @@ from cloudddp.cluster.oci import MASTER_PORT
 from cloudddp.errors import CloudDDPError
 from cloudddp.providers.oci.validation import shown
 from cloudddp.providers.registry import require_elastic_support
-from cloudddp.providers.secret_arguments import refuse_secret_arguments
 from cloudddp.redact import is_secret_name
+from cloudddp.secrets_policy import ARGS, HYPERPARAMETERS, InClear, check_secrets
 
 if TYPE_CHECKING:
     from cloudddp.job_spec import JobSpec
@@ -126,6 +126,12 @@ def compose_advice(variable: str) -> str:
     )
 
 
+# The script's arguments go into `command:`; secret-named variables become ${NAME} references (user_environment).
+IN_CLEAR = InClear(
+    fields=(HYPERPARAMETERS, ARGS), where="written into the compose file's `command:`", by_reference=compose_advice
+)
+
+
 def user_environment(spec: JobSpec) -> dict[str, str]:
     """The spec's variables; secret-looking values stay out of the file: Compose reads them from the host."""
     environment: dict[str, str] = {}
@@ -186,8 +192,7 @@ def compose_dict(spec: JobSpec, output_root: str = "./cloudddp-compose") -> dict
             raise CloudDDPError(
                 f"inputs.{channel}={where!r}: the docker-compose test mounts local folders; download the data first."
             )
-    refuse_secret_arguments(spec.args, spec.hyperparameters, "written into the compose file's `command:`",
-                            compose_advice)  # fmt: skip
+    check_secrets(spec, IN_CLEAR)  # `render --compose` is a door of its own (cli.print_compose)
     image = image_for(spec)
     source = host_folder(spec.source_dir, "source_dir")
     job_side = str(Path(__file__).resolve().parents[2])  # the cloudddp package

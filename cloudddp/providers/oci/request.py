@@ -218,7 +218,6 @@ def job_environment(spec: JobSpec, env: dict[str, str]) -> tuple[dict[str, str],
     validation.check_env_names(sorted(spec.environment))
     env = {**env, **spec.environment}
     validation.check_environment(env, list(spec.environment))
-    validation.check_arguments(spec.args, spec.hyperparameters)
     arguments = spec.script_args()
     validation.check_container_command(node.ENTRYPOINT, arguments)
     return env, arguments

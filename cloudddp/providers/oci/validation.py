@@ -42,11 +42,6 @@ from collections.abc import Mapping, Sequence
 from cloudddp.cluster.plan import parse_port
 from cloudddp.errors import CloudDDPError
 from cloudddp.providers.oci.node import MAX_COMMAND_BYTES, command_bytes
-from cloudddp.providers.secret_arguments import refuse_secret_arguments
-from cloudddp.redact import (
-    has_url_credentials,
-    is_secret_name,
-)
 from cloudddp.staging.location import oci_prefix_problems
 
 MAX_ENV_CHARS = 20_000
@@ -325,12 +320,6 @@ def env_size(env: Mapping[str, str]) -> int:
     return sum(len(k) + len(v) for k, v in env.items())
 
 
-def is_vault_secret_id(value: str) -> bool:
-    """A Vault secret's OCID: it names the secret, and only a principal the Vault's policy allows can read it."""
-    match = OCID.fullmatch(value)
-    return match is not None and match["type"] == "vaultsecret"
-
-
 # Set by the service on each node of a multi-node run, each node its own (shared/platforms.md; ADS reads NODE_RANK,
 # INITIAL_CLUSTER_SIZE, CLUSTER_NODES_METADATA_FILE and JOB_RUN_OCID from it: oracle/accelerated-data-science
 # ads/jobs/templates/driver_pytorch.py at 0e785b9f): one value in the job's environment would give every node
@@ -354,22 +343,8 @@ def check_service_variables(env: Mapping[str, str], user_keys: Sequence[str]) ->
 
 
 def check_environment(env: Mapping[str, str], user_keys: Sequence[str]) -> None:
-    """The 20,000-character limit, and no secret-looking user variables (cloudddp adds none)."""
+    """The 20,000-character limit (a secret among the variables is refused before: OCI's PROVIDER.in_clear)."""
     check_service_variables(env, user_keys)
-    # A password inside a URL value (postgres://user:pass@host/db) counts too (issue 9, point 16). A Vault
-    # secret's OCID under a secret-looking name (DB_PASSWORD_SECRET_ID) is the way the README recommends.
-    secrets = [
-        k
-        for k in user_keys
-        if (is_secret_name(k) and not is_vault_secret_id(env.get(k, ""))) or has_url_credentials(env.get(k, ""))
-    ]
-    if secrets:
-        raise CloudDDPError(
-            f"environment {', '.join(sorted(secrets))}: looks like a secret, and job environment variables are "
-            f"readable by anyone who can read the job. Keep secrets in OCI Vault, pass the secret's OCID "
-            f"(ocid1.vaultsecret...) and read it in the job with its resource principal, or rename the variable if it "
-            f"holds no secret."
-        )
     total = env_size(env)
     if total > MAX_ENV_CHARS:
         largest = sorted(env, key=lambda k: len(k) + len(env[k]), reverse=True)[:3]
@@ -414,16 +389,6 @@ def check_log_settings(log_group_id: str | None, log_id: str | None) -> None:
         f"log. Add oci.log_group_id (--log-group): the OCID of the log group that holds this log (the log's page in "
         f"the OCI Console names it); or set only oci.log_group_id to have a log created for each run."
     )
-
-
-def check_arguments(args: Sequence[str], hyperparameters: Mapping[str, object]) -> None:
-    """No secret in the script's arguments: they are the container's CMD in CreateJob, which anyone who can
-    read the job reads (GetJob), as they would its environment variables. The value is never shown."""
-    advice = (
-        "Keep the secret in an OCI Vault secret, pass the secret's OCID in a variable (-e NAME_SECRET_ID="
-        "ocid1.vaultsecret...) and read it in the script with the job run's resource principal (docs/guides/secrets.md)."
-    )
-    refuse_secret_arguments(args, hyperparameters, "sent in the job's container command (CMD)", lambda _: advice)
 
 
 def check_output_tag(output_uri: str, origin: str, fixed: int = 0) -> None:

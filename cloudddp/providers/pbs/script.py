@@ -27,7 +27,6 @@ from cloudddp.providers.slurm.shell import (
     export_lines,
     launcher_words,
     quote,
-    refuse_secret_assignments,
     refuse_url_credentials,
     runs_dir_of,
     shared_folder,
@@ -188,9 +187,6 @@ exit "$code"
 def render_qsub(spec: JobSpec, settings: PBSSettings) -> QsubRequest:
     spec.require_source()
     runs_dir = runs_dir_of(spec, settings.runs_dir, "pbs")
-    fields = {f"pbs.{name}": getattr(settings, name) for name in ("setup", "launcher_args", "qsub_args")}
-    fields["args"] = spec.args  # written into the script too, as the script's arguments
-    refuse_secret_assignments(fields, "pbs")
     _, secret = split_environment(spec)
     lines = [
         "#!/bin/bash",
@@ -205,5 +201,5 @@ def render_qsub(spec: JobSpec, settings: PBSSettings) -> QsubRequest:
         OUTCOME,
     ]
     script = "\n".join(lines)
-    refuse_url_credentials(spec, script, "pbs")
+    refuse_url_credentials(script, "pbs")
     return QsubRequest(script=script, runs_dir=str(runs_dir), secret_names=secret)

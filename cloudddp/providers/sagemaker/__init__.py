@@ -12,6 +12,7 @@ from pydantic import Field
 
 from cloudddp.providers.registry import Option, ProviderInfo
 from cloudddp.providers.sagemaker.instance_groups import InstanceGroupSetting
+from cloudddp.secrets_policy import HYPERPARAMETERS, InClear
 from cloudddp.spec import Section
 
 
@@ -72,6 +73,17 @@ PROVIDER = ProviderInfo(
     ),
     interrupt_stops_job=False,  # Ctrl-C asks before stopping a job that bills by the second
     factory="cloudddp.providers.sagemaker.provider:create",
+    # The script's arguments are staged to S3 with the code (cloudddp_job.json), not in the request. A secret in
+    # the Environment, which DescribeTrainingJob shows too, is warned about (request.py), as it always was.
+    in_clear=InClear(
+        fields=(HYPERPARAMETERS,),
+        where="stored in clear with the training job (DescribeTrainingJob shows its HyperParameters)",
+        by_reference=lambda variable: (
+            f"Put it in AWS Secrets Manager, pass the secret's name in a variable (-e {variable}_SECRET=NAME), allow "
+            f"the job's role secretsmanager:GetSecretValue on it and read it in the script with boto3 "
+            f"(docs/guides/secrets.md)."
+        ),
+    ),
 )
 
 __all__ = ["PROVIDER", "SageMakerSettings"]

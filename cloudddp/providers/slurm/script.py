@@ -38,7 +38,6 @@ from cloudddp.providers.slurm.shell import (
     export_lines,
     launcher_words,
     quote,
-    refuse_secret_assignments,
     refuse_url_credentials,
     runs_dir_of,
     shared_folder,
@@ -218,9 +217,6 @@ exit "$code"
 def render_sbatch(spec: JobSpec, settings: SlurmSettings) -> SbatchRequest:
     spec.require_source()
     runs_dir = runs_dir_of(spec, settings.runs_dir, "slurm")
-    fields = {f"slurm.{name}": getattr(settings, name) for name in ("setup", "launcher_args", "sbatch_args")}
-    fields["args"] = spec.args  # written into the script too, as the script's arguments
-    refuse_secret_assignments(fields, "slurm")
     _, secret = split_environment(spec)
     lines = [
         "#!/bin/bash",
@@ -233,6 +229,6 @@ def render_sbatch(spec: JobSpec, settings: SlurmSettings) -> SbatchRequest:
         STEP_SUPERVISION + (ELASTIC_EXIT if is_elastic(spec) else STATIC_EXIT),
     ]
     script = "\n".join(lines)
-    refuse_url_credentials(spec, script, "slurm")
+    refuse_url_credentials(script, "slurm")
     export_all = not any(arg.lstrip().startswith("--export") for arg in settings.sbatch_args)
     return SbatchRequest(script=script, runs_dir=str(runs_dir), secret_names=secret, export_all=export_all)

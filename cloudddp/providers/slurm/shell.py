@@ -15,14 +15,7 @@ from typing import TYPE_CHECKING
 from cloudddp.cluster.environment import channel_variable
 from cloudddp.errors import CloudDDPError
 from cloudddp.providers.base import JobRequest
-from cloudddp.redact import (
-    argument_with_url_password,
-    has_url_credentials,
-    is_secret_name,
-    redact_text,
-    secret_named_hyperparameter,
-    secret_option_in,
-)
+from cloudddp.redact import has_url_credentials, is_secret_variable, redact_text
 
 if TYPE_CHECKING:  # the spec module builds JobSpec from the registry, which imports this package
     from cloudddp.job_spec import JobSpec
@@ -74,37 +67,20 @@ def split_environment(spec: JobSpec) -> tuple[dict[str, str], list[str]]:
     for name, value in spec.environment.items():
         if not ENV_NAME.fullmatch(name):
             raise CloudDDPError(f"environment variable name {name!r} is not a valid shell variable name.")
-        if is_secret_name(name) or has_url_credentials(value):  # a password in a URL is a secret too
+        if is_secret_variable(name, value):  # by its name, or a password in a URL
             secret.append(name)
         else:
             plain[name] = value
     return plain, secret
 
 
-def refuse_url_credentials(spec: JobSpec, script: str, provider: str) -> None:
+def refuse_url_credentials(script: str, provider: str) -> None:
     """No password in a URL may reach the script: anyone who can read the job's script file reads it.
 
-    Variables carrying one travel by name (split_environment); the script's arguments cannot, and any other
-    field (setup lines, launcher_args...) is caught in the rendered script itself.
+    Variables carrying one travel by name (split_environment); the script's arguments, hyperparameters and the
+    setup lines and options are checked before rendering (the provider's in_clear, cloudddp/secrets_policy.py);
+    any other field (conda_env, venv, container_image...) is caught in the rendered script itself.
     """
-    secret = secret_named_hyperparameter(spec.hyperparameters)
-    if secret:
-        raise CloudDDPError(
-            f"hyperparameters.{secret} looks like a secret, and hyperparameters are written into the {provider} batch "
-            f"script as the script's arguments, readable by anyone who can read the job. Pass it in a variable "
-            f"instead (--env {secret.upper()}=VALUE: {provider} hands secret-named variables to the job through the "
-            f"scheduler's environment, never in the script) and read it in the training script."
-        )
-    found = argument_with_url_password(spec.args, spec.hyperparameters)
-    if found:
-        field, value = found
-        raise CloudDDPError(
-            f"{field}={value!r} holds a password in a URL, and the script's arguments are written "
-            f"into the {provider} batch script, readable by anyone who can read the job. Pass it in a variable "
-            f"instead (--env NAME=VALUE: {provider} hands variables whose value holds URL credentials, or whose "
-            f"name looks secret, to the job through the scheduler's environment, never in the script) and read "
-            f"it in the training script."
-        )
     leaked = [line for line in script.splitlines() if has_url_credentials(line)]
     if leaked:
         raise CloudDDPError(
@@ -112,39 +88,6 @@ def refuse_url_credentials(spec: JobSpec, script: str, provider: str) -> None:
             f"readable by anyone who can read the job. Pass secrets in variables (--env NAME=VALUE: they travel "
             f"through the scheduler's environment, never in the script) and read them there."
         )
-
-
-# NAME=value in a shell line or an option (`export WANDB_API_KEY=abc`, `--export=ALL,HF_TOKEN=abc`): the value is a
-# literal unless it starts with $ or ` (`export HF_TOKEN="$HF_TOKEN"` or `$(cat ~/.token)` hold no secret themselves).
-ASSIGNMENT = re.compile(r"""(?:^|[\s;&|(,=])(?P<name>[A-Za-z_][A-Za-z0-9_]*)=(?P<value>["']?[^\s"'$`;&|)][^\s;&|)]*)""")
-
-
-def secret_set_in(entries: list[str]) -> tuple[int, str] | None:
-    """(index, name) of the first entry giving a secret-named variable (NAME=value) or a long option named for a
-    secret (redact.secret_option_in) a literal value."""
-    assignments = ((i, m["name"]) for i, entry in enumerate(entries) for m in ASSIGNMENT.finditer(entry))
-    assignment = next(((i, name) for i, name in assignments if is_secret_name(name)), None)
-    option = secret_option_in(entries)
-    found = [hit for hit in (assignment, option) if hit]
-    return min(found) if found else None
-
-
-def refuse_secret_assignments(lines: dict[str, list[str]], provider: str) -> None:
-    """No secret-named variable or option may be given a literal value in setup lines or options: they are written
-    into the batch script in clear, as the dry run shows (the same policy as secret-named hyperparameters and URL
-    passwords). `lines` maps each field (`slurm.setup`) to its lines; the value is never repeated in the error."""
-    for field_name, entries in lines.items():
-        found = secret_set_in(entries)
-        if found:
-            i, name = found
-            variable = name.replace("-", "_").upper()
-            raise CloudDDPError(
-                f"{field_name}[{i}] sets {name}, which looks like a secret, to a value written into the "
-                f"{provider} batch script, readable by anyone who can read the job (and shown by --dry-run). "
-                f"Pass it by name in the environment instead (--env {variable}=VALUE, or `environment:` in the "
-                f"spec: {provider} hands secret-named variables to the job through the scheduler's environment, "
-                f"never in the script), read it there, and remove it from {field_name}."
-            )
 
 
 def data_variables(spec: JobSpec, provider: str) -> dict[str, str]:

@@ -130,7 +130,7 @@ def test_a_secret_env_name_a_shell_cannot_read_is_refused() -> None:
 @pytest.mark.parametrize(
     ("flags", "args", "message"),
     [
-        (["-e", "URL=https://user:pw@host/x"], (), "environment.URL: a secret would be readable"),
+        (["-e", "URL=https://user:pw@host/x"], (), "environment.URL='https://user:***@host/x' holds a password in a URL"),
         (["-H", "db=postgres://u:pw@db/x"], (), "hyperparameters.db='postgres://u:***@db/x' holds a password"),
         ([], ("https://pw@github.com/x",), "args[0]='https://***@github.com/x' holds a password"),
         (["--s3-endpoint", "http://minio:pw@minio:9000", "-i", "train=s3://bkt/d"], (),

@@ -152,7 +152,7 @@ def test_an_elastic_node_range_is_refused_as_render_refuses_it(tmp_path: Path) -
 @pytest.mark.parametrize(
     ("args", "named"),
     [(["-H", "api_key=hpsecret123"], "hyperparameters.api_key"), (["train.py", "--", "--hf-token", "argsecret456"],
-     "--hf-token")],
+     "hf-token")],
 )  # fmt: skip
 def test_a_secret_in_the_scripts_arguments_is_refused_not_written(tmp_path: Path, args: list[str], named: str) -> None:
     # Before: `command:` held `--api_key hpsecret123` (and the value in OCI__ENTRY_SCRIPT_ARGS), in clear.

@@ -13,6 +13,7 @@ import pytest
 import yaml
 from helpers.oci_loopback_server import COMPARTMENT, IMAGE, LOG_GROUP, PROJECT, oci_settings
 
+from cloudddp import session
 from cloudddp.errors import CloudDDPError
 from cloudddp.job_spec import build_spec
 from cloudddp.providers.oci import node as oci_node
@@ -33,7 +34,7 @@ def spec_for(tmp_path: Path, **fields: Any) -> Any:
 
 def render(tmp_path: Path, environ: dict[str, str] | None = None, **fields: Any) -> Any:
     provider = OCIProvider(environ=environ if environ is not None else {}, service_endpoint="http://127.0.0.1:9")
-    return provider.render(spec_for(tmp_path, **fields))
+    return session.render(provider, spec_for(tmp_path, **fields))  # as every door: the secrets policy, then render
 
 
 def test_render_builds_one_multi_node_job_with_the_sdk_model_classes(tmp_path: Path) -> None:
@@ -265,7 +266,7 @@ def test_a_node_group_below_one_replica_is_refused_by_the_job_spec(tmp_path: Pat
 
 
 def test_secret_environment_variables_never_reach_the_job(tmp_path: Path) -> None:
-    with pytest.raises(CloudDDPError, match="HF_TOKEN: looks like a secret") as caught:
+    with pytest.raises(CloudDDPError, match=r"environment\.HF_TOKEN looks like a secret") as caught:
         render(tmp_path, environment={"HF_TOKEN": "hf_abcdef123"})
     assert "hf_abcdef123" not in str(caught.value)
 
@@ -279,7 +280,7 @@ def test_a_vault_secret_ocid_under_a_secret_looking_name_is_the_recommended_way_
     assert group.job_configuration_details.environment_variables["DB_PASSWORD_SECRET_ID"] == secret_id
     # Any other OCID, or a secret's value, under such a name is still refused.
     for value in ("ocid1.vault.oc1.iad.aaaaaaaexample", "hunter2-but-longer"):
-        with pytest.raises(CloudDDPError, match="DB_PASSWORD_SECRET_ID: looks like a secret"):
+        with pytest.raises(CloudDDPError, match=r"environment\.DB_PASSWORD_SECRET_ID looks like a secret"):
             render(tmp_path, environment={"DB_PASSWORD_SECRET_ID": value})
 
 

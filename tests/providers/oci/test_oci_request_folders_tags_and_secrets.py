@@ -20,6 +20,7 @@ from helpers.oci_loopback_server import (
     oci_settings,
 )
 
+from cloudddp import session
 from cloudddp.errors import CloudDDPError
 from cloudddp.job_spec import build_spec
 from cloudddp.providers.oci import request
@@ -67,7 +68,8 @@ def spec_for(tmp_path: Path, **fields: Any) -> Any:
 
 
 def render(tmp_path: Path, **fields: Any) -> Any:
-    return OCIProvider(environ={}, service_endpoint="http://127.0.0.1:9").render(spec_for(tmp_path, **fields))
+    # As every door renders: the secrets policy (cloudddp/secrets_policy.py), then the provider.
+    return session.render(OCIProvider(environ={}, service_endpoint="http://127.0.0.1:9"), spec_for(tmp_path, **fields))
 
 
 @pytest.fixture
@@ -198,8 +200,9 @@ def test_a_secret_named_hyperparameter_is_refused_without_showing_it(tmp_path: P
         render(tmp_path, hyperparameters={"hf_token": SECRET, "lr": 0.1})
     message = str(caught.value)
     assert message.startswith(
-        "hyperparameters.hf_token looks like a secret, and hyperparameters are sent in the job's container command "
-        "(CMD) as the script's arguments, readable by anyone who can read the job."
+        "hyperparameters.hf_token looks like a secret, and hyperparameters are stored in clear in the job's "
+        "definition (its environment, and its container command, CMD, which holds the script's arguments), readable "
+        "by anyone who can read the job."
     )
     assert "ocid1.vaultsecret" in message and SECRET not in message
 
@@ -209,7 +212,8 @@ def test_a_secret_given_to_an_option_of_the_script_is_refused_too(tmp_path: Path
     # Before: refused as a hyperparameter, but the same secret in `args` reached CreateJob's CMD.
     with pytest.raises(CloudDDPError) as caught:
         render(tmp_path, args=args)
-    assert "names a secret, a value" in str(caught.value) and SECRET not in str(caught.value)
+    assert "sets hf" in str(caught.value) and "which looks like a secret" in str(caught.value)
+    assert SECRET not in str(caught.value)
 
 
 def test_settings_named_like_secrets_are_not_refused(tmp_path: Path) -> None:
@@ -240,5 +244,5 @@ def test_the_cli_refuses_a_secret_hyperparameter_with_exit_2_in_one_paragraph(tm
 def test_a_secret_hyperparameter_never_reaches_the_service(server: FakeOCI, config: Path, tmp_path: Path) -> None:
     provider = provider_for(server, config)
     with pytest.raises(CloudDDPError, match=r"hyperparameters\.api_key looks like a secret"):
-        provider.submit(provider.render(spec_for(tmp_path, hyperparameters={"api_key": SECRET})))
+        provider.submit(session.render(provider, spec_for(tmp_path, hyperparameters={"api_key": SECRET})))
     assert server.requests == []

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from helpers import cli
 
+from cloudddp import session
 from cloudddp.errors import CloudDDPError
 from cloudddp.job_spec import build_spec
 from cloudddp.providers.pbs.provider import PBSProvider
@@ -79,6 +80,12 @@ def render(tmp_path: Path, **fields: Any) -> Any:
     return PBSProvider().render(build_spec({**data, **fields}))
 
 
+def render_checked(tmp_path: Path, **fields: Any) -> Any:
+    """As every door renders: the secrets policy first (cloudddp/secrets_policy.py), then the provider."""
+    data = spec_data(tmp_path, **fields.pop("pbs", {}))
+    return session.render(PBSProvider(), build_spec({**data, **fields}))
+
+
 @pytest.mark.parametrize("folder", ["runs dir", "runs,dir", "runs #1"])
 def test_the_run_folder_reaches_qsubs_variable_list_whole(tmp_path: Path, folder: str) -> None:
     runs = tmp_path / "sp ace" / folder
@@ -135,5 +142,5 @@ def test_a_password_in_an_argument_is_refused_without_showing_it(
     tmp_path: Path, fields: dict[str, Any], shown: str
 ) -> None:
     with pytest.raises(CloudDDPError) as caught:
-        render(tmp_path, **fields)
+        render_checked(tmp_path, **fields)
     assert shown in str(caught.value) and "hunter2" not in str(caught.value) and "ghp_tok" not in str(caught.value)

@@ -580,12 +580,18 @@ def test_yaml_typed_hyperparameters_are_encoded_as_the_sdk_v2_does(aws: FakeAWS,
 def test_dry_run_hides_url_passwords_and_warns_about_secrets_in_the_job_environment(
     aws: FakeAWS, project: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    spec = spec_for(project, environment={"DB_URL": "postgres://user:s3cr3t@db.internal/app", "EPOCHS": "3"},
-                    hyperparameters={"data": "https://ghp_tok3n@github.com/org/data.git"})  # fmt: skip
+    spec = spec_for(project, environment={"DB_URL": "postgres://user:s3cr3t@db.internal/app", "EPOCHS": "3",
+                                          "DATA": "https://ghp_tok3n@github.com/org/data.git"})  # fmt: skip
     assert run_job("sagemaker", spec, dry_run=True) == 0
     out = capsys.readouterr().out
     assert "s3cr3t" not in out and "ghp_tok3n" not in out
     assert "postgres://user:***@db.internal/app" in out and "https://***@github.com/org/data.git" in out
+    # In HyperParameters, which DescribeTrainingJob shows in clear, the same URL is refused (secrets_policy.py).
+    given = spec_for(project, hyperparameters={"data": "https://ghp_tok3n@github.com/org/data.git"})
+    with pytest.raises(CloudDDPError) as refused:
+        run_job("sagemaker", given, dry_run=True)
+    assert "hyperparameters.data='https://***@github.com/org/data.git' holds a password" in str(refused.value)
+    assert "ghp_tok3n" not in str(refused.value) + capsys.readouterr().out
     document = yaml.safe_load(out)
     (warning,) = [w for w in document["before_submit"]["warnings"] if "DB_URL" in w]
     assert "anyone who can describe the job" in warning and "AWS Secrets Manager" in warning

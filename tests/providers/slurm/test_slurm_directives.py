@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 from helpers import PYTHON, cli
 
+from cloudddp import session
 from cloudddp.errors import CloudDDPError
 from cloudddp.job_spec import build_spec
 from cloudddp.providers.slurm.provider import SlurmProvider
@@ -84,6 +85,11 @@ def render(source: Path, runs: Path, **fields: Any) -> Any:
     return SlurmProvider().render(build_spec(spec_data(source, runs, **fields)))
 
 
+def render_checked(source: Path, runs: Path, **fields: Any) -> Any:
+    """As every door renders: the secrets policy first (cloudddp/secrets_policy.py), then the provider."""
+    return session.render(SlurmProvider(), build_spec(spec_data(source, runs, **fields)))
+
+
 @pytest.mark.network
 def test_paths_with_spaces_and_hashes_reach_sbatch_whole(source: Path, tmp_path: Path) -> None:
     runs = tmp_path / 'out dir "1" 100%'
@@ -142,7 +148,7 @@ def test_a_password_in_an_argument_or_setup_line_is_refused_without_showing_it(
 ) -> None:
     slurm = {"runs_dir": str(tmp_path / "runs"), **fields.pop("slurm", {})}
     with pytest.raises(CloudDDPError) as caught:
-        render(source, tmp_path / "runs", slurm=slurm, **fields)
+        render_checked(source, tmp_path / "runs", slurm=slurm, **fields)
     assert shown in str(caught.value) and "hunter2" not in str(caught.value) and "ghp_tok" not in str(caught.value)
 
 

@@ -14,6 +14,7 @@ from cloudddp.errors import CloudDDPError
 from cloudddp.job_spec import build_spec
 from cloudddp.providers.pbs.provider import PBSProvider
 from cloudddp.providers.slurm.provider import SlurmProvider
+from cloudddp.session import render
 
 SECRET = "0123456789abcdef0123456789abcdef01234567"
 
@@ -46,7 +47,7 @@ def test_every_written_field_is_checked(tmp_path: Path, provider: str, field: st
     with pytest.raises(
         CloudDDPError, match=rf"{provider}\.{field}\[0\] sets [A-Z_]+, which looks like a secret"
     ) as caught:
-        provider_class().render(build_spec(spec(tmp_path, provider, **{field: [line]})))
+        render(provider_class(), build_spec(spec(tmp_path, provider, **{field: [line]})))
     assert SECRET not in str(caught.value)
 
 
@@ -62,7 +63,7 @@ def test_a_secret_named_option_given_a_literal_is_refused(
 ) -> None:
     provider_class = SlurmProvider if provider == "slurm" else PBSProvider
     with pytest.raises(CloudDDPError, match=rf"{provider}\.{field}\[{index}\] sets {name}, which looks like") as caught:
-        provider_class().render(build_spec(spec(tmp_path, provider, **{field: entries})))
+        render(provider_class(), build_spec(spec(tmp_path, provider, **{field: entries})))
     assert SECRET not in str(caught.value)
     assert f"--env {name.replace('-', '_').upper()}=VALUE" in str(caught.value)
 
@@ -84,7 +85,7 @@ def test_options_taking_references_or_no_value_stay(tmp_path: Path, provider: st
     args = ["--max-tokens", "512", "--secret-from-env", "--epochs", "1"]
     provider_class = SlurmProvider if provider == "slurm" else PBSProvider
     settings = spec(tmp_path, provider, setup=setup, launcher_args=launcher_args)
-    script = str(provider_class().render(build_spec({**settings, "args": args})).request.script)
+    script = str(render(provider_class(), build_spec({**settings, "args": args})).request.script)
     assert all(line in script for line in setup) and "--max-tokens 512" in script
 
 
@@ -93,7 +94,7 @@ def test_references_and_plain_settings_in_setup_stay(tmp_path: Path, provider: s
     setup = ['export HF_TOKEN="$HF_TOKEN"', "export WANDB_API_KEY=$(cat ~/.wandb_key)", "export TOKENIZERS_PARALLELISM=false",
              "export NCCL_DEBUG=INFO", "export API_KEY_FILE_UNUSED_=", "module load cuda/12.1"]  # fmt: skip
     provider_class = SlurmProvider if provider == "slurm" else PBSProvider
-    script = str(provider_class().render(build_spec(spec(tmp_path, provider, setup=setup))).request.script)
+    script = str(render(provider_class(), build_spec(spec(tmp_path, provider, setup=setup))).request.script)
     assert all(line in script for line in setup)
 
 
@@ -111,5 +112,5 @@ NOT_SECRETS = [
 def test_flags_files_and_settings_named_like_secrets_stay(tmp_path: Path, setup: list[str]) -> None:
     args = ["--pad-token-id", "0", "--use-auth-token=true", "--tokeniser", "bpe"]
     for provider_class, provider in ((SlurmProvider, "slurm"), (PBSProvider, "pbs")):
-        request = provider_class().render(build_spec({**spec(tmp_path, provider, setup=setup), "args": args}))
+        request = render(provider_class(), build_spec({**spec(tmp_path, provider, setup=setup), "args": args}))
         assert setup[0] in str(request.request.script)
