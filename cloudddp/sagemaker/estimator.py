@@ -36,6 +36,7 @@ from cloudddp.providers.sagemaker.instance_groups import check_instance_groups, 
 from cloudddp.providers.sagemaker.validation import training_instance_types
 from cloudddp.redact import redact_log_line, secret_values
 from cloudddp.sagemaker import arguments
+from cloudddp.sagemaker.analytics import NotAssociated, TrainingJobAnalytics
 from cloudddp.sagemaker.arguments import NOT_SUPPORTED_METHODS, Arguments
 from cloudddp.sagemaker.local_mode import LocalJob, container_hyperparameters
 from cloudddp.sagemaker.session import Session, aws_errors
@@ -579,6 +580,23 @@ class PyTorch(metaclass=_RefusingMethods):
         if self.latest_training_job is None:
             raise CloudDDPError("no training job yet: call fit() first.")
         return self.latest_training_job
+
+    @property
+    def training_job_analytics(self) -> TrainingJobAnalytics:
+        """v2's property (aws/sagemaker-python-sdk v2.257.7, src/sagemaker/estimator.py
+        `EstimatorBase.training_job_analytics`): the latest job's metric values in CloudWatch, read as v2 reads them
+        (cloudddp/sagemaker/analytics.py); ValueError before fit(), as v2. Only SageMaker publishes them there: a
+        local-mode job's values are `cloudddp metrics JOB` and cloudddp.Estimator.metrics()."""
+        job = self.latest_training_job
+        if job is None:
+            raise NotAssociated("Estimator is not associated with a TrainingJob")
+        if job.provider.name != "sagemaker":
+            raise CloudDDPError(
+                f"training_job_analytics reads CloudWatch, where only SageMaker publishes a job's metrics; "
+                f"{job.name} ran on the {job.provider.name} provider: `cloudddp metrics {job.handle.job_id}` reads its "
+                f"values."
+            )
+        return TrainingJobAnalytics(job.name, sagemaker_session=self.sagemaker_session)
 
     @property
     def model_data(self) -> str:
