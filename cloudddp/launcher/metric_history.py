@@ -58,12 +58,12 @@ def history_folder(environ: Mapping[str, str]) -> Path | None:
 
 def node_name(plan: ClusterPlan, environ: Mapping[str, str]) -> str:
     """This node's name as the job's logs call it: SageMaker's current host, the platform's host of this rank,
-    else the host name."""
+    else HOSTNAME (a Kubernetes pod's name, also in the local emulation), else the host's name."""
     if environ.get("SM_CURRENT_HOST"):
         return environ["SM_CURRENT_HOST"]
     if plan.hosts and not plan.rank_from_rendezvous() and 0 <= plan.node_rank < len(plan.hosts):
         return plan.hosts[plan.node_rank]
-    return socket.gethostname()
+    return environ.get("HOSTNAME") or socket.gethostname()
 
 
 class History:

@@ -50,6 +50,8 @@ def test_the_node_is_named_as_the_platform_names_it() -> None:
     plan = ClusterPlan("slurm", node_rank=1, nnodes=2, hosts=["node1", "node2"])
     assert metric_history.node_name(plan, {}) == "node2"
     assert metric_history.node_name(plan, {"SM_CURRENT_HOST": "algo-2"}) == "algo-2"
+    pod = ClusterPlan("kubeflow", rdzv_backend="c10d")  # no host list: the pod's name
+    assert metric_history.node_name(pod, {"HOSTNAME": "job-worker-0"}) == "job-worker-0"
 
 
 def test_the_definitions_come_from_cloudddp_metrics_and_a_bad_one_is_left_out_with_a_line() -> None:
