@@ -34,6 +34,10 @@ That is all: the job spec gets a `slurm:` section (`JobSpec.slurm`), `cloudddp l
 shows a "Slurm options" group with `--partition` and `--time-limit`, `--provider slurm` and
 `Estimator(provider="slurm", partition=...)` work, and a flag of another provider is refused.
 
+What its request carries in clear (a manifest, a batch script, the job's environment) is declared too, as
+`in_clear=InClear(fields=..., where=..., by_reference=...)` (cloudddp/secrets_policy.py): a secret there is
+refused before rendering, by every door; without it nothing is refused and every secret is masked.
+
 A provider outside this package registers the same `ProviderInfo` through the entry point
 group `cloudddp.providers`, e.g. in its pyproject.toml::
 
