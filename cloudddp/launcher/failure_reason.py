@@ -17,6 +17,7 @@ Standard library only: it runs in the job's container.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -41,6 +42,26 @@ PYTHON_ERRORS = (
 )  # fmt: skip
 
 
+# A Python exception's last line, as a worker prints it (torch prefixes an uncaught one's lines with `[rank<N>]:`,
+# torchrun's --tee with `[default<N>]:`, both where both apply); torchrun's exceptions about it are not the cause.
+EXCEPTION_LINE = re.compile(
+    r"^(?:\[(?:rank|default)\d+\]:\s*)*(?P<name>[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt)): "
+)
+NOT_THE_CAUSE = ("ChildFailedError", "SignalException")
+TEE_PREFIX = re.compile(r"^\[default\d+\]:")
+LONGEST_LINE = 300
+
+
+def exception_line(text: str) -> str | None:
+    """The first line of `text` that names the script's exception (`[rank1]: ValueError: boom`), shortened: the one
+    line a failure is summed up in (the local runner's failure line; RankError.line). None where none does."""
+    for line in text.splitlines():
+        match = EXCEPTION_LINE.match(line)
+        if match and not match["name"].endswith(NOT_THE_CAUSE):
+            return TEE_PREFIX.sub("", line).strip()[:LONGEST_LINE]  # `[rank1]: ValueError: ...` says which rank
+    return None
+
+
 @dataclass
 class RankError:
     """One failed worker's error: its local rank where known, the text, and where the text came from."""
@@ -48,6 +69,11 @@ class RankError:
     local_rank: int | None
     message: str
     source: str
+
+    @property
+    def line(self) -> str | None:
+        """The error in one line, as the local runner's failure line gives it."""
+        return exception_line(self.message)
 
 
 def read_tail(path: Path, limit: int = MAX_READ) -> str:

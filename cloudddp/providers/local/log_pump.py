@@ -8,12 +8,12 @@ lets a value be recovered or checked (no digests). The runner gets the values th
 from __future__ import annotations
 
 import contextlib
-import re
 import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import IO
 
+from cloudddp.launcher.failure_reason import exception_line, read_tail
 from cloudddp.redact import redact_log_line
 
 LONGEST_LINE = 1 << 20  # bytes: a longer line (a progress bar without newlines) is masked and written in pieces
@@ -54,27 +54,13 @@ def finish_log_pumps(pumps: Sequence[threading.Thread]) -> None:
         thread.join(DRAIN_SECONDS)
 
 
-# A Python exception's last line, as a worker prints it (torch prefixes an uncaught one's lines with `[rank<N>]:`,
-# torchrun's --tee with `[default<N>]:`, both where both apply); torchrun's exceptions about it are not the cause.
-EXCEPTION_LINE = re.compile(
-    r"^(?:\[(?:rank|default)\d+\]:\s*)*(?P<name>[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt)): "
-)
-NOT_THE_CAUSE = ("ChildFailedError", "SignalException")
-TEE_PREFIX = re.compile(r"^\[default\d+\]:")
 TAIL_BYTES = 256 * 1024
-LONGEST_SHOWN = 300
 
 
 def first_exception(log: Path) -> str | None:
-    """The first exception line in the end of a node's log (the failing rank's error), shortened; None if none."""
+    """The line naming the failing rank's exception near the end of a node's log, by the launcher's one rule
+    (failure_reason.exception_line, which also sums up a RankError); None if none."""
     try:
-        with open(log, "rb") as handle:
-            handle.seek(max(0, handle.seek(0, 2) - TAIL_BYTES))
-            lines = handle.read().decode(errors="replace").splitlines()
+        return exception_line(read_tail(log, TAIL_BYTES))
     except OSError:
         return None
-    for line in lines:
-        match = EXCEPTION_LINE.match(line)
-        if match and not match["name"].endswith(NOT_THE_CAUSE):
-            return TEE_PREFIX.sub("", line).strip()[:LONGEST_SHOWN]  # `[rank1]: ValueError: ...` says which rank
-    return None

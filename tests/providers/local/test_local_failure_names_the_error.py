@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from helpers import REPO, run_cli
 
+from cloudddp.launcher.failure_reason import failing_rank_error
 from cloudddp.providers.local.console_fold import ConsoleFold
 from cloudddp.providers.local.log_pump import first_exception
 
@@ -38,6 +39,29 @@ def test_the_first_exception_line_of_a_nodes_log(tmp_path: Path, log: str, error
     (tmp_path / "node.log").write_text(log)
     assert first_exception(tmp_path / "node.log") == error
     assert first_exception(tmp_path / "missing.log") is None
+
+
+# A node's log where rank 1 raised and torchrun's own ChildFailedError traceback follows (issue 34: the failing
+# rank's error is extracted once, by the launcher; the local runner's failure line is its one-line form).
+MIXED = """\
+[default1]:[rank1]: Traceback (most recent call last):
+[default1]:[rank1]:   File "/code/train.py", line 4, in <module>
+[default1]:[rank1]:     raise ValueError("boom on rank 1")
+[default1]:[rank1]: ValueError: boom on rank 1
+Traceback (most recent call last):
+  File "/usr/bin/torchrun", line 8, in <module>
+torch.distributed.elastic.multiprocessing.errors.ChildFailedError:
+"""
+
+
+def test_the_local_failure_line_and_the_launchers_rank_error_name_one_exception(tmp_path: Path) -> None:
+    (tmp_path / "node.log").write_text(MIXED)
+    stderr = tmp_path / "logs" / "run-id" / "attempt_0" / "1" / "stderr.log"  # torchrun: run id, attempt, local rank
+    stderr.parent.mkdir(parents=True)
+    stderr.write_text(MIXED.split('Traceback (most recent call last):\n  File "/usr')[0])
+    rank_error = failing_rank_error(None, str(tmp_path / "logs"))
+    assert rank_error is not None
+    assert first_exception(tmp_path / "node.log") == rank_error.line == "[rank1]: ValueError: boom on rank 1"
 
 
 def folded(console: list[str]) -> list[str]:
