@@ -79,7 +79,7 @@ V2_URL = "https://sagemaker.readthedocs.io/en/stable/v2.html"  # src/sagemaker/d
 ROLE_REQUIRED = "An AWS IAM role is required to create an estimator."
 ROLE_VARIABLE = "CLOUDDDP_SAGEMAKER_ROLE"
 NOT_SUPPORTED_METHODS = (
-    "deploy", "attach", "compile_model", "create_model", "register", "transformer", "training_job_analytics",
+    "deploy", "attach", "compile_model", "create_model", "register", "transformer",
     "update_profiler", "enable_default_profiling", "disable_profiling", "latest_job_debugger_artifacts_path",
     "latest_job_profiler_artifacts_path", "latest_job_tensorboard_artifacts_path", "get_app_url",
     "enable_remote_debug", "disable_remote_debug", "delete_endpoint", "prepare_workflow_for_training",
