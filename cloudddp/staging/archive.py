@@ -42,7 +42,7 @@ IGNORE_FILE = ".cloudddpignore"
 BOOTSTRAP_NAME = "cloudddp_bootstrap.py"
 JOB_CONFIG_NAME = "cloudddp_job.json"
 # The job side, relative to the cloudddp package folder: everything a node needs.
-JOB_SIDE = ("__init__.py", "errors.py", "redact.py", "aws_limits.py", "cluster", "launcher")
+JOB_SIDE = ("__init__.py", "errors.py", "redact.py", "aws_limits.py", "metrics.py", "cluster", "launcher")
 
 
 @dataclass
