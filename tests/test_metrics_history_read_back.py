@@ -71,8 +71,11 @@ for epoch, loss in enumerate([0.9, 0.5]):
 @pytest.mark.torchrun
 def test_each_node_of_a_local_run_keeps_its_ranks_values_and_metrics_reads_and_plots_them(tmp_path: Path) -> None:
     (tmp_path / "prints.py").write_text(PRINTS)
+    quiet = run_cli("launch", "-p", "local", "--runs-dir", str(tmp_path / "quiet"), str(tmp_path / "prints.py"),
+                    cwd=tmp_path)  # fmt: skip  # a job that does not ask keeps no history
+    assert quiet.returncode == 0 and not list((tmp_path / "quiet").rglob("metric*")), quiet.stderr
     launched = run_cli("launch", "-p", "local", "--nodes", "2", "--runs-dir", str(tmp_path / "runs"),
-                       str(tmp_path / "prints.py"), cwd=tmp_path)  # fmt: skip
+                       "-e", "CLOUDDDP_METRICS=default", str(tmp_path / "prints.py"), cwd=tmp_path)  # fmt: skip
     assert launched.returncode == 0, launched.stderr
     files = sorted((tmp_path / "runs").rglob("metrics-*.jsonl"))
     assert [f.name for f in files] == ["metrics-algo-1.jsonl", "metrics-algo-2.jsonl"]

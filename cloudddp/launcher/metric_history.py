@@ -33,6 +33,7 @@ from typing import Any, TextIO
 from cloudddp.cluster.plan import ClusterPlan
 from cloudddp.metrics import (
     DEFINITIONS_FILE,
+    ENVIRONMENT_VARIABLE,
     compile_definitions,
     definitions_from_environment,
     history_name,
@@ -102,8 +103,16 @@ class History:
 
 
 def start(plan: ClusterPlan, environ: Mapping[str, str], out: TextIO | None = None) -> History | None:
-    """This node's history (its definitions written beside it), or None, with a line, where none can be kept."""
+    """This node's history (its definitions written beside it), or None, with a line, where none can be kept.
+
+    Only where the job asks for it with CLOUDDDP_METRICS (`default`: cloudddp.metrics.DEFAULT_METRICS): keeping
+    it pipes every worker's output through this process (a worker's stdout is no longer a terminal) and adds files
+    to the job's output, so a job that does not ask runs as before."""
     stream: TextIO = out or sys.stderr
+    if not environ.get(ENVIRONMENT_VARIABLE, "").strip():
+        return None
+    if environ[ENVIRONMENT_VARIABLE].strip() == "default":
+        environ = {**environ, ENVIRONMENT_VARIABLE: ""}  # definitions_from_environment: the defaults
     definitions, problems = definitions_from_environment(environ)
     for problem in problems:
         print(f"cloudddp: {problem}", file=stream, flush=True)

@@ -73,10 +73,15 @@ def test_start_writes_the_definitions_beside_the_history_or_says_why_there_is_no
     history = metric_history.start(plan, environ, said)
     assert history is not None and history.path == tmp_path / "data" / "metrics-algo-1.jsonl"
     assert json.loads((tmp_path / "data" / DEFINITIONS_FILE).read_text()) == {"loss": "loss: ([0-9.]+)"}
-    assert metric_history.start(plan, {}, said) is None  # no output folder
+    assert metric_history.start(plan, {"CLOUDDDP_METRICS": "default"}, said) is None  # no output folder
     (tmp_path / "file").write_text("")
-    assert metric_history.start(plan, {"CLOUDDDP_METRICS_DIR": str(tmp_path / "file")}, said) is None
+    asked = {"CLOUDDDP_METRICS_DIR": str(tmp_path / "file"), "CLOUDDDP_METRICS": "default"}
+    assert metric_history.start(plan, asked, said) is None
     assert "no metric history in" in said.getvalue()
+    unasked = {"SM_OUTPUT_DATA_DIR": str(tmp_path / "quiet"), "SM_CURRENT_HOST": "algo-1"}
+    assert metric_history.start(plan, unasked, said) is None and not (tmp_path / "quiet").exists()  # opt-in
+    history = metric_history.start(plan, {**unasked, "CLOUDDDP_METRICS": "default"}, said)
+    assert history is not None and json.loads((tmp_path / "quiet" / DEFINITIONS_FILE).read_text()) == DEFAULT_METRICS
 
 
 @pytest.mark.process
