@@ -65,6 +65,15 @@ def job_environment(spec_metrics: Mapping[str, str] | None) -> dict[str, str]:
     return {ENVIRONMENT_VARIABLE: json.dumps(dict(spec_metrics))} if spec_metrics else {}
 
 
+def with_history_asked(spec: Any, applied_by_service: bool) -> Any:
+    """The job spec (a pydantic JobSpec) with `CLOUDDDP_METRICS` in its environment where it has definitions of its
+    own and the provider's service does not apply them itself (`applies_metric_definitions`: SageMaker), so each
+    node's launcher keeps a history with them. A `CLOUDDDP_METRICS` the user set is kept."""
+    if applied_by_service or not spec.metrics:
+        return spec
+    return spec.model_copy(update={"environment": {**job_environment(spec.metrics), **spec.environment}})
+
+
 def definitions_from_environment(environ: Mapping[str, str]) -> tuple[dict[str, str], list[str]]:
     """The definitions `CLOUDDDP_METRICS` gives (absent or empty: DEFAULT_METRICS), and why any were left out."""
     raw = environ.get(ENVIRONMENT_VARIABLE, "").strip()

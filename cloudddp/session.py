@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 
 from cloudddp import job_index
 from cloudddp.errors import CloudDDPError
+from cloudddp.metrics import with_history_asked
 from cloudddp.providers import JobHandle, JobRequest, JobStatus, Provider, get_provider, registry
 from cloudddp.providers.registry import require_elastic_support
 from cloudddp.redact import job_secrets, redact_log_line
@@ -165,7 +166,7 @@ def render(chosen: Provider, spec: JobSpec) -> JobRequest:
                             + "\n".join(f"- {line}" for line in missing))  # fmt: skip
     if missing:
         raise CloudDDPError(missing[0])
-    return chosen.render(spec)
+    return chosen.render(with_history_asked(spec, registry.get(chosen.name).applies_metric_definitions))
 
 
 def run_job(

@@ -75,15 +75,17 @@ def test_each_node_of_a_local_run_keeps_its_ranks_values_and_metrics_reads_and_p
                     cwd=tmp_path)  # fmt: skip  # a job that does not ask keeps no history
     assert quiet.returncode == 0 and not list((tmp_path / "quiet").rglob("metric*")), quiet.stderr
     launched = run_cli("launch", "-p", "local", "--nodes", "2", "--runs-dir", str(tmp_path / "runs"),
-                       "-e", "CLOUDDDP_METRICS=default", str(tmp_path / "prints.py"), cwd=tmp_path)  # fmt: skip
+                       "--metric", "loss=loss=([0-9.]+)", str(tmp_path / "prints.py"), cwd=tmp_path)  # fmt: skip
     assert launched.returncode == 0, launched.stderr
+    # --metric reached each node's launcher (CLOUDDDP_METRICS, set by session.render): a history per node with it
     files = sorted((tmp_path / "runs").rglob("metrics-*.jsonl"))
     assert [f.name for f in files] == ["metrics-algo-1.jsonl", "metrics-algo-2.jsonl"]
     for rank, file in enumerate(files):
         rows = [json.loads(line) for line in file.read_text().splitlines()]
         assert [(r["metric"], r["value"], r["node"], r["rank"]) for r in rows] == [
             ("loss", 0.9 + rank / 100, f"algo-{rank + 1}", rank), ("loss", 0.5 + rank / 100, f"algo-{rank + 1}", rank)]  # fmt: skip
-    shown = json.loads(run_cli("metrics", "latest", "--format", "json", cwd=tmp_path).stdout)
+    assert {json.loads(f.with_name("metric-definitions.json").read_text())["loss"] for f in files} == {"loss=([0-9.]+)"}
+    shown = json.loads(run_cli("metrics", "latest", "--format", "json", cwd=tmp_path).stdout)  # the history: ranks
     assert sorted((v["rank"], v["value"]) for v in shown) == [(0, 0.5), (0, 0.9), (1, 0.51), (1, 0.91)]
     drawn = run_cli("metrics", "latest", "--plot", str(tmp_path / "metrics.png"), cwd=tmp_path)
     assert drawn.returncode == 0, drawn.stderr

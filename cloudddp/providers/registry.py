@@ -129,6 +129,9 @@ class ProviderInfo:
     # job's environment...): a secret there is refused, with `in_clear.by_reference` as the advice; anywhere else
     # it is only masked where cloudddp shows it (cloudddp/secrets_policy.py, applied in session.render).
     in_clear: InClear = NOTHING_IN_CLEAR
+    # Its service applies the job spec's metric definitions itself (SageMaker's MetricDefinitions): the job side is
+    # not asked to keep a metrics history (cloudddp/metrics.py, `with_history_asked`, in session.render).
+    applies_metric_definitions: bool = False
     # The pip extra that installs the provider's SDK, for the "missing package" hint
     # (built-ins: the provider's name; third parties: their own distribution).
     install_hint: str = field(default="", compare=False)

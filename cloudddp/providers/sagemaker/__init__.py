@@ -73,6 +73,7 @@ PROVIDER = ProviderInfo(
     ),
     interrupt_stops_job=False,  # Ctrl-C asks before stopping a job that bills by the second
     factory="cloudddp.providers.sagemaker.provider:create",
+    applies_metric_definitions=True,  # AlgorithmSpecification.MetricDefinitions: SageMaker extracts to CloudWatch
     # The script's arguments are staged to S3 with the code (cloudddp_job.json), not in the request. A secret in
     # the Environment, which DescribeTrainingJob shows too, is warned about (request.py), as it always was.
     in_clear=InClear(
