@@ -11,7 +11,7 @@ The node script (POSIX sh, so any image with python3 works): runs `cloudddp_boot
 (the launcher reads NODE_RANK, INITIAL_CLUSTER_SIZE and the cluster metadata file), prefixes
 every output line with `[node-<rank>]` so the logs say which node wrote them, forwards
 SIGTERM (its trap is set first, so a stop during start-up is never lost), and at exit, failed or not, copies its own log to `output/logs/node-<rank>.log`
-(readable with OCI Logging off) and, on node 0, the model folder to the output mount. Its
+(readable with OCI Logging off), its metrics history, where the job asked for one, to `output/metrics/`, and, on node 0, the model folder to the output mount. Its
 last line is `EXIT_MARKER`. There is no sleep at exit.
 
 Pure: no SDK.
@@ -58,6 +58,7 @@ while kill -0 "$child" 2>/dev/null; do wait "$child"; code=$?; done
 wait "$reader"
 if [ -n "${CLOUDDDP_OUTPUT_DIR:-}" ]; then
   mkdir -p "$CLOUDDDP_OUTPUT_DIR/logs" && cp "$root/node.log" "$CLOUDDDP_OUTPUT_DIR/logs/node-$rank.log" || say "could not copy this node's log to $CLOUDDDP_OUTPUT_DIR/logs"
+  for f in "$root"/metrics-*.jsonl; do [ ! -f "$f" ] || { mkdir -p "$CLOUDDDP_OUTPUT_DIR/metrics" && cp "$f" "$root/metric-definitions.json" "$CLOUDDDP_OUTPUT_DIR/metrics/"; } || say "could not copy the metrics history to $CLOUDDDP_OUTPUT_DIR/metrics"; done
   if [ "$rank" = 0 ]; then
     if cp -R "$CLOUDDDP_MODEL_DIR/." "$CLOUDDDP_OUTPUT_DIR/"; then say "copied the model folder to $CLOUDDDP_OUTPUT_DIR"; else say "could not copy the model folder to $CLOUDDDP_OUTPUT_DIR"; fi
   fi

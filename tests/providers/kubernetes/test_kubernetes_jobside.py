@@ -22,6 +22,7 @@ import pytest
 from helpers import PYTHON, SOURCES, clean_env
 from helpers.etcd import etcd  # noqa: F401  (the shared real-etcd fixture)
 
+from cloudddp import session
 from cloudddp.cluster.environment import EmulatedCluster
 from cloudddp.cluster.kubeflow import emulate
 from cloudddp.job_spec import build_spec
@@ -32,13 +33,13 @@ pytestmark = pytest.mark.slow
 WORKDIR = "/workspace"  # the manifest's workingDir; the source folder is mounted there in the image
 
 
-def manifest(tmp_path: Path, **kubernetes: Any) -> dict[str, Any]:
+def manifest(tmp_path: Path, metrics: dict[str, str] | None = None, **kubernetes: Any) -> dict[str, Any]:
     spec = build_spec({
         "name": "resnet", "entry_point": "allreduce_check.py", "source_dir": str(SOURCES), "nodes": 2,
-        "nproc_per_node": 1, "args": ["--out-dir", str(tmp_path / "out")],
+        "nproc_per_node": 1, "args": ["--out-dir", str(tmp_path / "out")], "metrics": metrics or {},
         "kubernetes": {"image": "registry.example.com/train:1", "namespace": "team-a", **kubernetes},
     })  # fmt: skip
-    return KubernetesProvider().render(spec).request.body  # type: ignore[no-any-return]
+    return session.render(KubernetesProvider(), spec).request.body  # type: ignore[no-any-return]  # as every door
 
 
 def in_image(words: list[str]) -> list[str]:
@@ -69,17 +70,27 @@ def container_env(container: dict[str, Any]) -> dict[str, str]:
     return {item["name"]: item["value"] for item in container.get("env", []) if "value" in item}
 
 
-def test_pytorchjob_pods_all_reduce_under_the_operators_environment(tmp_path: Path) -> None:
-    replicas = manifest(tmp_path)["spec"]["pytorchReplicaSpecs"]
+def test_pytorchjob_pods_all_reduce_under_the_operators_environment_and_keep_a_metrics_history(
+    tmp_path: Path,
+) -> None:
+    replicas = manifest(tmp_path, metrics={"sum": r"all_reduce sum=([0-9.]+)"})["spec"]["pytorchReplicaSpecs"]
     operator = emulate(EmulatedCluster(nodes=2, job_name="resnet", run_dir=tmp_path / "emulated", nproc_per_node=1))
     port = str(free_port())  # the operator's 23456, moved so parallel test runs don't collide
     pods = []
     for node, role in zip(operator, ("Master", "Worker"), strict=True):
         container = replicas[role]["template"]["spec"]["containers"][0]
         env = {**container_env(container), **node.env, "MASTER_PORT": port, "PET_MASTER_PORT": port}
+        env["CLOUDDDP_METRICS_DIR"] = str(tmp_path / "pods" / node.env["HOSTNAME"])  # each pod's own filesystem
         pods.append((in_image(container["command"] + container["args"]), env))
     results = run_pods(pods, "resnet-master-0=127.0.0.1", tmp_path)
     assert [(r["rank"], r["world_size"], r["sum"]) for r in results] == [(0, 2, 3.0), (1, 2, 3.0)]
+    # The spec's metrics reached each pod's launcher (CLOUDDDP_METRICS in the manifest): a history per pod, named
+    # after the pod, a row per rank
+    rows = [json.loads(line) for f in sorted((tmp_path / "pods").rglob("metrics-*.jsonl"))
+            for line in f.read_text().splitlines()]  # fmt: skip
+    assert [(r["metric"], r["value"], r["node"], r["rank"]) for r in rows] == [
+        ("sum", 3.0, "resnet-master-0", 0), ("sum", 3.0, "resnet-worker-0", 1)]  # fmt: skip
+    assert all(isinstance(r["timestamp"], float) for r in rows)
 
 
 def test_elastic_pytorchjob_pods_all_reduce_through_the_c10d_rendezvous(tmp_path: Path) -> None:

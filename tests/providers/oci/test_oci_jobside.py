@@ -218,7 +218,7 @@ def test_cloudddp_launch_on_oci_trains_on_two_nodes_and_leaves_the_model_in_obje
     result = run_cli(
         "launch", "--provider", "oci", "--nodes", "2", "-i", f"train={small_demo_data}",
         "--compartment", COMPARTMENT, "--project", PROJECT, "--image", IMAGE, "--work-dir", "oci://bkt@ns/cloudddp",
-        "--log-group", LOG_GROUP, "sources/train_ddp.py", "--", "--epochs", "1",
+        "--log-group", LOG_GROUP, "--metric", "loss=loss=([0-9.]+)", "sources/train_ddp.py", "--", "--epochs", "1",
         env={"CLOUDDDP_OCI_SERVICE_ENDPOINT": server.url, "OCI_CONFIG_FILE": str(config)},
     )  # fmt: skip
     assert result.returncode == 0, result.stdout + result.stderr
@@ -236,4 +236,11 @@ def test_cloudddp_launch_on_oci_trains_on_two_nodes_and_leaves_the_model_in_obje
         n.endswith("/output/metrics.json") for n in outputs
     )
     assert any(n.endswith("/output/logs/node-1.log") for n in outputs)
+    # --metric asked each node's launcher for a history (CLOUDDDP_METRICS); the node script copied it to the output
+    # (rank 0 prints the epoch lines: node 1 found no value and wrote no history)
+    (history,) = [n for n in outputs if "/output/metrics/metrics-" in n]
+    assert any(n.endswith("/output/metrics/metric-definitions.json") for n in outputs)
+    (row,) = [json.loads(line) for line in server.objects[("ns", "bkt", history)].data.decode().splitlines()]
+    assert (row["metric"], row["rank"]) == ("loss", 0) and row["value"] > 0 and isinstance(row["timestamp"], float)
+    assert history.endswith(f"/metrics-{row['node']}.jsonl") and f"[node-0] epoch=1/1 loss={row['value']:.4f}" in out
     assert server.signature_failures == []
