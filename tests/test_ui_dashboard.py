@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import run_cli, wait_until
+from helpers import cli, run_cli, wait_until
 
 from cloudddp import job_index
 from cloudddp.providers import get_provider
@@ -88,6 +88,53 @@ def test_only_the_listed_files_are_served(dashboard: Dashboard) -> None:
         assert ask(dashboard, path, headers={HEADER: TOKEN})[0] == 404, path
 
 
+def events(server: Dashboard, path: str) -> list[tuple[str, dict[str, Any]]]:
+    """The server-sent events of `path` until the server ends the stream: (event name, its data)."""
+    connection = http.client.HTTPConnection("127.0.0.1", server.server_port, timeout=30)
+    connection.request("GET", path, headers={"Host": f"127.0.0.1:{server.server_port}", HEADER: TOKEN})
+    answer = connection.getresponse()
+    assert answer.status == 200 and answer.getheader("Content-Type") == "text/event-stream; charset=utf-8"
+    received = []
+    for message in answer.read().decode().split("\n\n"):
+        fields = dict(line.split(": ", 1) for line in message.splitlines() if not line.startswith(":"))
+        if "data" in fields:
+            received.append((fields.get("event", "message"), json.loads(fields["data"])))
+    return received
+
+
+def test_a_nodes_log_streams_its_last_lines_and_says_what_it_skipped(dashboard: Dashboard, tmp_path: Path) -> None:
+    """A finished local run (its folder as the runner writes it) with a 5000-line burst: the stream sends each
+    node's kept tail once, with the count it skipped, then its end."""
+    run_dir = tmp_path / "cloudddp-runs" / "burst-20261129-050000"
+    (run_dir / "logs").mkdir(parents=True)
+    (run_dir / "state.json").write_text(json.dumps({"state": "SUCCEEDED", "nodes": {"node-0": {"exit_code": 0}}}))
+    (run_dir / "logs" / "node-0.log").write_text("".join(f"line {i}\n" for i in range(5000)))
+    (run_dir / "logs" / "node-1.log").write_text("rank 1 says goodbye\n")
+    received = events(dashboard, f"/api/logs?provider=local&id={run_dir}")
+    (first_name, first), *_, (last_name, last) = received
+    assert first_name == "message" and first["reset"] is True
+    lines: dict[str, list[str]] = {"node-0": [], "node-1": []}
+    skipped = 0
+    for _, message in received[:-1]:  # as many messages as the follower's reads spanned periods
+        assert all(len(added) <= 200 for added in message["lines"].values())  # never more than it keeps
+        for node, added in message["lines"].items():
+            lines[node] += added
+        skipped += message["skipped"].get("node-0", 0)
+    assert lines["node-0"][-200:] == [f"line {i}" for i in range(4800, 5000)]  # what the page keeps
+    assert len(lines["node-0"]) + skipped == 5000 and lines["node-1"] == ["rank 1 says goodbye"]
+    assert (last_name, last) == ("end", {"error": ""})
+    assert dashboard.followers.running == {}  # forgotten once ended: nothing held for a page that left
+
+
+def test_an_unknown_jobs_stream_ends_saying_why(dashboard: Dashboard) -> None:
+    (_, first), (name, end) = events(dashboard, "/api/logs?provider=local&id=nope")
+    assert first == {"lines": {}, "skipped": {}, "reset": True}
+    assert name == "end" and "no local run 'nope'" in end["error"]
+    status, _, answer = ask(dashboard, "/api/logs?provider=nowhere&id=x", headers={HEADER: TOKEN})
+    assert status == 404 and "nowhere" in json.loads(answer)["error"]
+    assert ask(dashboard, "/api/logs?provider=local&id=nope")[0] == 403  # the token first, as everywhere
+
+
 # -- in a real browser ------------------------------------------------------------------------------------------------
 EPOCHS = """\
 import os, sys, time
@@ -124,13 +171,23 @@ def browser(screens: Path) -> object:
 @pytest.mark.process
 @pytest.mark.torchrun
 @pytest.mark.skipif(CHROMEDRIVER is None, reason="Debian's chromium-driver (make debian-deps installs it)")
-def test_both_pages_in_chromium_list_chart_tail_and_cancel(dashboard: Dashboard, tmp_path: Path) -> None:
+def test_both_pages_in_chromium_list_chart_tail_and_cancel(
+    dashboard: Dashboard, tmp_path: Path, moto_server: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name in [name for name in os.environ if name.startswith("AWS_")]:
+        monkeypatch.delenv(name)
+    for name, value in moto_server.items():  # the dashboard (this process) asks SageMaker on the moto server
+        if name.startswith(("AWS_", "CLOUDDDP_")):
+            monkeypatch.setenv(name, value)
     (tmp_path / "epochs.py").write_text(EPOCHS)
     done = run_cli("launch", "-p", "local", "--nodes", "2", "--name", "trained", "epochs.py", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     running = run_cli("launch", "-p", "local", "--nodes", "2", "--name", "sleeper", "--no-wait", "epochs.py", "--",
                       "300", cwd=tmp_path)  # fmt: skip
     assert running.returncode == 0, running.stderr
+    on_sagemaker = cli("launch", "-p", "sagemaker", "--no-wait", "--name", "on-sagemaker", "epochs.py", cwd=tmp_path,
+                       env={**moto_server, "XDG_STATE_HOME": os.environ["XDG_STATE_HOME"]})  # fmt: skip
+    assert on_sagemaker.returncode == 0, on_sagemaker.stdout + on_sagemaker.stderr
     jobs = {entry.name: entry for entry in job_index.entries()}
     screens = tmp_path / "screens"
     screens.mkdir()
@@ -148,7 +205,9 @@ def test_both_pages_in_chromium_list_chart_tail_and_cancel(dashboard: Dashboard,
 
     try:
         driver.get(dashboard.url)
-        wait_until(lambda: "sleeper" in text("#jobs") and "SUCCEEDED" in text("#jobs"), 30, "both jobs listed")
+        wait_until(lambda: "sleeper" in text("#jobs") and "SUCCEEDED" in text("#jobs"), 30, "the local jobs listed")
+        row = f'tr.job[data-id="{jobs["on-sagemaker"].job_id}"]'
+        assert "sagemaker" in text(row) and "on-sagemaker" in text(row)  # its state from moto's DescribeTrainingJob
         assert "trained" in text("#jobs") and "val_acc=1" in text("#jobs")
         driver.save_screenshot(str(screens / "jobs.png"))
 
@@ -157,16 +216,24 @@ def test_both_pages_in_chromium_list_chart_tail_and_cancel(dashboard: Dashboard,
         wait_until(lambda: driver.execute_script(charts) == {"loss": "4", "train_acc": "4", "val_acc": "4"}, 30,
                    "a chart of each metric with a point per epoch")  # fmt: skip
         wait_until(lambda: "rank 0 says goodbye" in text("#logs") and "rank 1 says goodbye" in text("#logs"), 30,
-                   "each node's last line in the log tail")  # fmt: skip
+                   "each node's last line in the streamed log tail")  # fmt: skip
+        timeline = text("#timeline")
+        assert "submitted" in timeline and timeline.count("started") == 2 and timeline.count("succeeded") == 3
+        request = str(driver.execute_script("return document.getElementById('request').textContent"))
+        assert request == (Path(jobs["trained"].job_id) / "request.yaml").read_text().rstrip()  # the dry run's text
+        driver.set_window_size(1280, 1500)  # the whole page: states, timeline, charts and the tails
         driver.save_screenshot(str(screens / "job.png"))
 
         driver.get(dashboard.url + f"#/job/local/{jobs['sleeper'].job_id}")
         wait_until(lambda: text("#state") == "RUNNING", 60, "the sleeper shown running")
+        wait_until(lambda: "rank 1 says goodbye" in text("#logs"), 60, "a running job's line streamed to its tail")
         driver.execute_script("window.confirm = () => true")
         assert click("#cancel")
         local = get_provider("local")
         wait_until(lambda: local.status(jobs["sleeper"].job_id).done, 60, "the sleeper stopped")
         assert local.status(jobs["sleeper"].job_id).state == "STOPPED"
+        wait_until(lambda: "stopped on request" in text("#timeline") and "(ended)" in text("#log-state"), 30,
+                   "the stop in the timeline, the tail's end")  # fmt: skip
 
         fetched = driver.execute_script(
             "return performance.getEntriesByType('resource').map(e => e.name).concat([location.href])"

@@ -14,6 +14,9 @@ about itself (name, settings, CLI options, Ctrl-C behaviour) is in its `PROVIDER
   it ends once the job is done and every line written up to then was yielded.
 - `cancel(job_id)` asks the platform to stop the job and returns at once; `wait`
   returns when the job is done.
+- `events(job_id)` is what the provider recorded of the job's course (submitted, started, a node's end, an
+  interruption), oldest first; `dry_run(job_id)` the request as its dry run printed it, where the provider keeps
+  it. Both answer "nothing recorded" by default (the dashboard's job page, `cloudddp ui`).
 """
 
 from __future__ import annotations
@@ -114,6 +117,15 @@ class JobStatus:
         return self.state == "SUCCEEDED"
 
 
+@dataclass(frozen=True)
+class JobEvent:
+    """One step of a job's course: when (seconds since the epoch), which node ("" for the job) and what."""
+
+    time: float
+    node: str
+    what: str
+
+
 class Provider(ABC):
     name: str = ""
 
@@ -141,6 +153,14 @@ class Provider(ABC):
         """What `launch` prints while it follows the job: its logs, unless the provider shortens them (local:
         each traceback folded into its exception line, providers/local/console_fold.py)."""
         return self.logs(job_id, follow=True)
+
+    def events(self, job_id: str) -> list[JobEvent]:
+        """What the provider recorded of the job's course, oldest first; none by default."""
+        return []
+
+    def dry_run(self, job_id: str) -> str | None:
+        """The request as its dry run printed it (secrets masked), where the provider keeps it; None by default."""
+        return None
 
     def wait(self, job_id: str, poll: float = 5.0, on_status: Callable[[JobStatus], None] | None = None) -> JobStatus:
         while True:

@@ -7,8 +7,9 @@ rebinding the Host header must name this server (127.0.0.1, localhost or the `--
 with an Origin must come from this server's own; actions are POSTs carrying the header, which a form on another
 site cannot set. Files are served from a fixed list, never from a path taken from the URL.
 
-Routes: `GET /` the page; `GET /static/NAME`; `GET /api/jobs`; `GET /api/job?provider=P&id=J`;
-`POST /api/cancel` with `{"provider": P, "id": J}`.
+Routes: `GET /` the page; `GET /static/NAME`; `GET /api/jobs`; `GET /api/job?provider=P&id=J` (state per node,
+timeline, metrics, the request as its dry run printed it); `GET /api/logs?provider=P&id=J`, each node's log tail as
+server-sent events (log_stream.py); `POST /api/cancel` with `{"provider": P, "id": J}`.
 """
 
 from __future__ import annotations
@@ -16,11 +17,11 @@ from __future__ import annotations
 import collections
 import hmac
 import json
-import os
+import re
 import secrets
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from http import HTTPStatus
 from http.cookies import SimpleCookie
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -29,9 +30,11 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from cloudddp import job_index, job_list
-from cloudddp.metrics import DEFAULT_METRICS, NODE_PREFIX, extract
+from cloudddp.metrics import DEFAULT_METRICS, extract
 from cloudddp.providers import get_provider, registry
-from cloudddp.redact import redact_log_line, secret_values
+from cloudddp.providers.base import Provider
+from cloudddp.redact import redact_text
+from cloudddp.ui.log_stream import PERIOD, Followers, split_node
 
 COOKIE, HEADER = "cloudddp_token", "X-Cloudddp-Token"
 STATIC = {  # name -> content type: nothing else under static/ is served
@@ -41,7 +44,7 @@ STATIC = {  # name -> content type: nothing else under static/ is served
     "uPlot.iife.min.js": "text/javascript; charset=utf-8",
     "uPlot.min.css": "text/css; charset=utf-8",
 }
-TAIL_LINES = 200  # per node: the log tail a job page shows (bounded here and in the page)
+KEEPALIVE = 15.0  # seconds between two messages of a quiet log stream (a page gone is noticed by then)
 STATE_DEADLINE = 2.0  # seconds the jobs page waits for the providers' states (job_list.refresh)
 LOCAL_LIMIT = 4 * 1024 * 1024  # a local run's logs read for its jobs-page metrics, per refresh
 
@@ -54,6 +57,7 @@ class Dashboard(ThreadingHTTPServer):
         self.token = token or secrets.token_urlsafe(32)
         self.hosts = {f"{name}:{self.server_port}" for name in {host, "127.0.0.1", "localhost"}}
         self.origins = {f"http://{name}" for name in self.hosts}
+        self.followers = Followers()
 
     @property
     def url(self) -> str:
@@ -105,6 +109,7 @@ class Handler(BaseHTTPRequestHandler):
             "/": lambda: self.static("index.html", set_cookie=True),
             "/api/jobs": lambda: self.send_json(jobs_page()),
             "/api/job": lambda: self.send_json(job_page(first(query, "provider"), first(query, "id"))),
+            "/api/logs": lambda: self.stream_logs(first(query, "provider"), first(query, "id")),
         }
         if parts.path in routes:
             return routes[parts.path]()
@@ -127,6 +132,43 @@ class Handler(BaseHTTPRequestHandler):
         except Exception as exc:  # the page shows what went wrong; the server goes on
             return self.send_json({"error": str(exc)}, HTTPStatus.BAD_REQUEST)
         self.send_json({"asked": job})
+
+    def stream_logs(self, provider: str, job: str) -> None:
+        """Server-sent events: `{"lines": {node: [...]}, "skipped": {node: n}, "reset": true}` first (the kept
+        tail), then what is new every PERIOD; `event: end` when the job's log has ended."""
+        try:
+            chosen, job_id, _ = locate(provider, job)
+        except Exception as exc:
+            return self.send_json({"error": str(exc)}, HTTPStatus.NOT_FOUND)
+        follower = self.server.followers.watch((chosen.name, job_id), lambda: chosen.logs(job_id, follow=True))
+        self.close_connection = True
+        try:
+            self.send_response(HTTPStatus.OK)
+            for name, value in {"Content-Type": "text/event-stream; charset=utf-8", "Cache-Control": "no-store",
+                                "Connection": "close", "X-Content-Type-Options": "nosniff"}.items():  # fmt: skip
+                self.send_header(name, value)
+            self.end_headers()
+            seen: dict[str, int] = {}
+            reset, quiet_since = True, time.monotonic()
+            while True:
+                ended = follower.ended  # before the lines: none written before the end is missed
+                lines, skipped = follower.since(seen)
+                if lines or reset:
+                    message = {"lines": lines, "skipped": skipped, "reset": reset}
+                    self.wfile.write(f"data: {json.dumps(message)}\n\n".encode())
+                    reset, quiet_since = False, time.monotonic()
+                elif time.monotonic() - quiet_since > KEEPALIVE:
+                    self.wfile.write(b": still here\n\n")  # a page that left makes this write fail
+                    quiet_since = time.monotonic()
+                if ended:
+                    self.wfile.write(f"event: end\ndata: {json.dumps({'error': follower.error})}\n\n".encode())
+                    return
+                self.wfile.flush()
+                time.sleep(PERIOD)
+        except (BrokenPipeError, ConnectionResetError):
+            return  # the page went away
+        finally:
+            self.server.followers.leave(follower)
 
     def static(self, name: str, set_cookie: bool = False) -> None:
         body = files("cloudddp.ui").joinpath("static").joinpath(name).read_bytes()
@@ -180,36 +222,82 @@ def bounded(lines: Iterable[str], limit: int) -> Iterable[str]:
     return kept
 
 
-def job_page(provider: str, job: str) -> dict[str, Any]:
-    """One job: its state per node, its metrics' values in order, each node's last TAIL_LINES log lines."""
+def locate(provider: str, job: str) -> tuple[Provider, str, job_index.Entry | None]:
+    """The provider and id of a job the page names (the index knows its provider, else the one given)."""
     entry = job_index.find(job, provider or None)
     chosen = get_provider(entry.provider if entry else provider or registry.DEFAULT_PROVIDER)
-    job_id = entry.job_id if entry else job
+    return chosen, entry.job_id if entry else job, entry
+
+
+# torchrun's agents log each rendezvous round they join (torch 2.14.1, elastic/rendezvous/dynamic_rendezvous.py
+# next_rendezvous) and each restart of their worker group (elastic/agent/server/api.py _invoke_run), at INFO: a
+# job whose environment sets LOGLEVEL=INFO has them in its logs. A round after a node's first is a re-form.
+ROUND = re.compile(
+    r"has joined round (?P<round>\d+) of the rendezvous '[^']*' as rank (?P<rank>\d+) in a world of size (?P<size>\d+)"
+)
+RESTART = re.compile(
+    r"(?P<what>Worker group \w+\. \d+/\d+ attempts left|Detected \d+ new nodes from group_rank=\d+); will restart"
+)
+
+
+def reform(line: str, first_round: dict[str, int]) -> dict[str, Any] | None:
+    """The elastic event in a log line, if any: a round joined after the node's first (`first_round`: node -> the
+    round it joined first, kept across lines), or a restart asked."""
+    node, text = split_node(line)
+    if found := ROUND.search(text):
+        number = int(found["round"])
+        if first_round.setdefault(node, number) == number:
+            return None
+        return {
+            "node": node,
+            "time": None,
+            "what": f"re-formed: round {number}, rank {found['rank']} of {found['size']}",
+        }
+    if found := RESTART.search(text):
+        return {"node": node, "time": None, "what": f"{found['what']}: restarting the worker group"}
+    return None
+
+
+def job_page(provider: str, job: str) -> dict[str, Any]:
+    """One job: its state per node, its timeline, its metrics' values in order, its request as the dry run
+    printed it. Its logs stream apart (`/api/logs`)."""
+    chosen, job_id, entry = locate(provider, job)
     try:
         status = chosen.status(job_id)
         state: dict[str, Any] = {"state": status.state, "reason": status.reason, "nodes": status.nodes}
     except Exception as exc:
         state = {"state": "unknown", "reason": str(exc), "nodes": {}}
-    hidden = secret_values(os.environ)  # as `cloudddp logs` hides them
-    tails: dict[str, collections.deque[str]] = {}
     definitions = (entry.metrics if entry else None) or DEFAULT_METRICS
+    elastic: list[dict[str, Any]] = []
 
-    def kept(lines: Iterable[str]) -> Iterator[str]:
-        """The lines, masked, each node's last TAIL_LINES kept on the way: one pass, memory bounded."""
-        for raw in lines:
-            line = redact_log_line(raw, hidden)
-            prefix = NODE_PREFIX.match(line)
-            node, text = (prefix["node"], line[prefix.end() :]) if prefix else ("", line)
-            tails.setdefault(node, collections.deque(maxlen=TAIL_LINES)).append(text)
+    def noted(lines: Iterable[str]) -> Iterable[str]:
+        first_round: dict[str, int] = {}
+        for line in lines:  # one line at a time: nothing held but the events
+            if event := reform(line, first_round):
+                elastic.append(event)
             yield line
 
     try:
-        found = extract(kept(chosen.logs(job_id)), definitions)
+        found = extract(noted(chosen.logs(job_id)), definitions)
     except Exception as exc:
         found, state["reason"] = [], f"{state['reason'] or ''} (logs: {exc})".strip()
     samples = [{"metric": s.metric, "value": s.value, "node": s.node, "line": s.line} for s in found]
+    try:
+        events = [{"time": e.time, "node": e.node, "what": redact_text(e.what)} for e in chosen.events(job_id)]
+        request = chosen.dry_run(job_id)
+    except Exception as exc:
+        events, request = [{"time": None, "node": "", "what": f"no timeline: {exc}"}], None
     return {"provider": chosen.name, "id": job_id, "name": entry.name if entry else job, **state,
-            "metrics": samples, "logs": {node: list(tail) for node, tail in tails.items()}}  # fmt: skip
+            "metrics": samples, "events": merge(events, elastic),
+            "request": redact_text(request) if request is not None else None}  # fmt: skip
+
+
+def merge(events: list[dict[str, Any]], elastic: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The provider's events with the re-forms seen in the logs (which carry no time) before the job's end."""
+    if not elastic:
+        return events
+    ended = bool(events) and events[-1]["node"] == "" and events[-1]["what"] != "submitted"
+    return [*events[:-1], *elastic, events[-1]] if ended else [*events, *elastic]
 
 
 def serve(host: str, port: int, say: Callable[[str], None]) -> None:

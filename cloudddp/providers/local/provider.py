@@ -30,11 +30,12 @@ from cloudddp.cluster.environment import EmulatedNode
 from cloudddp.elastic import is_elastic
 from cloudddp.errors import CloudDDPError
 from cloudddp.launcher.supervisor import is_running
-from cloudddp.providers.base import FINISHED_STATES, JOB_STATES, JobHandle, JobRequest, JobStatus, Provider
+from cloudddp.providers.base import FINISHED_STATES, JOB_STATES, JobEvent, JobHandle, JobRequest, JobStatus, Provider
 from cloudddp.providers.local import LocalSettings
 from cloudddp.providers.local.console_fold import ConsoleFold
 from cloudddp.providers.local.elastic import check_elastic_emulation, elastic_launcher_args, share_node0_folders
 from cloudddp.providers.local.entry_module import require_module
+from cloudddp.providers.local.events import run_events
 from cloudddp.providers.local.layout import node_layouts
 from cloudddp.providers.local.orphans import is_same_process, live_nodes, stop_orphaned_nodes
 from cloudddp.providers.local.runner import CANCEL_REQUEST, write_state
@@ -454,6 +455,17 @@ class LocalProvider(Provider):
             exit_code=state.get("exit_code"),
             nodes=nodes, artifacts=self.artifacts(run_dir, state, current),
         )  # fmt: skip
+
+    def events(self, job_id: str) -> list[JobEvent]:
+        run_dir = self.find_run(job_id)
+        return run_events(run_dir, self.read_state(run_dir))
+
+    def dry_run(self, job_id: str) -> str | None:
+        """request.yaml: written at submit by the same to_yaml as the dry run (secrets masked)."""
+        try:
+            return (self.find_run(job_id) / "request.yaml").read_text().rstrip()
+        except OSError:
+            return None
 
     def artifacts(self, run_dir: Path, state: dict[str, Any], current: str) -> str | None:
         """Where this job's finished model is: only a job that succeeded has one (a failed job's --output may

@@ -25,7 +25,7 @@ from botocore.loaders import create_loader
 from botocore.regions import EndpointResolver
 
 from cloudddp.errors import CloudDDPError
-from cloudddp.providers.base import JobHandle, JobRequest, JobStatus, Provider
+from cloudddp.providers.base import JobEvent, JobHandle, JobRequest, JobStatus, Provider
 from cloudddp.providers.sagemaker import validation as check
 from cloudddp.providers.sagemaker.aws import CREDENTIALS_HELP, make_client, open_session, translate
 from cloudddp.providers.sagemaker.images import training_image
@@ -300,6 +300,22 @@ class SageMakerProvider(Provider):
 
     def status(self, job_id: str) -> JobStatus:
         return self.to_status(job_id, self.describe(job_id))
+
+    def events(self, job_id: str) -> list[JobEvent]:
+        """CreationTime, then DescribeTrainingJob's SecondaryStatusTransitions (Starting, Downloading, Training,
+        Stopping, ...), each at its StartTime with its StatusMessage, and the job's end."""
+        described = self.describe(job_id)
+        events = (
+            [JobEvent(described["CreationTime"].timestamp(), "", "submitted")] if "CreationTime" in described else []
+        )
+        for step in described.get("SecondaryStatusTransitions", []):
+            message = f": {step['StatusMessage']}" if step.get("StatusMessage") else ""
+            events.append(JobEvent(step["StartTime"].timestamp(), "", f"{step['Status']}{message}"))
+        if "TrainingEndTime" in described:
+            events.append(
+                JobEvent(described["TrainingEndTime"].timestamp(), "", described["TrainingJobStatus"].lower())
+            )
+        return sorted(events, key=lambda event: event.time)
 
     def logs(self, job_id: str, follow: bool = False) -> Iterator[str]:
         described = self.describe(job_id)

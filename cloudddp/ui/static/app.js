@@ -3,8 +3,9 @@
 "use strict";
 const token = new URLSearchParams(location.search).get("token") || "";
 const view = document.getElementById("view");
-const MAX_LOG_LINES = 500; // per node, in the page: bounded at both ends (the server sends its last 200)
+const MAX_LOG_LINES = 200; // per node, in the page: bounded at both ends (the server keeps as many, log_stream.py)
 let timer = null;
+let stream = null; // the open job page's log tail (server-sent events from /api/logs)
 const charts = {};
 
 async function api(path, options = {}) {
@@ -69,11 +70,13 @@ function drawCharts(box, samples) {
     if (charts[metric] && document.body.contains(charts[metric].root)) { charts[metric].setData(data); continue; }
     const holder = el("div", { class: "chart", "data-metric": metric, "data-points": values.length });
     box.append(holder);
-    charts[metric] = new uPlot({ title: metric, width: 420, height: 220, scales: { x: { time: false } },
+    charts[metric] = new uPlot({ title: metric, width: 380, height: 200, scales: { x: { time: false } },
       series: [{ label: "value #" }, { label: metric, stroke: "#0969da", points: { show: true } }] }, data, holder);
   }
   for (const holder of box.querySelectorAll(".chart")) holder.dataset.points = (byMetric[holder.dataset.metric] || []).length;
 }
+
+function when(seconds) { return seconds == null ? "" : new Date(seconds * 1000).toLocaleTimeString(); }
 
 async function jobPage(provider, id) {
   const job = await api(`/api/job?provider=${encodeURIComponent(provider)}&id=${encodeURIComponent(id)}`);
@@ -84,10 +87,14 @@ async function jobPage(provider, id) {
       el("h2", {}, job.name, " ", el("span", { id: "state" })),
       el("p", { id: "reason" }),
       el("button", { class: "cancel", id: "cancel", onclick: () => cancel(job.provider, job.id) }, "Cancel"),
-      el("section", {}, el("h3", {}, "Nodes"), el("table", { id: "nodes" })),
+      el("div", { class: "columns" },
+        el("section", {}, el("h3", {}, "Nodes"), el("table", { id: "nodes" })),
+        el("section", {}, el("h3", {}, "Timeline"), el("table", { id: "timeline" }))),
       el("section", {}, el("h3", {}, "Metrics"), el("div", { class: "charts", id: "charts" })),
-      el("section", { id: "logs" }, el("h3", {}, "Logs")));
+      el("section", { id: "logs" }, el("h3", {}, "Logs ", el("small", { id: "log-state" }))),
+      el("details", { id: "request-box" }, el("summary", {}, "Request, as its dry run printed it"), el("pre", { id: "request" })));
     view.replaceChildren(page);
+    follow(job.provider, job.id);
   }
   const state = document.getElementById("state");
   state.textContent = job.state; state.className = `state-${job.state}`;
@@ -95,16 +102,43 @@ async function jobPage(provider, id) {
   document.getElementById("reason").textContent = job.reason || "";
   document.getElementById("nodes").replaceChildren(el("tr", {}, el("th", {}, "NODE"), el("th", {}, "STATE")),
     ...Object.entries(job.nodes).map(([node, s]) => el("tr", {}, el("td", {}, node), el("td", { class: `state-${s}` }, s))));
+  document.getElementById("timeline").replaceChildren(el("tr", {}, ...["TIME", "NODE", "EVENT"].map(h => el("th", {}, h))),
+    ...job.events.map(e => el("tr", { class: "event" }, el("td", {}, when(e.time)), el("td", {}, e.node || "job"), el("td", {}, e.what))));
+  document.getElementById("request").textContent = job.request ?? `${job.provider} does not keep the request after submitting it; its dry run printed it.`;
   drawCharts(document.getElementById("charts"), job.metrics);
-  const logs = document.getElementById("logs");
-  for (const [node, lines] of Object.entries(job.logs)) {
-    let pre = logs.querySelector(`pre[data-node="${CSS.escape(node)}"]`);
-    if (!pre) { logs.append(el("h4", {}, node || "(no node)"), pre = el("pre", { class: "log", "data-node": node })); }
-    const atBottom = pre.scrollTop + pre.clientHeight >= pre.scrollHeight - 4;
-    pre.textContent = lines.slice(-MAX_LOG_LINES).join("\n");
-    if (atBottom) pre.scrollTop = pre.scrollHeight;
-  }
   stamp();
+}
+
+// Each node's last MAX_LOG_LINES lines, as the server streams them: the whole kept tail first ("reset"), then
+// what is new every quarter second, with how many lines a burst made it skip.
+function follow(provider, id) {
+  if (stream) stream.close();
+  const logs = document.getElementById("logs");
+  const status = document.getElementById("log-state");
+  const tails = {};
+  stream = new EventSource(`/api/logs?provider=${encodeURIComponent(provider)}&id=${encodeURIComponent(id)}`);
+  stream.onopen = () => { status.textContent = "(following)"; };
+  stream.onmessage = event => {
+    const { lines, skipped, reset } = JSON.parse(event.data);
+    if (reset) for (const node of Object.keys(tails)) tails[node].length = 0;
+    for (const [node, added] of Object.entries(lines)) {
+      let pre = logs.querySelector(`pre[data-node="${CSS.escape(node)}"]`);
+      if (!pre) { logs.append(el("h4", {}, node || "(no node)"), pre = el("pre", { class: "log", "data-node": node })); }
+      const tail = (tails[node] ||= []);
+      if (skipped[node]) tail.push(`... ${skipped[node]} lines not shown ...`);
+      tail.push(...added);
+      tail.splice(0, Math.max(0, tail.length - MAX_LOG_LINES));
+      const atBottom = pre.scrollTop + pre.clientHeight >= pre.scrollHeight - 4;
+      pre.textContent = tail.join("\n");
+      if (atBottom) pre.scrollTop = pre.scrollHeight;
+    }
+  };
+  stream.addEventListener("end", event => {
+    const { error } = JSON.parse(event.data);
+    status.textContent = error ? `(stopped: ${error})` : "(ended)";
+    stream.close();
+  });
+  stream.onerror = () => { status.textContent = "(reconnecting)"; };
 }
 
 async function cancel(provider, id) {
@@ -117,6 +151,7 @@ async function cancel(provider, id) {
 async function route() {
   clearTimeout(timer);
   const match = location.hash.match(/^#\/job\/([^/]+)\/(.+)$/);
+  if (!match && stream) { stream.close(); stream = null; }
   try {
     if (match) await jobPage(decodeURIComponent(match[1]), decodeURIComponent(match[2]));
     else await jobsPage();
