@@ -426,6 +426,9 @@ def launch(
     format: Annotated[
         str, typer.Option("--format", help="json: the request (--dry-run, render) or the submitted job (--no-wait)")
     ] = "text",
+    target: Annotated[
+        str | None, typer.Option("--target", help="with targets: in the spec, run on this one only (N from 1, or NAME)")
+    ] = None,
     **given: Any,  # the providers' own options (see provider_flags), one section of the spec
 ) -> None:
     """Launch a training job.
@@ -452,10 +455,15 @@ def launch(
     registry.get(provider)  # an unknown --provider is the first error, before the spec is read
     overrides[provider] = provider_section(provider, given, PROVIDER_FLAGS)
     spec = load_launch_spec(provider, file, drop_none(overrides), context)
+    dry_run = dry_run or ctx.info_name == "render"
+    if spec.targets or target:
+        from cloudddp.failover import launch_targets
+
+        follow = {"wait": wait, "logs": logs, "stop_on_interrupt": stop_on_interrupt}
+        raise typer.Exit(launch_targets(spec, file, drop_none(overrides), context, target, dry_run, follow))
     if compose:
         print_compose(provider, spec)
         raise typer.Exit(0)
-    dry_run = dry_run or ctx.info_name == "render"
     if wants_json(format):
         raise typer.Exit(launch_json(provider, spec, dry_run, wait))
     code = run_job(provider, spec, dry_run=dry_run, wait=wait, logs=logs, stop_on_interrupt=stop_on_interrupt)
@@ -529,6 +537,13 @@ def status(
         out.print(f"  {escape(node)}: {escape(state)}")
     if current.artifacts:
         out.print(f"  artifacts: {escape(current.artifacts)}")
+    entry = job_index.find(job, provider) if runs_dir is None else None
+    if entry is not None and entry.run:  # a job with targets: each target it tried (docs/guides/failover.md)
+        from cloudddp.job_list import attempts_lines
+
+        out.print("attempts:")
+        for line in attempts_lines(entry.run):
+            out.print(f"  {escape(line)}")
     raise typer.Exit(0)
 
 

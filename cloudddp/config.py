@@ -193,6 +193,28 @@ def spec_from(below: list[Layer], overrides: dict[str, Any], origin: str | None)
     return build_spec(deep_merge(data, overrides), " and ".join(origins))
 
 
+def target_specs(
+    spec: JobSpec,
+    spec_file: Path | None,
+    overrides: dict[str, Any],
+    *,
+    context: str | None = None,
+    origin: str = "the command line",
+) -> list[tuple[str, str, JobSpec]]:
+    """(name, provider, job spec) for each of `spec.targets`, in order: the layers of the target's provider (its
+    CLOUDDDP_<PROVIDER>_* variables), `overrides`, then what the target sets, on top (docs/guides/failover.md)."""
+    from cloudddp.spec import deep_merge
+
+    found = []
+    for index, target in enumerate(spec.targets):
+        on_top = {**deep_merge(overrides, target.overrides()), "targets": []}
+        where = f"{origin} and targets[{index}] ({target.label})"
+        found.append(
+            (target.label, target.provider, spec_from(layers(target.provider, spec_file, context), on_top, where))
+        )
+    return found
+
+
 def leaves(values: Mapping[str, Any], prefix: str = "") -> Iterator[tuple[str, Any]]:
     """`{"sagemaker": {"role": x}}` -> ("sagemaker.role", x): every setting's dotted name and value."""
     for key, value in values.items():

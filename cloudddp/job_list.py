@@ -12,6 +12,7 @@ import threading
 import time
 from collections.abc import Mapping, Sequence
 
+from cloudddp import job_index
 from cloudddp.job_index import Entry, remember_state
 from cloudddp.providers.base import FINISHED_STATES
 
@@ -135,5 +136,22 @@ def job_table(entries: Sequence[Entry], answered: dict[Entry, str]) -> str:
              for entry in entries]  # fmt: skip
     # Every column padded but the last (the id: long ones would widen every line).
     widths = [max(len(row[column]) for row in rows) for column in range(len(rows[0]) - 1)]
-    return "".join("  ".join([*(cell.ljust(width) for cell, width in zip(row, widths, strict=False)), row[-1]]) + "\n"
-                   for row in rows)  # fmt: skip
+    lines = ["  ".join([*(cell.ljust(width) for cell, width in zip(row, widths, strict=False)), row[-1]]) + "\n"
+             for row in rows]  # fmt: skip
+    for position, entry in reversed(list(enumerate(entries, start=1))):  # a failover run's attempts under its job
+        if entry.run:
+            lines[position + 1 : position + 1] = [f"  attempt {line}\n" for line in attempts_lines(entry.run)]
+    return "".join(lines)
+
+
+def attempts_lines(run: str) -> list[str]:
+    """A failover run's attempts (docs/guides/failover.md), one line each: target, provider, job, start-end, state and
+    what the service said."""
+    lines = []
+    for found in job_index.attempts(run):
+        start = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(found.started))
+        end = time.strftime("%H:%M:%S", time.localtime(found.ended)) if found.ended else "..."
+        reason = f": {found.reason.splitlines()[0][:200]}" if found.reason else ""
+        lines.append(f"{found.position + 1}. {found.target} ({found.provider}) {found.job_id} {start}-{end} "
+                     f"{found.state}{reason}")  # fmt: skip
+    return lines

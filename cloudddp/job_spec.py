@@ -8,14 +8,14 @@ from __future__ import annotations
 
 import functools
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import yaml
 from pydantic import BaseModel, Field, ValidationError, create_model
 
 from cloudddp.errors import CloudDDPError
 from cloudddp.providers import registry
-from cloudddp.spec import JobSpecBase, deep_merge, describe_errors, read_yaml
+from cloudddp.spec import JobSpecBase, TargetBase, deep_merge, describe_errors, read_yaml
 
 if TYPE_CHECKING:
     from cloudddp.providers.kubernetes.settings import KubernetesSettings
@@ -47,7 +47,23 @@ def job_spec_model() -> type[JobSpecBase]:
 @functools.cache
 def model_for(sections: tuple[tuple[str, type[BaseModel]], ...]) -> type[JobSpecBase]:
     fields: dict[str, Any] = {name: (settings, Field(default_factory=settings)) for name, settings in sections}
+    targets = list[target_model(sections)]  # type: ignore[misc]  # a model built at run time
+    fields["targets"] = (
+        targets,
+        Field(default_factory=list, description=JobSpecBase.model_fields["targets"].description),
+    )
     return create_model("JobSpec", __base__=JobSpecBase, __module__=__name__, **fields)
+
+
+def target_model(sections: tuple[tuple[str, type[BaseModel]], ...]) -> type[TargetBase]:
+    """A `targets:` entry: `provider` one of the registered, and each provider's section, partial (the fields it
+    sets are merged over the job's: `TargetBase.overrides`)."""
+    names = tuple(name for name, _ in sections)
+    fields: dict[str, Any] = {name: (settings | None, None) for name, settings in sections}
+    fields["provider"] = (Literal[names], ...)  # type: ignore[valid-type]
+    model = create_model("Target", __base__=TargetBase, __module__=__name__, **fields)
+    model.sections = names
+    return model
 
 
 def __getattr__(name: str) -> Any:

@@ -189,11 +189,32 @@ def run_job(
         return 0
     record.handle = handle = chosen.submit(record.request)
     say(f"cloudddp: submitted {handle.job_id} ({chosen.name})")
-    secrets = job_secrets(spec.environment, spec.hyperparameters, spec.args)  # as its dry run hides them
-    command = redact_log_line(shlex.join(sys.argv), secrets)
-    job_index.record(chosen.name, handle.job_id, spec.name, command, spec.nodes, spec.metrics or None)
+    index_job(chosen, handle, spec)
     if not wait:
         return 0
+    return follow_job(chosen, handle, spec, logs=logs, stop_on_interrupt=stop_on_interrupt, say=say, record=record)
+
+
+def index_job(chosen: Provider, handle: JobHandle, spec: JobSpec, run: str | None = None) -> None:
+    """Remember the job in the job index, its command line as launched with the job's secrets masked."""
+    secrets = job_secrets(spec.environment, spec.hyperparameters, spec.args)  # as its dry run hides them
+    command = redact_log_line(shlex.join(sys.argv), secrets)
+    job_index.record(chosen.name, handle.job_id, spec.name, command, spec.nodes, spec.metrics or None, run)
+
+
+def follow_job(
+    chosen: Provider,
+    handle: JobHandle,
+    spec: JobSpec,
+    *,
+    logs: bool,
+    stop_on_interrupt: bool,
+    say: Callable[[str], None],
+    record: JobRecord,
+) -> int:
+    """Follow a submitted job to its end (Ctrl-C, SIGTERM, SIGHUP and a closed pipe as the module says); its exit
+    code."""
+    secrets = job_secrets(spec.environment, spec.hyperparameters, spec.args)
     with stop_signals_interrupt():
         try:
             record.final = follow(chosen, handle, logs, say, secrets)

@@ -62,6 +62,54 @@ def takes(annotation: Any, kinds: tuple[type, ...]) -> bool:
     return annotation in kinds or any(takes(arg, kinds) for arg in typing.get_args(annotation))
 
 
+class FailoverSettings(Section):
+    """How far a job with `targets:` looks for capacity (docs/guides/failover.md)."""
+
+    pending_timeout: int = Field(
+        default=600, ge=1,
+        description="seconds a submitted job may stay pending, for a reason that says it cannot be scheduled (Slurm "
+        "PartitionDown, Kubernetes Unschedulable...), before the next target is tried",
+    )  # fmt: skip
+    max_hops: int = Field(default=3, ge=0, description="moves to a next target at most; 0: the first target only")
+    deadline: int = Field(default=3600, ge=1, description="seconds from launch after which no further target is tried")
+
+
+class TargetBase(Section):
+    """One entry of `targets:`: where to try the job, and what differs there. The fields it sets win over the job's
+    common ones; what neither sets comes from the context. `job_spec.model_for` adds each provider's section."""
+
+    name: str | None = Field(default=None, description="what --target NAME picks; default: the provider's name")
+    provider: str
+    nodes: int | None = Field(default=None, ge=1)
+    nproc_per_node: NprocPerNode | None = None
+
+    @field_validator("nproc_per_node")
+    @classmethod
+    def _positive(cls, value: NprocPerNode | None) -> NprocPerNode | None:
+        if isinstance(value, int) and value < 1:
+            raise ValueError("must be at least 1 (or gpu, cpu, auto)")
+        return value
+
+    @model_validator(mode="after")
+    def _own_section_only(self) -> TargetBase:
+        others = [field for field in self.model_fields_set if field in type(self).sections and field != self.provider]
+        if others:
+            raise field_errors("target_section", [(self.provider, f"a {self.provider} target sets only its own "
+                               f"section ({self.provider}:), not {', '.join(sorted(others))}:")], ("provider",))  # fmt: skip
+        return self
+
+    @property
+    def label(self) -> str:
+        return self.name or self.provider
+
+    def overrides(self) -> dict[str, Any]:
+        """What the target sets, as a partial job spec (its section only as far as given)."""
+        given = self.model_dump(exclude_unset=True, exclude={"name", "provider"})
+        return {key: value for key, value in given.items() if value is not None}
+
+    sections: typing.ClassVar[tuple[str, ...]] = ()
+
+
 class JobSpecBase(Section):
     """Everything about a job that does not depend on where it runs.
 
@@ -91,11 +139,26 @@ class JobSpecBase(Section):
         description="NAME -> REGEX, read from every log line as SageMaker's MetricDefinitions read them (the first "
         "group is the value); none: cloudddp's defaults for sources/train_ddp.py's epoch lines (`cloudddp metrics`)",
     )
+    targets: list[TargetBase] = Field(
+        default_factory=list,
+        description="where to run, in order of preference: each a provider, its section and any of nodes and "
+        "nproc_per_node; a capacity or quota error moves the job to the next (docs/guides/failover.md)",
+    )
+    failover: FailoverSettings = Field(default_factory=FailoverSettings)
     max_runtime: int | None = Field(
         default=None, ge=1,
         description="seconds; not given: the platform's own limit (SageMaker 24 h, as the SDK v2 sends; none on OCI; "
         "the partition's on Slurm, the queue's on PBS; 24 h on Kubernetes and the local provider)",
     )  # fmt: skip
+
+    @field_validator("targets")
+    @classmethod
+    def _targets_named_once(cls, value: list[TargetBase]) -> list[TargetBase]:
+        labels = [target.label for target in value]
+        twice = sorted({label for label in labels if labels.count(label) > 1})
+        if twice:
+            raise ValueError(f"two targets are called {twice[0]!r}: give each a name of its own (name: ...)")
+        return value
 
     @field_validator("name")
     @classmethod
@@ -363,11 +426,20 @@ def describe_errors(error: ValidationError, origin: str, model: type[BaseModel] 
 def fields_at(model: type[BaseModel] | None, path: Sequence[Any]) -> list[str]:
     """The field names of the (nested) model at `path` under `model`; [] where that is not a model."""
     for part in path:
+        if isinstance(part, int):  # an item of a list (`targets.0`): the list's model holds on
+            continue
         field = model.model_fields.get(str(part)) if model else None
-        model = field.annotation if field and isinstance(field.annotation, type) else None
-        if model is None or not issubclass(model, BaseModel):
+        model = model_in(field.annotation) if field else None
+        if model is None:
             return []
     return list(model.model_fields) if model else []
+
+
+def model_in(annotation: Any) -> type[BaseModel] | None:
+    """The model a field holds: itself, or the one in its list or Optional (`list[Target]`, `Settings | None`)."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    return next((found for arg in typing.get_args(annotation) if (found := model_in(arg))), None)
 
 
 def describe_fields(error: ValidationError | Sequence[Any], model: type[BaseModel] | None = None) -> str:
