@@ -8,12 +8,14 @@ from __future__ import annotations
 from cloudddp.sagemaker.estimator import CapacityError, PyTorch, TrainingJob, UnexpectedStatusException
 from cloudddp.sagemaker.instance_group import InstanceGroup
 from cloudddp.sagemaker.session import Session, get_execution_role
+from cloudddp.sagemaker.tensorboard import TensorBoardOutputConfig
 
 __all__ = [
     "CapacityError",
     "InstanceGroup",
     "PyTorch",
     "Session",
+    "TensorBoardOutputConfig",
     "TrainingJob",
     "UnexpectedStatusException",
     "get_execution_role",

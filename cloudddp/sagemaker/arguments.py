@@ -25,6 +25,7 @@ from cloudddp.providers.sagemaker.instance_groups import InstanceGroupSetting
 from cloudddp.providers.sagemaker.service_model import check_shape, maximum
 from cloudddp.redact import REDACTED, is_secret_name
 from cloudddp.sagemaker.distribution_table import distribution_problems
+from cloudddp.sagemaker.tensorboard import tensorboard_request
 from cloudddp.terminal import emit
 
 logger = logging.getLogger(__name__)
@@ -52,7 +53,6 @@ NOT_SUPPORTED: dict[str, str] = {
     "enable_sagemaker_metrics": "the metrics time series flag is not sent",
     "rules": "SageMaker Debugger rules are not configured by cloudddp",
     "profiler_config": "the SageMaker profiler is not configured by cloudddp (disable_profiler=True is accepted)",
-    "tensorboard_output_config": "SageMaker Debugger's TensorBoard output is not configured by cloudddp",
     "max_retry_attempts": "automatic job retries are not requested",
     "keep_alive_period_in_seconds": "warm pools are not requested",
     "training_repository_access_mode": "private image repositories are not configured",
@@ -122,6 +122,7 @@ class Arguments:
     debugger_hook: bool = True  # debugger_hook_config=None (v2's default) sends a DebugHookConfig; False none
     input_mode: str = "File"  # INPUT_MODES
     metrics: dict[str, str] = field(default_factory=dict)  # metric_definitions: Name -> Regex, in order
+    tensorboard: dict[str, str] | None = None  # tensorboard_output_config as the request's TensorBoardOutputConfig
 
     @property
     def local(self) -> bool:
@@ -319,7 +320,7 @@ ACCEPTED = (
     "checkpoint_local_path", "use_spot_instances", "max_run", "max_wait", "volume_size", "volume_kms_key",
     "output_kms_key", "subnets", "security_group_ids", "tags", "base_job_name", "dependencies", "disable_profiler",
     "debugger_hook_config", "sagemaker_session", "enable_network_isolation", "encrypt_inter_container_traffic",
-    "metric_definitions",
+    "metric_definitions", "tensorboard_output_config",
     "container_log_level", "input_mode", "instance_groups",
 )  # fmt: skip
 
@@ -491,6 +492,7 @@ def parse(kwargs: dict[str, Any]) -> tuple[Arguments, Any]:
         instance_groups=groups, distribution_groups=distribution_groups,
         disable_profiler=bool(get("disable_profiler")), debugger_hook=get("debugger_hook_config") is None,
         input_mode=get("input_mode") or "File", metrics=check_metric_definitions(get("metric_definitions")),
+        tensorboard=tensorboard_request(get("tensorboard_output_config")),
     )  # fmt: skip
     check_distribution_versions(args)
     if args.local:

@@ -470,7 +470,8 @@ class PyTorch(metaclass=_RefusingMethods):
         a = self.args
         provider = SDKv2SageMaker(
             exact=job_name, region=spec.sagemaker.region, session=self.session().boto_session,
-            debugger=DebuggerChoice(disable_profiler=a.disable_profiler, debugger_hook=a.debugger_hook),
+            debugger=DebuggerChoice(disable_profiler=a.disable_profiler, debugger_hook=a.debugger_hook,
+                                    tensorboard=a.tensorboard),
             hyperparameters=distribution_hyperparameters(a),
         )  # fmt: skip
         self._run(provider, spec, wait, logs)
@@ -492,6 +493,7 @@ class PyTorch(metaclass=_RefusingMethods):
         try:
             with aws_errors("download the channels and checkpoints for local mode"):
                 job = LocalJob.prepare(self.s3(), work, channels, output, a.checkpoint_s3_uri, emit)
+            job.tensorboard = a.tensorboard
             spec = self._local_spec(job, work, job_name)
             # v2's local mode trains inside CreateTrainingJob, so fit() returns once the job has ended and its
             # artifacts are retrieved, whatever `wait` says (aws/sagemaker-python-sdk v2.257.6, commit

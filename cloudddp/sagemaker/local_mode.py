@@ -18,6 +18,11 @@ v2.257.6 (commit fc582aaa46faf7b7e16ab1e13840869712174cd0):
   or, for a `file://` output_path, copied into that folder (`local/utils.py: move_to_destination`).
   As in v2 (`_SageMakerContainer.train` calls `retrieve_artifacts` in a `finally:`), a failed job's
   artifacts are uploaded too.
+- TensorBoard (`tensorboard_output_config`, a cloudddp addition: v2's local mode leaves it out): the script
+  writes to the config's LocalPath, which each emulated host has under its own folder as it has /opt/ml
+  (the default /opt/ml/output/tensorboard is `$SM_OUTPUT_DIR/tensorboard`); when the job ends, failed or
+  not, every host's folder is uploaded to `{S3OutputPath}/{job}/tensorboard-output/`, where SageMaker puts it
+  (v2's `latest_job_tensorboard_artifacts_path`).
 """
 
 from __future__ import annotations
@@ -32,8 +37,10 @@ from pathlib import Path
 from typing import Any
 
 from cloudddp.errors import CloudDDPError
+from cloudddp.sagemaker.tensorboard import DEFAULT_LOCAL_PATH as DEFAULT_TENSORBOARD_PATH
 
 NODE = re.compile(r"algo-(\d+)")
+OPT_ML = "/opt/ml/"
 DOWNLOAD_THREADS = 8
 
 
@@ -146,8 +153,8 @@ def fetch_channels(s3: Any, inputs: dict[str, str], work: Path, say: Any) -> dic
     return folders
 
 
-def upload_folder(s3: Any, folder: Path, uri: str) -> int:
-    bucket, prefix = split_s3(uri, "checkpoint_s3_uri")
+def upload_folder(s3: Any, folder: Path, uri: str, what: str = "checkpoint_s3_uri") -> int:
+    bucket, prefix = split_s3(uri, what)
     count = 0
     for file in sorted(p for p in folder.rglob("*") if p.is_file()):
         key = "/".join(p for p in (prefix.rstrip("/"), file.relative_to(folder).as_posix()) if p)
@@ -184,6 +191,7 @@ class LocalJob:
     output_path: str
     checkpoint_s3_uri: str | None = None
     checkpoint_dir: Path | None = None
+    tensorboard: dict[str, str] | None = None  # the request's TensorBoardOutputConfig (S3OutputPath, LocalPath)
 
     @classmethod
     def prepare(
@@ -213,6 +221,7 @@ class LocalJob:
             synced = upload_folder(s3, self.checkpoint_dir, self.checkpoint_s3_uri)
             say(f"cloudddp: local mode: {synced} checkpoint files -> {self.checkpoint_s3_uri}")
         nodes = node_folders(run_dir)
+        self.upload_tensorboard(s3, nodes, job_name, say)
         packed = self.work / "artifacts"
         packed.mkdir(parents=True, exist_ok=True)
         model_uri = self.model_uri(job_name)
@@ -229,6 +238,19 @@ class LocalJob:
             s3.upload_file(str(packed / "output.tar.gz"), bucket, model_key.replace("model.tar.gz", "output.tar.gz"))
         say(f"cloudddp: local mode: model.tar.gz ({files} files from {len(nodes)} nodes) -> {model_uri}")
         return model_uri
+
+    def upload_tensorboard(self, s3: Any, nodes: list[Path], job_name: str, say: Any) -> None:
+        """Every host's TensorBoard folder (LocalPath under its /opt/ml) to {S3OutputPath}/{job}/tensorboard-output/."""
+        if not self.tensorboard:
+            return
+        local = self.tensorboard.get("LocalPath") or DEFAULT_TENSORBOARD_PATH
+        relative = local[len(OPT_ML) :] if local.startswith(OPT_ML) else local.lstrip("/")
+        if ".." in Path(relative).parts:  # each host's folder only
+            return
+        uri = f"{self.tensorboard['S3OutputPath'].rstrip('/')}/{job_name}/tensorboard-output"
+        count = sum(upload_folder(s3, node / relative, uri, "tensorboard_output_config") for node in nodes
+                    if (node / relative).is_dir())  # fmt: skip
+        say(f"cloudddp: local mode: TensorBoard: {count} files from {local} -> {uri}/")
 
     def clean(self) -> None:
         shutil.rmtree(self.work, ignore_errors=True)

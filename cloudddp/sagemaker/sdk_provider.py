@@ -23,6 +23,9 @@ class DebuggerChoice:
 
     disable_profiler: bool = False
     debugger_hook: bool = True
+    tensorboard: dict[str, str] | None = (
+        None  # TensorBoardOutputConfig as v2 sends it (cloudddp/sagemaker/tensorboard.py)
+    )
 
 
 class SDKv2SageMaker(SageMakerProvider):
@@ -59,4 +62,6 @@ class SDKv2SageMaker(SageMakerProvider):
                 checkpoint_s3_uri=sm.checkpoint_s3, checkpoint_local_path=sm.checkpoint_local_path,
             )
         )  # fmt: skip
+        if self.debugger.tensorboard:
+            payload["TensorBoardOutputConfig"] = dict(self.debugger.tensorboard)
         return dataclasses.replace(request, request=payload)

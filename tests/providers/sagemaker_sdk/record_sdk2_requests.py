@@ -73,9 +73,10 @@ def record_inside(out_root: Path) -> None:
     """Runs in .venv-sdk2: the real SDK, one fit(wait=False) per case."""
     import boto3
     import sagemaker
+    from sagemaker.debugger import TensorBoardOutputConfig
     from sagemaker.instance_group import InstanceGroup
     from sagemaker.pytorch import PyTorch
-    from sdk2_cases import BUCKETS, CASES, REGION, job_name, with_instance_groups
+    from sdk2_cases import BUCKETS, CASES, REGION, job_name, with_instance_groups, with_tensorboard
 
     out = out_root / f"sagemaker-{sagemaker.__version__}"
     out.mkdir(parents=True, exist_ok=True)
@@ -96,7 +97,7 @@ def record_inside(out_root: Path) -> None:
         before = all_objects(s3)
         with tempfile.TemporaryDirectory() as source:
             Path(source, spec["estimator"]["entry_point"]).write_text("print('training')\n")
-            kwargs = with_instance_groups(spec["estimator"], InstanceGroup)
+            kwargs = with_tensorboard(with_instance_groups(spec["estimator"], InstanceGroup), TensorBoardOutputConfig)
             estimator = PyTorch(source_dir=source, sagemaker_session=session, **kwargs)
             estimator.fit(inputs=spec["inputs"], wait=False, job_name=job_name(case))
         objects = sorted(all_objects(s3) - before)

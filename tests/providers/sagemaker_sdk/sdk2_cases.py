@@ -149,6 +149,26 @@ CASES: dict[str, dict[str, Any]] = {
         },
         "inputs": {"train": f"{DATA}/train"},
     },
+    # TensorBoard output: sent as TensorBoardOutputConfig (S3OutputPath, LocalPath); built by `with_tensorboard`.
+    "tensorboard_output_config": {
+        "estimator": {
+            "entry_point": ENTRY_POINT, "role": ROLE, "framework_version": "2.5", "py_version": "py311",
+            "instance_count": 2, "instance_type": "ml.g5.2xlarge", "disable_profiler": True,
+            "debugger_hook_config": False,
+            "metric_definitions": [{"Name": "loss", "Regex": "loss=([0-9.]+)"}],
+            "tensorboard_output_config": {"s3_output_path": "s3://cloudddp-sdk2-out/tensorboard",
+                                          "container_local_output_path": "/opt/ml/output/tensorboard"},
+        },
+        "inputs": {"train": f"{DATA}/train"},
+    },
+    "tensorboard_output_config_default_local_path": {
+        "estimator": {
+            "entry_point": ENTRY_POINT, "role": ROLE, "framework_version": "2.5", "py_version": "py311",
+            "instance_count": 1, "instance_type": "ml.g5.2xlarge",
+            "tensorboard_output_config": {"s3_output_path": "s3://cloudddp-sdk2-out/tb"},
+        },
+        "inputs": {"train": f"{DATA}/train"},
+    },
 }  # fmt: skip
 
 # Local mode: what the SDK v2 hands its LocalSagemakerClient (the request its containers' config files are
@@ -184,6 +204,14 @@ def with_instance_groups(estimator: dict[str, Any], instance_group: Any) -> dict
         chosen = [g for g in groups if g.instance_group_name in distribution["instance_groups"]]
         kwargs["distribution"] = {**distribution, "instance_groups": chosen}
     return kwargs
+
+
+def with_tensorboard(estimator: dict[str, Any], config_class: Any) -> dict[str, Any]:
+    """The case's keyword arguments with its tensorboard_output_config built by `config_class` (the SDK's
+    sagemaker.debugger.TensorBoardOutputConfig or cloudddp's)."""
+    if "tensorboard_output_config" not in estimator:
+        return dict(estimator)
+    return {**estimator, "tensorboard_output_config": config_class(**estimator["tensorboard_output_config"])}
 
 
 def job_name(case: str) -> str:

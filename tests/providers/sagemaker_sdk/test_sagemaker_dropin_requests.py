@@ -16,10 +16,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sdk2_cases import BUCKETS, CASES, job_name, with_instance_groups
+from sdk2_cases import BUCKETS, CASES, job_name, with_instance_groups, with_tensorboard
 from sdk2_moto import MotoServer, moto  # noqa: F401  (moto is a fixture)
 
-from cloudddp.sagemaker import InstanceGroup, PyTorch, Session
+from cloudddp.sagemaker import InstanceGroup, PyTorch, Session, TensorBoardOutputConfig
 
 RECORDINGS = sorted((Path(__file__).parent / "sdk2_requests").glob("sagemaker-*"))
 SERVICE_DEFAULTS = {"EnableNetworkIsolation": False, "EnableInterContainerTrafficEncryption": False,
@@ -76,7 +76,7 @@ def fit_case(case: str, moto: MotoServer, tmp_path: Path) -> tuple[dict[str, Any
     source = tmp_path / f"source-{case}"
     source.mkdir()
     (source / CASES[case]["estimator"]["entry_point"]).write_text("print('training')\n")
-    kwargs = with_instance_groups(CASES[case]["estimator"], InstanceGroup)
+    kwargs = with_tensorboard(with_instance_groups(CASES[case]["estimator"], InstanceGroup), TensorBoardOutputConfig)
     estimator = PyTorch(source_dir=str(source), sagemaker_session=Session(), **kwargs)
     before = all_objects(moto)
     estimator.fit(inputs=CASES[case]["inputs"], wait=False, job_name=job_name(case))
