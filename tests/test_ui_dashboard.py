@@ -13,16 +13,18 @@ import json
 import os
 import shutil
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from helpers import cli, run_cli, wait_until
+from helpers.endpoints import silent_endpoint
 
 from cloudddp import job_index
 from cloudddp.providers import get_provider
-from cloudddp.ui.server import COOKIE, HEADER, Dashboard
+from cloudddp.ui.server import COOKIE, HEADER, STATE_DEADLINE, Dashboard
 
 pytestmark = pytest.mark.network  # the dashboard's server on 127.0.0.1, in this process
 TOKEN = "t0ken-for-the-test"
@@ -133,6 +135,26 @@ def test_an_unknown_jobs_stream_ends_saying_why(dashboard: Dashboard) -> None:
     status, _, answer = ask(dashboard, "/api/logs?provider=nowhere&id=x", headers={HEADER: TOKEN})
     assert status == 404 and "nowhere" in json.loads(answer)["error"]
     assert ask(dashboard, "/api/logs?provider=local&id=nope")[0] == 403  # the token first, as everywhere
+
+
+def test_the_jobs_page_does_not_wait_for_a_provider_that_never_answers(
+    dashboard: Dashboard, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A SageMaker endpoint that accepts and never answers: the page answers at once with the state last seen; the
+    providers are asked in the background (server.States), under job_list's deadline."""
+    with silent_endpoint() as url:
+        for name, value in {"AWS_ENDPOINT_URL": url, "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
+                            "AWS_DEFAULT_REGION": "us-east-1", "AWS_EC2_METADATA_DISABLED": "true",
+                            "AWS_CONFIG_FILE": str(tmp_path / "none"), "AWS_SHARED_CREDENTIALS_FILE": str(tmp_path / "none")
+                            }.items():  # fmt: skip
+            monkeypatch.setenv(name, value)
+        job_index.record("sagemaker", "silent-job-1", "silent", "cloudddp launch", 1)
+        started = time.monotonic()
+        status, _, body = ask(dashboard, "/api/jobs", headers={HEADER: TOKEN})
+        elapsed = time.monotonic() - started
+        assert status == 200 and [job["state"] for job in json.loads(body)["jobs"]] == ["unknown (never seen)"]
+        assert elapsed < STATE_DEADLINE  # it did not wait for the provider's deadline (here: ~0.05 s)
+        assert dashboard.states.asking  # still asking, in the background
 
 
 # -- in a real browser ------------------------------------------------------------------------------------------------

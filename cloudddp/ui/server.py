@@ -32,7 +32,7 @@ from urllib.parse import parse_qs, urlsplit
 from cloudddp import job_index, job_list
 from cloudddp.metrics import DEFAULT_METRICS, extract
 from cloudddp.providers import get_provider, registry
-from cloudddp.providers.base import Provider
+from cloudddp.providers.base import FINISHED_STATES, Provider
 from cloudddp.redact import redact_text
 from cloudddp.ui.log_stream import PERIOD, Followers, split_node
 
@@ -45,7 +45,7 @@ STATIC = {  # name -> content type: nothing else under static/ is served
     "uPlot.min.css": "text/css; charset=utf-8",
 }
 KEEPALIVE = 15.0  # seconds between two messages of a quiet log stream (a page gone is noticed by then)
-STATE_DEADLINE = 2.0  # seconds the jobs page waits for the providers' states (job_list.refresh)
+STATE_DEADLINE = 2.0  # seconds a background refresh of the jobs' states gives the providers (job_list.refresh)
 LOCAL_LIMIT = 4 * 1024 * 1024  # a local run's logs read for its jobs-page metrics, per refresh
 
 
@@ -58,6 +58,8 @@ class Dashboard(ThreadingHTTPServer):
         self.hosts = {f"{name}:{self.server_port}" for name in {host, "127.0.0.1", "localhost"}}
         self.origins = {f"http://{name}" for name in self.hosts}
         self.followers = Followers()
+        self.states = States()
+        registry.providers()  # found once, before the first page asks (0.4 s of imports here)
 
     @property
     def url(self) -> str:
@@ -107,7 +109,7 @@ class Handler(BaseHTTPRequestHandler):
             return self.refuse()
         routes: dict[str, Callable[[], None]] = {
             "/": lambda: self.static("index.html", set_cookie=True),
-            "/api/jobs": lambda: self.send_json(jobs_page()),
+            "/api/jobs": lambda: self.send_json(jobs_page(self.server.states)),
             "/api/job": lambda: self.send_json(job_page(first(query, "provider"), first(query, "id"))),
             "/api/logs": lambda: self.stream_logs(first(query, "provider"), first(query, "id")),
         }
@@ -183,11 +185,53 @@ def first(query: dict[str, list[str]], name: str) -> str:
 
 
 # -- what the pages show ---------------------------------------------------------------------------------------------
-def jobs_page() -> dict[str, Any]:
-    """Every indexed job with its state now (providers asked in parallel, under one deadline) and, for runs on this
-    machine, the last value of each metric."""
+class States:
+    """The jobs' states now. Runs on this machine are asked at once (a file read); every other provider in the
+    background (job_list.refresh, under STATE_DEADLINE), so the jobs page never waits on a provider that does not
+    answer: a request starts a refresh unless one is in flight, and shows each job's state as last answered, or as
+    last seen (`cloudddp list`'s "unknown (cached ...)") until its provider answers."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.answered: dict[tuple[str, str], str] = {}  # (provider, job id) -> state
+        self.asking = False
+
+    def latest(self, entries: list[job_index.Entry]) -> dict[job_index.Entry, str]:
+        here = [entry for entry in entries if local(entry.provider)]
+        elsewhere = [entry for entry in entries if not local(entry.provider)]
+        with self.lock:
+            start, self.asking = not self.asking and bool(elsewhere), self.asking or bool(elsewhere)
+        if start:
+            threading.Thread(target=self.refresh, args=(elsewhere,), name="cloudddp-ui-states", daemon=True).start()
+        answered = job_list.refresh(here, STATE_DEADLINE)
+        with self.lock:
+            answered.update({entry: self.answered[key] for entry in elsewhere
+                             if (key := (entry.provider, entry.job_id)) in self.answered})  # fmt: skip
+        return answered
+
+    def refresh(self, entries: list[job_index.Entry]) -> None:
+        try:
+            answered = job_list.refresh(entries, STATE_DEADLINE)
+            with self.lock:
+                self.answered.update({(entry.provider, entry.job_id): state for entry, state in answered.items()})
+        finally:
+            with self.lock:
+                self.asking = False
+
+
+def local(provider: str) -> bool:
+    """True for a provider whose jobs run on this machine (their state and logs are files here)."""
+    try:
+        return registry.get(provider).runs_on_this_machine
+    except Exception:  # a provider this cloudddp does not know: asked in the background, where it fails quietly
+        return False
+
+
+def jobs_page(states: States) -> dict[str, Any]:
+    """Every indexed job with its state (as last answered, see States) and, for runs on this machine, the last
+    value of each metric."""
     entries = job_index.entries()
-    answered = job_list.refresh(entries, STATE_DEADLINE)
+    answered = states.latest(entries)
     now = time.time()
     rows = []
     for entry in entries:
@@ -199,15 +243,26 @@ def jobs_page() -> dict[str, Any]:
     return {"jobs": rows, "now": now}
 
 
+# A finished run's last metric values, which no longer change: (provider, job id) -> values.
+FINISHED_VALUES: dict[tuple[str, str], dict[str, float]] = {}
+
+
 def last_values(entry: job_index.Entry) -> dict[str, float]:
-    """The last value of each metric of a run on this machine (reading its logs is cheap there); {} elsewhere."""
+    """The last value of each metric of a run on this machine (reading its logs is cheap there); {} elsewhere.
+    Read once for a run known to have finished."""
+    key = (entry.provider, entry.job_id)
+    if key in FINISHED_VALUES:
+        return FINISHED_VALUES[key]
+    if not local(entry.provider):
+        return {}
     try:
-        if not registry.get(entry.provider).runs_on_this_machine:
-            return {}
         lines = bounded(get_provider(entry.provider).logs(entry.job_id), LOCAL_LIMIT)
-        return {s.metric: s.value for s in extract(lines, entry.metrics or DEFAULT_METRICS)}
+        values = {s.metric: s.value for s in extract(lines, entry.metrics or DEFAULT_METRICS)}
     except Exception:  # a damaged or removed run shows no metrics; its page says why
         return {}
+    if entry.state in FINISHED_STATES:  # as the index last saw it: its logs were complete before that
+        FINISHED_VALUES[key] = values
+    return values
 
 
 def bounded(lines: Iterable[str], limit: int) -> Iterable[str]:
