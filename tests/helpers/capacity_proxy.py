@@ -12,7 +12,8 @@ CreateTrainingJob (the JSON 1.1 protocol's `X-Amz-Target: SageMaker.CreateTraini
   `CapacityError: Unable to provision requested ML compute capacity. ...` as SageMaker reports a job it could not
   find instances for (moto completes every job at once; its backend is this process's).
 
-`requests` records (operation, instance type, job name) for every SageMaker call, in order.
+`requests` records (operation, instance type, job name) for every SageMaker call, in order; `refused_at` and
+`created_at` when each refusal was sent and each job created (time.monotonic(), for benchmarks/failover.py).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from __future__ import annotations
 import http.client
 import json
 import threading
+import time
 import urllib.parse
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
@@ -34,6 +36,8 @@ class CapacityProxy:
     def __init__(self, moto_url: str, refused: set[str], no_capacity: set[str] = frozenset()) -> None:  # type: ignore[assignment]
         self.moto_url, self.refused, self.no_capacity = moto_url.rstrip("/"), refused, no_capacity
         self.requests: list[tuple[str, str, str]] = []
+        self.refused_at: list[float] = []  # time.monotonic() of each refusal sent, and of each job moto created
+        self.created_at: list[float] = []
         proxy = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -84,6 +88,7 @@ class CapacityProxy:
                        f"with current utilization of 0 Instances and a request delta of 1 Instances.")  # fmt: skip
             self.answer(handler, 400, {"Content-Type": "application/x-amz-json-1.1", "x-amzn-RequestId": "proxy-1"},
                         json.dumps({"__type": "ResourceLimitExceeded", "Message": message}).encode())  # fmt: skip
+            self.refused_at.append(time.monotonic())
             return
         headers = {k: v for k, v in handler.headers.items() if k.lower() not in HOP_BY_HOP}
         # http.client sends the headers as given (urllib would add a form Content-Type to a body that has none).
@@ -94,8 +99,10 @@ class CapacityProxy:
             status, answer_headers, answer = response.status, dict(response.getheaders()), response.read()
         finally:
             connection.close()
-        if target == CREATE and instance_type in self.no_capacity and status == 200:
-            fail_for_capacity(job)
+        if target == CREATE and status == 200:
+            self.created_at.append(time.monotonic())
+            if instance_type in self.no_capacity:
+                fail_for_capacity(job)
         self.answer(handler, status, answer_headers, answer)
 
     @staticmethod
