@@ -26,6 +26,8 @@ from cloudddp.errors import CloudDDPError, print_error
 from cloudddp.metrics import DEFAULT_METRICS, FORMATS, definition_problem, job_samples, render
 from cloudddp.providers import registry
 from cloudddp.providers.registry import Option
+from cloudddp.tensorboard import log_location
+from cloudddp.tensorboard import serve as serve_tensorboard
 from cloudddp.terminal import APP_SETTINGS, CONTEXT
 
 if TYPE_CHECKING:
@@ -625,6 +627,32 @@ def metrics(
         print(f"cloudddp: no values of {', '.join(definitions)} in the logs of {job}.", file=sys.stderr, flush=True)
         raise typer.Exit(0)
     print(render(found, format), end="", flush=True)
+
+
+@app.command()
+def tensorboard(
+    job: Annotated[str, typer.Argument(help="job id, run folder or 'latest'")] = "latest",
+    provider: FollowUpProviderOpt = None,
+    runs_dir: RunsDirOpt = None,
+    serve: Annotated[bool, typer.Option("--serve", help="start TensorBoard on them (needs tensorboard)")] = False,
+) -> None:
+    """Where a job's TensorBoard logs are (a local run's event files, SageMaker's TensorBoardOutputConfig).
+
+    [bold]Examples[/bold]
+
+      cloudddp tensorboard latest
+
+      cloudddp tensorboard latest --serve
+    """
+    chosen, job = find_job(job, provider, runs_dir)
+    where = log_location(chosen, job)
+    if where is None:
+        print(f"cloudddp: no TensorBoard logs known for {job} (no event files in its run here, no "
+              f"TensorBoardOutputConfig).", file=sys.stderr, flush=True)  # fmt: skip
+        raise typer.Exit(1)
+    print(where, flush=True)
+    if serve:
+        raise typer.Exit(serve_tensorboard(where))
 
 
 @app.command()
