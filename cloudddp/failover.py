@@ -175,7 +175,13 @@ class Failover:
             session.index_job(chosen, handle, target.spec, run)
         if not wait:
             return 0
-        moved = self.before_training(chosen, handle, target, started)
+        with session.stop_signals_interrupt():
+            try:
+                moved = self.before_training(chosen, handle, target, started)
+            except KeyboardInterrupt as exc:  # as while following: stop the job or leave it (then adopted next time)
+                job_index.update_attempt(attempt_id, state="interrupted")
+                signum = exc.signum if isinstance(exc, session.StopSignal) else None
+                return session.interrupted(chosen, handle, stop_on_interrupt, self.say, signum)
         if isinstance(moved, MovedOn):
             job_index.update_attempt(attempt_id, state="moved on", reason=moved.said, ended=True)
             return moved

@@ -16,7 +16,7 @@ from helpers.capacity_errors import SAGEMAKER_CAPACITY, as_provider_raises, aws_
 from cloudddp import job_index
 from cloudddp.errors import CloudDDPError
 from cloudddp.failover import Failover, Target, attempt_name, run_name
-from cloudddp.job_list import attempts_lines
+from cloudddp.job_list import attempts_lines, job_table
 from cloudddp.job_spec import build_spec
 from cloudddp.providers import JobHandle, JobRequest, JobStatus, Provider
 
@@ -48,6 +48,8 @@ class Scripted(Provider):
         if job_id not in self.known:
             raise CloudDDPError(f"no job named {job_id!r}")
         state, reason = self.states.pop(0) if len(self.states) > 1 else self.states[0]
+        if state == "Ctrl-C":
+            raise KeyboardInterrupt
         code = self.exit_code if state == "FAILED" else None
         return JobStatus(job_id=job_id, state=state, reason=reason, exit_code=code)
 
@@ -252,3 +254,26 @@ def test_without_an_index_to_record_the_attempt_in_nothing_is_submitted(
     with pytest.raises(CloudDDPError, match="could not record the attempt fo-1-"):
         launch([first], [])
     assert first.submitted == []
+
+
+def test_ctrl_c_before_training_leaves_a_cloud_job_to_adopt_and_stops_a_local_one() -> None:
+    cloud = Scripted("sagemaker", states=[("Ctrl-C", ""), ("PENDING", "Starting"), ("RUNNING", ""), ("SUCCEEDED", "")])
+    said: list[str] = []
+    assert launch([cloud], said) == 130  # stdin is no terminal here: the prompt's default, leave it running
+    assert cloud.cancelled == [] and any("left fo-sagemaker-job running" in line for line in said)
+    assert launch([cloud], []) == 0  # the next launch adopts it
+    assert cloud.submitted == ["fo-sagemaker-job"]
+    local = Scripted("local", states=[("Ctrl-C", ""), ("RUNNING", "")])
+    assert launch([local], []) == 130
+    assert local.cancelled == ["fo-local-job"]  # the local provider's Ctrl-C stops its nodes
+    assert [a.state for a in job_index.attempts(run_name(targets(local)))] == ["interrupted"]
+
+
+def test_list_shows_the_attempts_under_the_job_they_led_to() -> None:
+    first = Scripted("sagemaker", refusal=aws_json_error("ResourceLimitExceeded", "limit for ml.p4d is 0"))
+    launch([first, Scripted("local")], [])
+    job_index.record("slurm", "77", "other", "")  # a job without targets: no attempt lines
+    table = job_table(job_index.entries(), {}).splitlines()
+    assert table[1].startswith("other ") and table[2].startswith("fo ")
+    assert table[3].startswith("  attempt 1. t1 (sagemaker) fo-sagemaker-job ") and "moved on" in table[3]
+    assert table[4].startswith("  attempt 2. t2 (local) fo-local-job ") and len(table) == 5
