@@ -87,8 +87,35 @@ def test_a_sagemaker_notebook_leaves_nothing_in_tmpdir_nor_beside_it_and_keeps_t
     assert sorted(folder.rglob("*")) == []
 
 
+@pytest.mark.slow
 @pytest.mark.notebook
-@pytest.mark.parametrize("name", [*SAGEMAKER_NOTEBOOKS, "oci_ddp"])
+def test_the_local_metrics_notebook_trains_on_two_nodes_plots_each_epoch_and_leaves_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No cloud account: 2 emulated nodes, the job's metric history read back per epoch, one small chart (13 s)."""
+    private_jupyter(tmp_path, monkeypatch)
+    for name in list(os.environ):
+        if name.startswith(("AWS_", "CLOUDDDP_", "SM_")):  # nothing of this shell's cloud setup
+            monkeypatch.delenv(name)
+    tmpdir = private_tmpdir(tmp_path, monkeypatch)
+    folder = scratch_notebook_folder(tmp_path)
+    notebook = nbformat.read(NOTEBOOKS / "local_metrics.ipynb", as_version=4)
+    notebook.cells.append(nbformat.v4.new_code_cell(CWD_CELL))
+    execute(notebook, folder)
+    text = "\n".join(outputs(cell) for cell in notebook.cells)
+    assert "cloudddp: job SUCCEEDED" in text and "'SUCCEEDED'" in text
+    table = next(outputs(c) for c in notebook.cells if c.cell_type == "code" and "pivot" in c.source)
+    assert table.split("\n")[0].split() == ["metric", "loss", "train_acc", "val_acc"]
+    assert [line.split()[0] for line in table.split("\n")[2:]] == ["1", "2", "3", "4"]  # one row per epoch
+    pictures = [o for c in notebook.cells for o in c.get("outputs", []) if "image/png" in o.get("data", {})]
+    assert len(pictures) == 1 and len(pictures[0]["data"]["image/png"]) < 40_000  # small enough to commit
+    assert outputs(notebook.cells[-1]) == f"cwd: {folder}\n"
+    assert sorted(tmpdir.rglob("*")) == []
+    assert sorted(folder.rglob("*")) == []
+
+
+@pytest.mark.notebook
+@pytest.mark.parametrize("name", [*SAGEMAKER_NOTEBOOKS, "oci_ddp", "local_metrics"])
 def test_a_kernel_shut_down_before_the_last_cell_removes_the_work_folder(
     name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
