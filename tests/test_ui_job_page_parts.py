@@ -189,3 +189,12 @@ def test_a_sagemaker_jobs_timeline_is_its_secondary_status_transitions(monkeypat
         JobEvent(T0 + 90, "", "Training"), JobEvent(T0 + 300, "", "Stopped: Training job stopped"),
         JobEvent(T0 + 300, "", "stopped"),
     ]  # fmt: skip
+
+
+def test_a_finished_local_runs_page_is_read_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    logs = {"node-0": "epoch=0/2 loss=0.5000 val_acc=0.5\n"}
+    run_dir = run_folder(tmp_path, finished("SUCCEEDED", {"node-0": {"exit_code": 0}}), logs, {0: T0 + 50})
+    first = job_page("local", str(run_dir))
+    (run_dir / "logs" / "node-0.log").write_text("")  # were it read again, its metrics would be gone
+    assert job_page("local", str(run_dir)) is first and len(first["metrics"]) == 2
