@@ -73,6 +73,30 @@ CELLS = [
         "fig.tight_layout()\n"
         "plt.show()"
     ),
+    new_markdown_cell(
+        "## 4. Each node's timeline\n"
+        "When each node started and how it ended (started, succeeded, failed, stopped), as the local provider "
+        "recorded the run (`cloudddp ui` shows the same timeline)."
+    ),
+    new_code_cell(
+        "from cloudddp.providers import get_provider\n\n"
+        'events = get_provider("local", runs_dir=str(WORK / "runs")).events(est.latest_job.job_id)\n'
+        "t0 = events[0].time\n"
+        "for event in events:\n"
+        "    print(f\"{event.time - t0:5.1f} s  {event.node or '(job)':8} {event.what}\")\n\n"
+        "nodes = sorted({e.node for e in events if e.node})\n"
+        "fig, ax = plt.subplots(figsize=(7, 1.2), dpi=60)\n"
+        "for row, node in enumerate(nodes):\n"
+        "    mine = [e for e in events if e.node == node]\n"
+        "    begin, end = mine[0].time - t0, mine[-1].time - t0\n"
+        "    ax.barh(row, end - begin, left=begin)\n"
+        '    ax.text(end, row, f" {mine[-1].what}", va="center")\n'
+        "ax.set_xlim(0, (events[-1].time - t0) * 1.3)  # room for the labels\n"
+        "ax.set_yticks(range(len(nodes)), nodes)\n"
+        'ax.set_xlabel("seconds since submitted")\n'
+        "fig.tight_layout()\n"
+        "plt.show()"
+    ),
     new_markdown_cell("Clean up: the dataset and the run folders go."),
     new_code_cell('work.cleanup()\nprint("removed", WORK)'),
 ]

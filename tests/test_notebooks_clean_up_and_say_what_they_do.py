@@ -92,7 +92,7 @@ def test_a_sagemaker_notebook_leaves_nothing_in_tmpdir_nor_beside_it_and_keeps_t
 def test_the_local_metrics_notebook_trains_on_two_nodes_plots_each_epoch_and_leaves_nothing(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """No cloud account: 2 emulated nodes, the job's metric history read back per epoch, one small chart (13 s)."""
+    """No cloud account: 2 emulated nodes, the job's metric history read back per epoch, the nodes' timeline."""
     private_jupyter(tmp_path, monkeypatch)
     for name in list(os.environ):
         if name.startswith(("AWS_", "CLOUDDDP_", "SM_")):  # nothing of this shell's cloud setup
@@ -108,7 +108,10 @@ def test_the_local_metrics_notebook_trains_on_two_nodes_plots_each_epoch_and_lea
     assert table.split("\n")[0].split() == ["metric", "loss", "train_acc", "val_acc"]
     assert [line.split()[0] for line in table.split("\n")[2:]] == ["1", "2", "3", "4"]  # one row per epoch
     pictures = [o for c in notebook.cells for o in c.get("outputs", []) if "image/png" in o.get("data", {})]
-    assert len(pictures) == 1 and len(pictures[0]["data"]["image/png"]) < 40_000  # small enough to commit
+    assert len(pictures) == 2 and all(len(p["data"]["image/png"]) < 40_000 for p in pictures)  # small to commit
+    timeline = next(outputs(c) for c in notebook.cells if c.cell_type == "code" and ".events(" in c.source)
+    for node in ("algo-1", "algo-2"):  # the per-node timeline
+        assert f"{node}   started" in timeline and f"{node}   succeeded" in timeline, timeline
     assert outputs(notebook.cells[-1]) == f"cwd: {folder}\n"
     assert sorted(tmpdir.rglob("*")) == []
     assert sorted(folder.rglob("*")) == []
