@@ -90,3 +90,20 @@ def test_each_node_of_a_local_run_keeps_its_ranks_values_and_metrics_reads_and_p
     drawn = run_cli("metrics", "latest", "--plot", str(tmp_path / "metrics.png"), cwd=tmp_path)
     assert drawn.returncode == 0, drawn.stderr
     assert (tmp_path / "metrics.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and "1 chart(s)" in drawn.stderr
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("emulate", ["oci", "kubeflow", "slurm", "none"])
+def test_every_emulated_platform_keeps_the_history_its_metrics_asked_for(emulate: str, tmp_path: Path) -> None:
+    """The same --metric on each platform the local provider emulates (sagemaker: the 2-node test above): the node's
+    history beside the run's output, named as the platform names the node, its rows read back by metrics."""
+    (tmp_path / "prints.py").write_text(PRINTS)
+    launched = run_cli("launch", "-p", "local", "--emulate", emulate, "--runs-dir", str(tmp_path / "runs"),
+                       "--metric", "loss=loss=([0-9.]+)", str(tmp_path / "prints.py"), cwd=tmp_path)  # fmt: skip
+    assert launched.returncode == 0, launched.stderr
+    (history,) = (tmp_path / "runs").rglob("metrics-*.jsonl")
+    rows = [json.loads(line) for line in history.read_text().splitlines()]
+    assert [(r["metric"], r["value"], r["rank"]) for r in rows] == [("loss", 0.9, 0), ("loss", 0.5, 0)]
+    assert history.name == f"metrics-{rows[0]['node']}.jsonl" and all(isinstance(r["timestamp"], float) for r in rows)
+    shown = json.loads(run_cli("metrics", "latest", "--format", "json", cwd=tmp_path).stdout)
+    assert [(v["value"], v["rank"]) for v in shown] == [(0.9, 0), (0.5, 0)]  # the history, not the logs
