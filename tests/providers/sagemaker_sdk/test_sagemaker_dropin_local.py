@@ -19,8 +19,9 @@ import pytest
 from sdk2_moto import MotoServer, moto  # noqa: F401  (moto is a fixture)
 
 from cloudddp.errors import CloudDDPError
-from cloudddp.sagemaker import PyTorch, Session
+from cloudddp.sagemaker import PyTorch, Session, TensorBoardOutputConfig
 from cloudddp.sagemaker.local_mode import download_prefix, tar_merged
+from cloudddp.tensorboard import log_location
 
 BUCKET = "local-mode"
 SCRIPT = """\
@@ -38,6 +39,9 @@ if host == "algo-1":
     (checkpoints / "step.txt").write_text("after " + restored)
 pathlib.Path(os.environ["SM_OUTPUT_DATA_DIR"], f"{host}.txt").write_text(" ".join(sys.argv[1:]))
 pathlib.Path(os.environ["SM_OUTPUT_DIR"], "region.txt").write_text(os.environ["AWS_REGION"])
+tensorboard = pathlib.Path(os.environ["SM_OUTPUT_DIR"], "tensorboard")  # TensorBoardOutputConfig's default LocalPath
+tensorboard.mkdir(exist_ok=True)
+(tensorboard / f"events.out.tfevents.{host}").write_text(host)
 sys.exit(int(os.environ.get("EXIT_CODE", "0")))
 """
 
@@ -127,7 +131,8 @@ def test_local_mode_downloads_channels_restores_checkpoints_and_uploads_like_sag
 ) -> None:
     monkeypatch.delenv("AWS_REGION")  # the session's region comes from AWS_DEFAULT_REGION; the hosts get AWS_REGION
     moto.client("s3").put_object(Bucket=bucket, Key="checkpoints/run-1/step.txt", Body=b"before")
-    est = local_estimator(source, checkpoint_local_path="/opt/ml/ckpt", distribution={"pytorchddp": {"enabled": True}})
+    est = local_estimator(source, checkpoint_local_path="/opt/ml/ckpt", distribution={"pytorchddp": {"enabled": True}},
+                          tensorboard_output_config=TensorBoardOutputConfig(f"s3://{bucket}/tb"))  # fmt: skip
     est.fit({"train": f"s3://{bucket}/data/train", "notes": f"file://{tmp_path / 'notes'}"}, wait=False)
     training_job = est.latest_training_job
     assert training_job is not None
@@ -154,6 +159,11 @@ def test_local_mode_downloads_channels_restores_checkpoints_and_uploads_like_sag
     assert output == {"algo-1.txt": "-b x y --lr 0.1", "algo-2.txt": "-b x y --lr 0.1"}
     assert moto.read(f"s3://{bucket}/checkpoints/run-1/step.txt") == b"after before"
     assert est.latest_training_job.describe()["TrainingJobStatus"] == "Completed"  # type: ignore[union-attr]
+    # TensorBoard: each host's LocalPath folder where SageMaker uploads it; `cloudddp tensorboard` finds the run's
+    for host in ("algo-1", "algo-2"):
+        assert moto.read(f"s3://{bucket}/tb/{job}/tensorboard-output/events.out.tfevents.{host}") == host.encode()
+    where = log_location(training_job.provider, training_job.handle.job_id)
+    assert where == str(Path(training_job.handle.job_id, "nodes"))
 
 
 def failing_fit(est: PyTorch, bucket: str, tmp_path: Path, wait: bool) -> CloudDDPError:
