@@ -61,11 +61,13 @@ test: $(STAMP) debian-deps lint
 	$(PYTEST) -m "unit or component or smoke" -n $(WORKERS) --dist loadgroup --junitxml=$(REPORTS)/test.xml \
 	  $(PYTEST_ARGS); status=$$?; $(TIER_REPORT) $(REPORTS)/test.xml --optional sagemaker_sdk || status=1; exit $$status
 
-## Everything: make test, then the full tier with both SageMaker SDK environments (CI runs this). The full tier runs
-## in one process: under xdist its PBS tests collided on the rendezvous port their fixed job id gives, and a temp-folder
-## check saw another worker's files (fresh-clone CI, 2026-11-28).
+## Everything: make test, then the full tier with both SageMaker SDK environments (CI runs this). The full tier on
+## FULL_WORKERS processes: its tests are multi-process and CPU-heavier than make test's, and spend most of their time
+## waiting (one process used 15 CPU-minutes in 22.5 wall-minutes). Side by side, two tests must never share a port:
+## every fake that puts several "hosts" on 127.0.0.1 gives each job its own (providers/local free_port).
+FULL_WORKERS ?= 2
 test-all: test $(SDK2)/.installed-stamp $(SDK3)/.installed-stamp
-	$(PYTEST) -m full --junitxml=$(REPORTS)/full.xml \
+	$(PYTEST) -m full -n $(FULL_WORKERS) --dist loadgroup --junitxml=$(REPORTS)/full.xml \
 	  $(PYTEST_ARGS); status=$$?; $(TIER_REPORT) $(REPORTS)/test.xml $(REPORTS)/full.xml || status=1; exit $$status
 
 ## Debian's packages the tests run for real: a Slurm cluster (slurm-wlm + munge; infra/slurm/test-cluster.sh),

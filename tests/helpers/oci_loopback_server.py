@@ -84,6 +84,8 @@ import jwt  # PyJWT: a dependency of the oci SDK, which reads a token's expiry w
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import padding, rsa
 
+from cloudddp.providers.local.provider import free_port  # picking a port checks nothing of cloudddp's
+
 DS = "/20190101"
 SEARCH = "/20190909/search"
 LOGGING = "/20200531"
@@ -802,6 +804,10 @@ class FakeOCI:
         processes: list[subprocess.Popen[bytes]] = []
         self.processes[run_id] = processes  # __exit__ kills what has started
         readers = []
+        # Each node is a host of its own on the service, all rendezvousing on OCI's port 29400; here they share
+        # 127.0.0.1, so each run gets a free port (and its neighbour, the fail-fast channel), as two runs' hosts
+        # would not collide. The job's own MASTER_PORT, set below, still wins.
+        port = str(free_port())
         for rank in range(replicas):
             if self.closed.is_set():
                 break
@@ -809,7 +815,7 @@ class FakeOCI:
             temp.mkdir(parents=True, exist_ok=True)
             env = {
                 **self.node_env,
-                "TMPDIR": str(temp),
+                "TMPDIR": str(temp), "MASTER_PORT": port,
                 **{k: local_path(v) for k, v in (config.get("environmentVariables") or {}).items()},
                 "NODE_RANK": str(rank), "INITIAL_CLUSTER_SIZE": str(replicas),
                 "CLUSTER_NODES_METADATA_FILE": str(metadata), "NODE_GROUP_NAME": group["name"],

@@ -47,9 +47,18 @@ if TYPE_CHECKING:
 
 
 def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+    """A free master port whose neighbour is free too: the launcher's fail-fast channel listens on the master
+    port + 1 (launcher/cli.py), and an ephemeral port's neighbour is often some other connection's."""
+    for _ in range(100):
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            port = int(sock.getsockname()[1])
+            if port == 65535:
+                continue
+            with socket.socket() as neighbour, contextlib.suppress(OSError):
+                neighbour.bind(("127.0.0.1", port + 1))
+                return port
+    raise CloudDDPError("found no two free neighbouring ports on 127.0.0.1 for the local run's rendezvous")
 
 
 def unused_name(runs_dir: Path, name: str) -> str:
