@@ -21,21 +21,25 @@ a worker needs the address in its environment. Every node of one legacy job shar
 ADS's multi-run jobs (a PyTorchDistributedRuntime or ContainerRuntime with replicas, not a native multi-node job):
 ADS starts one job run per node with NODE_RANK=i and NODE_COUNT=N, and on every run after the first
 MAIN_JOB_RUN_OCID, the main run's OCID (oracle/accelerated-data-science `ads/jobs/builders/runtimes/base.py`
-MultiNodeRuntime.run). ADS's runner finds the main run's IP in that run's log through OCI Logging
-(`driver_pytorch.py` Runner.wait_for_host_ip_address); cloudddp does not (it would need the oci SDK, ADS and a
-log search on every node): the main node's address comes from MASTER_ADDR, as ADS's GenericRunner exports it to the
-command it starts, and a multi-node job without it is refused.
+MultiNodeRuntime.run). The cluster forms as ADS's runner forms it (`driver_pytorch.py` Runner.__init__,
+wait_for_host_ip_address): MASTER_ADDR where set; else the main run (no MAIN_JOB_RUN_OCID) logs
+"Distributed Training HOST IP: <its address>" and every other run reads that line from the main run's log through
+OCI Logging, with ADS's query, wait and authentication (cloudddp.cluster.ads_main_address; the oci SDK imported
+lazily). Without the SDK, or when the line does not come within ADS's 15 minutes, a worker run is refused, naming
+MAIN_JOB_RUN_OCID, what was tried and that MASTER_ADDR supplies the address.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import socket
 import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from cloudddp.cluster import ads_main_address
 from cloudddp.cluster.claims import Claim
 from cloudddp.cluster.environment import EmulatedCluster, EmulatedNode, generic_node
 from cloudddp.cluster.options import DetectOptions
@@ -231,8 +235,9 @@ def legacy_plan(environ: Mapping[str, str]) -> ClusterPlan:
     return result
 
 
-def multi_run_plan(environ: Mapping[str, str]) -> ClusterPlan:
-    """An ADS multi-run job's node: NODE_RANK of NODE_COUNT, the main node's address in MASTER_ADDR."""
+def multi_run_plan(environ: Mapping[str, str], options: DetectOptions) -> ClusterPlan:
+    """An ADS multi-run job's node: NODE_RANK of NODE_COUNT; the main node's address from MASTER_ADDR, else as
+    ADS's runner finds it (the main run logs it, the others read it from that run's log: ads_main_address)."""
     env = EnvReader(environ, NAME)
     nnodes, rank = env.int("NODE_COUNT", minimum=1), env.int("NODE_RANK", minimum=0)
     check_rank(rank, nnodes, "NODE_RANK", "NODE_COUNT")
@@ -244,28 +249,77 @@ def multi_run_plan(environ: Mapping[str, str]) -> ClusterPlan:
     result.set("node_rank", rank, "NODE_RANK")
     if env.has("MASTER_ADDR"):
         result.set("master_addr", environ["MASTER_ADDR"], "MASTER_ADDR")
-    elif nnodes > 1:
-        main_run_ocid = f", {MAIN_RUN}={environ[MAIN_RUN]!r}" if env.has(MAIN_RUN) else ""
-        raise CloudDDPError(
-            f"oci: this job run is node {rank} of {nnodes} of an ADS multi-run job (NODE_RANK={rank}, "
-            f"NODE_COUNT={nnodes}{main_run_ocid}: one job run per node), and the main node's address is missing: MASTER_ADDR is not set. ADS's own runner reads "
-            f"it from the main job run's log through OCI Logging; cloudddp does not. Set MASTER_ADDR to the main job "
-            f"run's IP address on every run (MASTER_ADDR supplies the main node's address), or run the job as an OCI "
-            f"native multi-node job run (cloudddp's OCI provider submits those), whose nodes get each other's "
-            f"addresses. Refusing to plan a one-node run."
-        )
-    else:
+    elif nnodes == 1:
         result.set("master_addr", "127.0.0.1", "default (single node)")
+    elif env.has(MAIN_RUN):
+        result.set("master_addr", main_address_from_log(environ, rank, nnodes, options), f"{MAIN_RUN}'s log")
+    elif rank == 0:  # the main run (ADS: no MAIN_JOB_RUN_OCID): its address, logged for the other runs
+        address = own_address(rank, nnodes)
+        ads_main_address.announce(address)
+        result.set("master_addr", address, "this host's address (the main run), logged for the other runs")
+    else:
+        raise CloudDDPError(
+            f"{multi_run_node(rank, nnodes, environ)}, and the main node's address is missing: MASTER_ADDR is not set "
+            f"and neither is {MAIN_RUN}, the main job run's OCID that ADS gives every run after the first (its log "
+            f"holds the address). {SUPPLY_ADDRESS}"
+        )
     result.set("master_port", env.port("MASTER_PORT", MASTER_PORT), "MASTER_PORT, else ADS's rendezvous port (29400)")
     result.set("nproc_per_node", NPROC_GPUS_OR_ONE, "default: visible GPUs, else 1")
     return result
+
+
+SUPPLY_ADDRESS = (
+    "Set MASTER_ADDR to the main job run's IP address on every run (MASTER_ADDR supplies the main node's address), "
+    "or run the job as an OCI native multi-node job run (cloudddp's OCI provider submits those), whose nodes get "
+    "each other's addresses. Refusing to plan a one-node run."
+)
+
+
+def multi_run_node(rank: int, nnodes: int, environ: Mapping[str, str]) -> str:
+    main_run = f", {MAIN_RUN}={environ[MAIN_RUN]!r}" if environ.get(MAIN_RUN) else ""
+    return (
+        f"oci: this job run is node {rank} of {nnodes} of an ADS multi-run job (NODE_RANK={rank}, "
+        f"NODE_COUNT={nnodes}{main_run}: one job run per node)"
+    )
+
+
+def main_address_from_log(environ: Mapping[str, str], rank: int, nnodes: int, options: DetectOptions) -> str:
+    """The address the main run logged, searched for in OCI Logging as ADS's runner searches; refused if not found."""
+    try:
+        return ads_main_address.find(environ[MAIN_RUN], environ, options.clock, options.sleep)
+    except ads_main_address.NotFound as exc:
+        raise CloudDDPError(
+            f"{multi_run_node(rank, nnodes, environ)}, and the main node's address is missing: MASTER_ADDR is not "
+            f"set, and searching OCI Logging for the line {ads_main_address.HOST_IP_PREFIX.strip()!r} in the log of "
+            f"the main job run {MAIN_RUN}={environ[MAIN_RUN]!r}, as ADS's runner does, found no address ({exc}). "
+            f"{SUPPLY_ADDRESS}"
+        ) from None
+
+
+def own_address(rank: int, nnodes: int) -> str:
+    """This host's address as ADS's Runner.find_self_ip finds it without a subnet lookup: its name, resolved.
+    A loopback address (a host name that resolves to 127.0.1.1) is refused: the other runs could not reach it."""
+    name = socket.gethostname()
+    try:
+        address = socket.gethostbyname(name)
+        problem = f"resolves to {address}, a loopback address the other job runs cannot reach"
+    except OSError as exc:
+        address, problem = "", f"does not resolve ({exc})"
+    if address and not address.startswith("127."):
+        return address
+    raise CloudDDPError(
+        f"oci: this job run is the main node (NODE_RANK={rank}, NODE_COUNT={nnodes}, no {MAIN_RUN}) of an ADS "
+        f"multi-run job, MASTER_ADDR is not set, and its host name {name!r} {problem}, so it has no address to log "
+        f"for the other runs. Set MASTER_ADDR to this run's IP address on every run (MASTER_ADDR supplies the main "
+        f"node's address)."
+    )
 
 
 def plan(environ: Mapping[str, str], options: DetectOptions) -> ClusterPlan:
     if environ.get("OCI__MODE") and not environ.get(METADATA):
         return legacy_plan(environ)
     if not NATIVE.made(environ) and MULTI_RUN.made(environ):
-        return multi_run_plan(environ)
+        return multi_run_plan(environ, options)
     return native_plan(environ, options)
 
 

@@ -877,8 +877,9 @@ class FakeOCI:
     # -- Logging Search -------------------------------------------------------------------
     def search(self, q: dict[str, str], body: dict[str, Any]) -> tuple[int, Any, dict[str, str]]:
         query = body.get("searchQuery") or ""
-        stream = re.match(r'search "([^"/]+)/([^"/]+)/([^"/]+)"', query)
-        source = re.search(r"where source = '\*?([^']+)'", query)
+        # The query language's keywords are case-insensitive: cloudddp writes them lower case, ADS upper case.
+        stream = re.match(r'search "([^"/]+)/([^"/]+)/([^"/]+)"', query, re.IGNORECASE)
+        source = re.search(r"where source = '\*?([^']+)'", query, re.IGNORECASE)
         if not stream or not source or not body.get("timeStart") or not body.get("timeEnd"):
             raise ApiError(400, "InvalidParameter", f"unsupported search {query!r}")
         compartment, group, log_id = stream.groups()
