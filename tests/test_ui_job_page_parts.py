@@ -15,8 +15,8 @@ from helpers import wait_until
 
 from cloudddp.providers.base import JobEvent
 from cloudddp.providers.local.events import run_events
-from cloudddp.ui.log_stream import Follower, Followers
-from cloudddp.ui.server import job_page, reform
+from cloudddp.ui.log_stream import LINGER, Follower, Followers, reform
+from cloudddp.ui.server import job_page
 
 
 def follow(lines: list[str], keep: int = 3) -> Follower:
@@ -54,8 +54,9 @@ def test_a_follower_nobody_watches_stops_at_its_next_line() -> None:
             yield "[n1] again"
 
     follower = Follower(endless, watchers=0)
+    follower.asked -= LINGER + 1  # no stream, and the job page last asked longer ago than LINGER
     follower.run()  # returns: an endless log is not read for nobody
-    assert follower.ended and follower.counts == {"n1": 1}
+    assert follower.ended and follower.counts == {"n1": 1} and not follower.complete
 
 
 def test_a_log_that_cannot_be_read_ends_the_tail_with_why() -> None:
@@ -70,12 +71,11 @@ def test_a_log_that_cannot_be_read_ends_the_tail_with_why() -> None:
 
 def test_pages_of_one_job_share_one_follower_and_a_finished_one_is_forgotten() -> None:
     followers = Followers()
-    first = followers.watch(("local", "job"), lambda: iter(["[n1] a"]))
-    second = followers.watch(("local", "job"), lambda: iter(["[n1] b"]))
-    assert first is second or first.ended  # joined while running, or the first had already ended
-    for follower in {id(first): first, id(second): second}.values():
-        followers.leave(follower)
-    wait_until(lambda: followers.running == {}, 10, "the follower forgotten once its log ended")
+    first = followers.watch(("local", "job"), lambda: iter(["[n1] a"]), {})
+    second = followers.watch(("local", "job"), lambda: iter(["[n1] b"]), {})
+    assert first is second  # joined while running, or kept once it had read the whole log
+    wait_until(lambda: followers.running == {}, 10, "the follower done once its log ended")
+    assert followers.done == {("local", "job"): first} and first.since({}) == ({"n1": ["a"]}, {})
 
 
 # -- a local run's folder, as the runner writes it (providers/local/runner.py) ------------------------------------------
@@ -156,7 +156,7 @@ def test_the_job_page_has_states_timeline_metrics_and_the_dry_runs_request(
     logs = {"node-0": "epoch=0/2 loss=0.5000 val_acc=0.5\n" + JOINED.format(0, 0, 2) + "\n"
             + JOINED.format(1, 0, 1) + "\nepoch=1/2 loss=0.2500 val_acc=0.75\n"}  # fmt: skip
     run_dir = run_folder(tmp_path, finished("SUCCEEDED", {"node-0": {"exit_code": 0}}), logs, {0: T0 + 50})
-    page = job_page("local", str(run_dir))
+    page = job_page(Followers(), "local", str(run_dir))
     assert page["state"] == "SUCCEEDED" and page["nodes"] == {"node-0": "exit 0"}
     assert page["request"] == REQUEST  # request.yaml, written by the dry run's own to_yaml
     assert [s["value"] for s in page["metrics"] if s["metric"] == "loss"] == [0.5, 0.25]
@@ -191,10 +191,20 @@ def test_a_sagemaker_jobs_timeline_is_its_secondary_status_transitions(monkeypat
     ]  # fmt: skip
 
 
-def test_a_finished_local_runs_page_is_read_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_finished_local_runs_log_is_read_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
     logs = {"node-0": "epoch=0/2 loss=0.5000 val_acc=0.5\n"}
     run_dir = run_folder(tmp_path, finished("SUCCEEDED", {"node-0": {"exit_code": 0}}), logs, {0: T0 + 50})
-    first = job_page("local", str(run_dir))
+    followers = Followers()
+    first = job_page(followers, "local", str(run_dir))
     (run_dir / "logs" / "node-0.log").write_text("")  # were it read again, its metrics would be gone
-    assert job_page("local", str(run_dir)) is first and len(first["metrics"]) == 2
+    assert job_page(followers, "local", str(run_dir))["metrics"] == first["metrics"] and len(first["metrics"]) == 2
+
+
+def test_the_jobs_page_takes_a_followed_jobs_last_values_from_its_follower() -> None:
+    followers = Followers()
+    follower = followers.watch(("local", "job"), lambda: iter(["[n1] epoch=0/2 loss=0.5", "[n1] epoch=1/2 loss=0.25"]),
+                               {"loss": r"loss=([0-9.]+)"})  # fmt: skip
+    wait_until(lambda: follower.ended, 10, "the log read")
+    assert followers.last_values(("local", "job")) == {"loss": 0.25}
+    assert followers.last_values(("local", "other")) is None  # read from its log instead

@@ -17,7 +17,6 @@ from __future__ import annotations
 import collections
 import hmac
 import json
-import re
 import secrets
 import threading
 import time
@@ -34,7 +33,7 @@ from cloudddp.metrics import DEFAULT_METRICS, extract
 from cloudddp.providers import get_provider, registry
 from cloudddp.providers.base import FINISHED_STATES, Provider
 from cloudddp.redact import redact_text
-from cloudddp.ui.log_stream import PERIOD, Followers, split_node
+from cloudddp.ui.log_stream import PERIOD, Followers
 
 COOKIE, HEADER = "cloudddp_token", "X-Cloudddp-Token"
 STATIC = {  # name -> content type: nothing else under static/ is served
@@ -44,6 +43,8 @@ STATIC = {  # name -> content type: nothing else under static/ is served
     "uPlot.iife.min.js": "text/javascript; charset=utf-8",
     "uPlot.min.css": "text/css; charset=utf-8",
 }
+FIRST_READ = 2.0  # seconds a job page waits for a follower just started to read the log there is
+SETTLED = 0.3  # seconds without a new line after which a follower has read what there is
 KEEPALIVE = 15.0  # seconds between two messages of a quiet log stream (a page gone is noticed by then)
 STATE_DEADLINE = 2.0  # seconds a background refresh of the jobs' states gives the providers (job_list.refresh)
 LOCAL_LIMIT = 4 * 1024 * 1024  # a local run's logs read for its jobs-page metrics, per refresh
@@ -109,8 +110,10 @@ class Handler(BaseHTTPRequestHandler):
             return self.refuse()
         routes: dict[str, Callable[[], None]] = {
             "/": lambda: self.static("index.html", set_cookie=True),
-            "/api/jobs": lambda: self.send_json(jobs_page(self.server.states)),
-            "/api/job": lambda: self.send_json(job_page(first(query, "provider"), first(query, "id"))),
+            "/api/jobs": lambda: self.send_json(jobs_page(self.server.states, self.server.followers)),
+            "/api/job": lambda: self.send_json(
+                job_page(self.server.followers, first(query, "provider"), first(query, "id"))
+            ),
             "/api/logs": lambda: self.stream_logs(first(query, "provider"), first(query, "id")),
         }
         if parts.path in routes:
@@ -139,10 +142,13 @@ class Handler(BaseHTTPRequestHandler):
         """Server-sent events: `{"lines": {node: [...]}, "skipped": {node: n}, "reset": true}` first (the kept
         tail), then what is new every PERIOD; `event: end` when the job's log has ended."""
         try:
-            chosen, job_id, _ = locate(provider, job)
+            chosen, job_id, entry = locate(provider, job)
         except Exception as exc:
             return self.send_json({"error": str(exc)}, HTTPStatus.NOT_FOUND)
-        follower = self.server.followers.watch((chosen.name, job_id), lambda: chosen.logs(job_id, follow=True))
+        definitions = (entry.metrics if entry else None) or DEFAULT_METRICS
+        follower = self.server.followers.watch(
+            (chosen.name, job_id), lambda: chosen.logs(job_id, follow=True), definitions
+        )
         self.close_connection = True
         try:
             self.send_response(HTTPStatus.OK)
@@ -227,18 +233,20 @@ def local(provider: str) -> bool:
         return False
 
 
-def jobs_page(states: States) -> dict[str, Any]:
+def jobs_page(states: States, followers: Followers) -> dict[str, Any]:
     """Every indexed job with its state (as last answered, see States) and, for runs on this machine, the last
-    value of each metric."""
+    value of each metric: from its follower where a page reads its log (log_stream.py), else from its log."""
     entries = job_index.entries()
     answered = states.latest(entries)
     now = time.time()
     rows = []
     for entry in entries:
+        found = followers.last_values((entry.provider, entry.job_id))
         rows.append({
             "provider": entry.provider, "id": entry.job_id, "name": entry.name, "nodes": entry.nodes,
             "state": job_list.shown_state(entry, answered, now), "submitted": entry.submitted,
-            "duration": job_list.duration(entry, answered, now), "metrics": last_values(entry),
+            "duration": job_list.duration(entry, answered, now),
+            "metrics": last_values(entry) if found is None else found,
         })  # fmt: skip
     return {"jobs": rows, "now": now}
 
@@ -284,82 +292,30 @@ def locate(provider: str, job: str) -> tuple[Provider, str, job_index.Entry | No
     return chosen, entry.job_id if entry else job, entry
 
 
-# torchrun's agents log each rendezvous round they join (torch 2.14.1, elastic/rendezvous/dynamic_rendezvous.py
-# next_rendezvous) and each restart of their worker group (elastic/agent/server/api.py _invoke_run), at INFO: a
-# job whose environment sets LOGLEVEL=INFO has them in its logs. A round after a node's first is a re-form.
-ROUND = re.compile(
-    r"has joined round (?P<round>\d+) of the rendezvous '[^']*' as rank (?P<rank>\d+) in a world of size (?P<size>\d+)"
-)
-RESTART = re.compile(
-    r"(?P<what>Worker group \w+\. \d+/\d+ attempts left|Detected \d+ new nodes from group_rank=\d+); will restart"
-)
-
-
-def reform(line: str, first_round: dict[str, int]) -> dict[str, Any] | None:
-    """The elastic event in a log line, if any: a round joined after the node's first (`first_round`: node -> the
-    round it joined first, kept across lines), or a restart asked."""
-    node, text = split_node(line)
-    if found := ROUND.search(text):
-        number = int(found["round"])
-        if first_round.setdefault(node, number) == number:
-            return None
-        return {
-            "node": node,
-            "time": None,
-            "what": f"re-formed: round {number}, rank {found['rank']} of {found['size']}",
-        }
-    if found := RESTART.search(text):
-        return {"node": node, "time": None, "what": f"{found['what']}: restarting the worker group"}
-    return None
-
-
-# The pages of the last finished runs on this machine, which no longer change: reading a 100k-line log for its
-# metrics at each 2 s refresh took 1.6-3.4 s (benchmarks/ui_jobs_page.py). (provider, job id) -> page, oldest first.
-FINISHED_PAGES: collections.OrderedDict[tuple[str, str], dict[str, Any]] = collections.OrderedDict()
-FINISHED_PAGES_KEPT = 16
-
-
-def job_page(provider: str, job: str) -> dict[str, Any]:
+def job_page(followers: Followers, provider: str, job: str) -> dict[str, Any]:
     """One job: its state per node, its timeline, its metrics' values in order, its request as the dry run
-    printed it. Its logs stream apart (`/api/logs`)."""
+    printed it. Its values and re-forms come from the job's follower (log_stream.py), which reads its log once for
+    every page; a follower just started is given up to FIRST_READ to catch up. The logs stream apart."""
     chosen, job_id, entry = locate(provider, job)
-    if (chosen.name, job_id) in FINISHED_PAGES:
-        return FINISHED_PAGES[(chosen.name, job_id)]
-    page = read_job_page(chosen, job_id, entry, job)
-    # A local run's logs are complete once it says it has ended (its runner writes the end after the last line).
-    if page["state"] in FINISHED_STATES and local(chosen.name) and "(logs:" not in page["reason"]:
-        FINISHED_PAGES[(chosen.name, job_id)] = page
-        while len(FINISHED_PAGES) > FINISHED_PAGES_KEPT:
-            FINISHED_PAGES.popitem(last=False)
-    return page
-
-
-def read_job_page(chosen: Provider, job_id: str, entry: job_index.Entry | None, job: str) -> dict[str, Any]:
+    definitions = (entry.metrics if entry else None) or DEFAULT_METRICS
+    follower = followers.watch((chosen.name, job_id), lambda: chosen.logs(job_id, follow=True), definitions, 0)
     try:
         status = chosen.status(job_id)
         state: dict[str, Any] = {"state": status.state, "reason": status.reason, "nodes": status.nodes}
     except Exception as exc:
         state = {"state": "unknown", "reason": str(exc), "nodes": {}}
-    definitions = (entry.metrics if entry else None) or DEFAULT_METRICS
-    elastic: list[dict[str, Any]] = []
-
-    def noted(lines: Iterable[str]) -> Iterable[str]:
-        first_round: dict[str, int] = {}
-        for line in lines:  # one line at a time: nothing held but the events
-            if event := reform(line, first_round):
-                elastic.append(event)
-            yield line
-
-    try:
-        found = extract(noted(chosen.logs(job_id)), definitions)
-    except Exception as exc:
-        found, state["reason"] = [], f"{state['reason'] or ''} (logs: {exc})".strip()
-    samples = [{"metric": s.metric, "value": s.value, "node": s.node, "line": s.line} for s in found]
     try:
         events = [{"time": e.time, "node": e.node, "what": redact_text(e.what)} for e in chosen.events(job_id)]
         request = chosen.dry_run(job_id)
     except Exception as exc:
         events, request = [{"time": None, "node": "", "what": f"no timeline: {exc}"}], None
+    while not follower.ended and time.monotonic() - follower.started < FIRST_READ:
+        if time.monotonic() - follower.last_line > SETTLED:
+            break  # caught up: a running job that prints nothing now
+        time.sleep(0.02)
+    samples, elastic = follower.values()
+    if follower.error:
+        state["reason"] = f"{state['reason'] or ''} (logs: {follower.error})".strip()
     return {"provider": chosen.name, "id": job_id, "name": entry.name if entry else job, **state,
             "metrics": samples, "events": merge(events, elastic),
             "request": redact_text(request) if request is not None else None}  # fmt: skip
