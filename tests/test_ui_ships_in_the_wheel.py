@@ -1,16 +1,21 @@
 """`cloudddp ui` serves only files that ship in the package: a wheel built from the sources (`pip wheel`, as a
-release builds it) holds every file of cloudddp/ui/server.py's STATIC list and uPlot's licence, and a clean venv
-that installed the wheel alone reads each of them through importlib.resources, as the server does.
+release builds it) holds every file of cloudddp/ui/server.py's STATIC list and uPlot's licence, a clean venv
+that installed the wheel alone reads each of them through importlib.resources, and the dashboard run from that
+venv serves its page and every static file byte for byte.
 
 The sources are copied under tmp_path first: pip builds in place (build/, *.egg-info), and tests write only
-under their own folder. Installing with --no-deps keeps it offline and short (the files, not the dependencies,
-are what is checked); the dashboard itself is tested from the working tree (test_ui_dashboard.py)."""
+under their own folder. The wheel is installed with --no-deps (offline, short); for the server's run the venv
+then reaches the dependencies through a .pth naming this interpreter's site-packages, which adds the folder only
+(the working tree's editable-install hook there is not run), so cloudddp itself is the wheel's."""
 
 from __future__ import annotations
 
+import http.client
 import shutil
+import signal
 import subprocess
 import sys
+import sysconfig
 import zipfile
 from pathlib import Path
 
@@ -52,3 +57,25 @@ def test_the_wheel_ships_the_dashboards_files_and_a_clean_venv_reads_them(tmp_pa
     for line in sizes:
         name, size = line.split()
         assert int(size) == (REPO / "cloudddp" / "ui" / "static" / name).stat().st_size, name
+
+    # The dashboard from the wheel: its page and files over HTTP, as a browser gets them.
+    (
+        venv / "lib" / f"python{sys.version_info[0]}.{sys.version_info[1]}" / "site-packages" / "dependencies.pth"
+    ).write_text(sysconfig.get_paths()["purelib"] + "\n")
+    serve = ("import cloudddp; from cloudddp.ui.server import Dashboard; d = Dashboard('127.0.0.1', 0, 'tok'); "
+             "print(d.server_port, cloudddp.__file__, flush=True); d.serve_forever()")  # fmt: skip
+    server = subprocess.Popen([str(python), "-I", "-c", serve], stdout=subprocess.PIPE, text=True, cwd=tmp_path,
+                              start_new_session=True)  # fmt: skip
+    try:
+        assert server.stdout is not None
+        port, package = server.stdout.readline().split()
+        assert package.startswith(str(venv))
+        for path, name in [("/?token=tok", "index.html"), *((f"/static/{name}", name) for name in STATIC)]:
+            connection = http.client.HTTPConnection("127.0.0.1", int(port), timeout=30)
+            connection.request("GET", path, headers={"Host": f"127.0.0.1:{port}", "X-Cloudddp-Token": "tok"})
+            answer = connection.getresponse()
+            assert answer.status == 200, path
+            assert answer.read() == (REPO / "cloudddp" / "ui" / "static" / name).read_bytes(), path
+    finally:
+        server.send_signal(signal.SIGKILL)
+        server.wait()
