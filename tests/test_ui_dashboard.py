@@ -179,6 +179,7 @@ def browser(screens: Path) -> object:
     for flag in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1280,900",
                  f"--user-data-dir={screens / 'profile'}"):  # fmt: skip
         options.add_argument(flag)
+    options.set_capability("goog:loggingPrefs", {"performance": "ALL"})  # every network request, from DevTools
     home = screens / "home"  # chromium's dconf and caches, in the test's folder rather than ~/.cache
     env = {
         **os.environ,
@@ -257,10 +258,14 @@ def test_both_pages_in_chromium_list_chart_tail_and_cancel(
         wait_until(lambda: "stopped on request" in text("#timeline") and "(ended)" in text("#log-state"), 30,
                    "the stop in the timeline, the tail's end")  # fmt: skip
 
-        fetched = driver.execute_script(
-            "return performance.getEntriesByType('resource').map(e => e.name).concat([location.href])"
-        )
-        assert fetched and all(url.startswith(f"http://127.0.0.1:{dashboard.server_port}/") for url in fetched)
+        # Every request the browser sent (DevTools' Network.requestWillBeSent, the EventSource streams included),
+        # not only what the page's performance timeline lists.
+        messages = [json.loads(entry["message"])["message"] for entry in driver.get_log("performance")]
+        sent = [m["params"]["request"]["url"] for m in messages if m["method"] == "Network.requestWillBeSent"
+                and m["params"]["request"]["url"].split(":")[0] in ("http", "https", "ws", "wss", "ftp")]  # fmt: skip
+        # (chromium's own chrome:// pages, its first new tab, are not network requests)
+        assert any("/api/logs?" in url for url in sent) and any("/static/uPlot" in url for url in sent)
+        assert all(url.startswith(f"http://127.0.0.1:{dashboard.server_port}/") for url in sent), sent
     finally:
         driver.quit()
     if os.environ.get("CLOUDDDP_UI_SCREENSHOTS"):  # docs/assets: `CLOUDDDP_UI_SCREENSHOTS=docs/assets pytest ...`
