@@ -374,6 +374,7 @@ class FakePod:
     container: str
     phase: str = "Running"
     log: str = ""
+    conditions: list[dict[str, str]] = field(default_factory=list)  # status.conditions, as the scheduler sets them
 
 
 @dataclass
@@ -593,7 +594,7 @@ class FakeAPIServer:
         return {
             "metadata": {"name": pod.name, "namespace": pod.namespace, "labels": pod.labels},
             "spec": {"containers": [{"name": pod.container, "image": "registry.example.com/train:1"}]},
-            "status": {"phase": pod.phase},
+            "status": {"phase": pod.phase, **({"conditions": pod.conditions} if pod.conditions else {})},
         }
 
     def pod_log(self, namespace: str, name: str, query: dict[str, str]) -> tuple[int, Any]:

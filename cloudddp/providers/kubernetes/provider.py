@@ -437,7 +437,21 @@ class KubernetesProvider(Provider):
             replicas = status.get("replicaStatuses") or {}
             nodes = {role: ", ".join(f"{k} {v}" for k, v in counts.items() if isinstance(v, int))
                      for role, counts in replicas.items()}  # fmt: skip
+        if state == "PENDING":
+            reason = self.unschedulable(job_id) or reason
         return JobStatus(job_id=job_id, state=state, reason=reason, nodes=nodes)
+
+    def unschedulable(self, job_id: str) -> str | None:
+        """Why a pending job's pods wait, where the scheduler says it cannot place one: the pod's PodScheduled
+        condition False with reason Unschedulable and the scheduler's message ("0/3 nodes are available: 3
+        Insufficient nvidia.com/gpu."; kubernetes/api core/v1/types.go PodReasonUnschedulable, set by
+        pkg/scheduler/schedule_one.go handleSchedulingFailure). The job's own conditions say only Created, so
+        without this `status` and failover (cloudddp/capacity.py) cannot tell a full cluster from a slow one."""
+        for pod in self.pods(job_id):
+            for condition in (pod.status.conditions if pod.status else None) or []:
+                if (condition.type, condition.status, condition.reason) == ("PodScheduled", "False", "Unschedulable"):
+                    return f"Unschedulable: pod {pod.metadata.name}: {condition.message or 'no message'}"
+        return None
 
     def pods(self, job_id: str) -> list[Any]:
         _, _, plural, where = self.locate(job_id)
