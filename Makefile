@@ -9,13 +9,9 @@ SDK3    := .venv-sdk
 
 .PHONY: demo test test-fast test-all lint debian-deps bench sdk2-env test-sdk docs
 
-## --no-compile: pip byte-compiles every file it installs (35,000 here, 82 s on one core); Python compiles what is
-## imported when it is first imported instead, a fraction of them.
-PIP_INSTALL := pip install --quiet --disable-pip-version-check --no-compile
-
 $(STAMP): pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
-	$(PY) -m $(PIP_INSTALL) "torch==2.14.1" "torchvision==0.29.1" -e ".[dev]"
+	$(PY) -m pip install --quiet --disable-pip-version-check "torch==2.14.1" "torchvision==0.29.1" -e ".[dev]"
 	touch $(STAMP)
 
 ## What the demo needs and nothing else: cloudddp with [train] (torch, torchvision), not the test toolchain.
@@ -98,7 +94,7 @@ $(SDK2)/.installed-stamp: pyproject.toml
 	test -x $(SDK2)/bin/python || python3 -m venv $(SDK2)
 	$(SDK2)/bin/pip install --quiet --disable-pip-version-check --dry-run --report $(SDK2)/plan.json "sagemaker>=2.200,<3" -e .
 	$(SDK2)/bin/python -c "import json, sys; names = {i['metadata']['name'].lower() for i in json.load(open('$(SDK2)/plan.json'))['install']}; sys.exit('sagemaker v2 would pull torch: not installed' if 'torch' in names else 0)"
-	$(SDK2)/bin/python -m $(PIP_INSTALL) "sagemaker>=2.200,<3" -e .
+	$(SDK2)/bin/pip install --quiet --disable-pip-version-check "sagemaker>=2.200,<3" -e .
 	touch $@
 
 sdk2-env: $(SDK2)/.installed-stamp
@@ -107,7 +103,7 @@ sdk2-env: $(SDK2)/.installed-stamp
 ## (about 1 GB; building it took 5-6 min on a 2-core machine). `make test-all` builds it and runs them.
 $(SDK3)/.installed-stamp: pyproject.toml
 	test -x $(SDK3)/bin/python || python3 -m venv $(SDK3)
-	$(SDK3)/bin/python -m $(PIP_INSTALL) -e ".[sagemaker-sdk]"
+	$(SDK3)/bin/pip install --quiet --disable-pip-version-check -e ".[sagemaker-sdk]"
 	touch $@
 
 test-sdk: $(STAMP) $(SDK3)/.installed-stamp
