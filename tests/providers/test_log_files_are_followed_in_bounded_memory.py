@@ -1,4 +1,15 @@
-"""Log followers (local, Slurm, PBS) read a growing log in bounded chunks: cloudddp/providers/log_tail.py."""
+"""Log followers (local, Slurm, PBS) read a growing log in bounded chunks: cloudddp/providers/log_tail.py.
+
+Upstream (issue 34 names torchrun as a reference): torchrun follows its workers' log files the same way, never
+reading all that is unread at once. pytorch/pytorch tag v2.14.1 (commit 5c4886908584029761b579af026dcfb627c84070,
+torch.version.git_version of the 2.14.1 wheel the tests run), torch/distributed/elastic/multiprocessing/tail_log.py
+`tail_logfile`: the file is opened in text mode with errors="replace" and read with readline() until EOF (what
+is there of an unfinished line comes out as it stands), then polled again; undecodable bytes become U+FFFD and a
+character split across two reads is decoded whole (the text layer's incremental decoder). LogTail reads at most
+CHUNK bytes at a time with an incremental UTF-8 decoder (errors="replace") and yields the lines of each read before
+the next. Holding an unfinished line until its end, up to LONGEST_LINE characters, is cloudddp's own: readline()
+has no bound of its own on a line's length.
+"""
 
 from __future__ import annotations
 

@@ -7,6 +7,23 @@ take is a clear error.
 - A runner killed (`kill -9`) left every node running. Its nodes now stop with it; where one outlives it (no
   PR_SET_PDEATHSIG), `cancel` stops it itself, or says it could not (exit 2).
 - `latest` used to be the run whose state.json changed last (the runner rewrites it when a node exits).
+
+Upstream (issue 34 names torchrun and systemd as the references for local runs), only where the behaviour is
+theirs:
+- Nodes die with their runner as systemd's forked helpers die with the manager that forked them:
+  systemd/systemd commit 52b123cadb6678073f2d7211d0c99ff6ad025a5c, src/basic/process-util.c
+  `pidref_safe_fork_full`: with FORK_DEATHSIG_SIGTERM the child calls prctl(PR_SET_PDEATHSIG, SIGTERM), then
+  raises the signal itself if getppid() is no longer the pid it was forked from ("Parent died early"), the race a
+  parent killed before prctl leaves. cloudddp.launcher.supervisor.die_with_parent, the runner's preexec_fn, does
+  both.
+- A cancel of nodes that outlived their runner stops them as torchrun stops its workers: pytorch/pytorch v2.14.1
+  (commit 5c4886908584029761b579af026dcfb627c84070, torch.version.git_version of the 2.14.1 wheel the tests run),
+  torch/distributed/elastic/multiprocessing/api.py `SubprocessContext._close`: the death signal (SIGTERM) to each
+  process still running, one bounded wait, then SIGKILL to what is left and a bounded wait for it (orphans.py:
+  ORPHAN_GRACE, KILL_WAIT); each worker runs in its own session
+  (subprocess_handler/subprocess_handler.py `_popen`: start_new_session=True), as each node does here.
+- `latest`, the cancel request left for a runner that has not recorded itself, and the run ids refused are
+  cloudddp's own (a run folder has no counterpart in either).
 """
 
 from __future__ import annotations
@@ -148,7 +165,8 @@ def test_estimator_stop_right_after_fit_stops_the_run(tmp_path: Path, sleeper: P
 @pytest.mark.slow
 def test_nodes_die_with_a_killed_runner(tmp_path: Path, sleeper: Path) -> None:
     """kill -9 (or the OOM killer) of the detached runner: its nodes get SIGTERM (PR_SET_PDEATHSIG) and stop, as
-    a systemd unit's processes go with it; they trained on with nobody to stop them before."""
+    systemd's forked helpers do (FORK_DEATHSIG_SIGTERM, see the module docstring); they trained on with nobody to
+    stop them before."""
     out = tmp_path / "out"
     result = run_cli("launch", "-p", "local", "--emulate", "none", "--nodes", "2", "--no-wait",
                      "--runs-dir", str(tmp_path / "runs"), "-e", f"SLEEPER_OUT={out}", str(sleeper / "sleeper.py"))  # fmt: skip

@@ -1,5 +1,11 @@
 """A run folder whose state.json is damaged, or whose runner never started, is reported as it is and stays
-cancellable: `latest` never falls back to an older run (a `cancel latest` stopped an older job so)."""
+cancellable: `latest` never falls back to an older run (a `cancel latest` stopped an older job so).
+
+Upstream: none. Issue 34 names torchrun and systemd as the references for local runs, but what is tested here
+(which run is `latest`, the state file's shape and its damage as one paragraph, a runner that never started) is
+about cloudddp's own run folders, which neither has. The stop itself, once the runner is signalled, is the one
+test_local_cancel_latest.py traces to systemd and torchrun.
+"""
 
 from __future__ import annotations
 

@@ -1,5 +1,14 @@
 """A full disk under the runs folder: the runner stops the nodes and `status` names the full file system (it
-died with an empty log, and status said only "the local runner process died")."""
+died with an empty log, and status said only "the local runner process died").
+
+Upstream (issue 34 names torchrun and systemd as the references for local runs), only where the behaviour is
+theirs: a node's log that can no longer be written is given up while the node's output is still read, as journald
+drops what it cannot write and goes on reading its streams (systemd/systemd commit
+e150e82097211f09b911c7784a89ef9efed713ca, src/journal/journald-server.c `write_to_journal`: an entry that fails
+to be written even after rotating and vacuuming is logged, "Failed to write entry ... despite vacuuming,
+ignoring", and dropped). The runner's stop on a run folder it cannot write and status's naming of the full file
+system are cloudddp's own.
+"""
 
 from __future__ import annotations
 
