@@ -5,9 +5,11 @@ service's refusal at submit, a job that fails for capacity before training start
 `failover.pending_timeout` for a reason that says it cannot be scheduled. Anything else stops with that error.
 
 Never two at once: every attempt is written to the job index before it is submitted, under a name derived from the
-job spec and the target (`attempt_name`), with the name the job is submitted under. A client killed after
+job spec and the target (`attempt_name`), with the name the job is submitted under: each target's job is named
+after its attempt (`attempt_spec`; SageMaker, OCI and local runs add a time stamp). A client killed after
 submitting finds that open attempt when rerun and adopts its job (still running, or pending) instead of submitting
-another. `failover.max_hops` and `failover.deadline` bound the search.
+another: by the id it recorded, or, killed before it could record one, through the provider's `find_by_name` (a
+Slurm, PBS or OCI service assigns the id on submit). `failover.max_hops` and `failover.deadline` bound the search.
 """
 
 from __future__ import annotations
@@ -89,6 +91,12 @@ def attempt_name(target: Target) -> str:
     return f"{target.spec.name}-{target.position + 1}-{digest(described)}"
 
 
+def attempt_spec(target: Target) -> JobSpec:
+    """The target's spec named after its attempt: the job is submitted under that name, which `find_by_name` finds
+    again (a Slurm or PBS job's name, a Kubernetes job's metadata.name, the stem of SageMaker's, OCI's and local's)."""
+    return target.spec.model_copy(update={"name": attempt_name(target)})
+
+
 def run_name(targets: Sequence[Target]) -> str:
     return f"{targets[0].spec.name}-{digest([attempt_name(target) for target in targets])}"
 
@@ -99,7 +107,7 @@ def render_all(targets: Sequence[Target], provider_for: Callable[[str], Provider
     requests, refused = [], []
     for target in targets:
         try:
-            requests.append(session.render(provider_for(target.provider), target.spec))
+            requests.append(session.render(provider_for(target.provider), attempt_spec(target)))
         except CloudDDPError as exc:
             refused.append(f"- target {target.position + 1} ({target.name}, {target.provider}): {exc}")
     if refused:
@@ -196,16 +204,25 @@ class Failover:
 
     def adopt(self, chosen: Provider, earlier: job_index.Attempt, target: Target, run: str) -> JobHandle | None:
         """The job of an attempt a killed client left open, where it still runs or waits; None where it never
-        reached the service or has ended (that attempt is closed, and a new one made)."""
+        reached the service or has ended (that attempt is closed, and a new one made). Killed before it recorded
+        the id (still 'submitting'), the service finds the job by the name it was submitted under; a service that
+        cannot be asked stops the launch (CloudDDPError), so that nothing is submitted twice."""
+        job_id = earlier.job_id
+        if earlier.state == "submitting":
+            found = chosen.find_by_name(earlier.job_id, attempt_spec(target))
+            if found is None:  # killed before the service had it: nothing to adopt
+                job_index.update_attempt(earlier.id, state="never submitted", ended=True)
+                return None
+            job_id = found
         try:
-            current = chosen.status(earlier.job_id)
-        except CloudDDPError:  # killed before the service had it: nothing to adopt
-            job_index.update_attempt(earlier.id, state="never submitted", ended=True)
+            current = chosen.status(job_id)
+        except CloudDDPError as exc:  # a recorded job the service has forgotten (Slurm's MinJobAge)
+            job_index.update_attempt(earlier.id, state="not found", reason=str(exc), ended=True)
             return None
         if current.done:
             job_index.update_attempt(earlier.id, state=current.state.lower(), reason=current.reason, ended=True)
             return None
-        handle = JobHandle(provider=chosen.name, job_id=current.job_id or earlier.job_id)
+        handle = JobHandle(provider=chosen.name, job_id=current.job_id or job_id)
         self.say(f"cloudddp: adopting {handle.job_id} ({chosen.name}, target {target.position + 1}: {target.name}), "
                  "submitted by an earlier launch of this job that ended before it finished")  # fmt: skip
         if earlier.state == "submitting":  # killed between submit and record: record it now

@@ -17,6 +17,12 @@ about itself (name, settings, CLI options, Ctrl-C behaviour) is in its `PROVIDER
 - `events(job_id)` is what the provider recorded of the job's course (submitted, started, a node's end, an
   interruption), oldest first; `dry_run(job_id)` the request as its dry run printed it, where the provider keeps
   it. Both answer "nothing recorded" by default (the dashboard's job page, `cloudddp ui`).
+- `find_by_name(name, spec)` is the id of the job the service holds under `name`, the `JobRequest.name` it was
+  submitted with (with `spec`'s settings: the compartment, the namespace), or None where the service has none; it
+  raises where it cannot ask. Failover (cloudddp/failover.py) records that name before submitting, and calls this
+  for an attempt whose client was killed before it recorded the id, so that a rerun adopts the job instead of
+  submitting a second. By default the name is the id (SageMaker's training job, a local run) and the job's status
+  says whether it exists; a provider whose service assigns the id (Slurm, PBS, OCI) looks the name up.
 """
 
 from __future__ import annotations
@@ -29,6 +35,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import yaml
 
+from cloudddp.errors import CloudDDPError
 from cloudddp.redact import job_secrets, redact
 
 if TYPE_CHECKING:
@@ -161,6 +168,13 @@ class Provider(ABC):
     def dry_run(self, job_id: str) -> str | None:
         """The request as its dry run printed it (secrets masked), where the provider keeps it; None by default."""
         return None
+
+    def find_by_name(self, name: str, spec: JobSpec) -> str | None:
+        """The id of the job submitted under `name`, None where there is none (the module's docstring)."""
+        try:
+            return self.status(name).job_id or name
+        except CloudDDPError:
+            return None
 
     def wait(self, job_id: str, poll: float = 5.0, on_status: Callable[[JobStatus], None] | None = None) -> JobStatus:
         while True:

@@ -33,16 +33,30 @@ class Scripted(Provider):
     submitted: list[str] = field(default_factory=list)
     cancelled: list[str] = field(default_factory=list)
     known: set[str] = field(default_factory=set)
+    rendered: list[str] = field(default_factory=list)  # the names of the specs it rendered: each attempt's name
+    looked_up: list[str] = field(default_factory=list)
+    numbered: bool = False  # the service assigns the ids (Slurm's 101, 102...); else the id is the name (SageMaker)
+    jobs: dict[str, str] = field(default_factory=dict)  # id -> the name it was submitted under
 
     def render(self, spec: Any) -> JobRequest:
-        return JobRequest(provider=self.name, name=f"{spec.name}-{self.name}-job", spec=spec, request={})
+        """The job's name is its spec's first word, so that the tests can name it (`rendered` has the whole)."""
+        self.rendered.append(spec.name)
+        return JobRequest(provider=self.name, name=f"{spec.name.split('-')[0]}-{self.name}-job", spec=spec, request={})
+
+    def find_by_name(self, name: str, spec: Any) -> str | None:
+        """The service's job submitted under `name`, as a provider's hook finds it (the newest)."""
+        self.looked_up.append(name)
+        found = [job_id for job_id, named in self.jobs.items() if named == name and job_id in self.known]
+        return found[-1] if found else None
 
     def submit(self, request: JobRequest) -> JobHandle:
         if self.refusal is not None:
             raise as_provider_raises(self.refusal)
         self.submitted.append(request.name)
-        self.known.add(request.name)
-        return JobHandle(self.name, request.name)
+        job_id = str(101 + len(self.jobs)) if self.numbered else request.name
+        self.jobs[job_id] = request.name
+        self.known.add(job_id)
+        return JobHandle(self.name, job_id)
 
     def status(self, job_id: str) -> JobStatus:
         if job_id not in self.known:
@@ -192,6 +206,7 @@ def test_a_rerun_adopts_the_job_a_killed_client_submitted() -> None:
     found = targets(first, second)
     open_attempt_left_by_a_killed_client(found, "fo-sagemaker-job")
     first.known.add("fo-sagemaker-job")  # the service has it
+    first.jobs["fo-sagemaker-job"] = "fo-sagemaker-job"
     said: list[str] = []
     assert launch([first, second], said) == 0
     assert first.submitted == [] and second.submitted == []
@@ -277,3 +292,85 @@ def test_list_shows_the_attempts_under_the_job_they_led_to() -> None:
     assert table[1].startswith("other ") and table[2].startswith("fo ")
     assert table[3].startswith("  attempt 1. t1 (sagemaker) fo-sagemaker-job ") and "moved on" in table[3]
     assert table[4].startswith("  attempt 2. t2 (local) fo-local-job ") and len(table) == 5
+
+
+class Killed(BaseException):
+    """kill -9 of the client: nothing after it runs (no except clause of cloudddp catches a BaseException)."""
+
+
+@dataclass
+class KilledAfterSubmit(Scripted):
+    """The service accepts the job, and the client dies before it hears the id back."""
+
+    def submit(self, request: JobRequest) -> JobHandle:
+        super().submit(request)
+        raise Killed
+
+
+def test_each_target_is_submitted_under_its_attempts_name() -> None:
+    first = Scripted("slurm", numbered=True)
+    launch([first], [])
+    assert first.rendered == [attempt_name(targets(first)[0])]
+
+
+@pytest.mark.parametrize("numbered", [True, False], ids=["the service assigns the id", "the id is the name"])
+def test_a_client_killed_before_recording_the_id_is_adopted_by_name(numbered: bool) -> None:
+    killed = KilledAfterSubmit("slurm", numbered=numbered, states=[("PENDING", "PENDING Priority")])
+    with pytest.raises(Killed):
+        launch([killed], [])
+    (left,) = job_index.attempts(run_name(targets(killed)))
+    assert (left.state, left.job_id) == ("submitting", "fo-slurm-job")  # the name, recorded before submitting
+    rerun = Scripted("slurm", numbered=numbered, jobs=killed.jobs, known=killed.known,
+                     states=[("RUNNING", ""), ("SUCCEEDED", "")])  # fmt: skip
+    said: list[str] = []
+    assert launch([rerun], said) == 0
+    job_id = "101" if numbered else "fo-slurm-job"
+    assert rerun.submitted == [] and rerun.looked_up == ["fo-slurm-job"]
+    assert any(line.startswith(f"cloudddp: adopting {job_id} ") for line in said)
+    (adopted,) = job_index.attempts(run_name(targets(rerun)))
+    assert (adopted.state, adopted.job_id) == ("succeeded", job_id)
+    assert [entry.job_id for entry in job_index.entries()] == [job_id]
+
+
+def test_a_client_killed_before_the_service_had_the_job_submits_it_on_rerun() -> None:
+    found = targets(Scripted("slurm", numbered=True))
+    open_attempt_left_by_a_killed_client(found, "fo-slurm-job")
+    rerun = Scripted("slurm", numbered=True)
+    assert launch([rerun], []) == 0
+    assert rerun.looked_up == ["fo-slurm-job"] and rerun.submitted == ["fo-slurm-job"]
+    assert [(a.state, a.job_id) for a in job_index.attempts(run_name(found))] == [
+        ("never submitted", "fo-slurm-job"), ("succeeded", "101")]  # fmt: skip
+
+
+def test_a_service_that_cannot_be_asked_for_the_name_stops_the_launch() -> None:
+    found = targets(Scripted("slurm", numbered=True))
+    open_attempt_left_by_a_killed_client(found, "fo-slurm-job")
+
+    @dataclass
+    class Unreachable(Scripted):
+        def find_by_name(self, name: str, spec: Any) -> str | None:
+            raise CloudDDPError("squeue: error: slurm_load_jobs error: Unable to contact slurm controller")
+
+    rerun = Unreachable("slurm", numbered=True)
+    with pytest.raises(CloudDDPError, match="Unable to contact slurm controller"):
+        launch([rerun], [])
+    assert rerun.submitted == []
+    assert [a.state for a in job_index.attempts(run_name(found))] == ["submitting"]  # left for the next rerun
+
+
+def test_a_recorded_job_the_service_forgot_is_closed_and_submitted_again() -> None:
+    found = targets(Scripted("slurm", numbered=True))
+    attempt = open_attempt_left_by_a_killed_client(found, "fo-slurm-job")
+    job_index.update_attempt(attempt, state="submitted", job_id="99")  # the id was recorded; Slurm purged the job
+    rerun = Scripted("slurm", numbered=True)
+    assert launch([rerun], []) == 0
+    assert rerun.looked_up == [] and rerun.submitted == ["fo-slurm-job"]
+    assert [a.state for a in job_index.attempts(run_name(found))] == ["not found", "succeeded"]
+
+
+def test_by_default_a_job_is_found_by_name_where_its_name_is_its_id() -> None:
+    service = Scripted("sagemaker", states=[("RUNNING", "")])
+    service.known.add("fo-sagemaker-job")
+    spec = build_spec({"name": "fo", "entry_point": "train.py"})
+    assert Provider.find_by_name(service, "fo-sagemaker-job", spec) == "fo-sagemaker-job"
+    assert Provider.find_by_name(service, "another-job", spec) is None

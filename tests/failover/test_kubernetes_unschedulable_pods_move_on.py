@@ -14,7 +14,7 @@ from helpers.kubernetes_apiserver import FakeAPIServer, FakePod
 
 from cloudddp import config, job_index
 from cloudddp.config import target_specs
-from cloudddp.failover import Failover, run_name, targets_from
+from cloudddp.failover import Failover, attempt_name, run_name, targets_from
 from cloudddp.job_spec import build_spec
 from cloudddp.providers.kubernetes.provider import KubernetesProvider
 
@@ -60,17 +60,17 @@ def test_unschedulable_pods_past_the_pending_timeout_move_the_job_to_the_next_ta
         {"name": "gpu", "provider": "kubernetes"},
         {"name": "other", "provider": "kubernetes", "kubernetes": {"context": "other"}},
     ])))  # fmt: skip
-    found = target_specs(config.job_spec("kubernetes", job, {}), job, {})
+    targets = targets_from(target_specs(config.job_spec("kubernetes", job, {}), job, {}))
+    first, second = (attempt_name(target) for target in targets)  # each job is named after its attempt
     now = [0.0]
 
     def sleep(seconds: float) -> None:  # the scheduler's side, as time passes
         now[0] += 30
-        if ("pytorchjobs", "training", "resnet") in fake.objects and not fake.pods:
-            waiting_pods(fake, "training", "resnet", UNSCHEDULABLE)
-        if ("pytorchjobs", "other-team", "resnet") in fake.objects:
-            fake.set_conditions("pytorchjobs", "other-team", "resnet", [{"type": "Succeeded", "status": "True"}])
+        if ("pytorchjobs", "training", first) in fake.objects and not fake.pods:
+            waiting_pods(fake, "training", first, UNSCHEDULABLE)
+        if ("pytorchjobs", "other-team", second) in fake.objects:
+            fake.set_conditions("pytorchjobs", "other-team", second, [{"type": "Succeeded", "status": "True"}])
 
-    targets = targets_from(found)
     said: list[str] = []
     code = Failover(targets, say=said.append, clock=lambda: now[0], sleep=sleep).run(logs=False)
     assert code == 0
@@ -81,6 +81,6 @@ def test_unschedulable_pods_past_the_pending_timeout_move_the_job_to_the_next_ta
     verbs = [(verb, path) for verb, path in fake.requests if verb in ("POST", "DELETE") and "pytorchjobs" in path]
     assert verbs == [
         ("POST", "/apis/kubeflow.org/v1/namespaces/training/pytorchjobs"),
-        ("DELETE", "/apis/kubeflow.org/v1/namespaces/training/pytorchjobs/resnet"),
+        ("DELETE", f"/apis/kubeflow.org/v1/namespaces/training/pytorchjobs/{first}"),
         ("POST", "/apis/kubeflow.org/v1/namespaces/other-team/pytorchjobs"),
     ]

@@ -4,6 +4,7 @@ neither sets; a bad target is one paragraph naming its field (exit 2); `--dry-ru
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -97,6 +98,10 @@ def test_the_dry_run_prints_every_targets_request_in_order(project: Path) -> Non
     assert "# target 1/2: big (sagemaker)" in result.stdout and "# target 2/2: local (local)" in result.stdout
     assert result.stdout.index("InstanceType: ml.p4d.24xlarge") < result.stdout.index("# target 2/2")
     assert "hf_secret_value_1234" not in result.stdout  # through session.render and the request's masking
+    # Each job is named after its attempt (failover.attempt_spec), SageMaker and local adding their time stamp.
+    sagemaker, local = re.findall(r"^name: (\S+)$", result.stdout, flags=re.MULTILINE)
+    assert re.fullmatch(r"fo-1-[0-9a-f]{10}-\d{8}-\d{6}-\d{3}", sagemaker), sagemaker
+    assert re.fullmatch(r"fo-2-[0-9a-f]{10}-\d{8}-\d{6}", local), local
 
 
 def test_target_picks_one_by_number_or_name(project: Path) -> None:

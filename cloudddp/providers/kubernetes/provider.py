@@ -328,6 +328,24 @@ class KubernetesProvider(Provider):
             )  # fmt: skip
         return ManifestJobRequest(provider=self.name, name=body["metadata"]["name"], spec=spec, request=request)
 
+    def find_by_name(self, name: str, spec: JobSpec) -> str | None:
+        """`<plural>/<namespace>/<name>`, known before submitting: the kind and namespace render gives the manifest
+        from `spec` (the kubeconfig context's namespace unless kubernetes.namespace), the name its metadata.name.
+        None where the API server has no such job (404); other answers raise."""
+        self.settings, self._api = settings_of(spec), None  # as submit: the spec's kubeconfig and context
+        group, version, plural = (TRAINJOB if self.settings.kubeflow_api == "trainer-v2" else PYTORCHJOB)[:3]
+        namespace = self.settings.namespace or self.offline_namespace(self.settings)
+        job_id = f"{plural}/{namespace}/{name}"
+        with self.reaching(f"read {job_id}"):
+            try:
+                client.CustomObjectsApi(self.api()[0]).get_namespaced_custom_object(group, version, namespace,
+                                                                                    plural, name)  # fmt: skip
+            except ApiException as exc:
+                if exc.status == 404:
+                    return None
+                raise api_error(exc, f"reading {job_id}") from None
+        return job_id
+
     @staticmethod
     def offline_namespace(settings: KubernetesSettings) -> str:
         """The kubeconfig context's namespace when there is a kubeconfig, else "default" (dry runs work anywhere)."""

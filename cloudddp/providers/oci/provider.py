@@ -375,6 +375,22 @@ class OCIProvider(Provider):
             raise service_error(exc, "list_job_runs") from None
         raise CloudDDPError(f"no cloudddp job runs in compartment {compartment}.")
 
+    def find_by_name(self, name: str, spec: JobSpec) -> str | None:
+        """The newest job run in the job's compartment whose displayName is `name` (render names each run
+        `<name>-<time stamp>`): ListJobRuns' displayName filter (oci 2.189.0 DataScienceClient.list_job_runs,
+        `display_name`: "Filter results by its user-friendly name"). A client killed between CreateJob and
+        CreateJobRun left a Job without a run: not found, so the rerun creates another Job and its run."""
+        compartment, _ = request.setting_or_environment(spec.oci.compartment_id, self.environ,
+                                                        request.COMPARTMENT_VARIABLES)  # fmt: skip
+        validation.check_ocid(
+            "compartment_id", compartment, required=True, hint=request.REQUIRED_HINTS["compartment_id"]
+        )
+        with self.reaching("find the job run"):
+            self.clients(spec.oci)
+            self.default_settings = spec.oci  # as submit: status of the run found uses the same credentials
+            runs = self.list_runs(compartment_id=compartment, display_name=name)
+        return str(runs[0].id) if runs else None
+
     def list_runs(self, **filters: Any) -> list[Any]:
         try:
             response = self.clients().data_science.list_job_runs(

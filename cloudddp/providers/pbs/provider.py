@@ -9,9 +9,11 @@ cd7ab5edaf03dcac2f1cb9e2f42d75eb117d468a): {"Jobs": {"<id>": {"job_state": "R", 
 
 from __future__ import annotations
 
+import getpass
 import json
 import os
 import re
+import shutil
 import tempfile
 import time
 from collections.abc import Iterator
@@ -222,6 +224,29 @@ class PBSProvider(Provider):
 
     def cancel(self, job_id: str) -> None:
         run_tool(["qdel", self.check_id(job_id)], env=self.environ, what="qdel")
+
+    def find_by_name(self, name: str, spec: JobSpec) -> str | None:
+        """The newest of the user's queued or running jobs named `name` (qsub -N, the script's #PBS -N): `qselect -N
+        NAME -u USER`, which prints their ids separated by white space, each `<seq>.<server>[@<server>]`
+        (openpbs/openpbs doc/man1/qselect.1B at 293bce8c3f80d83895965f474ba154b1bfe0cfa0: finished jobs only with
+        -x). Slurm's Torque wrappers have no qselect (SchedMD/slurm contribs/torque): there `qstat -f -u USER`,
+        every job's record, read for its Job_Name and a job_state that is not finished."""
+        user = self.environ.get("USER") or getpass.getuser()
+        if shutil.which("qselect", path=self.environ.get("PATH")):
+            said = run_tool(["qselect", "-N", name, "-u", user], env=self.environ, what="qselect").stdout
+            found = [word.split("@")[0] for word in said.split()]
+        else:
+            said = run_tool(["qstat", "-f", "-u", user], env=self.environ, what="qstat").stdout
+            records = [parse_full_text(part) for part in re.split(r"^(?=Job Id:)", said, flags=re.MULTILINE)]
+            found = [str(record["Job Id"]) for record in records if record.get("Job_Name") == name
+                     and record.get("Job Id") and record.get("job_state") not in FINISHED]  # fmt: skip
+        return max(found, key=sequence_number) if found else None
+
+
+def sequence_number(job_id: str) -> int:
+    """`1234.server` -> 1234: which of two jobs is newer."""
+    digits = re.match(r"\d+", job_id)
+    return int(digits.group()) if digits else -1
 
 
 def create(**options: Any) -> PBSProvider:

@@ -202,6 +202,18 @@ class SlurmProvider(Provider):
         host = hosts[task] if task < len(hosts) else f"task {task}"  # one task per node: task N runs on node N
         return f"[{host}] {match.group(2)}"
 
+    def find_by_name(self, name: str, spec: JobSpec) -> str | None:
+        """The newest of the user's jobs in the queue named `name` (sbatch --job-name): `squeue --me` with each job's
+        id and name (%i %j), compared whole, since --name would split a name at its commas (squeue(1), SchedMD/slurm
+        doc/man/man1/squeue.1 at 284c3b95f08a2dc2478499837b03355e1b9c5c75: --name takes a comma separated list;
+        without --states squeue lists pending, running and completing jobs). A job that has ended is not found: the
+        rerun would submit again, as it would for an ended job it found."""
+        argv = ["squeue", "--me", "--noheader", "--format=%i %j", *([f"--name={name}"] if "," not in name else [])]
+        said = run_tool(argv, env=self.environ, what="squeue").stdout
+        found = [job_id for job_id, _, named in (line.partition(" ") for line in said.splitlines())
+                 if named == name and JOB_ID.match(job_id)]  # fmt: skip
+        return max(found, key=lambda job_id: int(job_id.split("_")[0])) if found else None
+
     def cancel(self, job_id: str) -> None:
         """scancel, after checking the job exists and has not ended: scancel itself is silent about both (it prints
         ESLURM_INVALID_JOB_ID / ESLURM_ALREADY_DONE only with -v, SchedMD/slurm src/scancel/scancel.c at
