@@ -26,10 +26,10 @@ from cloudddp.providers.base import FINISHED_STATES
 SCHEMA = """CREATE TABLE IF NOT EXISTS jobs (
     job_id TEXT NOT NULL, provider TEXT NOT NULL, name TEXT NOT NULL, submitted REAL NOT NULL,
     command TEXT NOT NULL DEFAULT '', state TEXT NOT NULL DEFAULT '', checked REAL NOT NULL DEFAULT 0,
-    nodes INTEGER, finished REAL, metrics TEXT, run TEXT,
+    nodes INTEGER, finished REAL, metrics TEXT, run TEXT, request TEXT,
     PRIMARY KEY (provider, job_id))"""
 # Columns added after the first release, with their types: an older index gets them (ALTER TABLE) when opened.
-ADDED_COLUMNS = {"nodes": "INTEGER", "finished": "REAL", "metrics": "TEXT", "run": "TEXT"}
+ADDED_COLUMNS = {"nodes": "INTEGER", "finished": "REAL", "metrics": "TEXT", "run": "TEXT", "request": "TEXT"}
 # A job with `targets:` tries them in turn (cloudddp/failover.py): one row per attempt, written before it is
 # submitted. `attempt` is its deterministic name (the spec and the target), so a rerun finds the attempt a killed
 # client left open (`ended` NULL) and adopts its job instead of submitting another. Added with the table on first use.
@@ -52,6 +52,7 @@ class Entry:
     finished: float | None = None  # when a finished state was first seen; None while running, or unknown
     metrics: dict[str, str] | None = None  # the job spec's metric definitions (NAME -> REGEX); None: none given
     run: str | None = None  # the failover run it belongs to (its attempts: `attempts(run)`); None: no targets
+    request: str | None = None  # what was sent, as its dry run prints it (secrets masked); None: not kept
 
 
 @dataclass(frozen=True)
@@ -110,15 +111,16 @@ def add_missing_columns(db: sqlite3.Connection) -> None:
 
 def record(
     provider: str, job_id: str, name: str, command: str, nodes: int | None = None,
-    metrics: dict[str, str] | None = None, run: str | None = None,
+    metrics: dict[str, str] | None = None, run: str | None = None, request: str | None = None,
 ) -> None:  # fmt: skip
     try:
         with connection(create=True) as db:
             assert db is not None
+            row = (job_id, provider, name, time.time(), command, nodes, json.dumps(metrics) if metrics else None, run)
             db.execute(
-                "INSERT OR REPLACE INTO jobs (job_id, provider, name, submitted, command, nodes, metrics, run)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                (job_id, provider, name, time.time(), command, nodes, json.dumps(metrics) if metrics else None, run),
+                "INSERT OR REPLACE INTO jobs (job_id, provider, name, submitted, command, nodes, metrics, run,"
+                " request) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (*row, request),
             )
     except (sqlite3.Error, OSError) as exc:
         warn("could not record the job in", exc)
@@ -126,7 +128,10 @@ def record(
 
 def entries(provider: str | None = None, limit: int | None = None) -> list[Entry]:
     """Newest first; rows of the wrong shape are left out with a warning."""
-    query = "SELECT job_id, provider, name, submitted, command, state, checked, nodes, finished, metrics, run FROM jobs"
+    query = (
+        "SELECT job_id, provider, name, submitted, command, state, checked, nodes, finished, metrics, run, request"
+        " FROM jobs"
+    )
     query += " WHERE provider = ?" if provider else ""
     query += " ORDER BY submitted DESC" + (f" LIMIT {int(limit)}" if limit else "")
     try:
@@ -144,7 +149,8 @@ def entries(provider: str | None = None, limit: int | None = None) -> list[Entry
                 raise ValueError(f"metrics {row[9]!r} is not an object")
             found.append(Entry(str(row[0]), str(row[1]), str(row[2]), float(row[3]), str(row[4]), str(row[5]),
                                float(row[6]), None if nodes is None else int(nodes), finished, metrics,
-                               None if row[10] is None else str(row[10])))  # fmt: skip
+                               None if row[10] is None else str(row[10]),
+                               None if row[11] is None else str(row[11])))  # fmt: skip
         except (TypeError, ValueError) as exc:
             warn(f"skipped a damaged entry ({row[0]!r}) of", exc)
     return found

@@ -189,17 +189,21 @@ def run_job(
         return 0
     record.handle = handle = chosen.submit(record.request)
     say(f"cloudddp: submitted {handle.job_id} ({chosen.name})")
-    index_job(chosen, handle, spec)
+    index_job(chosen, handle, spec, request=record.request)
     if not wait:
         return 0
     return follow_job(chosen, handle, spec, logs=logs, stop_on_interrupt=stop_on_interrupt, say=say, record=record)
 
 
-def index_job(chosen: Provider, handle: JobHandle, spec: JobSpec, run: str | None = None) -> None:
-    """Remember the job in the job index, its command line as launched with the job's secrets masked."""
+def index_job(
+    chosen: Provider, handle: JobHandle, spec: JobSpec, run: str | None = None, request: JobRequest | None = None
+) -> None:
+    """Remember the job in the job index: its command line as launched and the request as its dry run prints it,
+    both with the job's secrets masked (the dashboard shows the request)."""
     secrets = job_secrets(spec.environment, spec.hyperparameters, spec.args)  # as its dry run hides them
     command = redact_log_line(shlex.join(sys.argv), secrets)
-    job_index.record(chosen.name, handle.job_id, spec.name, command, spec.nodes, spec.metrics or None, run)
+    sent = request.to_yaml().rstrip() if request is not None else None
+    job_index.record(chosen.name, handle.job_id, spec.name, command, spec.nodes, spec.metrics or None, run, sent)
 
 
 def follow_job(

@@ -306,9 +306,15 @@ def job_page(followers: Followers, provider: str, job: str) -> dict[str, Any]:
         state = {"state": "unknown", "reason": str(exc), "nodes": {}}
     try:
         events = [{"time": e.time, "node": e.node, "what": redact_text(e.what)} for e in chosen.events(job_id)]
-        request = chosen.dry_run(job_id)
     except Exception as exc:
-        events, request = [{"time": None, "node": "", "what": f"no timeline: {exc}"}], None
+        events = [{"time": None, "node": "", "what": f"no timeline: {exc}"}]
+    # What was sent, as the dry run printed it: kept by the provider (a local run's request.yaml), else by the job
+    # index for every job launched (session.index_job).
+    try:
+        request = chosen.dry_run(job_id)
+    except Exception:
+        request = None
+    request = request or (entry.request if entry else None)
     while not follower.ended and time.monotonic() - follower.started < FIRST_READ:
         if time.monotonic() - follower.last_line > SETTLED:
             break  # caught up: a running job that prints nothing now
