@@ -180,7 +180,7 @@ class Failover:
             job_index.update_attempt(attempt_id, state="submitted", job_id=handle.job_id)
             self.say(f"cloudddp: submitted {handle.job_id} ({chosen.name}, target {target.position + 1}: "
                      f"{target.name})")  # fmt: skip
-            session.index_job(chosen, handle, target.spec, run)
+            session.index_job(chosen, handle, target.spec, run, request)
         if not wait:
             return 0
         with session.stop_signals_interrupt():
