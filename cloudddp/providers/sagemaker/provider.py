@@ -26,6 +26,7 @@ from botocore.regions import EndpointResolver
 
 from cloudddp.errors import CloudDDPError
 from cloudddp.providers.base import JobEvent, JobHandle, JobRequest, JobStatus, Provider
+from cloudddp.providers.sagemaker import service_model
 from cloudddp.providers.sagemaker import validation as check
 from cloudddp.providers.sagemaker.aws import CREDENTIALS_HELP, make_client, open_session, translate
 from cloudddp.providers.sagemaker.images import training_image
@@ -363,9 +364,8 @@ class SageMakerProvider(Provider):
 @functools.cache
 def known_regions() -> list[str]:
     """SageMaker's regions from botocore's bundled endpoint data (no AWS config is read)."""
-    loader = create_loader()
-    resolver = EndpointResolver(loader.load_data("endpoints"))
-    prefix = loader.load_service_model("sagemaker", "service-2")["metadata"]["endpointPrefix"]  # "api.sagemaker"
+    resolver = EndpointResolver(create_loader().load_data("endpoints"))
+    prefix = service_model.model().endpoint_prefix  # "api.sagemaker"; the model read once, as the limits read it
     regions: list[str] = []
     for partition in ("aws", "aws-cn", "aws-us-gov"):
         regions += resolver.get_available_endpoints(prefix, partition_name=partition)
