@@ -18,6 +18,7 @@ from tiers import (  # noqa: F401  (test tiers)
     pytest_collection_modifyitems,
     pytest_configure,
     pytest_runtest_makereport,
+    pytest_xdist_make_scheduler,
 )
 
 pytest_plugins = ("pytester",)  # tests/test_test_tiers.py runs the guard in a session of its own

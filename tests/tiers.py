@@ -15,6 +15,7 @@ the components go into the junit report as properties, where `tests/tier_report.
 from __future__ import annotations
 
 import _posixsubprocess
+import functools
 import os
 import socket
 import subprocess
@@ -98,7 +99,7 @@ def pytest_configure(config: pytest.Config) -> None:
         config.addinivalue_line("markers", f"{name}: uses {what}")
 
 
-@pytest.hookimpl(tryfirst=True)  # before xdist's, which reads xdist_group to keep a group on one worker
+@pytest.hookimpl
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         markers = {mark.name for mark in item.iter_markers()}
@@ -108,13 +109,38 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         item.add_marker(tier)
         for name in components - markers:
             item.add_marker(name)
-        # One Slurm cluster at a time on this host (fixed ports): meant to keep Slurm's tests on one xdist worker. With
-        # pytest 9.2 and xdist 3.8 --dist loadgroup does not group them (pytest's nodeid no longer shows the @group
-        # suffix xdist adds), so a worker waits on the cluster's lock (helpers/slurm_cluster.py) instead.
-        if "slurm" in components:
-            item.add_marker(pytest.mark.xdist_group("slurm"))
         item.user_properties.append(("tier", tier))
         item.user_properties.append(("components", ",".join(sorted(components))))
+
+
+# One Slurm test cluster at a time on this host (fixed ports; helpers/slurm_cluster.py holds a lock for its life),
+# so the test files that start one run on one xdist worker: otherwise a second worker waits on the lock for as long
+# as the first keeps its cluster (160 s in one fresh-clone full tier). xdist's own grouping (--dist loadgroup and
+# xdist_group marks) does nothing under pytest 9.2: xdist renames item._nodeid, which pytest's nodeid no longer
+# reads. The controller never collects, so the group is told from the file itself.
+SLURM_CLUSTER_CALL = "slurm_cluster("
+
+
+@functools.cache
+def starts_slurm_cluster(file: Path) -> bool:
+    try:
+        return SLURM_CLUSTER_CALL in file.read_text()
+    except OSError:
+        return False
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """`--dist loadgroup` with the test files that start the Slurm cluster as one group; every other test its own."""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadGroupScheduling
+
+    class SlurmGroupScheduling(LoadGroupScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            file = config.rootpath / nodeid.split("::", 1)[0]
+            return "slurm-cluster" if starts_slurm_cluster(file) else super()._split_scope(nodeid)
+
+    return SlurmGroupScheduling(config, log)
 
 
 # Libraries ask the machine about itself through these, once per process (the oci SDK's user agent runs
