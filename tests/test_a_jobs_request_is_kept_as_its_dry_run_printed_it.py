@@ -1,5 +1,6 @@
 """Every launched job keeps what was sent as its dry run printed it (secrets masked) in the job index, so the
-dashboard's job page shows the request for a job on any provider, not only a local run's request.yaml."""
+dashboard's job page shows the request for a job on any provider, not only a local run's request.yaml; and where
+the provider records no course of its own, the page's timeline is the job index's (submitted, how it ended)."""
 
 from __future__ import annotations
 
@@ -52,3 +53,22 @@ def test_the_index_keeps_the_dry_runs_text_and_the_job_page_shows_it(monkeypatch
 
     monkeypatch.setattr(server, "get_provider", lambda name: Service())
     assert server.job_page(Followers(), "sagemaker", "job-1")["request"] == printed[0]
+
+
+def test_a_provider_without_a_timeline_gets_the_indexs(monkeypatch: pytest.MonkeyPatch) -> None:
+    service = Service()
+    spec = build_spec({"name": "train", "entry_point": "train.py",
+                       "sagemaker": {"region": "us-east-1", "role": "arn:aws:iam::123456789012:role/R"}})  # fmt: skip
+    assert session.run_job(service, spec, wait=False, say=lambda line: None) == 0
+    monkeypatch.setattr(server, "get_provider", lambda name: service)
+    entry = job_index.find("job-1", "sagemaker")
+    assert entry is not None
+    running = server.job_page(Followers(), "sagemaker", "job-1")["events"]
+    assert running == [{"time": entry.submitted, "node": "", "what": "submitted"}]
+
+    monkeypatch.setattr(service, "status", lambda job_id: JobStatus(job_id=job_id, state="FAILED", reason="exit 3"))
+    job_index.remember_state(entry, "FAILED")
+    ended = job_index.find("job-1", "sagemaker")
+    assert ended is not None and ended.finished is not None
+    assert [(e["time"], e["what"]) for e in server.job_page(Followers(), "sagemaker", "job-1")["events"]] == [
+        (entry.submitted, "submitted"), (ended.finished, "failed")]  # fmt: skip

@@ -308,6 +308,8 @@ def job_page(followers: Followers, provider: str, job: str) -> dict[str, Any]:
         events = [{"time": e.time, "node": e.node, "what": redact_text(e.what)} for e in chosen.events(job_id)]
     except Exception as exc:
         events = [{"time": None, "node": "", "what": f"no timeline: {exc}"}]
+    if not events and entry is not None:
+        events = index_events(entry, state["state"])
     # What was sent, as the dry run printed it: kept by the provider (a local run's request.yaml), else by the job
     # index for every job launched (session.index_job).
     try:
@@ -325,6 +327,16 @@ def job_page(followers: Followers, provider: str, job: str) -> dict[str, Any]:
     return {"provider": chosen.name, "id": job_id, "name": entry.name if entry else job, **state,
             "metrics": samples, "events": merge(events, elastic),
             "request": redact_text(request) if request is not None else None}  # fmt: skip
+
+
+def index_events(entry: job_index.Entry, state: str) -> list[dict[str, Any]]:
+    """The job's course as the job index saw it, for a provider that records none (OCI, Kubernetes, Slurm, PBS):
+    submitted, then how it ended and when it was first seen ended; a job still running has only the first."""
+    events = [{"time": entry.submitted, "node": "", "what": "submitted"}]
+    ended = state if state in FINISHED_STATES else entry.state if entry.state in FINISHED_STATES else None
+    if ended:
+        events.append({"time": entry.finished, "node": "", "what": ended.lower()})
+    return events
 
 
 def merge(events: list[dict[str, Any]], elastic: list[dict[str, Any]]) -> list[dict[str, Any]]:
