@@ -22,7 +22,8 @@ about itself (name, settings, CLI options, Ctrl-C behaviour) is in its `PROVIDER
   raises where it cannot ask. Failover (cloudddp/failover.py) records that name before submitting, and calls this
   for an attempt whose client was killed before it recorded the id, so that a rerun adopts the job instead of
   submitting a second. By default the name is the id (SageMaker's training job, a local run) and the job's status
-  says whether it exists; a provider whose service assigns the id (Slurm, PBS, OCI) looks the name up.
+  says whether it exists (a status that raises reads as none: it cannot tell a service that does not answer from a
+  job that is not there); a provider whose service assigns the id (Slurm, PBS, OCI) looks the name up.
 """
 
 from __future__ import annotations

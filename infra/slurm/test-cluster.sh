@@ -2,8 +2,8 @@
 # A real multi-node Slurm cluster on 127.0.0.1 for tests: Debian's slurm-wlm (22.05) + munge.
 #   infra/slurm/test-cluster.sh start DIR [NODES]   # DIR/slurm.conf; munged, slurmctld, slurmd n1..nNODES
 #   infra/slurm/test-cluster.sh stop DIR
-# NODES (default 2, or $SLURM_TEST_NODES) node names n1..nN share this host, one CPU each. Ports come
-# from the environment so a second cluster can run beside this one:
+# NODES (default 2, or $SLURM_TEST_NODES) node names n1..nN share this host, one CPU each, in two partitions:
+# debug (the default) and second. Ports come from the environment so a second cluster can run beside this one:
 #   SLURM_TEST_CTLD_PORT (16817), SLURM_TEST_SLURMD_PORT_BASE (17000: node i listens on BASE+i),
 #   SLURM_TEST_SRUN_PORTS (60001-60100). SLURM_TEST_CRED_EXPIRE (20): seconds a requeued job waits, less 1.
 # Needs root (munge key, daemons). Node names do not resolve, so jobs pass --host-map n1=127.0.0.1
@@ -69,6 +69,8 @@ CONF
       echo "NodeName=n$i NodeHostname=$host NodeAddr=127.0.0.1 Port=$((slurmd_base + i)) CPUs=1"
     done
     echo "PartitionName=debug Nodes=n[1-$nodes] Default=YES MaxTime=INFINITE State=UP"
+    # A second partition over the same nodes: failover's test sets one of the two DOWN (scontrol update).
+    echo "PartitionName=second Nodes=n[1-$nodes] MaxTime=INFINITE State=UP"
   } >"$SLURM_CONF"
   start_munge
   slurmctld -f "$SLURM_CONF" -i

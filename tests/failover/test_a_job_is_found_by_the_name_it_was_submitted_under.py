@@ -98,6 +98,6 @@ def test_pbs_without_qselect_reads_the_users_jobs_from_qstat(tmp_path: Path, mon
     tools = Tools(qstat=QSTAT_FULL)
     monkeypatch.setattr(pbs, "run_tool", tools)
     provider = pbs.PBSProvider(environ={"PATH": str(tmp_path), "USER": "ada"})  # no qselect there
-    assert provider.find_by_name("fo-1-ab", SPEC) == "35"  # 31 has ended (C), 36 is another name
-    assert tools.calls == [["qstat", "-f", "-u", "ada"]]
+    assert provider.find_by_name("fo-1-ab", SPEC) == "35"  # 31 has ended (C), 36 is another name, 37 grace's
+    assert tools.calls == [["qstat", "-f"]]  # the wrapper prints its short table once -u is given
     assert provider.find_by_name("fo-2-cd", SPEC) is None

@@ -12,6 +12,7 @@ CreateTrainingJob (the JSON 1.1 protocol's `X-Amz-Target: SageMaker.CreateTraini
   `CapacityError: Unable to provision requested ML compute capacity. ...` as SageMaker reports a job it could not
   find instances for (moto completes every job at once; its backend is this process's).
 
+`on_create(job_name)` runs once moto created a job and before its answer is sent (a test kills the client there).
 `requests` records (operation, instance type, job name) for every SageMaker call, in order; `refused_at` and
 `created_at` when each refusal was sent and each job created (time.monotonic(), for benchmarks/failover.py).
 """
@@ -23,6 +24,7 @@ import json
 import threading
 import time
 import urllib.parse
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
 
@@ -33,8 +35,10 @@ HOP_BY_HOP = {"connection", "keep-alive", "transfer-encoding", "content-length",
 
 
 class CapacityProxy:
-    def __init__(self, moto_url: str, refused: set[str], no_capacity: set[str] = frozenset()) -> None:  # type: ignore[assignment]
+    def __init__(self, moto_url: str, refused: set[str], no_capacity: set[str] = frozenset(),  # type: ignore[assignment]
+                 on_create: Callable[[str], None] | None = None) -> None:  # fmt: skip
         self.moto_url, self.refused, self.no_capacity = moto_url.rstrip("/"), refused, no_capacity
+        self.on_create = on_create  # called with each created job's name before the answer is sent
         self.requests: list[tuple[str, str, str]] = []
         self.refused_at: list[float] = []  # time.monotonic() of each refusal sent, and of each job moto created
         self.created_at: list[float] = []
@@ -103,6 +107,8 @@ class CapacityProxy:
             self.created_at.append(time.monotonic())
             if instance_type in self.no_capacity:
                 fail_for_capacity(job)
+            if self.on_create:
+                self.on_create(job)
         self.answer(handler, status, answer_headers, answer)
 
     @staticmethod

@@ -673,6 +673,8 @@ class FakeOCI:
             runs = [r for r in runs if r["jobId"] == q["jobId"]]
         if q.get("lifecycleState"):
             runs = [r for r in runs if r["lifecycleState"] == q["lifecycleState"]]
+        if q.get("displayName"):  # the whole name ("Filter results by its user-friendly name", as jobId and state)
+            runs = [r for r in runs if r.get("displayName") == q["displayName"]]
         runs.sort(key=lambda r: r["timeAccepted"], reverse=q.get("sortOrder", "DESC") == "DESC")
         keys = (
             "id",

@@ -105,3 +105,23 @@ def slurm_cluster(state_dir: Path, nodes: int = 2, lock_timeout: float = 900) ->
                 ["bash", str(CLUSTER_SCRIPT), "stop", str(state_dir)],
                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=60,
             )  # fmt: skip
+
+
+# infra/slurm/test-cluster.sh's partitions, both over every node; the first is the default.
+PARTITIONS = ("debug", "second")
+
+
+@contextmanager
+def partition_down(cluster: SlurmCluster, partition: str) -> Iterator[None]:
+    """`partition` DOWN inside (`scontrol update PartitionName=P State=DOWN`: jobs are still accepted and wait with
+    reason PartitionDown), UP again after, always, so the next test of the module finds it as it was."""
+
+    def set_state(state: str) -> None:
+        subprocess.run(["scontrol", "update", f"PartitionName={partition}", f"State={state}"], env=cluster.env,
+                       check=True, capture_output=True, timeout=30)  # fmt: skip
+
+    set_state("DOWN")
+    try:
+        yield
+    finally:
+        set_state("UP")

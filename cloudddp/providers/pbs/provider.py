@@ -229,17 +229,19 @@ class PBSProvider(Provider):
         """The newest of the user's queued or running jobs named `name` (qsub -N, the script's #PBS -N): `qselect -N
         NAME -u USER`, which prints their ids separated by white space, each `<seq>.<server>[@<server>]`
         (openpbs/openpbs doc/man1/qselect.1B at 293bce8c3f80d83895965f474ba154b1bfe0cfa0: finished jobs only with
-        -x). Slurm's Torque wrappers have no qselect (SchedMD/slurm contribs/torque): there `qstat -f -u USER`,
-        every job's record, read for its Job_Name and a job_state that is not finished."""
+        -x). Slurm's Torque wrappers have no qselect (SchedMD/slurm contribs/torque): there `qstat -f`, every job's
+        record, read for its Job_Name, a Job_Owner `USER@host` and a job_state that is not finished (the wrapper's
+        qstat.pl prints its short table, not the records, once -u is given)."""
         user = self.environ.get("USER") or getpass.getuser()
         if shutil.which("qselect", path=self.environ.get("PATH")):
             said = run_tool(["qselect", "-N", name, "-u", user], env=self.environ, what="qselect").stdout
             found = [word.split("@")[0] for word in said.split()]
         else:
-            said = run_tool(["qstat", "-f", "-u", user], env=self.environ, what="qstat").stdout
+            said = run_tool(["qstat", "-f"], env=self.environ, what="qstat").stdout
             records = [parse_full_text(part) for part in re.split(r"^(?=Job Id:)", said, flags=re.MULTILINE)]
-            found = [str(record["Job Id"]) for record in records if record.get("Job_Name") == name
-                     and record.get("Job Id") and record.get("job_state") not in FINISHED]  # fmt: skip
+            found = [str(record["Job Id"]) for record in records if record.get("Job Id")
+                     and record.get("Job_Name") == name and record.get("job_state") not in FINISHED
+                     and str(record.get("Job_Owner", "")).split("@")[0] == user]  # fmt: skip
         return max(found, key=sequence_number) if found else None
 
 
