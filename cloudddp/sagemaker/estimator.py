@@ -190,8 +190,19 @@ def _skipping(folder: Path) -> Callable[[str, list[str]], set[str]]:
     return ignore
 
 
+def local_failure(job_name: str, run_dir: str, code: int) -> str:
+    """A failed local job's message in v2's shape, "Failed to run: WHAT. Process exited with code: N" with nothing
+    after the code (aws/sagemaker-python-sdk v2.257.6, commit fc582aaa46faf7b7e16ab1e13840869712174cd0, the same file
+    in the 2.257.7 tests record against: src/sagemaker/local/image.py `_stream_output` raises
+    RuntimeError(f"Failed to run: {process.args}. Process exited with code: {exit_code}"), which
+    `_SageMakerContainer.train` lets through, its `finally:` retrieving the artifacts). v2 names its docker compose
+    command; here WHAT is the local job and its run folder, where its logs are."""
+    return f"Failed to run: local training job {job_name} in {run_dir}. Process exited with code: {code}"
+
+
 class LocalJobFailed(CloudDDPError, RuntimeError):
-    """A local-mode fit() whose job failed: a RuntimeError, as v2's local mode raises (see PyTorch._run)."""
+    """A local-mode fit() whose job failed: a RuntimeError, as v2's local mode raises, its message in v2's shape
+    (local_failure)."""
 
 
 class TrainingJob:
@@ -418,14 +429,7 @@ class PyTorch(metaclass=_RefusingMethods):
             check_job_status(job.describe(), secret_values(spec.environment, spec.hyperparameters), exit_code=code)
             return job
         if wait and code != 0 and provider.name == "local":
-            # v2's local mode raises RuntimeError when the container fails (aws/sagemaker-python-sdk v2.257.6, commit
-            # fc582aaa46faf7b7e16ab1e13840869712174cd0, src/sagemaker/local/image.py `_stream_output`: "Failed to run:
-            # ... Process exited with code: N", re-raised by `_SageMakerContainer.train` as RuntimeError).
-            raise LocalJobFailed(
-                f"Failed to run: local training job {job.name} did not complete. Process exited with code: {code}; see "
-                f"its logs above.",
-                exit_code=code,
-            )
+            raise LocalJobFailed(local_failure(job.name, record.handle.job_id, code), exit_code=code)
         if wait and code != 0:  # an interrupted wait
             raise CloudDDPError(
                 f"training job {self.latest_training_job.name} did not complete (exit code {code}); see its logs above.",
@@ -525,8 +529,11 @@ class PyTorch(metaclass=_RefusingMethods):
         # v2's local containers get AWS_REGION too (local/image.py: _SageMakerContainer.train); the user's win.
         data["environment"] = {"AWS_REGION": session.boto_region_name, **a.environment}
         data["checkpoint"] = str(job.checkpoint_dir) if job.checkpoint_dir else None
-        if a.checkpoint_local_path:  # where each emulated host's checkpoint folder sits under its /opt/ml
-            data["sagemaker"] = {"checkpoint_local_path": a.checkpoint_local_path}
+        # checkpoint_local_path: where each emulated host's checkpoint folder sits under its /opt/ml. input_mode: as
+        # v2 hands its LocalSagemakerClient AlgorithmSpecification.TrainingInputMode (recorded: local_fastfile.json);
+        # the emulation reads every channel as File whatever it is, as v2's containers do (local/image.py
+        # `write_config_files`).
+        data["sagemaker"] = {"checkpoint_local_path": a.checkpoint_local_path, "input_mode": a.input_mode}
         # Copied into every node, as each SageMaker host downloads its own (the download is removed after).
         data["local"] = {"emulate": "sagemaker", "link_inputs": False}
         if a.instance_type == "local_gpu":

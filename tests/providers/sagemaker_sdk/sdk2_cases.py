@@ -169,6 +169,15 @@ CASES: dict[str, dict[str, Any]] = {
         },
         "inputs": {"train": f"{DATA}/train"},
     },
+    # input_mode="FastFile": sent as AlgorithmSpecification.TrainingInputMode (channels streamed from S3 on demand).
+    "fastfile": {
+        "estimator": {
+            "entry_point": ENTRY_POINT, "role": ROLE, "framework_version": "2.5.1", "py_version": "py311",
+            "instance_count": 2, "instance_type": "ml.g5.2xlarge", "disable_profiler": True,
+            "debugger_hook_config": False, "input_mode": "FastFile",
+        },
+        "inputs": {"train": f"{DATA}/train", "val": f"{DATA}/val"},
+    },
 }  # fmt: skip
 
 # Local mode: what the SDK v2 hands its LocalSagemakerClient (the request its containers' config files are
@@ -186,6 +195,16 @@ LOCAL_CASES: dict[str, dict[str, Any]] = {
             "entry_point": ENTRY_POINT, "role": ROLE, "framework_version": "2.5.1", "py_version": "py311",
             "instance_count": 1, "instance_type": "local_gpu", "hyperparameters": {"model-name": "resnet18"},
             "distribution": {"torch_distributed": {"enabled": True}},
+        },
+        "inputs": {"train": "file://<data>"},
+    },
+    # FastFile in local mode: v2 hands it to its LocalSagemakerClient as TrainingInputMode; its containers read
+    # every channel as File (local/image.py `write_config_files`).
+    "local_fastfile": {
+        "estimator": {
+            "entry_point": ENTRY_POINT, "role": ROLE, "framework_version": "2.5", "py_version": "py311",
+            "instance_count": 1, "instance_type": "local", "hyperparameters": {"epochs": 1},
+            "input_mode": "FastFile",
         },
         "inputs": {"train": "file://<data>"},
     },

@@ -259,7 +259,8 @@ def test_a_failed_local_job_raises_from_fit_without_wait_and_from_logs(
 ) -> None:
     out = tmp_path / "out"
     est = local(source, environment={"EXIT_CODE": "3"}, output_path=f"file://{out}")
-    with pytest.raises(CloudDDPError, match="did not complete"):  # v2's local mode raises from fit() too
+    # v2's local mode raises from fit() too, its RuntimeError's words (test_sagemaker_dropin_local_failure_is_runtime_error)
+    with pytest.raises(RuntimeError, match=r"^Failed to run: .*\. Process exited with code: 3$"):
         est.fit(f"file://{source}", wait=False, logs=False)
     job = est.latest_training_job
     assert job is not None

@@ -4,7 +4,12 @@
 Behaviour from the SageMaker SDK v2's own Docker local mode, aws/sagemaker-python-sdk tag v2.257.6
 (commit fc582aaa46faf7b7e16ab1e13840869712174cd0): `sagemaker.utils.download_folder` for channels,
 `sagemaker/local/image.py: retrieve_artifacts` for model.tar.gz/output.tar.gz under
-`{output_path}/{job}/output/`, a later host's model file winning over an earlier one's.
+`{output_path}/{job}/output/`, a later host's model file winning over an earlier one's; a failed job's
+RuntimeError as `_stream_output` words it ("Failed to run: ... Process exited with code: N"); every channel read as
+File whatever input_mode says (`write_config_files`). An entry point in a subfolder of source_dir imports modules
+at the top of source_dir, as on SageMaker, where the training toolkit puts the code folder on PYTHONPATH
+(aws/sagemaker-training-toolkit commit 33839372, src/sagemaker_training/entry_point.py `install` and
+environment.py `write_env_vars`).
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ from __future__ import annotations
 import glob
 import io
 import json
+import re
 import tarfile
 from pathlib import Path
 
@@ -44,6 +50,13 @@ tensorboard.mkdir(exist_ok=True)
 (tensorboard / f"events.out.tfevents.{host}").write_text(host)
 sys.exit(int(os.environ.get("EXIT_CODE", "0")))
 """
+
+
+# The local job's main script in a subfolder of source_dir, importing a module from the top of source_dir.
+SUBFOLDER_SCRIPT = "import common  # source_dir/common.py, from source_dir/sub/train.py\n" + SCRIPT.replace(
+    '(model / "host.txt").write_text(host)\n',
+    '(model / "host.txt").write_text(host)\n(model / "common.txt").write_text(common.VALUE)\n',
+)
 
 
 def members(blob: bytes) -> dict[str, str]:
@@ -187,6 +200,10 @@ def test_a_failing_local_job_raises_and_still_uploads_its_checkpoints_and_artifa
     error = failing_fit(est, bucket, tmp_path, wait)
     job = est.latest_training_job
     assert job is not None and job.name in str(error)
+    # v2's RuntimeError and its words (image.py `_stream_output`), the code last.
+    assert isinstance(error, RuntimeError)
+    assert re.fullmatch(rf"Failed to run: local training job {job.name} in .+\. Process exited with code: {error.exit_code}",
+                        str(error)), str(error)  # fmt: skip
     assert job.describe()["TrainingJobStatus"] == "Failed"
     # The exit code the local job reported (the launcher's: torchrun's, or the script's where it carries it).
     assert error.exit_code == job.provider.status(job.handle.job_id).exit_code != 0
@@ -209,13 +226,27 @@ def test_a_failing_local_job_raises_and_still_uploads_its_checkpoints_and_artifa
 
 @pytest.mark.slow
 def test_local_mode_with_file_uris_needs_no_aws_at_all(source: Path, moto: MotoServer, tmp_path: Path) -> None:
+    """Also: the entry point in a subfolder (sub/train.py importing source_dir's common.py), and input_mode FastFile,
+    read as File."""
+    (source / "train.py").unlink()
+    (source / "sub").mkdir()
+    (source / "sub" / "train.py").write_text(SUBFOLDER_SCRIPT)
+    (source / "common.py").write_text("VALUE = 'from the top of source_dir'\n")
     (tmp_path / "train" / "part").mkdir(parents=True)
     (tmp_path / "train" / "part" / "rows.csv").write_text("a\n")
     out = tmp_path / "artifacts"
-    est = local_estimator(source, instance_count=1, output_path=f"file://{out}", checkpoint_s3_uri=None)
+    est = local_estimator(source, instance_count=1, output_path=f"file://{out}", checkpoint_s3_uri=None,
+                          entry_point="sub/train.py", input_mode="FastFile")  # fmt: skip
     est.fit({"train": f"file://{tmp_path / 'train'}", "notes": f"file://{tmp_path / 'notes'}"}, logs=False)
     # v2's local mode copies the archives into a file:// output folder itself.
     assert est.model_data == f"file://{out}/model.tar.gz"
-    assert members((out / "model.tar.gz").read_bytes())["host.txt"] == "algo-1"
+    model = members((out / "model.tar.gz").read_bytes())
+    assert model["host.txt"] == "algo-1"
+    assert model["common.txt"] == "from the top of source_dir"
+    assert model["rows-algo-1.csv"] == "a\nfrom a file:// channel\n"  # the channels, read from their folders
     assert members((out / "output.tar.gz").read_bytes()) == {"algo-1.txt": "-b x y --lr 0.1"}
+    job = est.latest_training_job
+    assert job is not None
+    config = Path(job.handle.job_id, "nodes", "algo-1", "input", "config", "inputdataconfig.json")
+    assert {channel["TrainingInputMode"] for channel in json.loads(config.read_text()).values()} == {"File"}
     assert moto.calls == []
