@@ -34,6 +34,17 @@ CLI_FOR_CTRL_C = ["-c", "import signal; signal.signal(signal.SIGINT, signal.defa
                   "from cloudddp.console import main; main()"]  # fmt: skip
 
 
+# The test's own sandbox (tests/conftest.py): its job index and contexts, and its temp folder. A run given an exact
+# environment (inherit_env=False) keeps them all the same, or it would read and write the user's job index.
+SANDBOX_VARIABLES = ("XDG_STATE_HOME", "XDG_CONFIG_HOME", "TMPDIR")
+
+
+def exact_env(env: Mapping[str, str] | None) -> dict[str, str]:
+    """`env` as given, on top of the test's sandbox variables only (for tests that remove a variable, a credential or
+    a role, to see what the user sees without it)."""
+    return {**{k: os.environ[k] for k in SANDBOX_VARIABLES if k in os.environ}, **(env or {})}
+
+
 def clean_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
     """The test process's environment without any platform's variables leaking in."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(PLATFORM_PREFIXES) and k not in PLATFORM_NAMES}
@@ -90,11 +101,11 @@ def run_python(
 ) -> subprocess.CompletedProcess[str]:
     """`python ARGV`, output captured as text; `.elapsed` holds its wall time in seconds.
 
-    inherit_env: ENV on top of this process's environment less any platform's variables; False: ENV exactly, for
-    tests that remove a variable (a credential, a role) to see what the user sees without it.
+    inherit_env: ENV on top of this process's environment less any platform's variables; False: ENV exactly (and the
+    test's sandbox, exact_env), for tests that remove a variable (a credential, a role) to see what the user sees.
     """
     started = time.monotonic()
-    environment = clean_env(env) if inherit_env else dict(env or {})
+    environment = clean_env(env) if inherit_env else exact_env(env)
     result = run_tree([PYTHON, *argv], cwd=cwd, env=environment, timeout=timeout)
     result.elapsed = time.monotonic() - started  # type: ignore[attr-defined]
     return result
@@ -143,7 +154,7 @@ def _in_process(
 ) -> subprocess.CompletedProcess[str]:
     """Run a console script's `entry` as if it were `argv` in a child of this process: run_python's environment
     rules, `cwd`, stdout and stderr captured as text, the exit code; `.elapsed` holds its wall time in seconds."""
-    environment = clean_env(env) if inherit_env else dict(env or {})
+    environment = clean_env(env) if inherit_env else exact_env(env)
     stdout, stderr = io.StringIO(), io.StringIO()
     started = time.monotonic()
     with (
