@@ -32,10 +32,11 @@ import os
 import random
 import ssl
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 from urllib.parse import quote, urlsplit
 
 from cloudddp.staging.location import s3_address
@@ -59,7 +60,25 @@ USER_AGENT = "cloudddp-stage"  # not signed (as botocore leaves it out): what S3
 FINAL_ERRORS = (ssl.SSLCertVerificationError,)
 RETRY_CODES = (b"<Code>SlowDown<", b"<Code>RequestTimeout<", b"<Code>InternalError<", b"<Code>ServiceUnavailable<")
 
+T = TypeVar("T")
 Failure = Callable[[Upload, "int | None", bytes, "Exception | None"], Exception]
+
+
+async def within(seconds: float, awaitable: Awaitable[T]) -> T:
+    """`awaitable`'s result, or TimeoutError after `seconds`; a cancellation always propagates. Python 3.10 and
+    3.11's asyncio.wait_for returns the result instead when it arrives as the task is cancelled (CPython gh-86296),
+    so after Ctrl-C a worker went on to its next file and waited out a held PUT's timeouts: a fresh-clone CI run
+    saw a stage still running 120 s after SIGINT."""
+    task = asyncio.ensure_future(awaitable)
+    try:
+        done, _ = await asyncio.wait({task}, timeout=seconds)
+    except asyncio.CancelledError:
+        task.cancel()
+        raise
+    if not done:
+        task.cancel()
+        raise TimeoutError(f"no answer within {seconds:.0f} s")
+    return task.result()
 
 
 class Connection:
@@ -72,7 +91,7 @@ class Connection:
     @classmethod
     async def open(cls, host: str, port: int, tls: ssl.SSLContext | None) -> Connection:
         opened = asyncio.open_connection(host, port, ssl=tls, server_hostname=host if tls else None)
-        reader, writer = await asyncio.wait_for(opened, CONNECT_TIMEOUT)
+        reader, writer = await within(CONNECT_TIMEOUT, opened)
         return cls(reader, writer)
 
     async def exchange(self, head: bytes, upload: Upload) -> tuple[int, bytes]:
@@ -89,7 +108,7 @@ class Connection:
             if sent != upload.size:
                 self.usable = False  # the server still waits for the rest of the body
                 raise FileChangedError(upload)
-        return await asyncio.wait_for(self.response(), READ_TIMEOUT)
+        return await within(READ_TIMEOUT, self.response())
 
     async def response(self) -> tuple[int, bytes]:
         head = await self.reader.readuntil(b"\r\n\r\n")
