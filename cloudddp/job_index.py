@@ -19,6 +19,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from cloudddp.errors import CloudDDPError
 from cloudddp.providers.base import FINISHED_STATES
@@ -134,12 +135,7 @@ def entries(provider: str | None = None, limit: int | None = None) -> list[Entry
     )
     query += " WHERE provider = ?" if provider else ""
     query += " ORDER BY submitted DESC" + (f" LIMIT {int(limit)}" if limit else "")
-    try:
-        with connection(create=False) as db:
-            rows = db.execute(query, (provider,) if provider else ()).fetchall() if db else []
-    except (sqlite3.Error, OSError) as exc:
-        warn("could not read", exc)
-        return []
+    rows = read_rows(query, (provider,) if provider else ())
     found = []
     for row in rows:
         try:
@@ -244,13 +240,18 @@ def attempts(run: str) -> list[Attempt]:
     return read_attempts("WHERE run = ? ORDER BY id", (run,))
 
 
-def read_attempts(where: str, parameters: tuple[object, ...]) -> list[Attempt]:
+def read_rows(query: str, parameters: tuple[object, ...]) -> list[Any]:
+    """The query's rows; none (with a warning) where the index cannot be read, none where there is no index."""
     try:
         with connection(create=False) as db:
-            rows = db.execute(f"SELECT {ATTEMPT_COLUMNS} FROM attempts {where}", parameters).fetchall() if db else []
+            return db.execute(query, parameters).fetchall() if db else []
     except (sqlite3.Error, OSError) as exc:
         warn("could not read", exc)
         return []
+
+
+def read_attempts(where: str, parameters: tuple[object, ...]) -> list[Attempt]:
+    rows = read_rows(f"SELECT {ATTEMPT_COLUMNS} FROM attempts {where}", parameters)
     found = []
     for row in rows:
         try:
