@@ -26,6 +26,7 @@ from cloudddp.errors import CloudDDPError, print_error
 from cloudddp.metrics import DEFAULT_METRICS, FORMATS, definition_problem, job_samples, render
 from cloudddp.providers import registry
 from cloudddp.providers.registry import Option
+from cloudddp.spec import JobSpecBase
 from cloudddp.tensorboard import log_location
 from cloudddp.tensorboard import serve as serve_tensorboard
 from cloudddp.terminal import APP_SETTINGS, CONTEXT
@@ -218,15 +219,60 @@ class ProviderFlag:
     helps: dict[str, str]
 
     def parameter(self) -> inspect.Parameter:
-        option = self.option
-        decls = f"{option.flag}/{option.off_flags}" if option.type is bool else option.flag
-        annotation: Any = list[str] | None if option.multiple or option.key_value else option.type | None
         if len(self.helps) == 1:
             text = next(iter(self.helps.values()))
         else:
-            text = "; ".join(f"{name}: {help_ or option.field}" for name, help_ in self.helps.items())
-        info = typer.Option(None, decls, help=text, rich_help_panel=self.panel, show_default=False)
-        return inspect.Parameter(option.param_name, inspect.Parameter.KEYWORD_ONLY, default=info, annotation=annotation)
+            text = "; ".join(f"{name}: {help_ or self.option.field}" for name, help_ in self.helps.items())
+        return option_parameter(self.option, text, self.panel)
+
+
+def option_parameter(option: Option, text: str, panel: str | None = None) -> inspect.Parameter:
+    """The keyword parameter typer reads `option` from (a bool: `--flag/--no-flag`; key_value: repeatable K=V)."""
+    decls = [f"{option.flag}/{option.off_flags}" if option.type is bool else option.flag]
+    annotation: Any = list[str] | None if option.multiple or option.key_value else option.type | None
+    info = typer.Option(None, *decls, *([option.short] if option.short else []), help=text, metavar=option.metavar,
+                        rich_help_panel=panel, show_default=False)  # fmt: skip
+    return inspect.Parameter(option.param_name, inspect.Parameter.KEYWORD_ONLY, default=info, annotation=annotation)
+
+
+# The spec's own fields as launch's options. The help is the field's description, so `cloudddp schema`, the docs and
+# --help say one thing; `help` is given only where the command line reads the value differently.
+SPEC_OPTIONS = (
+    Option("--name", "name"),
+    Option("--source-dir", "source_dir", help="folder shipped with the job (default: the script's)"),
+    Option("--nodes", "nodes", help="number of nodes, or MIN:MAX (elastic)"),
+    Option("--min-nodes", "min_nodes", type=int, help="elastic: start with this many nodes (--nodes is the most)"),
+    Option("--max-restarts", "max_restarts", type=int),
+    Option("--rdzv-backend", "rdzv_backend"),
+    Option("--rdzv-endpoint", "rdzv_endpoint"),
+    Option("--nproc-per-node", "nproc_per_node"),
+    Option("--input", "inputs", key_value=True, short="-i", metavar="CHANNEL=URI"),
+    Option("--output", "output"),
+    Option("--checkpoint", "checkpoint"),
+    Option("--env", "environment", key_value=True, short="-e", metavar="NAME=VALUE"),
+    # Kept as typed (`-H version=1.10` stays "1.10", `run_id=007` stays "007"): the script parses its arguments.
+    Option("--hyperparameter", "hyperparameters", key_value=True, short="-H", metavar="KEY=VALUE"),
+    Option("--metric", "metrics", key_value=True, metavar="NAME=REGEX", help="read from the logs: the first group"),
+    Option("--max-runtime", "max_runtime", type=int),
+)
+
+
+def spec_option_parameters() -> list[inspect.Parameter]:
+    def text(option: Option) -> str:
+        said = option.help or JobSpecBase.model_fields[option.field].description or ""
+        return said + (" (repeatable)" if option.key_value or option.multiple else "")
+
+    return [option_parameter(option, text(option)) for option in SPEC_OPTIONS]
+
+
+def spec_overrides(given: dict[str, Any]) -> dict[str, Any]:
+    """The spec fields that launch's SPEC_OPTIONS set, taken out of `given`, as the spec reads them."""
+    overrides: dict[str, Any] = {}
+    for option in SPEC_OPTIONS:
+        value = given.pop(option.param_name, None)
+        overrides[option.field] = pairs(value, option.flag) if option.key_value else value
+    overrides["nproc_per_node"] = read_nproc(overrides["nproc_per_node"])
+    return {**overrides, **parse_nodes(overrides["nodes"], overrides["min_nodes"])}  # --nodes 2:3: min 2, most 3
 
 
 def provider_flags() -> dict[str, ProviderFlag]:
@@ -252,16 +298,17 @@ def provider_flags() -> dict[str, ProviderFlag]:
     return flags
 
 
-def with_provider_options(command: Callable[..., Any], flags: dict[str, ProviderFlag]) -> Callable[..., Any]:
-    """`command` with one keyword parameter per provider flag added to what typer reads (`**given`)."""
+def with_options(command: Callable[..., Any], after: str, *added: list[inspect.Parameter]) -> Callable[..., Any]:
+    """`command` with the `added` keyword parameters after its parameter `after`, typer reading them into `**given`."""
     signature = inspect.signature(command, eval_str=True)
     fixed = [p for p in signature.parameters.values() if p.kind is not inspect.Parameter.VAR_KEYWORD]
-    clash = sorted(set(flags) & {p.name for p in fixed})
+    names = [p.name for group in added for p in group]
+    clash = sorted({name for name in names if names.count(name) > 1} | (set(names) & {p.name for p in fixed}))
     if clash:
         raise CloudDDPError(f"a provider declares an option that `cloudddp launch` has already: {', '.join(clash)}.")
-    command.__signature__ = signature.replace(  # type: ignore[attr-defined]
-        parameters=[*fixed, *(flag.parameter() for flag in flags.values())]
-    )
+    at = [p.name for p in fixed].index(after) + 1
+    among = [p.replace(kind=inspect.Parameter.POSITIONAL_OR_KEYWORD) for group in added for p in group]
+    command.__signature__ = signature.replace(parameters=[*fixed[:at], *among, *fixed[at:]])  # type: ignore[attr-defined]
     return command
 
 
@@ -377,8 +424,8 @@ def print_compose(provider: str, spec: JobSpec) -> None:
     print(registry.load_factory(writer)(spec), end="")
 
 
-# Over 60 lines only because typer reads the command line from this signature (one parameter per
-# flag); the body is five steps, each a function above.
+# Long only because typer reads the command line from this signature (one parameter per flag, the spec's and the
+# providers' added to it: with_options); the body is five steps, each a function above.
 @app.command(cls=ProviderCommand, context_settings=CONTEXT, epilog=providers_epilog())
 def launch(
     ctx: typer.Context,
@@ -389,35 +436,8 @@ def launch(
     provider: ProviderOpt = registry.DEFAULT_PROVIDER,
     file: Annotated[Path | None, typer.Option("--file", "-f", help="job spec YAML (flags override it)")] = None,
     context: ContextOpt = None,
-    name: Annotated[str | None, typer.Option(help="job name")] = None,
     module: Annotated[bool, typer.Option("--module", "-m", help="SCRIPT is a Python module")] = False,
-    source_dir: Annotated[str | None, typer.Option(help="folder shipped with the job (default: the script's)")] = None,
-    nodes: Annotated[str | None, typer.Option("--nodes", help="number of nodes, or MIN:MAX (elastic)")] = None,
-    min_nodes: Annotated[
-        int | None, typer.Option(help="elastic: start with this many nodes (--nodes is the most)")
-    ] = None,
-    max_restarts: Annotated[
-        int | None, typer.Option(help="elastic: times the nodes may re-form after a failure")
-    ] = None,
-    rdzv_backend: Annotated[str | None, typer.Option(help="elastic rendezvous: c10d (default) or etcd-v2")] = None,
-    rdzv_endpoint: Annotated[str | None, typer.Option(help="etcd-v2: the etcd server's HOST:PORT")] = None,
-    nproc_per_node: Annotated[str | None, typer.Option(help="processes per node: N, gpu, cpu or auto")] = None,
-    input: Annotated[list[str] | None, typer.Option("--input", "-i", help="CHANNEL=PATH_OR_URI (repeatable)")] = None,
-    output: Annotated[str | None, typer.Option(help="where the model/artifacts go")] = None,
-    checkpoint: Annotated[str | None, typer.Option(help="checkpoint folder or URI (resumes from it)")] = None,
-    env: Annotated[list[str] | None, typer.Option("--env", "-e", help="K=V for the job (repeatable)")] = None,
-    hyperparameter: Annotated[list[str] | None, typer.Option("--hyperparameter", "-H", help="k=v (repeatable)")] = None,
-    metric: Annotated[
-        list[str] | None,
-        typer.Option("--metric", help="NAME=REGEX read from the logs, first group the value (repeatable)"),
-    ] = None,
-    max_runtime: Annotated[
-        int | None,
-        typer.Option(
-            help="seconds before the platform stops the job (default: the platform's own: SageMaker 24 h, none on "
-            "OCI, the partition's or queue's on Slurm and PBS, 24 h on Kubernetes and local)"
-        ),
-    ] = None,
+    # Here typer reads the spec's fields (SPEC_OPTIONS), then these, then the providers' (PROVIDER_FLAGS).
     dry_run: Annotated[bool, typer.Option("--dry-run", help="print the exact request as YAML; submit nothing")] = False,
     wait: Annotated[bool, typer.Option(help="wait for the job to finish")] = True,
     logs: Annotated[bool, typer.Option(help="stream the job's logs while waiting")] = True,
@@ -431,7 +451,7 @@ def launch(
     target: Annotated[
         str | None, typer.Option("--target", help="with targets: in the spec, run on this one only (N from 1, or NAME)")
     ] = None,
-    **given: Any,  # the providers' own options (see provider_flags), one section of the spec
+    **given: Any,  # the spec's fields (SPEC_OPTIONS) and the providers' own options (PROVIDER_FLAGS)
 ) -> None:
     """Launch a training job.
 
@@ -445,15 +465,8 @@ def launch(
     """
     from cloudddp.session import run_job
 
-    overrides = script_overrides(script, module, source_dir, script_args)
-    overrides.update(
-        name=name, nproc_per_node=read_nproc(nproc_per_node), output=output, checkpoint=checkpoint,
-        min_nodes=min_nodes, max_restarts=max_restarts, rdzv_backend=rdzv_backend, rdzv_endpoint=rdzv_endpoint,
-        max_runtime=max_runtime, inputs=pairs(input, "--input"), environment=pairs(env, "--env"),
-        # Kept as typed (`-H version=1.10` stays "1.10", `run_id=007` stays "007"): the script parses its arguments.
-        hyperparameters=pairs(hyperparameter, "--hyperparameter"), metrics=pairs(metric, "--metric"),
-    )  # fmt: skip
-    overrides.update(parse_nodes(nodes, min_nodes))  # --nodes 2:3 is min_nodes 2, nodes 3
+    overrides = spec_overrides(given)
+    overrides.update(script_overrides(script, module, overrides.pop("source_dir"), script_args))
     registry.get(provider)  # an unknown --provider is the first error, before the spec is read
     overrides[provider] = provider_section(provider, given, PROVIDER_FLAGS)
     spec = load_launch_spec(provider, file, drop_none(overrides), context)
@@ -493,7 +506,7 @@ try:
     PROVIDER_FLAGS = provider_flags() if PROVIDERS_SHOWN else {}
 except CloudDDPError as exc:
     REGISTRY_ERROR, PROVIDER_FLAGS = exc, {}
-with_provider_options(launch, PROVIDER_FLAGS)
+with_options(launch, "module", spec_option_parameters(), [flag.parameter() for flag in PROVIDER_FLAGS.values()])
 
 
 RENDER_HELP = """Print what `launch` would send, submitting nothing (launch's --dry-run); takes every launch option.

@@ -117,23 +117,26 @@ class JobSpecBase(Section):
     ...), built from the registry on first use (see `job_spec_model`).
     """
 
-    name: str = "cloudddp-job"
+    # Each description is also `cloudddp launch`'s help for the field's flag (cli.py SPEC_OPTIONS) and the schema's.
+    name: str = Field(default="cloudddp-job", description="job name")
     entry_point: str
     module: bool = False
     args: list[str] = []
-    source_dir: str = "."
-    nodes: int = Field(default=1, ge=1)
+    source_dir: str = Field(default=".", description="folder shipped with the job; the entry point is a file in it")
+    nodes: int = Field(default=1, ge=1, description="number of nodes (with min_nodes: the most)")
     # Elastic mode (cloudddp/elastic.py): set min_nodes and the job runs on min_nodes..nodes nodes.
-    min_nodes: int | None = Field(default=None, ge=1)
+    min_nodes: int | None = Field(default=None, ge=1, description="elastic: start with this many nodes")
     max_restarts: int = Field(default=0, ge=0, description="elastic: times the nodes may re-form after a failure")
-    rdzv_backend: Literal["c10d", "etcd-v2"] = "c10d"
-    rdzv_endpoint: str | None = Field(default=None, validate_default=True, description="etcd-v2: HOST:PORT of etcd")
-    nproc_per_node: NprocPerNode | None = None
-    inputs: dict[str, str] = {}
-    output: str | None = None
-    checkpoint: str | None = None
-    environment: dict[str, str] = {}
-    hyperparameters: dict[str, Scalar] = {}
+    rdzv_backend: Literal["c10d", "etcd-v2"] = Field(default="c10d", description="elastic rendezvous: c10d or etcd-v2")
+    rdzv_endpoint: str | None = Field(
+        default=None, validate_default=True, description="etcd-v2: the etcd server's HOST:PORT"
+    )
+    nproc_per_node: NprocPerNode | None = Field(default=None, description="processes per node: N, gpu, cpu or auto")
+    inputs: dict[str, str] = Field(default={}, description="channel -> folder or URI (s3://, oci://) the job reads")
+    output: str | None = Field(default=None, description="where the model/artifacts go")
+    checkpoint: str | None = Field(default=None, description="checkpoint folder or URI (resumes from it)")
+    environment: dict[str, str] = Field(default={}, description="variables for the job")
+    hyperparameters: dict[str, Scalar] = Field(default={}, description="passed to the script as --key value")
     metrics: dict[str, str] = Field(
         default_factory=dict,
         description="NAME -> REGEX, read from every log line as SageMaker's MetricDefinitions read them (the first "

@@ -253,3 +253,22 @@ def test_a_count_is_ascii_digits_only() -> None:
     from cloudddp.elastic import is_count  # here: the other tests also run against code without it
 
     assert is_count("12") and not is_count("²") and not is_count("٣") and not is_count("") and not is_count("-1")
+
+
+def test_both_doors_set_every_field_of_the_spec_that_says_what_job_runs() -> None:
+    """launch's spec options come from the spec's fields (cli.SPEC_OPTIONS, with the field's description as their
+    help), and the Estimator takes each such field by its name: a field added to the spec without a way to set it
+    at either door fails here. inputs are fit()'s at the Estimator; targets and failover are the spec file's."""
+    import inspect
+
+    from cloudddp import cli
+    from cloudddp.spec import JobSpecBase
+
+    set_by_flags = {option.field for option in cli.SPEC_OPTIONS} | {"entry_point", "module", "args"}
+    spec_only = {"targets", "failover"}
+    assert set_by_flags == set(JobSpecBase.model_fields) - spec_only
+    estimator = set(inspect.signature(Estimator).parameters) - {"provider", "provider_options", "instance_count"}
+    assert estimator == set(JobSpecBase.model_fields) - spec_only - {"inputs"}
+    helps = {p.name: p.default.help for p in cli.spec_option_parameters()}
+    assert helps["max_runtime"] == JobSpecBase.model_fields["max_runtime"].description
+    assert helps["env"] == f"{JobSpecBase.model_fields['environment'].description} (repeatable)"

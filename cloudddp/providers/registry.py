@@ -94,6 +94,8 @@ class Option:
     multiple: bool = False
     key_value: bool = False
     off_flag: str | None = None
+    short: str | None = None  # `-i` beside `--input`
+    metavar: str | None = None  # what --help shows for the value (`CHANNEL=PATH_OR_URI`)
 
     @property
     def off_flags(self) -> str:
