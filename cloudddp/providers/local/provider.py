@@ -274,7 +274,7 @@ def render_node(spec: JobSpec, layout: EmulatedNode, threads: int, job_name: str
     options = [*layout.launcher_args, *elastic_launcher_args(spec, layout, job_name)]
     if spec.nproc_per_node is not None:
         options.append(f"--nproc-per-node={spec.nproc_per_node}")
-    # A script named like an option follows "--", as the Slurm provider writes it (slurm/shell.py).
+    # A script named like an option follows "--", as the Slurm provider writes it (batch/shell.py).
     program = ["-m", spec.entry_point] if spec.module else (["--"] if spec.entry_point.startswith("-") else [])
     program += [] if spec.module else [spec.entry_point]
     # SageMaker's toolkit passes hyperparameters itself (from hyperparameters.json); elsewhere we do.

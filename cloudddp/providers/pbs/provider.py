@@ -21,12 +21,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from cloudddp.errors import CloudDDPError
-from cloudddp.providers.base import JobHandle, JobRequest, JobStatus, Provider
+from cloudddp.providers.base import JobStatus
+from cloudddp.providers.batch.base import BatchProvider, BatchRequest
+from cloudddp.providers.batch.tools import run_tool
 from cloudddp.providers.log_tail import LogTail
-from cloudddp.providers.pbs.script import QsubRequest, render_qsub
+from cloudddp.providers.pbs.script import render_qsub
 from cloudddp.providers.pbs.settings import PBSSettings
-from cloudddp.providers.slurm.shell import ScriptJobRequest
-from cloudddp.providers.slurm.tools import run_tool
 
 if TYPE_CHECKING:
     from cloudddp.job_spec import JobSpec
@@ -44,11 +44,6 @@ EXEC_KILLS = {
     -28: "killed by PBS for exceeding its cput", -29: "killed by PBS for exceeding its walltime",
 }  # fmt: skip
 QDEL_EXIT_CODES = (271,)  # PBS Pro sets Exit_status 271 (SIGTERM+256) for jobs deleted while running
-
-
-def settings_of(spec: JobSpec) -> PBSSettings:
-    section = getattr(spec, "pbs", None)
-    return section if isinstance(section, PBSSettings) else PBSSettings.model_validate(section or {})
 
 
 KEY_LINE = re.compile(r"^\s+([A-Za-z_][\w.]*) = (.*)$")
@@ -104,39 +99,25 @@ def json_variable(value: Any) -> str:
     return re.sub(r"\\([\"'\\])", r"\1", text)
 
 
-class PBSProvider(Provider):
+class PBSProvider(BatchProvider[PBSSettings]):
     name = "pbs"
+    settings = PBSSettings
+    id_pattern = JOB_ID
+    id_hint = "a PBS job id (as qsub printed it, e.g. 1234.server)"
 
-    def __init__(self, environ: dict[str, str] | None = None) -> None:
-        self.environ = dict(os.environ if environ is None else environ)
+    script_request = staticmethod(render_qsub)
 
-    def render(self, spec: JobSpec) -> JobRequest:
-        request = render_qsub(spec, settings_of(spec))
-        return ScriptJobRequest(provider=self.name, name=spec.name, spec=spec, request=request)
-
-    def submit(self, request: JobRequest) -> JobHandle:
-        qsub: QsubRequest = request.request
-        Path(qsub.runs_dir).mkdir(parents=True, exist_ok=True)
-        env = {**self.environ, **{name: request.spec.environment[name] for name in qsub.secret_names}}
+    def send(self, batch: BatchRequest, env: dict[str, str]) -> str:
         # qsub reads the script from a file; it holds no secrets (they travel by name in -v).
-        with tempfile.NamedTemporaryFile("w", suffix=".pbs", dir=qsub.runs_dir, delete=False) as handle:
-            handle.write(qsub.script)
+        with tempfile.NamedTemporaryFile("w", suffix=".pbs", dir=batch.runs_dir, delete=False) as handle:
+            handle.write(batch.script)
         try:
             # From the runs folder: PBS returns the job's own output file (<name>.o<id>) to where qsub ran.
-            result = run_tool([*qsub.argv, Path(handle.name).name], env=env, what="qsub", cwd=qsub.runs_dir)
+            return run_tool([*batch.argv, Path(handle.name).name], env=env, what="qsub", cwd=batch.runs_dir).stdout
         finally:
             os.unlink(handle.name)
-        job_id = result.stdout.strip().splitlines()[-1].strip() if result.stdout.strip() else ""
-        if not JOB_ID.match(job_id):
-            raise CloudDDPError(f"qsub answered {result.stdout.strip()!r}, not a job id.")
-        return JobHandle(provider=self.name, job_id=job_id, details={"runs_dir": qsub.runs_dir})
 
     # -- follow-up calls ------------------------------------------------------------------
-    def check_id(self, job_id: str) -> str:
-        if not JOB_ID.match(job_id):
-            raise CloudDDPError(f"{job_id!r} is not a PBS job id (as qsub printed it, e.g. 1234.server).")
-        return job_id
-
     def describe(self, job_id: str) -> dict[str, Any]:
         """The job's attributes: JSON from PBS Pro/OpenPBS (-x: finished jobs too), else Torque's text."""
         self.check_id(job_id)

@@ -14,25 +14,24 @@ from __future__ import annotations
 
 import re
 import shlex
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from cloudddp.errors import CloudDDPError
-from cloudddp.providers.pbs.settings import PBSSettings
-from cloudddp.providers.slurm.shell import (
+from cloudddp.providers.batch.base import BatchRequest
+from cloudddp.providers.batch.shell import (
     activation_lines,
     check_directive_value,
     data_variables,
     export_lines,
     launcher_words,
     quote,
-    refuse_url_credentials,
-    runs_dir_of,
     shared_folder,
     split_environment,
     walltime,
 )
+from cloudddp.providers.pbs.settings import PBSSettings
 
 if TYPE_CHECKING:
     from cloudddp.job_spec import JobSpec
@@ -45,15 +44,8 @@ NEEDS_QUOTES = re.compile(r"""[\s'"\\#,]""")
 
 
 @dataclass
-class QsubRequest:
-    """Exactly what `submit` runs: `qsub` with `script` written to `script_path`."""
-
-    script: str
-    runs_dir: str
-    secret_names: list[str] = field(default_factory=list)
-
-    def to_document(self) -> dict[str, object]:
-        return {"argv": self.argv, "script": self.script, "secrets_passed_by_name": self.secret_names}
+class QsubRequest(BatchRequest):
+    """`qsub FILE` with `script` written to a file in the runs folder; the secrets pass by name in -v."""
 
     @property
     def argv(self) -> list[str]:
@@ -184,10 +176,8 @@ exit "$code"
 """
 
 
-def render_qsub(spec: JobSpec, settings: PBSSettings) -> QsubRequest:
-    spec.require_source()
-    runs_dir = runs_dir_of(spec, settings.runs_dir, "pbs")
-    _, secret = split_environment(spec)
+def render_qsub(spec: JobSpec, settings: PBSSettings, runs_dir: Path, secret: list[str]) -> QsubRequest:
+    """The script and how qsub takes it; BatchProvider.render checked the spec and found runs_dir and secret."""
     lines = [
         "#!/bin/bash",
         f"# cloudddp job {spec.name!r}: {spec.nodes} node(s), one cloudddp-launch per node. Submit: qsub FILE",
@@ -200,6 +190,4 @@ def render_qsub(spec: JobSpec, settings: PBSSettings) -> QsubRequest:
         *start_nodes(settings),
         OUTCOME,
     ]
-    script = "\n".join(lines)
-    refuse_url_credentials(script, "pbs")
-    return QsubRequest(script=script, runs_dir=str(runs_dir), secret_names=secret)
+    return QsubRequest(script="\n".join(lines), runs_dir=str(runs_dir), secret_names=secret)

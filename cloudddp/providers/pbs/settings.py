@@ -7,7 +7,7 @@ from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from cloudddp.spec import Section
+from cloudddp.providers.batch.base import BatchSettings, yaml_number_as_text
 
 # PBS's size values (mem): digits, then k/m/g/t/p and an optional b or w, or b or w alone; any case
 # (openpbs/openpbs src/lib/Libattr/attr_fn_size.c to_size, commit cd7ab5edaf03dcac2f1cb9e2f42d75eb117d468a).
@@ -62,11 +62,13 @@ def check_place(value: str) -> str:
     return value
 
 
-class PBSSettings(Section):
+class PBSSettings(BatchSettings):
     """PBS Professional / OpenPBS / Torque batch jobs, submitted with `qsub` from a login node."""
 
+    # The shared fields that PBS words for its nodes (node.sh runs them on each).
+    setup: list[str] = Field(default_factory=list, description="shell lines run on every node first (module load ...)")
+    launcher: str = Field(default="cloudddp-launch", description="how the nodes start cloudddp's launcher")
     queue: str | None = None
-    account: str | None = None
     walltime: str | None = Field(
         default=None, description="seconds or [[HH:]MM:]SS; default: the spec's max_runtime, else the queue's"
     )
@@ -81,20 +83,10 @@ class PBSSettings(Section):
     starter: Literal["pbsdsh", "mpiexec"] = Field(
         default="pbsdsh", description="how one launcher per node starts: pbsdsh -h HOST, or mpiexec -n N -ppn 1"
     )
-    conda_env: str | None = None
-    venv: str | None = None
-    setup: list[str] = Field(default_factory=list, description="shell lines run on every node first (module load ...)")
-    launcher: str = Field(default="cloudddp-launch", description="how the nodes start cloudddp's launcher")
-    launcher_args: list[str] = Field(default_factory=list)
-    host_map: dict[str, str] = Field(default_factory=dict, description="node names that don't resolve -> addresses")
-    runs_dir: str = Field(default="cloudddp-runs", description="logs and model folders (on the shared filesystem)")
     qsub_args: list[str] = Field(default_factory=list)
 
-    @field_validator("walltime", mode="before")
-    @classmethod
-    def _walltime_number(cls, value: object) -> object:
-        # YAML reads `walltime: 3600` as a number: PBS takes it as seconds, as the README says (OpenPBS decode_time).
-        return str(value) if isinstance(value, int) and not isinstance(value, bool) else value
+    # YAML reads `walltime: 3600` as a number: PBS takes it as seconds, as the README says (OpenPBS decode_time).
+    _walltime_number = field_validator("walltime", mode="before")(yaml_number_as_text)
 
     @field_validator("walltime")
     @classmethod

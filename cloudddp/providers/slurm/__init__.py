@@ -3,21 +3,9 @@
 Declares the provider only; nothing here imports the provider's modules (the registry reads this first).
 """
 
-from collections.abc import Callable
-
+from cloudddp.providers.batch.base import script_in_clear
 from cloudddp.providers.registry import Option, ProviderInfo
 from cloudddp.providers.slurm.settings import SlurmSettings
-from cloudddp.secrets_policy import ARGS, HYPERPARAMETERS, InClear
-
-
-def by_name(provider: str) -> Callable[[str], str]:
-    """The advice for a secret in the batch script: {provider} passes secret variables by name, never in it."""
-    return lambda variable: (
-        f"Pass it in a variable instead (--env {variable}=VALUE, or `environment:` in the spec: {provider} hands "
-        f"secret-named variables, and variables whose value holds a password in a URL, to the job through the "
-        f"scheduler's environment, never in the script) and read it there in the training script."
-    )
-
 
 PROVIDER = ProviderInfo(
     name="slurm",
@@ -39,10 +27,5 @@ PROVIDER = ProviderInfo(
     interrupt_stops_job=False,
     supports_elastic=True,  # --nodes MIN:MAX: a node range, survivors carry on (script.py)
     factory="cloudddp.providers.slurm.provider:create",
-    # The environment is not: secret variables travel by name through sbatch's exported environment (script.py).
-    in_clear=InClear(
-        fields=("slurm.setup", "slurm.launcher_args", "slurm.sbatch_args", ARGS, HYPERPARAMETERS),
-        where="written into the slurm batch script",
-        by_reference=by_name("slurm"),
-    ),
+    in_clear=script_in_clear("slurm", "sbatch_args"),
 )

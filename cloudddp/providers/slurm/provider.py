@@ -7,7 +7,6 @@ user's environment (SLURM_CONF, the cluster's defaults), as a person on the logi
 
 from __future__ import annotations
 
-import os
 import re
 import time
 from collections.abc import Iterator
@@ -16,12 +15,12 @@ from typing import TYPE_CHECKING, Any
 
 from cloudddp.cluster.hostlist import expand_hostlist
 from cloudddp.errors import CloudDDPError
-from cloudddp.providers.base import JobHandle, JobRequest, JobStatus, Provider
+from cloudddp.providers.base import JobStatus
+from cloudddp.providers.batch.base import BatchProvider
+from cloudddp.providers.batch.tools import run_tool, tool_failure
 from cloudddp.providers.log_tail import LogTail
-from cloudddp.providers.slurm.script import SbatchRequest, render_sbatch
+from cloudddp.providers.slurm.script import render_sbatch
 from cloudddp.providers.slurm.settings import SlurmSettings
-from cloudddp.providers.slurm.shell import ScriptJobRequest
-from cloudddp.providers.slurm.tools import run_tool, tool_failure
 
 if TYPE_CHECKING:
     from cloudddp.job_spec import JobSpec
@@ -40,12 +39,6 @@ JOB_STATE_OF_SLURM_STATE = {
 JOB_ID = re.compile(r"^\d+(_\d+)?$")
 # `srun --label` prefixes each line of task N with "N: " (padded to the width of the task count).
 LABELLED = re.compile(r"^\s*(\d+): ?(.*)$")
-
-
-def settings_of(spec: JobSpec) -> SlurmSettings:
-    """The spec's `slurm:` section (the registry adds it to JobSpec), defaults where it is absent."""
-    section = getattr(spec, "slurm", None)
-    return section if isinstance(section, SlurmSettings) else SlurmSettings.model_validate(section or {})
 
 
 def parse_scontrol(text: str) -> dict[str, str]:
@@ -91,34 +84,18 @@ def pending_line(job_id: str, reason: str) -> str:
     return line
 
 
-class SlurmProvider(Provider):
+class SlurmProvider(BatchProvider[SlurmSettings]):
     name = "slurm"
+    settings = SlurmSettings
+    id_pattern = JOB_ID
+    id_hint = "a Slurm job id (a number, as sbatch printed it)"
 
-    def __init__(self, environ: dict[str, str] | None = None) -> None:
-        # The environment the Slurm commands run with (tests point SLURM_CONF at their cluster).
-        self.environ = dict(os.environ if environ is None else environ)
+    script_request = staticmethod(render_sbatch)
 
-    # -- render / submit ----------------------------------------------------------------
-    def render(self, spec: JobSpec) -> JobRequest:
-        request = render_sbatch(spec, settings_of(spec))
-        return ScriptJobRequest(provider=self.name, name=spec.name, spec=spec, request=request)
-
-    def submit(self, request: JobRequest) -> JobHandle:
-        sbatch: SbatchRequest = request.request
-        Path(sbatch.runs_dir).mkdir(parents=True, exist_ok=True)  # Slurm does not create --output's folder
-        env = {**self.environ, **{name: request.spec.environment[name] for name in sbatch.secret_names}}
-        result = run_tool(sbatch.argv, stdin=sbatch.script, env=env, what="sbatch")
-        job_id = result.stdout.strip().split(";")[0]  # --parsable: "ID" or "ID;CLUSTER"
-        if not JOB_ID.match(job_id):
-            raise CloudDDPError(f"sbatch answered {result.stdout.strip()!r}, not a job id.")
-        return JobHandle(provider=self.name, job_id=job_id, details={"runs_dir": sbatch.runs_dir})
+    def job_id_in(self, answer: str) -> str:
+        return answer.split(";")[0]  # --parsable: "ID" or "ID;CLUSTER"
 
     # -- follow-up calls ------------------------------------------------------------------
-    def check_id(self, job_id: str) -> str:
-        if not JOB_ID.match(job_id):
-            raise CloudDDPError(f"{job_id!r} is not a Slurm job id (a number, as sbatch printed it).")
-        return job_id
-
     def describe(self, job_id: str) -> dict[str, str] | None:
         """scontrol's record of the job, or None once Slurm has forgotten it (MinJobAge after the end)."""
         result = run_tool(["scontrol", "show", "job", "-o", self.check_id(job_id)], env=self.environ, check=False)

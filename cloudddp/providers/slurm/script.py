@@ -24,43 +24,35 @@ from __future__ import annotations
 
 import re
 import shlex
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from cloudddp.elastic import is_elastic, node_range
 from cloudddp.errors import CloudDDPError
-from cloudddp.providers.slurm.settings import SlurmSettings, slurm_walltime
-from cloudddp.providers.slurm.shell import (
+from cloudddp.providers.batch.base import BatchRequest
+from cloudddp.providers.batch.shell import (
     activation_lines,
     check_directive_value,
     data_variables,
     export_lines,
     launcher_words,
     quote,
-    refuse_url_credentials,
-    runs_dir_of,
     shared_folder,
     split_environment,
 )
+from cloudddp.providers.slurm.settings import SlurmSettings, slurm_walltime
 
 if TYPE_CHECKING:
     from cloudddp.job_spec import JobSpec
 
 
 @dataclass
-class SbatchRequest:
-    """Exactly what `submit` runs: `sbatch --parsable` with `script` on stdin."""
+class SbatchRequest(BatchRequest):
+    """`sbatch --parsable` with `script` on stdin; the secrets pass through its exported environment (--export=ALL)."""
 
-    script: str
-    runs_dir: str
-    # Secret variables: passed by name through sbatch's environment (--export=ALL), never in the script.
-    secret_names: list[str] = field(default_factory=list)
     # False when the user's sbatch_args choose --export themselves.
     export_all: bool = True
-
-    def to_document(self) -> dict[str, object]:
-        return {"argv": self.argv, "script": self.script, "secrets_passed_by_name": self.secret_names}
 
     @property
     def argv(self) -> list[str]:
@@ -214,10 +206,8 @@ exit "$code"
 """
 
 
-def render_sbatch(spec: JobSpec, settings: SlurmSettings) -> SbatchRequest:
-    spec.require_source()
-    runs_dir = runs_dir_of(spec, settings.runs_dir, "slurm")
-    _, secret = split_environment(spec)
+def render_sbatch(spec: JobSpec, settings: SlurmSettings, runs_dir: Path, secret: list[str]) -> SbatchRequest:
+    """The script and how sbatch takes it; BatchProvider.render checked the spec and found runs_dir and secret."""
     lines = [
         "#!/bin/bash",
         f"# cloudddp job {spec.name!r}: {node_range(spec)} node(s), one cloudddp-launch per node. Submit: sbatch --parsable FILE",
@@ -229,6 +219,5 @@ def render_sbatch(spec: JobSpec, settings: SlurmSettings) -> SbatchRequest:
         STEP_SUPERVISION + (ELASTIC_EXIT if is_elastic(spec) else STATIC_EXIT),
     ]
     script = "\n".join(lines)
-    refuse_url_credentials(script, "slurm")
     export_all = not any(arg.lstrip().startswith("--export") for arg in settings.sbatch_args)
     return SbatchRequest(script=script, runs_dir=str(runs_dir), secret_names=secret, export_all=export_all)

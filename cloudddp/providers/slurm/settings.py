@@ -6,8 +6,8 @@ import re
 
 from pydantic import Field, field_validator
 
-from cloudddp.providers.slurm.shell import walltime
-from cloudddp.spec import Section
+from cloudddp.providers.batch.base import BatchSettings, yaml_number_as_text
+from cloudddp.providers.batch.shell import walltime
 
 # sbatch --time as Slurm reads it (SchedMD/slurm src/common/parse_time.c, commit
 # 284c3b95f08a2dc2478499837b03355e1b9c5c75): _is_valid_timespec lets through only digits, '-' and ':' (one '-' at
@@ -31,11 +31,10 @@ SLURM_TIME_ERROR = (
 SLURM_SIZE = re.compile(r"^\d+([KMGT]B?)?$", re.IGNORECASE)
 
 
-class SlurmSettings(Section):
+class SlurmSettings(BatchSettings):
     """Slurm batch jobs, submitted with `sbatch` from a login node (no SDK)."""
 
     partition: str | None = None
-    account: str | None = None
     qos: str | None = None
     time: str | None = Field(
         default=None, description="sbatch --time; default: the spec's max_runtime, else the partition's"
@@ -45,22 +44,12 @@ class SlurmSettings(Section):
     mem: str | None = Field(default=None, description="per node, e.g. 64G")
     container_image: str | None = Field(default=None, description="enroot/pyxis image (srun --container-image)")
     container_mounts: list[str] = Field(default_factory=list)
-    conda_env: str | None = None
-    venv: str | None = None
-    setup: list[str] = Field(default_factory=list, description="shell lines run before the job step (module load ...)")
-    launcher: str = Field(default="cloudddp-launch", description="how the compute nodes start cloudddp's launcher")
-    launcher_args: list[str] = Field(default_factory=list)
-    host_map: dict[str, str] = Field(default_factory=dict, description="node names that don't resolve -> addresses")
     signal_seconds: int = Field(default=120, ge=0, le=65535, description="USR1 this long before the end; 0: off")
     requeue: bool = False
-    runs_dir: str = Field(default="cloudddp-runs", description="logs and model folders (on the shared filesystem)")
     sbatch_args: list[str] = Field(default_factory=list)
 
-    @field_validator("time", mode="before")
-    @classmethod
-    def _slurm_time_number(cls, value: object) -> object:
-        # YAML reads `time: 90` as a number: sbatch --time=90 is 90 minutes (parse_time.c time_str2secs, above).
-        return str(value) if isinstance(value, int) and not isinstance(value, bool) else value
+    # YAML reads `time: 90` as a number: sbatch --time=90 is 90 minutes (parse_time.c time_str2secs, above).
+    _slurm_time_number = field_validator("time", mode="before")(yaml_number_as_text)
 
     @field_validator("time")
     @classmethod

@@ -1,5 +1,6 @@
 """Pieces of batch scripts shared by the Slurm and PBS renderers (both run bash on a login node's
-shared filesystem): quoting, walltime, the environment block and the cloudddp-launch command line.
+shared filesystem): quoting, walltime, directive values, the environment block, the run folders and the
+cloudddp-launch command line.
 
 Secrets never go into a script file: variables whose names look secret are passed by name
 through the scheduler's environment export (`sbatch --export`, `qsub -v NAME`) instead.
@@ -14,7 +15,6 @@ from typing import TYPE_CHECKING
 
 from cloudddp.cluster.environment import channel_variable
 from cloudddp.errors import CloudDDPError
-from cloudddp.providers.base import JobRequest
 from cloudddp.redact import has_url_credentials, is_secret_variable, redact_text
 
 if TYPE_CHECKING:  # the spec module builds JobSpec from the registry, which imports this package
@@ -25,17 +25,6 @@ ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 # directives at the first command (SchedMD/slurm src/sbatch/opt.c _opt_batch_script,
 # commit 284c3b95f08a2dc2478499837b03355e1b9c5c75). Other control characters have no place there either.
 CONTROL_CHARACTERS = re.compile(r"[\x00-\x1f\x7f]")
-
-
-class ScriptJobRequest(JobRequest):
-    """A batch job's request: its dry run prints the script itself, ready for `sbatch` or `qsub`.
-
-    The script holds no secret values (those travel by name through the scheduler's export).
-    """
-
-    def to_yaml(self) -> str:
-        # Render refuses URL credentials (refuse_url_credentials); hiding them here too keeps a slip out of print.
-        return redact_text(str(self.request.script))
 
 
 def walltime(seconds: int) -> str:
