@@ -113,17 +113,6 @@ def test_each_node_starts_one_process_per_gpu_it_asked_for(nproc: int | None, ng
     assert (expected in launch) if expected else "--nproc-per-node" not in launch, launch
 
 
-def test_walltime_defaults_to_the_specs_max_runtime(tmp_path: Path) -> None:
-    spec = build_spec({**spec_data(tmp_path), "max_runtime": 90061})
-    assert "#PBS -l walltime=25:01:01" in PBSProvider().render(spec).request.script
-
-
-def test_secret_values_stay_out_of_the_script_and_its_dry_run(tmp_path: Path) -> None:
-    request = PBSProvider().render(build_spec(spec_data(tmp_path)))
-    assert "swordfish" not in request.request.script and "swordfish" not in request.to_yaml()
-    assert "export MODE=fast" in request.request.script
-
-
 @pytest.mark.parametrize(
     ("change", "message"),
     [
@@ -140,10 +129,6 @@ def test_secret_values_stay_out_of_the_script_and_its_dry_run(tmp_path: Path) ->
             {"pbs": {"resources": "nodes", "mem": "32gb"}},
             "pbs: Value error, mem='32gb' is a per-node amount of a select chunk",
         ),
-        ({"nodes": 0}, "nodes: Input should be greater than or equal to 1"),
-        ({"inputs": {"train": "s3://bucket/data"}}, "inputs.train='s3://bucket/data': the pbs provider reads folders"),
-        ({"inputs": {"train": "/no/such/folder"}}, "inputs.train='/no/such/folder' does not exist"),
-        ({"pbs": {"conda_env": "pt", "venv": "/opt/venv"}}, "choose one environment to activate"),
     ],
 )
 def test_bad_input_is_named(tmp_path: Path, change: dict[str, Any], message: str) -> None:

@@ -38,11 +38,6 @@ def test_directives_ask_for_one_task_per_node_with_the_resources(tmp_path: Path)
     ]  # fmt: skip
 
 
-def test_time_defaults_to_max_runtime_rounded_up_to_a_minute(tmp_path: Path) -> None:
-    spec = build_spec({**spec_data(tmp_path), "max_runtime": 3601})
-    assert "--time=01:01:00" in sbatch_options(SlurmProvider().render(spec).request.script)
-
-
 def test_the_step_runs_one_launcher_per_node_and_fails_the_step_if_one_fails(tmp_path: Path) -> None:
     script = script_for(tmp_path, host_map={"n1": "127.0.0.1"})
     step = next(line for line in script.splitlines() if line.startswith("srun "))
@@ -79,10 +74,6 @@ def test_environment_activation_and_secrets(tmp_path: Path) -> None:
         ({"slurm": {"time": "2 hours"}}, "slurm.time: Value error, must be a Slurm time"),
         ({"slurm": {"gpus_per_node": -1}}, "slurm.gpus_per_node: Input should be greater than or equal to 0"),
         ({"slurm": {"partiton": "gpu"}}, "slurm.partiton: unknown field"),
-        ({"nodes": 0}, "nodes: Input should be greater than or equal to 1"),
-        ({"inputs": {"train": "s3://bucket/x"}}, "the slurm provider reads folders on the cluster's shared filesystem"),
-        ({"entry_point": "missing.py"}, "entry_point 'missing.py': the training script"),
-        ({"environment": {"BAD NAME": "x"}}, "environment variable name 'BAD NAME' is not a valid shell variable name"),
     ],
 )
 def test_bad_input_is_named(tmp_path: Path, change: dict[str, Any], message: str) -> None:

@@ -1,0 +1,77 @@
+"""Bad input to the Slurm and PBS providers is refused by the field's name, before any script exists: values a
+#SBATCH or #PBS line cannot carry (a newline would end the directive and run the rest as a command), and spec
+fields no batch job can take."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from helpers import SOURCES, cli
+
+from cloudddp.errors import CloudDDPError
+from cloudddp.job_spec import build_spec
+from cloudddp.providers.pbs.provider import PBSProvider
+from cloudddp.providers.slurm.provider import SlurmProvider
+
+PROVIDERS = {"slurm": SlurmProvider, "pbs": PBSProvider}
+
+
+def render(tmp_path: Path, provider: str, section: dict[str, Any], **fields: Any) -> Any:
+    data = {"name": "check", "entry_point": "train_ddp.py", "source_dir": str(SOURCES), "nodes": 2,
+            provider: {"runs_dir": str(tmp_path / "runs"), **section}, **fields}  # fmt: skip
+    return PROVIDERS[provider]().render(build_spec(data))
+
+
+@pytest.mark.parametrize(
+    ("provider", "section", "message"),
+    [
+        ("slurm", {"partition": "gpu\necho INJECTED"}, "slurm.partition='gpu\\necho INJECTED': a newline or control"),
+        ("slurm", {"account": "a\tb"}, "slurm.account='a\\tb': a newline or control character"),
+        ("slurm", {"sbatch_args": ["--exclusive", "--comment=x\nrm -rf ~"]}, "slurm.sbatch_args[1]='--comment=x\\nrm -rf ~'"),
+        ("slurm", {"mem": "64 G"}, "slurm.mem: Value error, must be a Slurm size"),
+        ("slurm", {"mem": "64G\n"}, "slurm.mem: Value error, must be a Slurm size"),
+        ("slurm", {"time": "1:00:00\n"}, "slurm.time: Value error, must be a Slurm time"),
+        ("slurm", {"runs_dir": "/tmp/a\\b"}, "slurm.runs_dir='/tmp/a\\\\b': sbatch reads a backslash"),
+        ("pbs", {"queue": "gpu\necho INJECTED"}, "pbs.queue='gpu\\necho INJECTED': a newline or control character"),
+        ("pbs", {"account": 'a "b"'}, "pbs.account='a \"b\"': a double quote cannot go"),
+        ("pbs", {"qsub_args": ["-l pmem=4gb", "-m n\necho INJECTED"]}, "pbs.qsub_args[1]='-m n\\necho INJECTED'"),
+        ("pbs", {"runs_dir": "/tmp/it's here"}, "pbs.runs_dir=\"/tmp/it's here\": qsub's -v list cannot carry a quote"),
+        ("pbs", {"walltime": "01:00:00\n"}, "pbs.walltime: Value error, must be a PBS walltime"),
+        ("pbs", {"mem": "32gb\n"}, "pbs.mem: Value error, must be a PBS size"),
+    ],
+)  # fmt: skip
+def test_values_a_directive_cannot_carry_are_refused_by_name(
+    tmp_path: Path, provider: str, section: dict[str, Any], message: str
+) -> None:
+    with pytest.raises(CloudDDPError) as caught:
+        render(tmp_path, provider, section)
+    assert message in str(caught.value)
+
+
+@pytest.mark.parametrize(("provider", "flag"), [("slurm", "--partition"), ("pbs", "--queue")])
+def test_a_newline_in_a_directive_from_the_cli_exits_2_without_a_script(provider: str, flag: str) -> None:
+    result = cli("render", "-p", provider, flag, "gpu\necho INJECTED", "train_ddp.py", cwd=SOURCES)
+    assert result.returncode == 2 and f"{provider}.{flag[2:]}=" in result.stderr and "Traceback" not in result.stderr
+    assert result.stdout == ""
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+@pytest.mark.parametrize(
+    ("fields", "section", "message"),
+    [
+        ({"nodes": 0}, {}, "nodes: Input should be greater than or equal to 1"),
+        ({"inputs": {"train": "s3://bucket/x"}}, {}, "inputs.train='s3://bucket/x': the {provider} provider reads folders on the cluster's shared filesystem"),
+        ({"inputs": {"train": "/no/such/folder"}}, {}, "inputs.train='/no/such/folder' does not exist"),
+        ({"entry_point": "missing.py"}, {}, "entry_point 'missing.py': the training script"),
+        ({"environment": {"BAD NAME": "x"}}, {}, "environment variable name 'BAD NAME' is not a valid shell variable name"),
+        ({}, {"conda_env": "pt", "venv": "/opt/venv"}, "choose one environment to activate"),
+    ],
+)  # fmt: skip
+def test_spec_fields_no_batch_job_can_take_are_named(
+    tmp_path: Path, provider: str, fields: dict[str, Any], section: dict[str, Any], message: str
+) -> None:
+    with pytest.raises(CloudDDPError) as caught:
+        render(tmp_path, provider, section, **fields)
+    assert message.format(provider=provider) in str(caught.value)
