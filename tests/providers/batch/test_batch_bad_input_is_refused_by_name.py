@@ -75,3 +75,43 @@ def test_spec_fields_no_batch_job_can_take_are_named(
     with pytest.raises(CloudDDPError) as caught:
         render(tmp_path, provider, section, **fields)
     assert message.format(provider=provider) in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("provider", "section", "message"),
+    [
+        ("slurm", {"time": "2 hours"}, "slurm.time: Value error, must be a Slurm time"),
+        ("slurm", {"gpus_per_node": -1}, "slurm.gpus_per_node: Input should be greater than or equal to 0"),
+        ("slurm", {"partiton": "gpu"}, "slurm.partiton: unknown field"),
+        ("pbs", {"walltime": "2h"}, "pbs.walltime: Value error, must be a PBS walltime"),
+        ("pbs", {"starter": "ssh"}, "pbs.starter: Input should be 'pbsdsh' or 'mpiexec'"),
+        ("pbs", {"ncpus": 0}, "pbs.ncpus: Input should be greater than or equal to 1"),
+        ("pbs", {"mem": "32 GB"}, "pbs.mem: Value error, must be a PBS size"),
+        ("pbs", {"mem": "1.5gb"}, "pbs.mem: Value error, must be a PBS size"),
+        ("pbs", {"queu": "gpu"}, "pbs.queu: unknown field"),
+        ("pbs", {"place": "spread"}, "pbs.place: Value error, 'spread' is not a PBS placement"),
+        ("pbs", {"place": "scatter:pack"}, "'scatter:pack' is not a PBS placement"),
+        ("pbs", {"place": "pack:excl"}, "pbs.place='pack:excl' puts all 2 chunks on one host"),
+        ("pbs", {"resources": "nodes", "mem": "32gb"}, "pbs: Value error, mem='32gb' is a per-node amount of a select chunk"),
+    ],
+)  # fmt: skip
+def test_settings_their_section_refuses_are_named(
+    tmp_path: Path, provider: str, section: dict[str, Any], message: str
+) -> None:
+    with pytest.raises(CloudDDPError) as caught:
+        render(tmp_path, provider, section)
+    assert message in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("provider", "flags", "message"),
+    [("slurm", ["--time", "soon"], "slurm.time"), ("slurm", ["--nodes", "0"], "nodes: "),
+     ("pbs", ["--walltime", "2h"], "pbs.walltime: Value error, must be a PBS walltime"), ("pbs", ["--nodes", "0"], "nodes: "),
+     ("pbs", ["--pbs-mem", "lots"], "pbs.mem: Value error, must be a PBS size")],
+)  # fmt: skip
+def test_bad_input_from_the_cli_is_one_paragraph_and_exit_2(
+    tmp_path: Path, provider: str, flags: list[str], message: str
+) -> None:
+    result = cli("launch", "-p", provider, *flags, "--dry-run", str(SOURCES / "train_ddp.py"), cwd=tmp_path)
+    assert result.returncode == 2 and message in result.stderr, result.stderr
+    assert "Traceback" not in result.stderr and result.stdout == "" and not list(tmp_path.iterdir())

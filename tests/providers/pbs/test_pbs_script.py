@@ -17,10 +17,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import PYTHON, SOURCES, clean_env, cli, run_tree
+from helpers import PYTHON, SOURCES, clean_env, run_tree
 
 from cloudddp.cluster.plan import JOB_PORT_SLOTS, port_from_job_id
-from cloudddp.errors import CloudDDPError
 from cloudddp.job_spec import build_spec
 from cloudddp.providers.pbs.provider import PBSProvider
 
@@ -111,44 +110,6 @@ def test_each_node_starts_one_process_per_gpu_it_asked_for(nproc: int | None, ng
         line for line in PBSProvider().render(spec).request.script.splitlines() if "cloudddp.launcher" in line
     )
     assert (expected in launch) if expected else "--nproc-per-node" not in launch, launch
-
-
-@pytest.mark.parametrize(
-    ("change", "message"),
-    [
-        ({"pbs": {"walltime": "2h"}}, "pbs.walltime: Value error, must be a PBS walltime"),
-        ({"pbs": {"starter": "ssh"}}, "pbs.starter: Input should be 'pbsdsh' or 'mpiexec'"),
-        ({"pbs": {"ncpus": 0}}, "pbs.ncpus: Input should be greater than or equal to 1"),
-        ({"pbs": {"mem": "32 GB"}}, "pbs.mem: Value error, must be a PBS size"),
-        ({"pbs": {"mem": "1.5gb"}}, "pbs.mem: Value error, must be a PBS size"),
-        ({"pbs": {"queu": "gpu"}}, "pbs.queu: unknown field"),
-        ({"pbs": {"place": "spread"}}, "pbs.place: Value error, 'spread' is not a PBS placement"),
-        ({"pbs": {"place": "scatter:pack"}}, "'scatter:pack' is not a PBS placement"),
-        ({"pbs": {"place": "pack:excl"}}, "pbs.place='pack:excl' puts all 2 chunks on one host"),
-        (
-            {"pbs": {"resources": "nodes", "mem": "32gb"}},
-            "pbs: Value error, mem='32gb' is a per-node amount of a select chunk",
-        ),
-    ],
-)
-def test_bad_input_is_named(tmp_path: Path, change: dict[str, Any], message: str) -> None:
-    data = spec_data(tmp_path)
-    for key, value in change.items():
-        data[key] = {**data[key], **value} if key == "pbs" else value
-    with pytest.raises(CloudDDPError) as caught:
-        PBSProvider().render(build_spec(data))
-    assert message in str(caught.value)
-
-
-@pytest.mark.parametrize(
-    ("flags", "message"),
-    [(["--walltime", "2h"], "pbs.walltime: Value error, must be a PBS walltime"), (["--nodes", "0"], "nodes: "),
-     (["--pbs-mem", "lots"], "pbs.mem: Value error, must be a PBS size")],
-)  # fmt: skip
-def test_bad_input_from_the_cli_is_one_paragraph_and_exit_2(tmp_path: Path, flags: list[str], message: str) -> None:
-    result = cli("launch", "-p", "pbs", *flags, "--dry-run", str(SOURCES / "train_ddp.py"), cwd=tmp_path)
-    assert result.returncode == 2 and message in result.stderr, result.stderr
-    assert "Traceback" not in result.stderr and result.stdout == "" and not list(tmp_path.iterdir())
 
 
 def stand_ins(tmp_path: Path) -> Path:

@@ -1,4 +1,4 @@
-"""The sbatch script rendered from a job spec: directives, the job step, the environment, bad input."""
+"""The sbatch script rendered from a job spec: directives, the job step, the environment."""
 
 from __future__ import annotations
 
@@ -68,28 +68,9 @@ def test_environment_activation_and_secrets(tmp_path: Path) -> None:
     assert 'export CLOUDDDP_CHECKPOINT_DIR="$CLOUDDDP_RUN_DIR/checkpoints"' in script
 
 
-@pytest.mark.parametrize(
-    ("change", "message"),
-    [
-        ({"slurm": {"time": "2 hours"}}, "slurm.time: Value error, must be a Slurm time"),
-        ({"slurm": {"gpus_per_node": -1}}, "slurm.gpus_per_node: Input should be greater than or equal to 0"),
-        ({"slurm": {"partiton": "gpu"}}, "slurm.partiton: unknown field"),
-    ],
-)
-def test_bad_input_is_named(tmp_path: Path, change: dict[str, Any], message: str) -> None:
-    data = spec_data(tmp_path)
-    for key, value in change.items():
-        data[key] = {**data[key], **value} if key == "slurm" else value
-    with pytest.raises(CloudDDPError) as caught:
-        SlurmProvider().render(build_spec(data))
-    assert message in str(caught.value)
-
-
-def test_dry_run_prints_the_script_and_a_bad_flag_exits_2(tmp_path: Path) -> None:
+def test_dry_run_prints_the_script() -> None:
     ok = cli("launch", "-p", "slurm", "--dry-run", "--nodes", "2", "--partition", "gpu", str(SOURCES / "train_ddp.py"))
     assert ok.returncode == 0 and ok.stdout.startswith("#!/bin/bash\n") and "#SBATCH --partition=gpu" in ok.stdout
-    bad = cli("launch", "-p", "slurm", "--dry-run", "--time", "soon", str(SOURCES / "train_ddp.py"))
-    assert bad.returncode == 2 and "slurm.time" in bad.stderr and "Traceback" not in bad.stderr
 
 
 def test_the_estimator_switches_to_slurm_and_pbs_with_their_settings() -> None:
