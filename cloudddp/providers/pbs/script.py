@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import re
 import shlex
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -43,7 +42,6 @@ NODE_SCRIPT = "node.sh"
 NEEDS_QUOTES = re.compile(r"""[\s'"\\#,]""")
 
 
-@dataclass
 class QsubRequest(BatchRequest):
     """`qsub FILE` with `script` written to a file in the runs folder; the secrets pass by name in -v."""
 
