@@ -293,6 +293,15 @@ def test_a_provider_folder_without_a_declaration_is_skipped_and_named_when_asked
         registry.get("halfway")
 
 
+def test_a_folder_of_shared_code_is_no_provider_and_no_half_written_one() -> None:
+    """providers/batch holds what Slurm and PBS share and says PROVIDER = None: not listed, and `-p batch` is an
+    unknown provider without the hint meant for a provider being written."""
+    assert "batch" not in registry.names()
+    with pytest.raises(CloudDDPError) as refused:
+        registry.get("batch")
+    assert str(refused.value).startswith("unknown provider 'batch'; choose one of: local,")
+
+
 def test_a_provider_folder_must_declare_its_own_name(extra_provider_folder: Path) -> None:
     (extra_provider_folder / "halfway").mkdir()
     (extra_provider_folder / "halfway" / "__init__.py").write_text(

@@ -246,7 +246,13 @@ def get(name: str) -> ProviderInfo:
     registered = providers()
     if name not in registered:
         undeclared = ""
-        if importlib.util.find_spec(f"cloudddp.providers.{name}") if name.isidentifier() else None:
+        folder = f"cloudddp.providers.{name}"
+        # A provider being written; not shared code, which says `PROVIDER = None` (providers/batch).
+        if (
+            name.isidentifier()
+            and importlib.util.find_spec(folder)
+            and not hasattr(importlib.import_module(folder), "PROVIDER")
+        ):
             undeclared = f" (cloudddp/providers/{name}/__init__.py declares no PROVIDER = ProviderInfo(...))"
         close = difflib.get_close_matches(name.lower(), list(registered), n=1, cutoff=0.6)
         guess = f" Did you mean {close[0]!r}?" if close else ""
