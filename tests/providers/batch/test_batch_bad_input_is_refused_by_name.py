@@ -40,9 +40,22 @@ def render(tmp_path: Path, provider: str, section: dict[str, Any], **fields: Any
         ("pbs", {"runs_dir": "/tmp/it's here"}, "pbs.runs_dir=\"/tmp/it's here\": qsub's -v list cannot carry a quote"),
         ("pbs", {"walltime": "01:00:00\n"}, "pbs.walltime: Value error, must be a PBS walltime"),
         ("pbs", {"mem": "32gb\n"}, "pbs.mem: Value error, must be a PBS size"),
+        ("slurm", {"time": "2 hours"}, "slurm.time: Value error, must be a Slurm time"),
+        ("slurm", {"gpus_per_node": -1}, "slurm.gpus_per_node: Input should be greater than or equal to 0"),
+        ("slurm", {"partiton": "gpu"}, "slurm.partiton: unknown field"),
+        ("pbs", {"walltime": "2h"}, "pbs.walltime: Value error, must be a PBS walltime"),
+        ("pbs", {"starter": "ssh"}, "pbs.starter: Input should be 'pbsdsh' or 'mpiexec'"),
+        ("pbs", {"ncpus": 0}, "pbs.ncpus: Input should be greater than or equal to 1"),
+        ("pbs", {"mem": "32 GB"}, "pbs.mem: Value error, must be a PBS size"),
+        ("pbs", {"mem": "1.5gb"}, "pbs.mem: Value error, must be a PBS size"),
+        ("pbs", {"queu": "gpu"}, "pbs.queu: unknown field"),
+        ("pbs", {"place": "spread"}, "pbs.place: Value error, 'spread' is not a PBS placement"),
+        ("pbs", {"place": "scatter:pack"}, "'scatter:pack' is not a PBS placement"),
+        ("pbs", {"place": "pack:excl"}, "pbs.place='pack:excl' puts all 2 chunks on one host"),
+        ("pbs", {"resources": "nodes", "mem": "32gb"}, "pbs: Value error, mem='32gb' is a per-node amount of a select chunk"),
     ],
 )  # fmt: skip
-def test_values_a_directive_cannot_carry_are_refused_by_name(
+def test_settings_a_directive_or_their_section_cannot_take_are_refused_by_name(
     tmp_path: Path, provider: str, section: dict[str, Any], message: str
 ) -> None:
     with pytest.raises(CloudDDPError) as caught:
@@ -75,32 +88,6 @@ def test_spec_fields_no_batch_job_can_take_are_named(
     with pytest.raises(CloudDDPError) as caught:
         render(tmp_path, provider, section, **fields)
     assert message.format(provider=provider) in str(caught.value)
-
-
-@pytest.mark.parametrize(
-    ("provider", "section", "message"),
-    [
-        ("slurm", {"time": "2 hours"}, "slurm.time: Value error, must be a Slurm time"),
-        ("slurm", {"gpus_per_node": -1}, "slurm.gpus_per_node: Input should be greater than or equal to 0"),
-        ("slurm", {"partiton": "gpu"}, "slurm.partiton: unknown field"),
-        ("pbs", {"walltime": "2h"}, "pbs.walltime: Value error, must be a PBS walltime"),
-        ("pbs", {"starter": "ssh"}, "pbs.starter: Input should be 'pbsdsh' or 'mpiexec'"),
-        ("pbs", {"ncpus": 0}, "pbs.ncpus: Input should be greater than or equal to 1"),
-        ("pbs", {"mem": "32 GB"}, "pbs.mem: Value error, must be a PBS size"),
-        ("pbs", {"mem": "1.5gb"}, "pbs.mem: Value error, must be a PBS size"),
-        ("pbs", {"queu": "gpu"}, "pbs.queu: unknown field"),
-        ("pbs", {"place": "spread"}, "pbs.place: Value error, 'spread' is not a PBS placement"),
-        ("pbs", {"place": "scatter:pack"}, "'scatter:pack' is not a PBS placement"),
-        ("pbs", {"place": "pack:excl"}, "pbs.place='pack:excl' puts all 2 chunks on one host"),
-        ("pbs", {"resources": "nodes", "mem": "32gb"}, "pbs: Value error, mem='32gb' is a per-node amount of a select chunk"),
-    ],
-)  # fmt: skip
-def test_settings_their_section_refuses_are_named(
-    tmp_path: Path, provider: str, section: dict[str, Any], message: str
-) -> None:
-    with pytest.raises(CloudDDPError) as caught:
-        render(tmp_path, provider, section)
-    assert message in str(caught.value)
 
 
 @pytest.mark.parametrize(
