@@ -463,8 +463,10 @@ class KubernetesProvider(Provider):
         """Why a pending job's pods wait, where the scheduler says it cannot place one: the pod's PodScheduled
         condition False with reason Unschedulable and the scheduler's message ("0/3 nodes are available: 3
         Insufficient nvidia.com/gpu."; kubernetes/api core/v1/types.go PodReasonUnschedulable, set by
-        pkg/scheduler/schedule_one.go handleSchedulingFailure). The job's own conditions say only Created, so
-        without this `status` and failover (cloudddp/capacity.py) cannot tell a full cluster from a slow one."""
+        kubernetes/kubernetes pkg/scheduler/schedule_one.go handleSchedulingFailure at 4a37f009ca61: type
+        PodScheduled, status False, reason Unschedulable for a rejected pod, the status's message as message). The
+        job's own conditions say only Created, so without this `status` and failover (cloudddp/capacity.py) cannot
+        tell a full cluster from a slow one."""
         for pod in self.pods(job_id):
             for condition in (pod.status.conditions if pod.status else None) or []:
                 if (condition.type, condition.status, condition.reason) == ("PodScheduled", "False", "Unschedulable"):
