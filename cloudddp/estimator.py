@@ -10,7 +10,8 @@ Provider-specific keyword arguments (role, instance_type, compartment_id, shape,
 go to that provider's section of the job spec; which providers and fields exist comes from
 the provider registry. `instance_count` is the SageMaker-compatible name of the spec's `nodes`.
 Elastic jobs take the CLI's settings: `nodes="2:3"` (or `nodes=3, min_nodes=2`), `max_restarts`,
-`rdzv_backend` and `rdzv_endpoint`.
+`rdzv_backend` and `rdzv_endpoint`. `targets=[...]` (and `failover={...}`) run the job on the first target with
+capacity, as a spec's `targets:` does at `cloudddp launch` (cloudddp/failover.py).
 """
 
 from __future__ import annotations
@@ -19,9 +20,10 @@ import difflib
 import inspect
 from typing import Any
 
-from cloudddp.config import job_spec
+from cloudddp.config import job_spec, target_specs
 from cloudddp.elastic import parse_nodes
 from cloudddp.errors import CloudDDPError
+from cloudddp.failover import Failover, Target, print_requests, targets_from
 from cloudddp.job_spec import JobSpec
 from cloudddp.metrics import DEFAULT_METRICS, fields_of, job_samples, sample_rows
 from cloudddp.providers import JobHandle, JobStatus, Provider, get_provider, registry
@@ -113,6 +115,8 @@ class Estimator:
         max_runtime: int | None = None,
         module: bool = False,
         metrics: dict[str, str] | None = None,
+        targets: list[dict[str, Any]] | None = None,
+        failover: dict[str, Any] | None = None,
         **provider_options: Any,
     ) -> None:
         self.provider_name = provider
@@ -122,14 +126,19 @@ class Estimator:
             "rdzv_backend": rdzv_backend, "rdzv_endpoint": rdzv_endpoint,
             "nproc_per_node": nproc_per_node, "hyperparameters": hyperparameters or {},
             "args": args or [], "environment": environment or {}, "output": output, "checkpoint": checkpoint,
-            "max_runtime": max_runtime, "metrics": metrics or {},
+            "max_runtime": max_runtime, "metrics": metrics or {}, "targets": targets or [], "failover": failover,
         }  # fmt: skip
         self.provider_options = provider_options
         self.latest_job: JobHandle | None = None
         self._provider: Provider | None = None
         self.spec(None)  # validate now: a bad argument fails at construction, not at fit()
 
-    def spec(self, inputs: Inputs) -> JobSpec:
+    @property
+    def origin(self) -> str:
+        return f"Estimator(provider={self.provider_name!r})"
+
+    def arguments(self, inputs: Inputs) -> dict[str, Any]:
+        """The job spec's fields as this estimator's arguments set them (launch's flags, as it were)."""
         section = registry.get(self.provider_name).settings
         unknown = sorted(set(self.provider_options) - set(section.model_fields))
         if unknown:
@@ -137,8 +146,16 @@ class Estimator:
         data = {k: v for k, v in self.base.items() if v is not None}
         data["inputs"] = channels(inputs)
         data[self.provider_name] = self.provider_options
+        return data
+
+    def spec(self, inputs: Inputs) -> JobSpec:
         # The context, project file and CLOUDDDP_* variables under the arguments, as under launch's flags.
-        return job_spec(self.provider_name, None, data, origin=f"Estimator(provider={self.provider_name!r})")
+        return job_spec(self.provider_name, None, self.arguments(inputs), origin=self.origin)
+
+    def targets(self, inputs: Inputs) -> list[Target]:
+        """With `targets=[...]`: each target's job, as `cloudddp launch` reads a spec's `targets:`."""
+        arguments = {k: v for k, v in self.arguments(inputs).items() if k != "targets"}
+        return targets_from(target_specs(self.spec(inputs), None, arguments, origin=self.origin))
 
     def with_provider(self, provider: str, **provider_options: Any) -> Estimator:
         """The same job on another provider."""
@@ -155,14 +172,23 @@ class Estimator:
         return self._provider
 
     def dry_run(self, inputs: Inputs = None) -> str:
-        """The exact request as YAML; nothing is uploaded or started."""
+        """The exact request as YAML (with targets: every target's, in order); nothing is uploaded or started."""
+        if self.base["targets"]:
+            said: list[str] = []
+            print_requests(self.targets(inputs), said.append, provider_for=lambda name: get_provider(name))
+            return "\n".join(said) + "\n"
         return render(self.provider, self.spec(inputs)).to_yaml()  # with launch --dry-run's checks
 
     def fit(self, inputs: Inputs = None, wait: bool = True, logs: bool = True) -> JobStatus | None:
-        """Launch the job (the same `run_job` as `cloudddp launch`); with wait, its final status."""
+        """Launch the job (the same `run_job` as `cloudddp launch`); with wait, its final status. With targets, each
+        in turn until one has capacity, as `cloudddp launch` runs a spec's `targets:` (docs/guides/failover.md)."""
         record = JobRecord()
         try:
-            code = run_job(self.provider, self.spec(inputs), wait=wait, logs=logs, record=record)
+            if self.base["targets"]:
+                run = Failover(self.targets(inputs), provider_for=lambda name: get_provider(name), record=record)
+                code = run.run(wait=wait, logs=logs)
+            else:
+                code = run_job(self.provider, self.spec(inputs), wait=wait, logs=logs, record=record)
         finally:
             self.latest_job = record.handle
         if wait and record.final is None and record.handle is not None:  # Ctrl-C, SIGTERM or SIGHUP: 128 + signal
@@ -182,18 +208,24 @@ class Estimator:
             raise CloudDDPError("no job yet: call fit() first.")
         return self.latest_job
 
+    @property
+    def job_provider(self) -> Provider:
+        """Where the latest job runs: this estimator's provider, or with targets the one that had capacity."""
+        job = self._job()
+        return self.provider if job.provider == self.provider_name else get_provider(job.provider)
+
     def status(self) -> JobStatus:
-        return self.provider.status(self._job().job_id)
+        return self.job_provider.status(self._job().job_id)
 
     def logs(self, follow: bool = False) -> None:
         """The job's log lines, secrets hidden as `fit()` hides them (the same job_secrets: this estimator's
         secret-named variables, hyperparameters and script options)."""
         secrets = job_secrets(self.base["environment"], self.base["hyperparameters"], self.base["args"])
-        for line in self.provider.logs(self._job().job_id, follow=follow):
+        for line in self.job_provider.logs(self._job().job_id, follow=follow):
             emit(redact_log_line(line, secrets))
 
     def stop(self) -> None:
-        self.provider.cancel(self._job().job_id)
+        self.job_provider.cancel(self._job().job_id)
 
     def metrics(self) -> Any:
         """The latest job's metric values as a pandas DataFrame, one row per value, in the order they came:
@@ -207,7 +239,7 @@ class Estimator:
                 "Estimator.metrics() returns a pandas DataFrame, and pandas is not installed: "
                 "pip install pandas (or 'cloudddp[plot]')."
             ) from None
-        samples = job_samples(self.provider, self._job().job_id, self.base["metrics"] or DEFAULT_METRICS)
+        samples = job_samples(self.job_provider, self._job().job_id, self.base["metrics"] or DEFAULT_METRICS)
         return pandas.DataFrame(sample_rows(samples), columns=list(fields_of(samples)))
 
     def to_model_trainer(self, inputs: Inputs = None) -> Any:

@@ -18,7 +18,7 @@ import hashlib
 import json
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -135,6 +135,9 @@ class Failover:
     clock: Callable[[], float] = time.time
     sleep: Callable[[float], None] = time.sleep
     poll: float = 2.0
+    # The job of the attempt that ran (or was last tried) and, once followed to its end, its final status: what the
+    # Estimator's fit() reads, as it reads run_job's.
+    record: session.JobRecord = field(default_factory=session.JobRecord)
 
     def run(self, *, wait: bool = True, logs: bool = True, stop_on_interrupt: bool = False) -> int:
         settings = self.targets[0].spec.failover
@@ -181,6 +184,7 @@ class Failover:
             self.say(f"cloudddp: submitted {handle.job_id} ({chosen.name}, target {target.position + 1}: "
                      f"{target.name})")  # fmt: skip
             session.index_job(chosen, handle, target.spec, run, request)
+        self.record.handle, self.record.final = handle, None
         if not wait:
             return 0
         with session.stop_signals_interrupt():
@@ -194,10 +198,9 @@ class Failover:
             job_index.update_attempt(attempt_id, state="moved on", reason=moved.said, ended=True)
             return moved
         job_index.update_attempt(attempt_id, state="started")
-        record = session.JobRecord(handle=handle)
         code = session.follow_job(chosen, handle, target.spec, logs=logs, stop_on_interrupt=stop_on_interrupt,
-                                  say=self.say, record=record)  # fmt: skip
-        final = record.final
+                                  say=self.say, record=self.record)  # fmt: skip
+        final = self.record.final
         if final is not None:
             job_index.update_attempt(attempt_id, state=final.state.lower(), reason=final.reason, ended=True)
         return code

@@ -257,8 +257,9 @@ def test_a_count_is_ascii_digits_only() -> None:
 
 def test_both_doors_set_every_field_of_the_spec_that_says_what_job_runs() -> None:
     """launch's spec options come from the spec's fields (cli.SPEC_OPTIONS, with the field's description as their
-    help), and the Estimator takes each such field by its name: a field added to the spec without a way to set it
-    at either door fails here. inputs are fit()'s at the Estimator; targets and failover are the spec file's."""
+    help), and the Estimator takes each field by its name: a field added to the spec without a way to set it at
+    either door fails here. inputs are fit()'s at the Estimator; targets and failover are the spec file's at the
+    command line (a list of sections has no flag) and arguments of the Estimator."""
     import inspect
 
     from cloudddp import cli
@@ -268,7 +269,7 @@ def test_both_doors_set_every_field_of_the_spec_that_says_what_job_runs() -> Non
     spec_only = {"targets", "failover"}
     assert set_by_flags == set(JobSpecBase.model_fields) - spec_only
     estimator = set(inspect.signature(Estimator).parameters) - {"provider", "provider_options", "instance_count"}
-    assert estimator == set(JobSpecBase.model_fields) - spec_only - {"inputs"}
+    assert estimator == set(JobSpecBase.model_fields) - {"inputs"}
     helps = {p.name: p.default.help for p in cli.spec_option_parameters()}
     assert helps["max_runtime"] == JobSpecBase.model_fields["max_runtime"].description
     assert helps["env"] == f"{JobSpecBase.model_fields['environment'].description} (repeatable)"
