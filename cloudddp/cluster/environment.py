@@ -20,10 +20,13 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from cloudddp.cluster.options import DetectOptions
 from cloudddp.cluster.plan import ClusterPlan
+
+if TYPE_CHECKING:
+    from cloudddp.cluster.claims import Claim
 
 LOOPBACK = "127.0.0.1"
 
@@ -85,6 +88,9 @@ class Environment(Protocol):
 
     @property
     def NAME(self) -> str: ...  # read-only: a module's `NAME = "slurm"` satisfies it
+
+    @property
+    def CLAIMS(self) -> tuple[Claim, ...]: ...  # the variables detect() reads, as upstream sets them (claims.py)
 
     def detect(self, environ: Mapping[str, str]) -> bool: ...
 

@@ -9,6 +9,7 @@ from cloudddp.cluster.options import DetectOptions
 from cloudddp.cluster.plan import NPROC_GPUS_OR_ONE, ClusterPlan
 
 NAME = "standalone"
+CLAIMS = ()  # it reads no platform's variables: what no platform claims falls to it
 
 
 def detect(environ: Mapping[str, str]) -> bool:

@@ -1017,7 +1017,7 @@ class FakeOCI:
                 multipart = (
                     f"{base64.b64encode(hashlib.md5(digests, usedforsecurity=False).digest()).decode()}-{len(chosen)}"
                 )
-                stored = self.objects[(namespace, bucket, name)] = StoredObject(
+                stored = self.objects[(namespace, bucket, upload["object"])] = StoredObject(  # == name, checked above
                     data, dict(upload["metadata"]), multipart
                 )
                 del self.uploads[q["uploadId"]]

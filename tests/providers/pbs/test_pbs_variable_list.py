@@ -9,6 +9,7 @@ object, dropping only the commas' escapes.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
@@ -23,7 +24,7 @@ def encode_arst_bs(value: str) -> str:
     return "".join("\\" + c if c in "\"',\\" else c for c in value)
 
 
-def qstat(tmp_path: Path, text: str, json_record: dict[str, object] | None) -> PBSProvider:
+def qstat(tmp_path: Path, text: str, json_record: Mapping[str, object] | None) -> PBSProvider:
     """A `qstat` printing `json_record` for -F json (or failing, as Torque's does), else `text`."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()

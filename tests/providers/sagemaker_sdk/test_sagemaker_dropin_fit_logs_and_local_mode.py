@@ -78,8 +78,8 @@ def set_final_status(name: str, status: str, reason: str | None) -> None:
 
     job = sagemaker_backends[ACCOUNT][REGION].training_jobs[name]
     job.training_job_status, job.secondary_status = status, status
-    if reason is not None:
-        job.failure_reason = reason
+    if reason is not None:  # moto's FakeTrainingJob declares no failure_reason; its describe answer reads it
+        setattr(job, "failure_reason", reason)  # noqa: B010
 
 
 def put_log_line(moto: MotoServer, job: str, line: str) -> None:
@@ -109,7 +109,10 @@ def cloud_job(source: Path, moto: MotoServer, monkeypatch: pytest.MonkeyPatch) -
      ("CapacityError: Unable to provision requested ML compute capacity.", CapacityError)],
 )  # fmt: skip
 def test_logs_of_a_failed_cloud_job_prints_them_then_raises_v2s_exception(
-    reason: str, kind: type, cloud_job: tuple[PyTorch, str], capsys: pytest.CaptureFixture[str]
+    reason: str,
+    kind: type[UnexpectedStatusException],
+    cloud_job: tuple[PyTorch, str],
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     est, name = cloud_job
     set_final_status(name, "Failed", reason)
