@@ -232,10 +232,10 @@ def main() -> int:
     parser.add_argument("--output", default=str(REPO / "benchmarks" / "RESULTS-sdk-v2.md"))
     args = parser.parse_args()
     server, endpoint = start_moto()
-    work = Path(tempfile.mkdtemp(prefix="cloudddp-sdk2-bench-"))
-    env = environment(endpoint, work)
     try:
-        timings = measure(args, env, work, upload_demo_data(endpoint, work))
+        with tempfile.TemporaryDirectory(prefix="cloudddp-sdk2-bench-") as scratch:  # removed again, data and all
+            work = Path(scratch)
+            timings = measure(args, environment(endpoint, work), work, upload_demo_data(endpoint, work))
     finally:
         server.stop()  # type: ignore[attr-defined]
     Path(args.output).write_text(report(args, timings))
