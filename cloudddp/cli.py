@@ -26,7 +26,7 @@ from cloudddp.errors import CloudDDPError, print_error
 from cloudddp.metrics import DEFAULT_METRICS, FORMATS, definition_problem, job_samples, render
 from cloudddp.providers import registry
 from cloudddp.providers.registry import Option
-from cloudddp.spec import JobSpecBase
+from cloudddp.redact import redact, redact_log_line, redact_named_value, secret_values
 from cloudddp.tensorboard import log_location
 from cloudddp.tensorboard import serve as serve_tensorboard
 from cloudddp.terminal import APP_SETTINGS, CONTEXT
@@ -168,8 +168,6 @@ def provider_for(provider: str, runs_dir: str | None) -> Any:
 
 def pairs(values: list[str] | None, flag: str) -> dict[str, str]:
     """`["a=1", "b=2"]` -> {"a": "1", "b": "2"}, with an error naming the flag and item."""
-    from cloudddp.redact import redact_named_value
-
     result: dict[str, str] = {}
     for item in values or []:
         key, sep, value = item.partition("=")
@@ -258,6 +256,8 @@ SPEC_OPTIONS = (
 
 
 def spec_option_parameters() -> list[inspect.Parameter]:
+    from cloudddp.spec import JobSpecBase  # pydantic's models: not for `cloudddp --help` or `stage` (shows_providers)
+
     def text(option: Option) -> str:
         said = option.help or JobSpecBase.model_fields[option.field].description or ""
         return said + (" (repeatable)" if option.key_value or option.multiple else "")
@@ -506,7 +506,8 @@ try:
     PROVIDER_FLAGS = provider_flags() if PROVIDERS_SHOWN else {}
 except CloudDDPError as exc:
     REGISTRY_ERROR, PROVIDER_FLAGS = exc, {}
-with_options(launch, "module", spec_option_parameters(), [flag.parameter() for flag in PROVIDER_FLAGS.values()])
+SPEC_PARAMETERS = spec_option_parameters() if PROVIDERS_SHOWN else []
+with_options(launch, "module", SPEC_PARAMETERS, [flag.parameter() for flag in PROVIDER_FLAGS.values()])
 
 
 RENDER_HELP = """Print what `launch` would send, submitting nothing (launch's --dry-run); takes every launch option.
@@ -577,8 +578,6 @@ def logs(
 
       cloudddp logs -p oci ocid1.datasciencejobrun.oc1.iad.xxxx
     """
-    from cloudddp.redact import redact_log_line, secret_values
-
     # A local run's logs were masked as they were written (providers/local/log_pump.py). Elsewhere (Slurm, PBS) the
     # job's secret values are stored nowhere cloudddp can read them back; they usually come from the user's shell
     # (`-e HF_TOKEN=$HF_TOKEN`; Slurm and PBS pass them by name from the submitting one): hide this shell's too.
@@ -762,7 +761,6 @@ def config_show(
       cloudddp config show -p slurm --context hpc -f job.yaml
     """
     from cloudddp.config import Layer, config_path, layers, provenance, spec_from
-    from cloudddp.redact import redact
 
     registry.get(provider)
     check_spec_file(file)
