@@ -227,9 +227,10 @@ class ProviderFlag:
 def option_parameter(option: Option, text: str, panel: str | None = None) -> inspect.Parameter:
     """The keyword parameter typer reads `option` from (a bool: `--flag/--no-flag`; key_value: repeatable K=V)."""
     decls = [f"{option.flag}/{option.off_flags}" if option.type is bool else option.flag]
+    if option.short:
+        decls.append(option.short)
     annotation: Any = list[str] | None if option.multiple or option.key_value else option.type | None
-    info = typer.Option(None, *decls, *([option.short] if option.short else []), help=text, metavar=option.metavar,
-                        rich_help_panel=panel, show_default=False)  # fmt: skip
+    info = typer.Option(None, *decls, help=text, metavar=option.metavar, rich_help_panel=panel, show_default=False)
     return inspect.Parameter(option.param_name, inspect.Parameter.KEYWORD_ONLY, default=info, annotation=annotation)
 
 

@@ -40,7 +40,17 @@ from cloudddp.errors import CloudDDPError
 from cloudddp.redact import job_secrets, redact
 
 if TYPE_CHECKING:
+    from pydantic import BaseModel
+
     from cloudddp.job_spec import JobSpec
+
+SectionT = TypeVar("SectionT", bound="BaseModel")
+
+
+def section_of(spec: JobSpec, name: str, model: type[SectionT]) -> SectionT:
+    """The spec's `name:` section (the registry adds one per provider to JobSpec), its defaults where it is absent."""
+    section = getattr(spec, name, None)
+    return section if isinstance(section, model) else model.model_validate(section or {})
 
 
 class BlockDumper(yaml.SafeDumper):

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, ClassVar, Generic, TypeVar
 from pydantic import Field
 
 from cloudddp.errors import CloudDDPError
-from cloudddp.providers.base import JobHandle, JobRequest, Provider
+from cloudddp.providers.base import JobHandle, JobRequest, Provider, section_of
 from cloudddp.providers.batch.shell import refuse_url_credentials, runs_dir_of, split_environment
 from cloudddp.providers.batch.tools import run_tool
 from cloudddp.redact import redact_text
@@ -95,8 +95,7 @@ class BatchProvider(Provider, Generic[SettingsT]):
         self.environ = dict(os.environ if environ is None else environ)
 
     def settings_of(self, spec: JobSpec) -> SettingsT:
-        section = getattr(spec, self.name, None)  # the registry adds the section to JobSpec
-        return section if isinstance(section, self.settings) else self.settings.model_validate(section or {})
+        return section_of(spec, self.name, self.settings)
 
     def render(self, spec: JobSpec) -> JobRequest:
         settings = self.settings_of(spec)

@@ -28,7 +28,7 @@ from kubernetes.client.exceptions import ApiException
 from kubernetes.config.config_exception import ConfigException
 
 from cloudddp.errors import CloudDDPError
-from cloudddp.providers.base import BlockDumper, JobHandle, JobRequest, JobStatus, Provider
+from cloudddp.providers.base import BlockDumper, JobHandle, JobRequest, JobStatus, Provider, section_of
 from cloudddp.providers.kubernetes.manifest import NO_IMAGE, PYTORCHJOB, TRAINJOB, Storage, storage_for
 from cloudddp.providers.kubernetes.presigned import DEFAULT_REGION, PullPlan, code_settings, publish, secret_name
 from cloudddp.providers.kubernetes.pytorchjob import pytorchjob
@@ -59,8 +59,7 @@ CONDITIONS = {
 
 
 def settings_of(spec: JobSpec) -> KubernetesSettings:
-    section = getattr(spec, "kubernetes", None)
-    return section if isinstance(section, KubernetesSettings) else KubernetesSettings.model_validate(section or {})
+    return section_of(spec, "kubernetes", KubernetesSettings)
 
 
 @dataclass
