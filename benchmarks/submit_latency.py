@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import os
 import platform
+import shutil
 import statistics
 import subprocess
 import sys
@@ -115,6 +116,7 @@ def main() -> int:
             note = f"SDK half skipped: no SageMaker SDK venv at {sdk_python} (set --sdk-python)."
     finally:
         server.stop()
+        shutil.rmtree(work, ignore_errors=True)  # the SDK's config and the empty AWS files: nothing left in /tmp
 
     lines = ["| submitter | median (s) | min (s) | max (s) | runs |", "| --- | ---: | ---: | ---: | ---: |"]
     for label, times in rows:
