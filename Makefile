@@ -10,8 +10,7 @@ SDK3    := .venv-sdk
 .PHONY: demo test test-fast test-all lint debian-deps bench sdk2-env test-sdk docs
 
 $(STAMP): pyproject.toml
-	test -x $(PY) || python3 -m venv $(VENV)
-	$(PY) -m pip install --quiet --disable-pip-version-check "torch==2.14.1" "torchvision==0.29.1" -e ".[dev]"
+	infra/venv-install $(VENV) --quiet "torch==2.14.1" "torchvision==0.29.1" -e ".[dev]"
 	touch $(STAMP)
 
 ## What the demo needs and nothing else: cloudddp with [train] (torch, torchvision), not the test toolchain.
@@ -19,12 +18,11 @@ $(STAMP): pyproject.toml
 DEMO_STAMP := $(VENV)/.demo-stamp
 $(DEMO_STAMP): pyproject.toml
 	@echo "cloudddp demo: setting up $(VENV) (a Python virtual environment in this folder)"
-	test -x $(PY) || python3 -m venv $(VENV)
 	@if [ -f $(STAMP) ] && [ $(STAMP) -nt pyproject.toml ]; then \
 	  echo "cloudddp demo: $(VENV) already holds cloudddp, torch and torchvision (installed by make test)"; \
 	else \
 	  echo "cloudddp demo: installing cloudddp[train] with torch==2.14.1 and torchvision==0.29.1 (pip's progress below)"; \
-	  $(PY) -m pip install --disable-pip-version-check --progress-bar on "torch==2.14.1" "torchvision==0.29.1" -e ".[train]"; \
+	  infra/venv-install $(VENV) "torch==2.14.1" "torchvision==0.29.1" -e ".[train]"; \
 	fi
 	touch $@
 
@@ -89,21 +87,17 @@ bench: $(STAMP)
 	$(PY) benchmarks/launcher_overhead.py --runs 7
 
 ## The real SageMaker SDK v2 (for capturing its requests, the drop-in benchmark and the SDK-session test)
-## with cloudddp beside it, never in .venv. Stops if pip would pull torch into it.
+## with cloudddp beside it, never in .venv. Stops if the install would pull torch into it.
 $(SDK2)/.installed-stamp: pyproject.toml
-	test -x $(SDK2)/bin/python || python3 -m venv $(SDK2)
-	$(SDK2)/bin/pip install --quiet --disable-pip-version-check --dry-run --report $(SDK2)/plan.json "sagemaker>=2.200,<3" -e .
-	$(SDK2)/bin/python -c "import json, sys; names = {i['metadata']['name'].lower() for i in json.load(open('$(SDK2)/plan.json'))['install']}; sys.exit('sagemaker v2 would pull torch: not installed' if 'torch' in names else 0)"
-	$(SDK2)/bin/pip install --quiet --disable-pip-version-check "sagemaker>=2.200,<3" -e .
+	infra/venv-install --refuse torch $(SDK2) --quiet "sagemaker>=2.200,<3" -e .
 	touch $@
 
 sdk2-env: $(SDK2)/.installed-stamp
 
 ## The SageMaker SDK v3 interop tests (tests/providers/sagemaker/test_sagemaker_sdk.py) with the SDK in its own env, .venv-sdk
-## (about 1 GB; building it took 5-6 min on a 2-core machine). `make test-all` builds it and runs them.
+## (about 1 GB). `make test-all` builds it and runs them.
 $(SDK3)/.installed-stamp: pyproject.toml
-	test -x $(SDK3)/bin/python || python3 -m venv $(SDK3)
-	$(SDK3)/bin/pip install --quiet --disable-pip-version-check -e ".[sagemaker-sdk]"
+	infra/venv-install $(SDK3) --quiet -e ".[sagemaker-sdk]"
 	touch $@
 
 test-sdk: $(STAMP) $(SDK3)/.installed-stamp
@@ -111,6 +105,5 @@ test-sdk: $(STAMP) $(SDK3)/.installed-stamp
 
 ## The docs site (docs/, mkdocs.yml) into site/, warnings as errors. Needs the [docs] extra: pip install -e '.[docs]'.
 docs:
-	@test -x $(PY) || python3 -m venv $(VENV)
-	@$(PY) -c "import mkdocs, material, mkdocs_click" 2>/dev/null || $(PY) -m pip install --disable-pip-version-check -e ".[docs]"
+	@test -x $(PY) && $(PY) -c "import mkdocs, material, mkdocs_click" 2>/dev/null || infra/venv-install $(VENV) --quiet -e ".[docs]"
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict
