@@ -130,7 +130,7 @@ class Estimator:
         }  # fmt: skip
         self.provider_options = provider_options
         self.latest_job: JobHandle | None = None
-        self._provider: Provider | None = None
+        self._providers: dict[str, Provider] = {}
         self.spec(None)  # validate now: a bad argument fails at construction, not at fit()
 
     @property
@@ -161,21 +161,25 @@ class Estimator:
         """The same job on another provider."""
         clone = Estimator.__new__(Estimator)
         clone.provider_name, clone.base, clone.provider_options = provider, dict(self.base), provider_options
-        clone.latest_job, clone._provider = None, None
+        clone.latest_job, clone._providers = None, {}
         clone.spec(None)
         return clone
 
     @property
     def provider(self) -> Provider:
-        if self._provider is None:
-            self._provider = get_provider(self.provider_name)
-        return self._provider
+        return self.provider_for(self.provider_name)
+
+    def provider_for(self, name: str) -> Provider:
+        """One provider per name for the estimator's life: the one that submitted a job follows, stops and reads it."""
+        if name not in self._providers:
+            self._providers[name] = get_provider(name)
+        return self._providers[name]
 
     def dry_run(self, inputs: Inputs = None) -> str:
         """The exact request as YAML (with targets: every target's, in order); nothing is uploaded or started."""
         if self.base["targets"]:
             said: list[str] = []
-            print_requests(self.targets(inputs), said.append, provider_for=lambda name: get_provider(name))
+            print_requests(self.targets(inputs), said.append, provider_for=self.provider_for)
             return "\n".join(said) + "\n"
         return render(self.provider, self.spec(inputs)).to_yaml()  # with launch --dry-run's checks
 
@@ -185,7 +189,7 @@ class Estimator:
         record = JobRecord()
         try:
             if self.base["targets"]:
-                run = Failover(self.targets(inputs), provider_for=lambda name: get_provider(name), record=record)
+                run = Failover(self.targets(inputs), provider_for=self.provider_for, record=record)
                 code = run.run(wait=wait, logs=logs)
             else:
                 code = run_job(self.provider, self.spec(inputs), wait=wait, logs=logs, record=record)
@@ -211,8 +215,7 @@ class Estimator:
     @property
     def job_provider(self) -> Provider:
         """Where the latest job runs: this estimator's provider, or with targets the one that had capacity."""
-        job = self._job()
-        return self.provider if job.provider == self.provider_name else get_provider(job.provider)
+        return self.provider_for(self._job().provider)
 
     def status(self) -> JobStatus:
         return self.job_provider.status(self._job().job_id)

@@ -38,7 +38,7 @@ class RunFolder(LogsOnly):
 
 def estimator(provider: object, **kwargs: object) -> Estimator:
     est = Estimator(provider="local", entry_point="train.py", **kwargs)  # type: ignore[arg-type]
-    est._provider, est.latest_job = provider, JobHandle("local", "job-1")  # type: ignore[assignment]
+    est._providers["local"], est.latest_job = provider, JobHandle("local", "job-1")  # type: ignore[assignment]
     return est
 
 

@@ -378,21 +378,28 @@ def test_by_default_a_job_is_found_by_name_where_its_name_is_its_id() -> None:
 
 def test_the_estimator_runs_its_targets_as_launch_does(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Estimator(targets=[...]) is the notebook door to the same failover: SageMaker has no capacity, the job runs on
-    the next target, and status()/stop() ask the provider the job runs on, not the estimator's own."""
+    the next target, and status()/stop() ask the provider the job runs on (the instance that submitted it: one per
+    provider for the estimator's life), not the estimator's own."""
     from cloudddp import Estimator
     from cloudddp import estimator as estimator_module
 
-    first = Scripted("sagemaker", refusal=aws_json_error("ResourceLimitExceeded", "limit for ml.p4d is 0"))
-    second = Scripted("local")
-    monkeypatch.setattr(estimator_module, "get_provider", {"sagemaker": first, "local": second}.__getitem__)
+    made: dict[str, list[Scripted]] = {"sagemaker": [], "local": []}
+
+    def get_provider(name: str) -> Scripted:
+        refusal = aws_json_error("ResourceLimitExceeded", "limit for ml.p4d is 0") if name == "sagemaker" else None
+        made[name].append(Scripted(name, refusal=refusal))
+        return made[name][-1]
+
+    monkeypatch.setattr(estimator_module, "get_provider", get_provider)
     (tmp_path / "train.py").write_text("")
     est = Estimator(provider="sagemaker", entry_point="train.py", source_dir=str(tmp_path), name="fo",
                     targets=[{"provider": "sagemaker"}, {"provider": "local"}], failover={"max_hops": 1})  # fmt: skip
     assert "# target 1/2: sagemaker (sagemaker)" in est.dry_run() and "# target 2/2: local (local)" in est.dry_run()
     final = est.fit(logs=False)
     assert final is not None and final.state == "SUCCEEDED"
+    (first,), (second,) = made["sagemaker"], made["local"]
     assert first.submitted == [] and second.submitted == ["fo-local-job"]
     assert est.latest_job is not None and est.latest_job.provider == "local"
     assert est.status().state == "SUCCEEDED" and second.known == {"fo-local-job"}
     est.stop()
-    assert second.cancelled == ["fo-local-job"]
+    assert second.cancelled == ["fo-local-job"] and [len(made[name]) for name in made] == [1, 1]

@@ -127,7 +127,7 @@ def test_estimator_fit_interrupted_by_sigterm_says_so_with_its_exit_code() -> No
         'sys.exit(run_job(Provider(), JobSpec(entry_point="train.py")))',
         "from cloudddp import CloudDDPError, Estimator\n"
         'estimator = Estimator(provider="local", entry_point="train.py", source_dir=".")\n'
-        "estimator._provider = Provider()\n"
+        "estimator._providers['local'] = Provider()\n"
         'estimator.spec = lambda inputs: JobSpec(entry_point="train.py")\n'
         "try:\n    estimator.fit()\nexcept CloudDDPError as error:\n"
         "    print('FIT', error, error.exit_code, flush=True)\n",
