@@ -22,6 +22,7 @@ from typing import Literal
 Moment = Literal["submit", "failed", "pending"]
 
 BOTOCORE = "boto/botocore botocore/data/sagemaker/2017-07-24/service-2.json (botocore 1.44.8)"
+SDK_V2 = "aws/sagemaker-python-sdk v2.257.6 (fc582aaa46faf7b7e16ab1e13840869712174cd0)"
 OCI_ERRORS = "OCI API Errors, docs.oracle.com/en-us/iaas/Content/API/References/apierrors.htm"
 SLURM_REASONS = "SchedMD/slurm src/common/job_state_reason.c at 00cd61fa0d5921cfb4eef349a084252de9dae1dc"
 K8S_TYPES = "kubernetes/api core/v1/types.go at 3fed8b5a8558cb508dd58c8cfb228d04cc9a52a5"
@@ -44,10 +45,11 @@ class Row:
 TABLE: tuple[Row, ...] = (
     Row("sagemaker", "submit", "ResourceLimitExceeded", f"{BOTOCORE}: CreateTrainingJob's errors, the "
         "ResourceLimitExceeded shape ('You have exceeded an SageMaker resource limit')", by_code=True),
-    Row("sagemaker", "failed", "CapacityError", "AWS Batch user guide, 'Jobs stuck in RUNNABLE due to capacity' "
-        "(docs.aws.amazon.com/batch/latest/userguide/sm_job_stuck_in_runnable_capacity.html): a SageMaker training "
-        "job FAILED whose FailureReason begins with CapacityError ('CapacityError: Unable to provision requested ML "
-        "compute capacity')"),
+    # The SDK raises its CapacityError for a reason that holds the word anywhere; failover needs the reason to
+    # begin with it (FailureReason is "<type>: <message>"): an AlgorithmError's reason quotes the script's output.
+    Row("sagemaker", "failed", "CapacityError", f"{SDK_V2} src/sagemaker/session.py `_check_job_status`: a "
+        "training job Failed with 'CapacityError' in its FailureReason raises exceptions.CapacityError ('CapacityError: "
+        "Unable to provision requested ML compute capacity')"),
     Row("oci", "submit", "LimitExceeded", f"{OCI_ERRORS}: 400, the Oracle-defined limit for the tenancy",
         by_code=True),
     Row("oci", "submit", "QuotaExceeded", f"{OCI_ERRORS}: 400, the administrator-defined quota of the compartment",

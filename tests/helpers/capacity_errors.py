@@ -9,8 +9,8 @@ from botocore.parsers import create_parser
 
 from cloudddp.errors import CloudDDPError
 
-# A SageMaker job's FailureReason when no instance could be had (AWS Batch's user guide, 'Jobs stuck in RUNNABLE due
-# to capacity', names the CapacityError prefix; the text after it is the service's).
+# A SageMaker job's FailureReason when no instance could be had (aws/sagemaker-python-sdk v2.257.6
+# src/sagemaker/session.py `_check_job_status` raises CapacityError for it; the wording is the service's).
 SAGEMAKER_CAPACITY = (
     "CapacityError: Unable to provision requested ML compute capacity. Please retry using a different ML instance type."
 )
