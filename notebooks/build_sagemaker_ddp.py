@@ -6,10 +6,9 @@ it runs unchanged against AWS and, in the test suite, against a moto server.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import nbformat
-from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
+from nbformat.v4 import new_code_cell, new_markdown_cell
+from notebook_file import notebook_of, write_beside
 
 CELLS = [
     new_markdown_cell(
@@ -100,13 +99,8 @@ CELLS = [
 
 
 def build() -> nbformat.NotebookNode:
-    notebook = new_notebook(cells=CELLS)
-    notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    notebook.metadata["language_info"] = {"name": "python"}
-    return notebook
+    return notebook_of(CELLS)
 
 
 if __name__ == "__main__":
-    target = Path(__file__).with_name("sagemaker_ddp.ipynb")
-    nbformat.write(build(), target)
-    print(f"wrote {target}")
+    write_beside(__file__, build())
