@@ -21,7 +21,7 @@ $(DEMO_STAMP): pyproject.toml
 	@if [ -f $(STAMP) ] && [ $(STAMP) -nt pyproject.toml ]; then \
 	  echo "cloudddp demo: $(VENV) already holds cloudddp, torch and torchvision (installed by make test)"; \
 	else \
-	  echo "cloudddp demo: installing cloudddp[train] with torch==2.14.1 and torchvision==0.29.1 (pip's progress below)"; \
+	  echo "cloudddp demo: installing cloudddp[train] with torch==2.14.1 and torchvision==0.29.1 (its progress below)"; \
 	  infra/venv-install $(VENV) "torch==2.14.1" "torchvision==0.29.1" -e ".[train]"; \
 	fi
 	touch $@
