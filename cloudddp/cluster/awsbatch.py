@@ -15,7 +15,7 @@ from collections.abc import Mapping
 
 from cloudddp.cluster.claims import Claim
 from cloudddp.cluster.options import DetectOptions
-from cloudddp.cluster.plan import DEFAULT_MASTER_PORT, NPROC_GPUS_OR_ONE, ClusterPlan, EnvReader, check_rank
+from cloudddp.cluster.plan import DEFAULT_MASTER_PORT, ClusterPlan, EnvReader, check_rank
 from cloudddp.errors import CloudDDPError
 
 NAME = "awsbatch"
@@ -65,9 +65,6 @@ def plan(environ: Mapping[str, str], options: DetectOptions) -> ClusterPlan:
             f"awsbatch: {MAIN_ADDRESS} is not set on node AWS_BATCH_JOB_NODE_INDEX={index}, which is "
             f"not the main node (AWS_BATCH_JOB_MAIN_NODE_INDEX={main}); the main node's address is unknown."
         )
-    if env.has("MASTER_PORT"):
-        result.set("master_port", env.port("MASTER_PORT"), "MASTER_PORT")
-    else:
-        result.set("master_port", DEFAULT_MASTER_PORT, "default (29500)")
-    result.set("nproc_per_node", NPROC_GPUS_OR_ONE, "default: visible GPUs, else 1")
+    result.set_master_port(env, DEFAULT_MASTER_PORT, "default (29500)")
+    result.set_nproc_per_node()
     return result

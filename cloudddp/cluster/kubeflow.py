@@ -26,11 +26,11 @@ from cloudddp.cluster.claims import Claim
 from cloudddp.cluster.environment import EmulatedCluster, EmulatedNode, generic_node, host_map_arg
 from cloudddp.cluster.options import DetectOptions
 from cloudddp.cluster.plan import (
-    NPROC_GPUS_OR_ONE,
     NPROC_WORDS,
     ClusterPlan,
     EnvReader,
     check_rank,
+    is_node_range,
     parse_nnodes,
     parse_port,
     split_host_port,
@@ -102,11 +102,6 @@ def detect(environ: Mapping[str, str]) -> bool:
         return True
     plain = all(environ.get(name) for name in V1_VARIABLES)
     return plain and not any(environ.get(name) for name in OTHER_PLATFORM_MARKERS)
-
-
-def first_present_name(environ: Mapping[str, str], *names: str) -> str | None:
-    """The first of `names` that is set and non-empty."""
-    return next((name for name in names if environ.get(name, "") != ""), None)
 
 
 def parse_nproc(raw: str, name: str) -> int | str:
@@ -195,8 +190,7 @@ def read_rendezvous(env: EnvReader, environ: Mapping[str, str], result: ClusterP
             f"kubeflow: PET_RDZV_BACKEND={backend!r} is set but PET_RDZV_ENDPOINT is not; "
             f"the {backend} rendezvous needs an endpoint."
         )
-    low, _, high = str(nnodes).partition(":")
-    if bool(high) and low != high and not endpoint:  # a real min:max range, not a fixed size
+    if is_node_range(nnodes) and not endpoint:
         raise CloudDDPError(
             f"kubeflow: PET_NNODES={nnodes!r} is an elastic range, but no rendezvous endpoint is set "
             f"(PET_RDZV_ENDPOINT); an elastic job needs one."
@@ -213,7 +207,7 @@ def read_node_rank(
     dynamic: bool,
 ) -> None:
     """PET_NODE_RANK, else v1's RANK; an elastic rendezvous assigns it itself."""
-    rank_name = first_present_name(environ, "PET_NODE_RANK", "RANK")
+    rank_name = env.first("PET_NODE_RANK", "RANK")
     if rank_name is not None:
         rank = env.int(rank_name, minimum=0)
         if isinstance(nnodes, int):
@@ -227,8 +221,8 @@ def read_node_rank(
 
 def read_master(env: EnvReader, environ: Mapping[str, str], result: ClusterPlan, endpoint: str, v1: bool) -> None:
     """The master address and port: the operator's variables, else the rendezvous endpoint, else the defaults."""
-    addr_name = first_present_name(environ, "PET_MASTER_ADDR", "MASTER_ADDR")
-    port_name = first_present_name(environ, "PET_MASTER_PORT", "MASTER_PORT")
+    addr_name = env.first("PET_MASTER_ADDR", "MASTER_ADDR")
+    port_name = env.first("PET_MASTER_PORT", "MASTER_PORT")
     if addr_name is not None:
         result.set("master_addr", environ[addr_name], addr_name)
     elif endpoint:
@@ -261,7 +255,7 @@ def plan(environ: Mapping[str, str], options: DetectOptions) -> ClusterPlan:
         nproc = parse_nproc(environ["PET_NPROC_PER_NODE"], "PET_NPROC_PER_NODE")
         result.set("nproc_per_node", nproc, "PET_NPROC_PER_NODE")
     else:
-        result.set("nproc_per_node", NPROC_GPUS_OR_ONE, "default: visible GPUs, else 1")
+        result.set_nproc_per_node()
     if env.has("PET_MAX_RESTARTS"):
         result.set("max_restarts", env.int("PET_MAX_RESTARTS", minimum=0), "PET_MAX_RESTARTS")
     return result

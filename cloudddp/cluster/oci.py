@@ -43,7 +43,7 @@ from cloudddp.cluster import ads_main_address
 from cloudddp.cluster.claims import Claim
 from cloudddp.cluster.environment import EmulatedCluster, EmulatedNode, generic_node
 from cloudddp.cluster.options import DetectOptions
-from cloudddp.cluster.plan import NPROC_GPUS_OR_ONE, ClusterPlan, EnvReader, check_rank, read_text
+from cloudddp.cluster.plan import ClusterPlan, EnvReader, check_rank, read_text
 from cloudddp.errors import CloudDDPError
 
 NAME = "oci"
@@ -162,7 +162,7 @@ def wait_for_cluster(
 
 
 def cluster_size(env: EnvReader) -> tuple[int, str] | None:
-    name = next((n for n in SIZE_VARIABLES if env.has(n)), None)
+    name = env.first(*SIZE_VARIABLES)
     return (env.int(name, minimum=1), name) if name else None
 
 
@@ -184,7 +184,7 @@ def native_plan(environ: Mapping[str, str], options: DetectOptions) -> ClusterPl
     result.set("master_addr", ranks[0], f"{METADATA} (rank 0)")
     result.set("master_port", env.port("MASTER_PORT", MASTER_PORT), "MASTER_PORT, else OCI convention (29400)")
     result.set("local_addr", ranks[rank], f"{METADATA} (rank {rank})")
-    result.set("nproc_per_node", NPROC_GPUS_OR_ONE, "default: visible GPUs, else 1")
+    result.set_nproc_per_node()
     for name in ("SET_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME"):
         if env.has(name):
             result.set("network_interface", environ[name], name)
@@ -214,7 +214,7 @@ def legacy_plan(environ: Mapping[str, str]) -> ClusterPlan:
         result.set("rdzv_id", environ["JOB_OCID"], "JOB_OCID (shared by every node's job run)")
     result.set("nnodes", nnodes, size_source)
     result.set("node_rank", rank, "RANK")
-    name = next((n for n in MAIN_ADDRESS_VARIABLES if env.has(n)), None)
+    name = env.first(*MAIN_ADDRESS_VARIABLES)
     if name:
         result.set("master_addr", environ[name], name)
     elif mode == "WORKER":
@@ -231,7 +231,7 @@ def legacy_plan(environ: Mapping[str, str]) -> ClusterPlan:
     else:
         result.set("master_addr", "127.0.0.1", "main node (self)")
     result.set("master_port", env.port("MASTER_PORT", MASTER_PORT), "MASTER_PORT or 29400")
-    result.set("nproc_per_node", NPROC_GPUS_OR_ONE, "default: visible GPUs, else 1")
+    result.set_nproc_per_node()
     return result
 
 
@@ -242,7 +242,7 @@ def multi_run_plan(environ: Mapping[str, str], options: DetectOptions) -> Cluste
     nnodes, rank = env.int("NODE_COUNT", minimum=1), env.int("NODE_RANK", minimum=0)
     check_rank(rank, nnodes, "NODE_RANK", "NODE_COUNT")
     result = ClusterPlan(provider=NAME)
-    main_run = next((n for n in (MAIN_RUN, "JOB_RUN_OCID") if env.has(n)), None)  # the main run's own OCID on it
+    main_run = env.first(MAIN_RUN, "JOB_RUN_OCID")  # the main run's own OCID on it
     if main_run:
         result.set("rdzv_id", environ[main_run], f"{main_run} (the main job run, shared by every node)")
     result.set("nnodes", nnodes, "NODE_COUNT")
@@ -264,7 +264,7 @@ def multi_run_plan(environ: Mapping[str, str], options: DetectOptions) -> Cluste
             f"holds the address). {SUPPLY_ADDRESS}"
         )
     result.set("master_port", env.port("MASTER_PORT", MASTER_PORT), "MASTER_PORT, else ADS's rendezvous port (29400)")
-    result.set("nproc_per_node", NPROC_GPUS_OR_ONE, "default: visible GPUs, else 1")
+    result.set_nproc_per_node()
     return result
 
 

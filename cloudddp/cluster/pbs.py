@@ -17,7 +17,7 @@ from pathlib import Path
 
 from cloudddp.cluster.claims import Claim
 from cloudddp.cluster.options import DetectOptions
-from cloudddp.cluster.plan import NPROC_GPUS_OR_ONE, ClusterPlan, EnvReader, check_rank, port_from_job_id
+from cloudddp.cluster.plan import ClusterPlan, EnvReader, check_rank, port_from_job_id
 from cloudddp.errors import CloudDDPError
 
 NAME = "pbs"
@@ -122,7 +122,7 @@ def plan(environ: Mapping[str, str], options: DetectOptions) -> ClusterPlan:
     path = env.str("PBS_NODEFILE")
     hosts = read_nodefile(Path(path))
     nnodes = len(hosts)
-    rank_name = next((name for name in RANK_VARIABLES if env.has(name)), None)
+    rank_name = env.first(*RANK_VARIABLES)
     if rank_name is not None:
         node_rank = env.int(rank_name, minimum=0)
         check_rank(node_rank, nnodes, rank_name, "the number of hosts in PBS_NODEFILE")
@@ -138,9 +138,6 @@ def plan(environ: Mapping[str, str], options: DetectOptions) -> ClusterPlan:
     result.set("nnodes", nnodes, "PBS_NODEFILE (distinct hosts)")
     result.set("node_rank", node_rank, rank_source)
     result.set("master_addr", hosts[0], "PBS_NODEFILE (first host)")
-    if env.has("MASTER_PORT"):
-        result.set("master_port", env.port("MASTER_PORT"), "MASTER_PORT")
-    else:
-        result.set("master_port", port_from_job_id(job_id), "derived from PBS_JOBID")
-    result.set("nproc_per_node", NPROC_GPUS_OR_ONE, "default: visible GPUs, else 1")
+    result.set_master_port(env, port_from_job_id(job_id), "derived from PBS_JOBID")
+    result.set_nproc_per_node()
     return result

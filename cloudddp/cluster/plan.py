@@ -19,6 +19,7 @@ DEFAULT_MASTER_PORT = 29500
 MAX_PORT = 65535
 # Processes per node when nothing says: one per visible GPU, else one (CPU training).
 NPROC_GPUS_OR_ONE = "gpus-or-1"
+NPROC_DEFAULT_SOURCE = "default: visible GPUs, else 1"  # what the dry run says of that default
 # The words torchrun's --nproc-per-node takes besides a number (torch/distributed/run.py,
 # determine_local_world_size): every source of the value accepts the same ones.
 NPROC_WORDS = ("gpu", "cpu", "auto", "xpu")
@@ -58,6 +59,21 @@ class ClusterPlan:
             raise AttributeError(name)
         setattr(self, name, value)
         self.sources[name] = source
+
+    def set_master_port(self, env: EnvReader, default: int, source: str) -> None:
+        """MASTER_PORT where the environment sets it, else the platform's `default` (from `source`)."""
+        if env.has("MASTER_PORT"):
+            self.set("master_port", env.port("MASTER_PORT"), "MASTER_PORT")
+        else:
+            self.set("master_port", default, source)
+
+    def set_nproc_per_node(self, count: int = 0, source: str = "") -> None:
+        """`count` processes per node (a platform's accelerator count, from `source`) where it is above 0, else the
+        default: one per visible GPU, else 1."""
+        if count > 0:
+            self.set("nproc_per_node", count, source)
+        else:
+            self.set("nproc_per_node", NPROC_GPUS_OR_ONE, NPROC_DEFAULT_SOURCE)
 
     def map_hosts(self, host_map: Mapping[str, str]) -> None:
         """Replace host names that don't resolve (local emulation, Slurm node names) by addresses."""
@@ -123,6 +139,10 @@ class EnvReader:
     def has(self, *names: str) -> bool:
         return all(self.environ.get(name, "") != "" for name in names)
 
+    def first(self, *names: str) -> str | None:
+        """The first of `names` that is set and not empty."""
+        return next((name for name in names if self.has(name)), None)
+
     def str(self, name: str, default: str | None = None) -> str:
         value = self.environ.get(name, "")
         if value == "":
@@ -135,19 +155,13 @@ class EnvReader:
         return value
 
     def int(self, name: str, default: int | None = None, *, minimum: int | None = None) -> int:
-        raw = self.environ.get(name, "")
-        if raw == "":
-            if default is not None:
-                return default
-            raise CloudDDPError(
-                f"{self.provider}: the environment variable {name} is not set, "
-                f"but the {self.provider} environment needs it."
-            )
-        return parse_int(raw, f"{self.provider}: the environment variable {name}", minimum=minimum)
+        if default is not None and not self.has(name):
+            return default
+        return parse_int(self.str(name), f"{self.provider}: the environment variable {name}", minimum=minimum)
 
     def port(self, name: str, default: int | None = None) -> int:
         """A TCP port from a variable: 1-65535, else an error naming the variable."""
-        if self.environ.get(name, "") == "" and default is not None:
+        if default is not None and not self.has(name):
             return default
         return parse_port(self.str(name), f"{self.provider}: the environment variable {name}")
 

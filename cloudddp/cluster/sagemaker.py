@@ -34,7 +34,7 @@ from typing import Any
 from cloudddp.cluster.claims import Claim
 from cloudddp.cluster.environment import EmulatedCluster, EmulatedNode, host_map_arg
 from cloudddp.cluster.options import DetectOptions
-from cloudddp.cluster.plan import NPROC_GPUS_OR_ONE, ClusterPlan, EnvReader, read_text
+from cloudddp.cluster.plan import ClusterPlan, EnvReader, read_text
 from cloudddp.cluster.sagemaker_toolkit_env import (
     MachineCounts,
     gpu_count,
@@ -255,20 +255,18 @@ def neuron_cores(instance_type: str, environ: Mapping[str, str]) -> int:
         return 0  # as the toolkit: no usable neuron-ls means no Neuron cores
 
 
-def nproc_for(environ: Mapping[str, str], config: Mapping[str, Any]) -> tuple[int | str, str]:
-    """Processes per node from SageMaker's accelerator counts, else Neuron cores, else the default."""
+def nproc_for(environ: Mapping[str, str], config: Mapping[str, Any]) -> tuple[int, str]:
+    """Processes per node from SageMaker's accelerator counts, else Neuron cores; 0 for the default."""
     env = EnvReader(environ, NAME)
     for name in ("SM_NUM_GPUS", "SM_NUM_NEURONS"):
-        if env.has(name):
-            count = env.int(name, minimum=0)
-            if count > 0:
-                return count, name
+        count = env.int(name, 0, minimum=0)
+        if count > 0:
+            return count, name
     instance_type = str(config.get("current_instance_type") or "")
     if any(kind in instance_type for kind in ("trn", "inf")):
         cores = neuron_cores(instance_type, environ)
-        if cores > 0:
-            return cores, f"Neuron cores on {instance_type} (as the SageMaker toolkit counts them)"
-    return NPROC_GPUS_OR_ONE, "default: visible GPUs, else 1"
+        return cores, f"Neuron cores on {instance_type} (as the SageMaker toolkit counts them)"
+    return 0, ""
 
 
 def failure_file(environ: Mapping[str, str]) -> str | None:
@@ -308,7 +306,7 @@ def plan(environ: Mapping[str, str], options: DetectOptions) -> ClusterPlan:
     result.set("node_rank", hosts.index(current), f"{source} (index of {current})")
     result.set("master_addr", hosts[0], f"{source} (first host)")
     result.set("master_port", MASTER_PORT, "SageMaker convention (AWS drivers use 7777)")
-    result.set("nproc_per_node", *nproc_for(environ, config))
+    result.set_nproc_per_node(*nproc_for(environ, config))
     ifname = config.get("network_interface_name") or environ.get("SM_NETWORK_INTERFACE_NAME")
     if ifname:
         result.set("network_interface", ifname, source)

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 
 from cloudddp.cluster.claims import Claim
 from cloudddp.cluster.options import DetectOptions
-from cloudddp.cluster.plan import DEFAULT_MASTER_PORT, NPROC_GPUS_OR_ONE, ClusterPlan, EnvReader, check_rank
+from cloudddp.cluster.plan import DEFAULT_MASTER_PORT, ClusterPlan, EnvReader, check_rank
 from cloudddp.errors import CloudDDPError
 
 NAME = "skypilot"
@@ -57,13 +57,6 @@ def plan(environ: Mapping[str, str], options: DetectOptions) -> ClusterPlan:
     result.set("node_rank", node_rank, "SKYPILOT_NODE_RANK")
     result.set("master_addr", ips[0], "SKYPILOT_NODE_IPS (first line)")
     result.set("local_addr", ips[node_rank], f"SKYPILOT_NODE_IPS (line of rank {node_rank})")
-    if env.has("MASTER_PORT"):
-        result.set("master_port", env.port("MASTER_PORT"), "MASTER_PORT")
-    else:
-        result.set("master_port", DEFAULT_MASTER_PORT, "default (29500)")
-    gpus = env.int("SKYPILOT_NUM_GPUS_PER_NODE", 0, minimum=0)
-    if gpus > 0:
-        result.set("nproc_per_node", gpus, "SKYPILOT_NUM_GPUS_PER_NODE")
-    else:
-        result.set("nproc_per_node", NPROC_GPUS_OR_ONE, "default: visible GPUs, else 1")
+    result.set_master_port(env, DEFAULT_MASTER_PORT, "default (29500)")
+    result.set_nproc_per_node(env.int("SKYPILOT_NUM_GPUS_PER_NODE", 0, minimum=0), "SKYPILOT_NUM_GPUS_PER_NODE")
     return result

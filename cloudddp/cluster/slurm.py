@@ -19,7 +19,7 @@ from cloudddp.cluster.claims import Claim
 from cloudddp.cluster.environment import EmulatedCluster, EmulatedNode, generic_node, host_map_arg
 from cloudddp.cluster.hostlist import expand_hostlist
 from cloudddp.cluster.options import DetectOptions
-from cloudddp.cluster.plan import NPROC_GPUS_OR_ONE, ClusterPlan, EnvReader, check_rank, port_from_job_id
+from cloudddp.cluster.plan import ClusterPlan, EnvReader, check_rank, port_from_job_id
 from cloudddp.errors import CloudDDPError
 
 NAME = "slurm"
@@ -51,12 +51,12 @@ def plan(environ: Mapping[str, str], options: DetectOptions) -> ClusterPlan:
     env = EnvReader(environ, NAME)
     job_id = env.str("SLURM_JOB_ID")
     in_step = env.has("SLURM_STEP_NODELIST")
-    nodelist_name = next((name for name in NODELIST_VARIABLES if env.has(name)), "SLURM_JOB_NODELIST")
+    nodelist_name = env.first(*NODELIST_VARIABLES) or "SLURM_JOB_NODELIST"
     hosts = expand_hostlist(env.str(nodelist_name), variable=nodelist_name)
     if len(set(hosts)) != len(hosts):
         raise CloudDDPError(f"slurm: {nodelist_name}={environ[nodelist_name]!r} names a host twice.")
 
-    nnodes_name = next((name for name in NNODES_VARIABLES[nodelist_name] if env.has(name)), None)
+    nnodes_name = env.first(*NNODES_VARIABLES[nodelist_name])
     if nnodes_name is None:
         nnodes, nnodes_source = len(hosts), f"{nodelist_name} (host count)"
     else:
@@ -88,7 +88,7 @@ def plan(environ: Mapping[str, str], options: DetectOptions) -> ClusterPlan:
         )
 
     result = ClusterPlan(provider=NAME)
-    step_name = next((name for name in STEP_ID_VARIABLES if env.has(name)), None)
+    step_name = env.first(*STEP_ID_VARIABLES)
     if step_name:  # two steps of one allocation are two rendezvous
         result.set("rdzv_id", f"{job_id}.{environ[step_name]}", f"SLURM_JOB_ID.{step_name}")
     else:
@@ -97,15 +97,8 @@ def plan(environ: Mapping[str, str], options: DetectOptions) -> ClusterPlan:
     result.set("nnodes", nnodes, nnodes_source)
     result.set("node_rank", node_rank, rank_source)
     result.set("master_addr", hosts[0], f"{nodelist_name} (first host)")
-    if env.has("MASTER_PORT"):
-        result.set("master_port", env.port("MASTER_PORT"), "MASTER_PORT")
-    else:
-        result.set("master_port", port_from_job_id(job_id), "derived from SLURM_JOB_ID")
-    gpus = env.int("SLURM_GPUS_ON_NODE", 0, minimum=0)
-    if gpus > 0:
-        result.set("nproc_per_node", gpus, "SLURM_GPUS_ON_NODE")
-    else:
-        result.set("nproc_per_node", NPROC_GPUS_OR_ONE, "default: visible GPUs, else 1")
+    result.set_master_port(env, port_from_job_id(job_id), "derived from SLURM_JOB_ID")
+    result.set_nproc_per_node(env.int("SLURM_GPUS_ON_NODE", 0, minimum=0), "SLURM_GPUS_ON_NODE")
     return result
 
 

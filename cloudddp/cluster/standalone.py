@@ -6,7 +6,7 @@ from collections.abc import Mapping
 
 from cloudddp.cluster.environment import LOOPBACK, EmulatedCluster, EmulatedNode, generic_node
 from cloudddp.cluster.options import DetectOptions
-from cloudddp.cluster.plan import NPROC_GPUS_OR_ONE, ClusterPlan
+from cloudddp.cluster.plan import ClusterPlan
 
 NAME = "standalone"
 CLAIMS = ()  # it reads no platform's variables: what no platform claims falls to it
@@ -21,7 +21,7 @@ def plan(environ: Mapping[str, str], options: DetectOptions) -> ClusterPlan:
     result.set("nnodes", 1, "default (no platform detected)")
     result.set("node_rank", 0, "default (no platform detected)")
     result.set("master_addr", "127.0.0.1", "default (single node)")
-    result.set("nproc_per_node", NPROC_GPUS_OR_ONE, "default: visible GPUs, else 1")
+    result.set_nproc_per_node()
     return result
 
 
