@@ -268,21 +268,30 @@ class SageMakerProvider(Provider):
         return f"Removed what this launch uploaded for the job: {', '.join(removed) or 'nothing'}.{kept}"
 
     # -- follow-up calls ----------------------------------------------------------------
-    def describe(self, job_id: str) -> dict[str, Any]:
+    def on_job(self, job_id: str, operation: str, missing: tuple[str, ...], missing_code: str = "") -> Any:
+        """SageMaker's `operation` (describe_training_job, stop_training_job) on the job. A job that does not exist (a
+        ValidationException whose message holds one of `missing`, or the error `missing_code`) is named in one
+        paragraph; any other AWS failure is translated."""
         sagemaker = self.client("sagemaker")
+        action = f"{operation.removesuffix('_training_job')} the training job {job_id}"
         try:
-            return dict(sagemaker.describe_training_job(TrainingJobName=job_id))
+            return getattr(sagemaker, operation)(TrainingJobName=job_id)
         except ClientError as exc:
             error = exc.response.get("Error", {})
-            message = error.get("Message", "").lower()
-            if error.get("Code") == "ValidationException" and ("not found" in message or "could not find" in message):
+            code, message = error.get("Code"), str(error.get("Message", "")).lower()
+            if (missing_code and code == missing_code) or (
+                code == "ValidationException" and any(words in message for words in missing)
+            ):
                 raise CloudDDPError(
                     f"no SageMaker training job named {job_id!r} in {sagemaker.meta.region_name} "
                     f"(set AWS_REGION if it runs in another region)."
                 ) from None
-            raise translate(exc, f"describe the training job {job_id}") from None
+            raise translate(exc, action) from None
         except BotoCoreError as exc:
-            raise translate(exc, f"describe the training job {job_id}") from None
+            raise translate(exc, action) from None
+
+    def describe(self, job_id: str) -> dict[str, Any]:
+        return dict(self.on_job(job_id, "describe_training_job", missing=("not found", "could not find")))
 
     @staticmethod
     def to_status(job_id: str, described: dict[str, Any]) -> JobStatus:
@@ -342,23 +351,8 @@ class SageMakerProvider(Provider):
             described = self.describe(job_id)
 
     def cancel(self, job_id: str) -> None:
-        sagemaker = self.client("sagemaker")
-        try:
-            sagemaker.stop_training_job(TrainingJobName=job_id)
-        except ClientError as exc:
-            error = exc.response.get("Error", {})
-            message = str(error.get("Message", ""))
-            # ResourceNotFound is StopTrainingJob's documented error (botocore's model); describe says ValidationException.
-            if error.get("Code") == "ResourceNotFound" or (
-                error.get("Code") == "ValidationException" and "could not find" in message.lower()
-            ):
-                raise CloudDDPError(
-                    f"no SageMaker training job named {job_id!r} in {sagemaker.meta.region_name} "
-                    f"(set AWS_REGION if it runs in another region)."
-                ) from None
-            raise translate(exc, f"stop the training job {job_id}") from None
-        except BotoCoreError as exc:
-            raise translate(exc, f"stop the training job {job_id}") from None
+        # ResourceNotFound is StopTrainingJob's documented error (botocore's model); describe says ValidationException.
+        self.on_job(job_id, "stop_training_job", missing=("could not find",), missing_code="ResourceNotFound")
 
 
 @functools.cache
