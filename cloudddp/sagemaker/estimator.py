@@ -25,7 +25,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from cloudddp.cluster.sagemaker import DISTRIBUTION_GROUPS
 from cloudddp.errors import CloudDDPError
 from cloudddp.estimator import channels
 from cloudddp.job_spec import JobSpec, build_spec
@@ -100,19 +99,6 @@ def base_name(args: Arguments, image: str | None) -> str:
         return args.base_job_name
     match = IMAGE_REPOSITORY.match(image or "")
     return match.group(1) if match else DEFAULT_BASE_NAME
-
-
-def distribution_hyperparameters(args: Arguments) -> dict[str, str]:
-    """Distribution keys v2 sends that cloudddp's launcher reads too (encoded, as sent).
-
-    v2 sends the distribution's instance groups as `sagemaker_distribution_instance_groups` for pytorchddp
-    (rewritten to smdistributed: estimator.py `Framework._distribution_configuration`), but not for
-    torch_distributed (pytorch/estimator.py `_pytorch_distribution_configuration`); recorded in
-    sdk2_requests/.../instance_groups*.json. The launcher gets the groups from cloudddp_job.json either way.
-    """
-    if args.distribution == "pytorchddp" and args.distribution_groups:
-        return {DISTRIBUTION_GROUPS: json.dumps(args.distribution_groups)}
-    return {}
 
 
 def check_image_python(py_version: str | None, image: str) -> None:
@@ -463,7 +449,7 @@ class PyTorch(metaclass=_RefusingMethods):
         job_name: str | None,
         scratch: Path,
     ) -> None:
-        from cloudddp.sagemaker.sdk_provider import DebuggerChoice, SDKv2SageMaker  # boto3 only when a job is sent
+        from cloudddp.sagemaker.sdk_provider import SDKv2SageMaker  # boto3 only when a job is sent
 
         arguments.check_channels(inputs, channels)
         spec = self.sagemaker_spec(channels, job_name, scratch)
@@ -471,13 +457,8 @@ class PyTorch(metaclass=_RefusingMethods):
             self._check_output_bucket(spec.sagemaker.bucket or "")
         self._prepare_for_training(job_name, spec.name, spec.output or "")
         # The session's own boto3 session (credentials, profile, region), v2's job names and debugger fields.
-        a = self.args
-        provider = SDKv2SageMaker(
-            exact=job_name, region=spec.sagemaker.region, session=self.session().boto_session,
-            debugger=DebuggerChoice(disable_profiler=a.disable_profiler, debugger_hook=a.debugger_hook,
-                                    tensorboard=a.tensorboard),
-            hyperparameters=distribution_hyperparameters(a),
-        )  # fmt: skip
+        provider = SDKv2SageMaker(self.args, exact=job_name, region=spec.sagemaker.region,
+                                  session=self.session().boto_session)  # fmt: skip
         self._run(provider, spec, wait, logs)
 
     def _fit_local(self, channels: dict[str, str], logs: bool | str, job_name: str | None, scratch: Path) -> None:

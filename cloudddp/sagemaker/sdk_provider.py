@@ -7,61 +7,59 @@ this adds is rendered in `render`, so the dry run is what `submit` sends.
 from __future__ import annotations
 
 import dataclasses
+import json
 from typing import Any
 
+from cloudddp.cluster.sagemaker import DISTRIBUTION_GROUPS
 from cloudddp.job_spec import JobSpec
 from cloudddp.providers.base import JobRequest
 from cloudddp.providers.sagemaker import validation
 from cloudddp.providers.sagemaker.provider import SageMakerProvider
+from cloudddp.sagemaker.arguments import Arguments
 from cloudddp.sagemaker.debugger import debugger_request
 from cloudddp.sagemaker.naming import name_from_base
 
 
-@dataclasses.dataclass(frozen=True)
-class DebuggerChoice:
-    """The estimator's `disable_profiler` and `debugger_hook_config` (None: on, False: off)."""
-
-    disable_profiler: bool = False
-    debugger_hook: bool = True
-    tensorboard: dict[str, str] | None = (
-        None  # TensorBoardOutputConfig as v2 sends it (cloudddp/sagemaker/tensorboard.py)
-    )
-
-
 class SDKv2SageMaker(SageMakerProvider):
-    """`exact` as the job name, else base + v2 timestamp; ProfilerConfig/DebugHookConfig and v2's distribution
-    hyperparameters that cloudddp's job side also reads, as v2 sends them."""
+    """`exact` as the job name, else base + v2 timestamp; the estimator's ProfilerConfig, DebugHookConfig,
+    TensorBoardOutputConfig and v2's distribution hyperparameters that cloudddp's job side also reads, as v2 sends
+    them."""
 
-    def __init__(
-        self,
-        exact: str | None = None,
-        debugger: DebuggerChoice | None = None,
-        hyperparameters: dict[str, str] | None = None,
-        **options: Any,
-    ) -> None:
+    def __init__(self, args: Arguments, exact: str | None = None, **options: Any) -> None:
         super().__init__(**options)
-        self.exact = exact
-        self.debugger = debugger or DebuggerChoice()
-        self.extra_hyperparameters = dict(hyperparameters or {})  # v2's own keys, already encoded
+        self.args, self.exact = args, exact
 
     def job_name(self, spec: JobSpec) -> str:
         return validation.check_job_name(self.exact or name_from_base(spec.name))
 
     def render(self, spec: JobSpec, account: str | None = None) -> JobRequest:
         request = super().render(spec, account)
-        payload = dict(request.request)
-        if self.extra_hyperparameters:
-            payload["HyperParameters"] = {**payload["HyperParameters"], **self.extra_hyperparameters}
+        payload, a = dict(request.request), self.args
+        if extra := distribution_hyperparameters(a):
+            payload["HyperParameters"] = {**payload["HyperParameters"], **extra}
             validation.check_hyperparameters(payload["HyperParameters"])
         sm = spec.sagemaker
         payload.update(
             debugger_request(
                 output_path=payload["OutputDataConfig"]["S3OutputPath"], region=self.region(spec),
                 instance_type=None if sm.instance_groups else sm.instance_type,
-                disable_profiler=self.debugger.disable_profiler, debugger_hook=self.debugger.debugger_hook,
+                disable_profiler=a.disable_profiler, debugger_hook=a.debugger_hook,
                 checkpoint_s3_uri=sm.checkpoint_s3, checkpoint_local_path=sm.checkpoint_local_path,
             )
         )  # fmt: skip
-        if self.debugger.tensorboard:
-            payload["TensorBoardOutputConfig"] = dict(self.debugger.tensorboard)
+        if a.tensorboard:
+            payload["TensorBoardOutputConfig"] = dict(a.tensorboard)
         return dataclasses.replace(request, request=payload)
+
+
+def distribution_hyperparameters(args: Arguments) -> dict[str, str]:
+    """Distribution keys v2 sends that cloudddp's launcher reads too (encoded, as sent).
+
+    v2 sends the distribution's instance groups as `sagemaker_distribution_instance_groups` for pytorchddp
+    (rewritten to smdistributed: estimator.py `Framework._distribution_configuration`), but not for
+    torch_distributed (pytorch/estimator.py `_pytorch_distribution_configuration`); recorded in
+    sdk2_requests/.../instance_groups*.json. The launcher gets the groups from cloudddp_job.json either way.
+    """
+    if args.distribution == "pytorchddp" and args.distribution_groups:
+        return {DISTRIBUTION_GROUPS: json.dumps(args.distribution_groups)}
+    return {}
