@@ -26,7 +26,7 @@ from urllib.parse import urlsplit
 from cloudddp.errors import CloudDDPError
 from cloudddp.staging import s3_http
 from cloudddp.staging.location import Location
-from cloudddp.staging.s3_errors import DENIED, access_error, upload_failure
+from cloudddp.staging.s3_errors import DENIED, access_error
 from cloudddp.staging.s3_http import Response
 from cloudddp.staging.sigv4 import Signer
 from cloudddp.staging.store import Upload
@@ -190,12 +190,9 @@ class DirectS3Store:
 
     def upload(self, uploads: list[Upload], on_done: Callable[[Upload], None]) -> None:
         small, large = s3_http.split_for_single_puts(uploads)
-        self.single_puts.upload(self.bucket, small, on_done, self.upload_failure)
+        self.single_puts.upload(self.bucket, small, on_done)
         if large:
             self.botocore_store().upload(large, on_done)
-
-    def upload_failure(self, upload: Upload, status: int | None, body: bytes, error: Exception | None) -> CloudDDPError:
-        return upload_failure(self.bucket, upload, status, body, error)
 
     def copy(self, pairs: list[tuple[str, str]]) -> None:
         self.botocore_store().copy(pairs)

@@ -17,7 +17,7 @@ XAmzContentSHA256Mismatch to other bytes) and the scan's CRC-32 as `x-amz-checks
 S3 refuses bytes that differ from what was scanned. Retries follow
 botocore's standard mode: connection errors, 500/502/503/504 and S3's throttling and timeout
 codes are retried (the PUT is idempotent: same key, same bytes) with jittered exponential
-back-off; anything else is final and goes to the caller's `failure`.
+back-off; anything else is final: raised as s3_errors.upload_failure words it.
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ from typing import TypeVar
 from urllib.parse import quote, urlsplit
 
 from cloudddp.staging.location import s3_address
-from cloudddp.staging.s3_errors import changed_while_uploading
+from cloudddp.staging.s3_errors import changed_while_uploading, upload_failure
 from cloudddp.staging.sigv4 import Signer
 from cloudddp.staging.store import Upload
 
@@ -61,7 +61,6 @@ FINAL_ERRORS = (ssl.SSLCertVerificationError,)
 RETRY_CODES = (b"<Code>SlowDown<", b"<Code>RequestTimeout<", b"<Code>InternalError<", b"<Code>ServiceUnavailable<")
 
 T = TypeVar("T")
-Failure = Callable[[Upload, "int | None", bytes, "Exception | None"], Exception]
 
 
 async def within(seconds: float, awaitable: Awaitable[T]) -> T:
@@ -184,11 +183,11 @@ class SinglePuts:
         self.signer, self.path_style, self.connections = signer, path_style, connections
         self.headers = headers or {}
 
-    def upload(self, bucket: str, uploads: list[Upload], on_done: Callable[[Upload], None], failure: Failure) -> None:
-        """Upload every file; the first final failure is raised as `failure(...)` returns it."""
+    def upload(self, bucket: str, uploads: list[Upload], on_done: Callable[[Upload], None]) -> None:
+        """Upload every file; the first final failure is raised (s3_errors.upload_failure)."""
         if not uploads:
             return
-        work = self.upload_all(bucket, list(reversed(uploads)), on_done, failure)
+        work = self.upload_all(bucket, list(reversed(uploads)), on_done)
         try:
             asyncio.get_running_loop()
         except RuntimeError:
@@ -198,31 +197,23 @@ class SinglePuts:
         with ThreadPoolExecutor(max_workers=1) as thread:
             thread.submit(asyncio.run, work).result()
 
-    async def upload_all(
-        self, bucket: str, pending: list[Upload], on_done: Callable[[Upload], None], failure: Failure
-    ) -> None:
+    async def upload_all(self, bucket: str, pending: list[Upload], on_done: Callable[[Upload], None]) -> None:
         server = self.server(bucket)
-        workers = [
-            self.worker(bucket, server, pending, on_done, failure) for _ in range(min(self.connections, len(pending)))
-        ]
+        workers = [self.worker(bucket, server, pending, on_done) for _ in range(min(self.connections, len(pending)))]
         await asyncio.gather(*workers)  # the first failure ends asyncio.run, which cancels the other workers
 
-    async def worker(
-        self, bucket: str, server: str, pending: list[Upload], on_done: Callable[[Upload], None], failure: Failure
-    ) -> None:
+    async def worker(self, bucket: str, server: str, pending: list[Upload], on_done: Callable[[Upload], None]) -> None:
         connection: Connection | None = None
         try:
             while pending:
                 upload = pending.pop()
-                connection = await self.put(bucket, server, upload, connection, failure)
+                connection = await self.put(bucket, server, upload, connection)
                 on_done(upload)
         finally:
             if connection is not None:
                 connection.close()
 
-    async def put(
-        self, bucket: str, server: str, upload: Upload, connection: Connection | None, failure: Failure
-    ) -> Connection | None:
+    async def put(self, bucket: str, server: str, upload: Upload, connection: Connection | None) -> Connection | None:
         """PUT one file, retrying what is transient; returns the connection to reuse (None: open a new one)."""
         head = self.request_head(bucket, upload)
         for attempt in range(MAX_ATTEMPTS):
@@ -248,7 +239,7 @@ class SinglePuts:
             if not (retry or transient(status, body)) or attempt == MAX_ATTEMPTS - 1:
                 if connection is not None:
                     connection.close()
-                raise failure(upload, status, body, error)
+                raise upload_failure(bucket, upload, status, body, error)
             await asyncio.sleep(backoff(attempt))
         raise AssertionError("unreachable")
 

@@ -156,7 +156,7 @@ class S3Store:
     def upload(self, uploads: list[Upload], on_done: Callable[[Upload], None]) -> None:
         if self.puts is not None:
             whole, uploads = s3_http.split_for_single_puts(uploads)
-            self.puts.upload(self.bucket, whole, on_done, self.upload_failure)
+            self.puts.upload(self.bucket, whole, on_done)
         if uploads:
             upload_in_parallel(uploads, self.upload_one, on_done, THREADS)
 
@@ -175,23 +175,17 @@ class S3Store:
                                         ExtraArgs={"ChecksumAlgorithm": "SHA256", **self.sse}, Config=config)  # fmt: skip
         except ClientError as exc:
             if code_of(exc) in ("BadDigest", "XAmzContentSHA256Mismatch", "InvalidDigest"):
-                raise self.mismatch(upload) from None
+                raise s3_errors.mismatch(self.bucket, upload) from None
             raise self.error(exc, "upload", upload.key) from None
         except OSError as exc:
             raise CloudDDPError(f"cannot read {str(upload.path)!r}: {exc.strerror}.") from None
         except Exception as exc:  # s3transfer wraps ClientError in S3UploadFailedError
             text = str(exc)
             if "BadDigest" in text or "Checksum" in text:
-                raise self.mismatch(upload) from None
+                raise s3_errors.mismatch(self.bucket, upload) from None
             raise CloudDDPError(
                 f"cannot upload {str(upload.path)!r} to s3://{self.bucket}/{upload.key}: {text}"
             ) from None
-
-    def mismatch(self, upload: Upload) -> CloudDDPError:
-        return s3_errors.mismatch(self.bucket, upload)
-
-    def upload_failure(self, upload: Upload, status: int | None, body: bytes, error: Exception | None) -> CloudDDPError:
-        return s3_errors.upload_failure(self.bucket, upload, status, body, error)
 
     def copy(self, pairs: list[tuple[str, str]]) -> None:
         def one(pair: tuple[str, str]) -> None:

@@ -22,7 +22,7 @@ import trustme
 from helpers.seaweedfs import ACCESS_KEY, SECRET_KEY, SeaweedS3, seaweed_for_tests
 
 from cloudddp.errors import CloudDDPError
-from cloudddp.staging import s3_errors, s3_http
+from cloudddp.staging import s3_http
 from cloudddp.staging.engine import stage
 from cloudddp.staging.location import parse_location
 from cloudddp.staging.s3_direct import DirectS3Store, Frozen, open_direct_store, plain_configuration
@@ -168,6 +168,6 @@ def test_the_put_client_refuses_a_server_its_ca_bundle_does_not_vouch_for_at_onc
         s3_http, "backoff", lambda attempt: pytest.fail(f"retry {attempt + 1} of a refused certificate")
     )
     with pytest.raises(CloudDDPError) as refused:
-        puts.upload("tls", [upload], lambda _: None, lambda *a: s3_errors.upload_failure("tls", *a))
+        puts.upload("tls", [upload], lambda _: None)
     assert "f.bin" in str(refused.value) and "CERTIFICATE_VERIFY_FAILED" in str(refused.value), refused.value
     assert held(tls, "s3://tls/refused/") == {}
