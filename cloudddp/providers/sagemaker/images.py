@@ -9,8 +9,6 @@ py_version="py38")` pick the same image, and every version the SDK v2 knows is k
 
 from __future__ import annotations
 
-# ECR account hosting the DLCs in most regions (the table has each region's).
-DEFAULT_ACCOUNT = "763104351884"
 DLC_REPOSITORIES = ("pytorch-training", "pytorch-trcomp-training", "huggingface-pytorch-training")
 
 
@@ -33,15 +31,3 @@ def training_image(
     image: str | None, region: str, framework_version: str, py_version: str | None, instance_type: str
 ) -> str:
     return image or builtin_uri(region, framework_version, py_version, instance_type)
-
-
-def __getattr__(name: str) -> object:
-    """VERSIONS (alias -> (full version, Python versions)) and REGION_ACCOUNTS (region -> ECR account, where not
-    DEFAULT_ACCOUNT), read from the one table: views for callers, not a second table."""
-    from cloudddp.providers.sagemaker.image_table import REGISTRIES, VERSION_ALIASES, VERSIONS
-
-    if name == "VERSIONS":
-        return {alias: (full, tuple(VERSIONS[full]["py_versions"])) for alias, full in VERSION_ALIASES.items()}
-    if name == "REGION_ACCOUNTS":
-        return {region: account for region, account in REGISTRIES[-1].items() if account != DEFAULT_ACCOUNT}
-    raise AttributeError(name)
