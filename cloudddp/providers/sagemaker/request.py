@@ -85,12 +85,8 @@ class Staging:
         return f"s3://{self.bucket}/" + (f"{key}/" if key else "")
 
     @property
-    def code_key(self) -> str:
-        return self.key(self.job_name, "source", ARCHIVE_NAME)
-
-    @property
     def code_uri(self) -> str:
-        return f"s3://{self.bucket}/{self.code_key}"
+        return self.uri(self.job_name, "source", ARCHIVE_NAME)
 
     def input_prefix(self, local: str) -> str:
         """A stable prefix per local folder: a re-launch finds the data already there and skips it."""
@@ -160,7 +156,6 @@ class Rendered:
 
     payload: dict[str, Any]
     staging: SageMakerStaging
-    mode: str = TOOLKIT
 
 
 def default_bucket(account: str, region: str) -> str:
@@ -463,7 +458,7 @@ def build_request(spec: JobSpec, *, job_name: str, region: str, role: str, image
         bucket=bucket, code=code, inputs=uploads, mode=mode, region=region, checkpoint=checkpoint.upload,
         encryption=f"SSE-KMS with {sm.kms_key}" if sm.kms_key else None, warnings=warnings,
     )  # fmt: skip
-    return Rendered(payload=payload, staging=plan, mode=mode)
+    return Rendered(payload=payload, staging=plan)
 
 
 def validate_spec(spec: JobSpec) -> None:
