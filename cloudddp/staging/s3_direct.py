@@ -26,7 +26,7 @@ from urllib.parse import urlsplit
 from cloudddp.errors import CloudDDPError
 from cloudddp.staging import s3_http
 from cloudddp.staging.location import Location
-from cloudddp.staging.s3_errors import DENIED, access_error
+from cloudddp.staging.s3_errors import missing_bucket, refused
 from cloudddp.staging.s3_http import Response
 from cloudddp.staging.sigv4 import Signer
 from cloudddp.staging.store import Upload
@@ -120,18 +120,9 @@ class DirectS3Store:
 
     def failed(self, response: Response, action: str, key: str | None = None) -> CloudDDPError:
         """`action` reads before the place: "use" (the bucket), "list objects in" (the bucket), "read" (a key)."""
-        where = f"s3://{self.bucket}/{key}" if key else f"the bucket s3://{self.bucket}"
         code = re.search(rb"<Code>([^<]+)</Code>", response.body)
         name = code.group(1).decode() if code else f"HTTP {response.status}"
-        if name == "NoSuchBucket":
-            return self.missing_bucket()
-        refused = access_error(action, where, name, denied=response.status == 403 or name in DENIED)
-        return refused or CloudDDPError(f"cannot {action} {where}: {name}.")
-
-    def missing_bucket(self) -> CloudDDPError:
-        return CloudDDPError(
-            f"the bucket s3://{self.bucket} does not exist. Create it, or pass --create-bucket to create it (private)."
-        )
+        return refused(self.bucket, action, key, name, denied=response.status == 403, detail=".")
 
     def botocore_store(self) -> Any:
         """The botocore-based store, for the requests this module does not send (imported only then)."""
@@ -154,7 +145,7 @@ class DirectS3Store:
         if response.status != 404:
             raise self.failed(response, "use")
         if not create:
-            raise self.missing_bucket()
+            raise missing_bucket(self.bucket)
         return bool(self.botocore_store().check_bucket(True))
 
     def list_sizes(self, prefix: str) -> dict[str, int]:

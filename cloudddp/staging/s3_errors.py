@@ -14,21 +14,31 @@ DENIED = ("AccessDenied", "403", "AllAccessDisabled", "InvalidAccessKeyId", "Sig
 REJECTED = ("InvalidAccessKeyId", "SignatureDoesNotMatch")  # the credentials themselves, not their permissions
 
 
-def access_error(action: str, where: str, code: str, denied: bool) -> CloudDDPError | None:
-    """The error for refused credentials (REJECTED: granting a permission would not help) or, where `denied`, a
-    missing permission; None for anything else."""
+def missing_bucket(bucket: str) -> CloudDDPError:
+    return CloudDDPError(
+        f"the bucket s3://{bucket} does not exist. Create it, or pass --create-bucket to create it (private)."
+    )
+
+
+def refused(bucket: str, action: str, key: str | None, code: str, denied: bool, detail: str) -> CloudDDPError:
+    """S3's refusal with `code` of `action` on the bucket (or `key` in it): a missing bucket, refused credentials
+    (REJECTED: granting a permission would not help), a missing permission (`denied`, or a code in DENIED), else
+    the code and `detail`."""
+    if code == "NoSuchBucket":
+        return missing_bucket(bucket)
+    where = f"s3://{bucket}/{key}" if key else f"the bucket s3://{bucket}"
     if code in REJECTED:
         return CloudDDPError(
             f"cannot {action} {where}: S3 rejected the credentials ({code}): the access key id is unknown, or "
             f"the secret key does not belong to it. Check AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or "
             f"the profile in use)."
         )
-    if denied:
+    if denied or code in DENIED:
         return CloudDDPError(
             f"cannot {action} {where}: access denied ({code}). Your credentials may not use this bucket; "
             f"grant s3:PutObject, s3:GetObject, s3:ListBucket (and s3:DeleteObject for --delete) on it."
         )
-    return None
+    return CloudDDPError(f"cannot {action} {where}: {code}{detail}")
 
 
 def mismatch(bucket: str, upload: Upload) -> CloudDDPError:
@@ -61,9 +71,7 @@ def upload_failure(
         return mismatch(bucket, upload)
     code = re.search(r"<Code>([^<]+)</Code>", text)
     if code and code.group(1) == "NoSuchBucket":
-        return CloudDDPError(
-            f"the bucket s3://{bucket} does not exist. Create it, or pass --create-bucket to create it (private)."
-        )
+        return missing_bucket(bucket)
     if status == 403 or (code and code.group(1) in DENIED):
         return CloudDDPError(
             f"cannot upload to s3://{bucket}/{upload.key}: access denied ({code.group(1) if code else status})."

@@ -24,7 +24,6 @@ from botocore.exceptions import BotoCoreError, ClientError
 from cloudddp.errors import CloudDDPError
 from cloudddp.staging import s3_errors, s3_http
 from cloudddp.staging.location import Location
-from cloudddp.staging.s3_errors import DENIED, access_error
 from cloudddp.staging.s3_http import b64, sse_headers
 from cloudddp.staging.sigv4 import Signer
 from cloudddp.staging.store import Upload, upload_in_parallel
@@ -68,18 +67,8 @@ class S3Store:
 
     # -- errors -------------------------------------------------------------------------
     def error(self, exc: Exception, action: str, key: str | None = None) -> CloudDDPError:
-        where = f"s3://{self.bucket}/{key}" if key else f"the bucket s3://{self.bucket}"
         code = code_of(exc) if isinstance(exc, ClientError) else type(exc).__name__
-        if refused := access_error(action, where, code, denied=code in DENIED):
-            return refused
-        if code == "NoSuchBucket":
-            return self.missing_bucket()
-        return CloudDDPError(f"cannot {action} {where}: {code}: {exc}")
-
-    def missing_bucket(self) -> CloudDDPError:
-        return CloudDDPError(
-            f"the bucket s3://{self.bucket} does not exist. Create it, or pass --create-bucket to create it (private)."
-        )
+        return s3_errors.refused(self.bucket, action, key, code, denied=False, detail=f": {exc}")
 
     # -- the bucket ---------------------------------------------------------------------
     def check_bucket(self, create: bool) -> bool:
@@ -92,7 +81,7 @@ class S3Store:
         except BotoCoreError as exc:
             raise CloudDDPError(f"cannot reach S3 for s3://{self.bucket}: {exc}") from None
         if not create:
-            raise self.missing_bucket()
+            raise s3_errors.missing_bucket(self.bucket)
         args: dict[str, Any] = {"Bucket": self.bucket}
         if self.region != "us-east-1":
             args["CreateBucketConfiguration"] = {"LocationConstraint": self.region}
