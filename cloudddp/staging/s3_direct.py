@@ -49,6 +49,10 @@ class Plain:
     secret_key: str = field(repr=False)  # never in a repr, a log line or a traceback
     token: str | None = field(repr=False)
 
+    def get_frozen_credentials(self) -> Plain:
+        """The one set of static credentials, as the signer asks botocore's for them (sigv4.Credentials)."""
+        return self
+
 
 def plain_configuration(environ: Mapping[str, str], home: Path) -> Plain | None:
     """The endpoint, region and credentials botocore would use, if they come from these variables alone."""
@@ -80,16 +84,6 @@ def plain_configuration(environ: Mapping[str, str], home: Path) -> Plain | None:
                  environ["AWS_SECRET_ACCESS_KEY"], token)  # fmt: skip
 
 
-class Frozen:
-    """The one set of static credentials, shaped like botocore's (for the signer)."""
-
-    def __init__(self, plain: Plain) -> None:
-        self.access_key, self.secret_key, self.token = plain.access_key, plain.secret_key, plain.token
-
-    def get_frozen_credentials(self) -> Frozen:
-        return self
-
-
 class DirectS3Store:
     """An ObjectStore (store.py) for one bucket and prefix: requests by s3_http.py, files above 64 MiB by botocore."""
 
@@ -99,7 +93,7 @@ class DirectS3Store:
 
     def __init__(self, location: Location, plain: Plain) -> None:
         self.location, self.plain, self.bucket = location, plain, location.bucket
-        signer = Signer(Frozen(plain), plain.region)
+        signer = Signer(plain, plain.region)
         # A bucket name with dots can't be a TLS host name under *.s3.<region>.amazonaws.com: S3's endpoint
         # rules (botocore's endpoint ruleset, isVirtualHostableS3Bucket) address it path style.
         self.path_style = plain.path_style or "." in self.bucket

@@ -25,7 +25,7 @@ from cloudddp.errors import CloudDDPError
 from cloudddp.staging import s3_http
 from cloudddp.staging.engine import stage
 from cloudddp.staging.location import parse_location
-from cloudddp.staging.s3_direct import DirectS3Store, Frozen, open_direct_store, plain_configuration
+from cloudddp.staging.s3_direct import DirectS3Store, open_direct_store, plain_configuration
 from cloudddp.staging.s3_store import S3Store, open_s3_store
 from cloudddp.staging.sigv4 import Signer
 from cloudddp.staging.store import Upload
@@ -163,7 +163,7 @@ def test_the_put_client_refuses_a_server_its_ca_bundle_does_not_vouch_for_at_onc
     path = tmp_path / "f.bin"
     path.write_bytes(os.urandom(1000))
     upload = Upload("refused/f.bin", path, path.stat().st_size, "00" * 32)
-    puts = s3_http.SinglePuts(tls.server.https_url, Signer(Frozen(plain), "us-east-1"), True, verify=str(tls.other_ca))
+    puts = s3_http.SinglePuts(tls.server.https_url, Signer(plain, "us-east-1"), True, verify=str(tls.other_ca))
     monkeypatch.setattr(
         s3_http, "backoff", lambda attempt: pytest.fail(f"retry {attempt + 1} of a refused certificate")
     )
