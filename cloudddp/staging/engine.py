@@ -449,15 +449,9 @@ def listed_sizes(listed: dict[str, int], key: str) -> set[int | None]:
 
 def delete_others(store: ObjectStore, version: str) -> list[str]:
     """Objects of every other version under the prefix (never anything cloudddp did not write)."""
-    location = store.location
-    base = location.key() + "/" if location.key() else ""
-    stale = [
-        k
-        for k in store.list_sizes(base)
-        if VERSION_FOLDER.match(k[len(base) :]) and not k.startswith(f"{base}{version}/")
-    ]
-    store.delete(sorted(stale))
-    return sorted(stale)
+    stale = sorted(key for name, objects in version_folders(store).items() if name != version for key in objects)
+    store.delete(stale)
+    return stale
 
 
 def copy_folder(local: str | Path, store: ObjectStore, progress: Progress | None = None) -> StageResult:
