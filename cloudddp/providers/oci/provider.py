@@ -163,14 +163,23 @@ def check_service_endpoint(endpoint: str, named: str) -> None:
         raise CloudDDPError(f"{named}={endpoint!r}: the oci SDK refuses user info in an endpoint; remove it.")
 
 
-def service_error(exc: oci.exceptions.ServiceError, call: str) -> CloudDDPError:
+def service_error(exc: oci.exceptions.ServiceError, call: str, more: str = "") -> CloudDDPError:
     hint = ""
     if exc.status in (401, 403):
         hint = " Check the credentials (profile, key) and that your policies allow managing data-science-family."
     elif exc.status == 404:
         hint = " The OCID may be wrong, in another region, or not visible to you."
     message = str(exc.message or "").rstrip(".")
-    return CloudDDPError(f"OCI refused {call}: {exc.status} {exc.code}: {message}.{hint}")
+    return CloudDDPError(f"OCI refused {call}: {exc.status} {exc.code}: {message}.{hint}{more}")
+
+
+@contextmanager
+def refusals(call: str, more: str = "") -> Iterator[None]:
+    """The service's refusal of `call` (a ServiceError) as one CloudDDPError (service_error), `more` at its end."""
+    try:
+        yield
+    except oci.exceptions.ServiceError as exc:
+        raise service_error(exc, call, more) from None
 
 
 def has_log(run: Any) -> bool:
@@ -271,18 +280,13 @@ class OCIProvider(Provider):
         create_job = self.stage_uploads(clients, parts)
         self.timings["staged"] = time.perf_counter() - started
         data_science = clients.data_science
-        try:
+        with refusals("create_job"):
             job = data_science.create_job(create_job, opc_retry_token=uuid.uuid4().hex).data
-        except oci.exceptions.ServiceError as exc:
-            raise service_error(exc, "create_job") from None
         self.wait_for_job(data_science, job)
         run_details = copy.deepcopy(parts.create_job_run)
         run_details.job_id = job.id
-        try:
+        with refusals("create_job_run", f" The job {job.id} was created; its run was not."):
             run = data_science.create_job_run(run_details, opc_retry_token=uuid.uuid4().hex).data
-        except oci.exceptions.ServiceError as exc:
-            error = service_error(exc, "create_job_run")
-            raise CloudDDPError(f"{error} The job {job.id} was created; its run was not.") from None
         self.timings["created"] = time.perf_counter() - started
         region = clients.credentials.region
         return JobHandle(
@@ -350,10 +354,8 @@ class OCIProvider(Provider):
             return self.newest_cloudddp_run(str(compartment))
         match = validation.OCID.fullmatch(job_id)
         if match and match["type"] == "datasciencejob":
-            try:
+            with refusals("get_job"):
                 job = data_science.get_job(job_id).data
-            except oci.exceptions.ServiceError as exc:
-                raise service_error(exc, "get_job") from None
             runs = self.list_runs(compartment_id=job.compartment_id, job_id=job_id)
             if not runs:
                 raise CloudDDPError(f"the job {job_id} has no runs.")
@@ -367,12 +369,10 @@ class OCIProvider(Provider):
             self.clients().data_science.list_job_runs, "record", compartment_id=compartment,
             sort_by="timeCreated", sort_order="DESC", limit=100,
         ))  # fmt: skip
-        try:
+        with refusals("list_job_runs"):
             for run in pages:
                 if (run.freeform_tags or {}).get(request.NODES_TAG):
                     return str(run.id)
-        except oci.exceptions.ServiceError as exc:
-            raise service_error(exc, "list_job_runs") from None
         raise CloudDDPError(f"no cloudddp job runs in compartment {compartment}.")
 
     def find_by_name(self, name: str, spec: JobSpec) -> str | None:
@@ -392,19 +392,15 @@ class OCIProvider(Provider):
         return str(runs[0].id) if runs else None
 
     def list_runs(self, **filters: Any) -> list[Any]:
-        try:
+        with refusals("list_job_runs"):
             response = self.clients().data_science.list_job_runs(
                 sort_by="timeCreated", sort_order="DESC", limit=50, **filters
             )
-        except oci.exceptions.ServiceError as exc:
-            raise service_error(exc, "list_job_runs") from None
         return list(response.data)
 
     def get_run(self, run_id: str) -> Any:
-        try:
+        with refusals("get_job_run"):
             return self.clients().data_science.get_job_run(run_id).data
-        except oci.exceptions.ServiceError as exc:
-            raise service_error(exc, "get_job_run") from None
 
     def exit_code(self, run: Any) -> int | None:
         """A finished run's code: the first failing node's (from its last log line) when following read it,
@@ -476,21 +472,17 @@ class OCIProvider(Provider):
         search = logs.LogSearch(self.clients().log_search, query)
         accepted = run.time_accepted or logs.utc_now()
         start = accepted - dt.timedelta(minutes=1)  # clock skew between us and the service
-        try:
+        with refusals("search_logs"):
             if not follow:
                 for record in sorted(search.window(start, logs.utc_now()), key=lambda r: r.time):
                     yield record.line()
                 return
             yield from self.follow(run, logs.LogFollower(search, start), shown)
-        except oci.exceptions.ServiceError as exc:
-            raise service_error(exc, "search_logs") from None
 
     def job_logs_enabled(self, run: Any) -> bool:
         """Whether the run's job was created with logging: then the service fills the run's log id later."""
-        try:
+        with refusals("get_job"):
             job = self.clients().data_science.get_job(run.job_id).data
-        except oci.exceptions.ServiceError as exc:
-            raise service_error(exc, "get_job") from None
         configuration = job.job_log_configuration_details
         return bool(configuration and configuration.enable_logging)
 
@@ -509,12 +501,8 @@ class OCIProvider(Provider):
     def log_compartment(self, log_group_id: str, log_id: str) -> str:
         """The Log's own compartment, the first part of a search scope (ADS OCILog.search: `get_log`, then
         its compartment_id); a log group often lives in a logging compartment apart from the jobs."""
-        try:
+        with refusals("get_log", f" The log search needs the log's compartment, which GetLog on {log_id} tells."):
             return str(self.clients().logging.get_log(log_group_id, log_id).data.compartment_id)
-        except oci.exceptions.ServiceError as exc:
-            error = service_error(exc, "get_log")
-            raise CloudDDPError(f"{error} The log search needs the log's compartment, which GetLog on {log_id} "
-                                f"tells.") from None  # fmt: skip
 
     def states_only(self, run: Any, follow: bool) -> Iterator[str]:
         yield from self.watch_states(run, follow)
