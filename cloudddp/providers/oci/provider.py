@@ -461,7 +461,7 @@ class OCIProvider(Provider):
         if not has_log(run):
             if not self.job_logs_enabled(run):
                 yield "[oci] logging is off for this job (it has no log configuration); showing the run's state only"
-                yield from self.states_only(run, follow)
+                yield from self.watch_states(run, follow)
                 return
             run, shown = yield from self.wait_for_log(run, follow)
             if not has_log(run):
@@ -503,9 +503,6 @@ class OCIProvider(Provider):
         its compartment_id); a log group often lives in a logging compartment apart from the jobs."""
         with refusals("get_log", f" The log search needs the log's compartment, which GetLog on {log_id} tells."):
             return str(self.clients().logging.get_log(log_group_id, log_id).data.compartment_id)
-
-    def states_only(self, run: Any, follow: bool) -> Iterator[str]:
-        yield from self.watch_states(run, follow)
 
     def watch_states(
         self, run: Any, follow: bool, until: Callable[[Any], bool] = lambda run: False
