@@ -312,24 +312,18 @@ class ShapeConfig(AdsSection):
     memory_in_gbs: float | None = Field(default=None, alias="memoryInGBs")
 
 
-# dsc_job.py DataScienceJob: attribute_map + shape_config_details_attribute_map (camelCase -> snake_case), and
-# the snake_case names of payload_attribute_map; `standardize_spec` renames the snake_case keys to camelCase.
-ADS_INFRASTRUCTURE_NAMES = {
-    "projectId": "project_id", "compartmentId": "compartment_id", "displayName": "display_name",
-    "jobType": "job_type", "jobInfrastructureType": "job_infrastructure_type", "shapeName": "shape_name",
-    "blockStorageSize": "block_storage_size", "subnetId": "subnet_id", "shapeConfigDetails": "shape_config_details",
-    "logId": "log_id", "logGroupId": "log_group_id", "storageMount": "storage_mount", "freeformTags": "freeform_tags",
-    "definedTags": "defined_tags", "memoryInGBs": "memory_in_gbs", "ocpus": "ocpus",
-}  # fmt: skip
+# The snake_case names of dsc_job.py DataScienceJob's payload_attribute_map. Its attribute_map and
+# shape_config_details_attribute_map (camelCase -> snake_case) are the fields of InfrastructureSpec and ShapeConfig.
 ADS_PAYLOAD_NAMES = {"block_storage_size_in_gbs": "blockStorageSize", "job_shape_config_details": "shapeConfigDetails"}
 
 
 def standardize_spec(spec: dict[str, Any]) -> dict[str, Any]:
     """ADS's `DataScienceJob.standardize_spec`: snake_case keys (any case) become their camelCase names."""
-    snake_to_camel = {snake: camel for camel, snake in ADS_INFRASTRUCTURE_NAMES.items()} | ADS_PAYLOAD_NAMES
+    fields = {**InfrastructureSpec.model_fields, **ShapeConfig.model_fields}
+    snake_to_camel = {snake: str(field.alias) for snake, field in fields.items()} | ADS_PAYLOAD_NAMES
     renamed = dict(spec)
     for key in list(renamed):
-        if key not in ADS_INFRASTRUCTURE_NAMES and key.lower() in snake_to_camel:
+        if key not in snake_to_camel.values() and key.lower() in snake_to_camel:
             value = renamed.pop(key)
             renamed[snake_to_camel[key.lower()]] = standardize_spec(value) if isinstance(value, dict) else value
     return renamed
