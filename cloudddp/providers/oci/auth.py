@@ -250,15 +250,18 @@ def session_credentials(config: dict[str, Any], path: Path, profile: str) -> Cre
     )  # fmt: skip
 
 
-def principal_region(
+def principal_credentials(
     settings: OCISettings, signer: Any, environ: Mapping[str, str], region_origin: str, kind: str
-) -> tuple[str | None, str]:
-    """A principal's region and where it came from: the spec, else the principal's own, else OCI_REGION."""
+) -> Credentials:
+    """A principal's credentials; its region the spec's, else the principal's own, else OCI_REGION."""
     if settings.region:
-        return settings.region, region_origin
-    if getattr(signer, "region", None):
-        return signer.region, f"the {kind}'s region"
-    return environ.get("OCI_REGION"), "OCI_REGION"
+        region, origin = settings.region, region_origin
+    elif getattr(signer, "region", None):
+        region, origin = signer.region, f"the {kind}'s region"
+    else:
+        region, origin = environ.get("OCI_REGION"), "OCI_REGION"
+    return Credentials(config={}, signer=signer, region=region, kind=kind.replace(" ", "_"), origin=kind,
+                       region_origin=origin)  # fmt: skip
 
 
 def from_resource_principal(settings: OCISettings, environ: Mapping[str, str], region_origin: str) -> Credentials:
@@ -271,9 +274,7 @@ def from_resource_principal(settings: OCISettings, environ: Mapping[str, str], r
         signer = oci.auth.signers.get_resource_principals_signer()
     except Exception as exc:  # the SDK raises several unrelated types here
         raise CloudDDPError(f"cannot get a resource principal token: {type(exc).__name__}: {exc}") from None
-    region, origin = principal_region(settings, signer, environ, region_origin, "resource principal")
-    return Credentials(config={}, signer=signer, region=region, kind="resource_principal", origin="resource principal",
-                       region_origin=origin)  # fmt: skip
+    return principal_credentials(settings, signer, environ, region_origin, "resource principal")
 
 
 def from_instance_principal(settings: OCISettings, environ: Mapping[str, str], region_origin: str) -> Credentials:
@@ -284,9 +285,7 @@ def from_instance_principal(settings: OCISettings, environ: Mapping[str, str], r
             "oci.auth=instance_principal: cannot get a token from the instance metadata service "
             f"({type(exc).__name__}); this works only on an OCI compute instance in a dynamic group."
         ) from None
-    region, origin = principal_region(settings, signer, environ, region_origin, "instance principal")
-    return Credentials(config={}, signer=signer, region=region, kind="instance_principal", origin="instance principal",
-                       region_origin=origin)  # fmt: skip
+    return principal_credentials(settings, signer, environ, region_origin, "instance principal")
 
 
 def load_credentials(
