@@ -150,25 +150,21 @@ def job_name_from_pod(environ: Mapping[str, str]) -> str | None:
     return match.group("job") if match else None
 
 
-def read_node_count(env: EnvReader, environ: Mapping[str, str], result: ClusterPlan) -> tuple[int | str, str]:
-    """PET_NNODES (int or elastic min:max), else v1's WORLD_SIZE (older operators); and its source."""
+def read_node_count(env: EnvReader, result: ClusterPlan) -> None:
+    """PET_NNODES (int or elastic min:max), else v1's WORLD_SIZE (older operators)."""
     if env.has("PET_NNODES"):
-        nnodes, nnodes_source = (
-            parse_nnodes(environ["PET_NNODES"], "kubeflow: the environment variable PET_NNODES"),
-            "PET_NNODES",
-        )
+        nnodes = parse_nnodes(env.str("PET_NNODES"), "kubeflow: the environment variable PET_NNODES")
+        result.set("nnodes", nnodes, "PET_NNODES")
     elif env.has("WORLD_SIZE"):
-        nnodes, nnodes_source = env.int("WORLD_SIZE", minimum=1), "WORLD_SIZE (PyTorchJob node count)"
+        result.set("nnodes", env.int("WORLD_SIZE", minimum=1), "WORLD_SIZE (PyTorchJob node count)")
     else:
         raise CloudDDPError("kubeflow: neither PET_NNODES nor WORLD_SIZE is set, so the node count is unknown.")
-    result.set("nnodes", nnodes, nnodes_source)
-    return nnodes, nnodes_source
 
 
-def read_rendezvous(env: EnvReader, environ: Mapping[str, str], result: ClusterPlan, nnodes: int | str) -> str:
-    """Elastic jobs name a backend and an endpoint; static jobs use the master. Returns the endpoint ("" if none)."""
-    backend = environ.get("PET_RDZV_BACKEND", "")
-    endpoint = environ.get("PET_RDZV_ENDPOINT", "")
+def read_rendezvous(env: EnvReader, result: ClusterPlan) -> None:
+    """Elastic jobs name a backend and an endpoint; static jobs use the master."""
+    backend = env.environ.get("PET_RDZV_BACKEND", "")
+    endpoint = env.environ.get("PET_RDZV_ENDPOINT", "")
     if endpoint:
         if backend == "static":
             raise CloudDDPError(
@@ -180,7 +176,7 @@ def read_rendezvous(env: EnvReader, environ: Mapping[str, str], result: ClusterP
         split_endpoint(endpoint)  # its port, when it has one, must be a real port
         result.set("rdzv_endpoint", endpoint, "PET_RDZV_ENDPOINT")
         if not env.has("PET_RDZV_ID"):
-            job = job_name_from_pod(environ)
+            job = job_name_from_pod(env.environ)
             if job:
                 result.set("rdzv_id", job, "HOSTNAME (the PyTorchJob's name in the pod name)")
             else:
@@ -190,43 +186,35 @@ def read_rendezvous(env: EnvReader, environ: Mapping[str, str], result: ClusterP
             f"kubeflow: PET_RDZV_BACKEND={backend!r} is set but PET_RDZV_ENDPOINT is not; "
             f"the {backend} rendezvous needs an endpoint."
         )
-    if is_node_range(nnodes) and not endpoint:
+    if is_node_range(result.nnodes) and not endpoint:
         raise CloudDDPError(
-            f"kubeflow: PET_NNODES={nnodes!r} is an elastic range, but no rendezvous endpoint is set "
+            f"kubeflow: PET_NNODES={result.nnodes!r} is an elastic range, but no rendezvous endpoint is set "
             f"(PET_RDZV_ENDPOINT); an elastic job needs one."
         )
-    return endpoint
 
 
-def read_node_rank(
-    env: EnvReader,
-    environ: Mapping[str, str],
-    result: ClusterPlan,
-    nnodes: int | str,
-    nnodes_source: str,
-    dynamic: bool,
-) -> None:
-    """PET_NODE_RANK, else v1's RANK; an elastic rendezvous assigns it itself."""
+def read_node_rank(env: EnvReader, result: ClusterPlan) -> None:
+    """PET_NODE_RANK, else v1's RANK; an elastic rendezvous (an endpoint) assigns it itself."""
     rank_name = env.first("PET_NODE_RANK", "RANK")
     if rank_name is not None:
         rank = env.int(rank_name, minimum=0)
-        if isinstance(nnodes, int):
-            check_rank(rank, nnodes, rank_name, nnodes_source)
+        if isinstance(result.nnodes, int):
+            check_rank(rank, result.nnodes, rank_name, result.sources["nnodes"])
         result.set("node_rank", rank, rank_name)
-    elif dynamic:
+    elif result.rdzv_endpoint:
         result.sources["node_rank"] = f"assigned by the {result.rdzv_backend} rendezvous"
     else:
         raise CloudDDPError("kubeflow: neither PET_NODE_RANK nor RANK is set, so this node's rank is unknown.")
 
 
-def read_master(env: EnvReader, environ: Mapping[str, str], result: ClusterPlan, endpoint: str, v1: bool) -> None:
+def read_master(env: EnvReader, result: ClusterPlan, v1: bool) -> None:
     """The master address and port: the operator's variables, else the rendezvous endpoint, else the defaults."""
     addr_name = env.first("PET_MASTER_ADDR", "MASTER_ADDR")
     port_name = env.first("PET_MASTER_PORT", "MASTER_PORT")
     if addr_name is not None:
-        result.set("master_addr", environ[addr_name], addr_name)
-    elif endpoint:
-        host, port = split_endpoint(endpoint)
+        result.set("master_addr", env.str(addr_name), addr_name)
+    elif result.rdzv_endpoint:
+        host, port = split_endpoint(result.rdzv_endpoint)
         result.set("master_addr", host, "PET_RDZV_ENDPOINT (host)")
         if port_name is None:
             result.set("master_port", port or C10D_DEFAULT_PORT, "PET_RDZV_ENDPOINT (port)")
@@ -246,10 +234,10 @@ def plan(environ: Mapping[str, str], options: DetectOptions) -> ClusterPlan:
     result = ClusterPlan(provider=NAME)
     if env.has("PET_RDZV_ID"):
         result.set("rdzv_id", environ["PET_RDZV_ID"], "PET_RDZV_ID")
-    nnodes, nnodes_source = read_node_count(env, environ, result)
-    endpoint = read_rendezvous(env, environ, result, nnodes)
-    read_node_rank(env, environ, result, nnodes, nnodes_source, dynamic=bool(endpoint))
-    read_master(env, environ, result, endpoint, v1=any(env.has(name) for name in V1_VARIABLES))
+    read_node_count(env, result)
+    read_rendezvous(env, result)
+    read_node_rank(env, result)
+    read_master(env, result, v1=any(env.has(name) for name in V1_VARIABLES))
     if env.has("PET_NPROC_PER_NODE"):
         # Taken as it is: cloudddp's jobs always carry the value (nproc_per_node_for), so an `auto` was asked for.
         nproc = parse_nproc(environ["PET_NPROC_PER_NODE"], "PET_NPROC_PER_NODE")
