@@ -50,7 +50,7 @@ def detect_provider(environ: Mapping[str, str], provider: str | None = None) -> 
     if not found:
         # Some of a platform's variables without the rest: still that platform's node (resolve_plan refuses it,
         # naming what is missing), never a standalone one.
-        found = [m for m in ENVIRONMENTS if made_claims(m, environ)]
+        found = [m for m in ENVIRONMENTS if made_claims(m.CLAIMS, environ)]
     if len(found) > 1:
         names = ", ".join(m.NAME for m in found)
         raise CloudDDPError(
@@ -76,5 +76,5 @@ def resolve_plan(
     environ: Mapping[str, str], provider: str | None = None, options: DetectOptions | None = None
 ) -> ClusterPlan:
     module = detect_provider(environ, provider)
-    require_whole(module, environ)
+    require_whole(module.CLAIMS, environ)
     return module.plan(environ, options or DetectOptions())

@@ -44,7 +44,6 @@ class Claim:
     needs: tuple[str, ...]  # all set (or a stand-in of each), else the node is refused
     markers: tuple[str, ...] = ()  # any of these set claims the node; default: every need
     stand_ins: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # another name that supplies a need
-    advice: Mapping[str, str] = field(default_factory=dict)  # per missing need: where its value comes from
     upstream: str = ""  # where the contract is written (repository, file, commit)
     # The contract met another way (SageMaker: resourceconfig.json, which bring-your-own images get instead).
     met_otherwise: Callable[[Mapping[str, str]], bool] | None = None
@@ -83,26 +82,21 @@ class Claim:
         found = [f"{name}={environ[name]!r:.80}" for name in (*self.claimed_by, *self.needs) if is_set(environ, name)]
         found = list(dict.fromkeys(found))
         whose = f"has variables of {self.contract} ({', '.join(found)})" if found else f"is planned as {self.contract}"
-        advice = " ".join(self.advice[name] for name in self.missing(environ) if name in self.advice)
         alternatives = "".join(f" As {other.contract}, {other.missing_words(environ)}." for other in others)
         return CloudDDPError(
             f"{self.platform}: this node {whose}, but {self.missing_words(environ)}; {self.platform} sets "
-            f"{listed(self.needs)} together on every node.{alternatives}{' ' + advice if advice else ''} {ESCAPE}"
+            f"{listed(self.needs)} together on every node.{alternatives} {ESCAPE}"
         )
 
 
-def claims_of(module: object) -> tuple[Claim, ...]:
-    return tuple(getattr(module, "CLAIMS", ()))
+def made_claims(claims: tuple[Claim, ...], environ: Mapping[str, str]) -> list[Claim]:
+    return [claim for claim in claims if claim.made(environ)]
 
 
-def made_claims(module: object, environ: Mapping[str, str]) -> list[Claim]:
-    return [claim for claim in claims_of(module) if claim.made(environ)]
-
-
-def partial_claim(module: object, environ: Mapping[str, str]) -> Claim | None:
-    """The claim a node of this platform breaks: some of the platform's claims are made and none is complete (the
+def partial_claim(claims: tuple[Claim, ...], environ: Mapping[str, str]) -> Claim | None:
+    """The claim a node of this platform breaks: some of the platform's `claims` are made and none is complete (the
     one with the fewest missing variables, in declared order); None when the node is whole or not claimed."""
-    made = made_claims(module, environ)
+    made = made_claims(claims, environ)
     if not made or any(not claim.missing(environ) for claim in made):
         return None
     if any(claim.met_otherwise and claim.met_otherwise(environ) for claim in made):
@@ -110,8 +104,8 @@ def partial_claim(module: object, environ: Mapping[str, str]) -> Claim | None:
     return min(made, key=lambda claim: len(claim.missing(environ)))
 
 
-def require_whole(module: object, environ: Mapping[str, str]) -> None:
-    """The shared rule: a node claimed by a platform has all the variables of one of its contracts."""
-    broken = partial_claim(module, environ)
+def require_whole(claims: tuple[Claim, ...], environ: Mapping[str, str]) -> None:
+    """The shared rule: a node claimed by a platform has all the variables of one of its contracts (`claims`)."""
+    broken = partial_claim(claims, environ)
     if broken is not None:
-        raise broken.error(environ, tuple(c for c in made_claims(module, environ) if c is not broken))
+        raise broken.error(environ, tuple(c for c in made_claims(claims, environ) if c is not broken))
