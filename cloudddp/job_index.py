@@ -55,6 +55,10 @@ class Entry:
     run: str | None = None  # the failover run it belongs to (its attempts: `attempts(run)`); None: no targets
     request: str | None = None  # what was sent, as its dry run prints it (secrets masked); None: not kept
 
+    def __hash__(self) -> int:
+        # A job is its row's key; the generated hash would hash `metrics`, a dict, and fail for any job that has them.
+        return hash((self.provider, self.job_id))
+
 
 @dataclass(frozen=True)
 class Attempt:
@@ -161,16 +165,16 @@ def number_or_none(value: object) -> float | None:
     return float(value)  # type: ignore[arg-type]
 
 
-def remember_state(entry: Entry, state: str) -> None:
-    """Cache `state`. The first time a job is seen finished is kept as its end (its duration in `list`); a job
-    running again (a requeued one) has none."""
+def remember_state(provider: str, job_id: str, state: str) -> None:
+    """Cache the job's `state`. The first time a job is seen finished is kept as its end (its duration in `list`); a
+    job running again (a requeued one) has none."""
     now, ended = time.time(), state in FINISHED_STATES
     try:
         with connection(create=False) as db:
             if db:
                 db.execute("UPDATE jobs SET state = ?, checked = ?, finished = CASE WHEN ? THEN COALESCE(finished, ?)"
                            " END WHERE provider = ? AND job_id = ?",
-                           (state, now, ended, now, entry.provider, entry.job_id))  # fmt: skip
+                           (state, now, ended, now, provider, job_id))  # fmt: skip
     except (sqlite3.Error, OSError) as exc:
         warn("could not update", exc)
 

@@ -119,7 +119,7 @@ def refresh(entries: Sequence[Entry], deadline: float) -> dict[Entry, str]:
     answered = current_states(entries, deadline)
     for entry, state in answered.items():
         if state != entry.state:
-            remember_state(entry, state)
+            remember_state(entry.provider, entry.job_id, state)
     return answered
 
 

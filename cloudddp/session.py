@@ -230,5 +230,8 @@ def follow_job(
                 return 128 + again.signum
         except BrokenPipeError:  # whoever read our output is gone (`launch ... | head`): as a closed terminal
             return interrupted(chosen, handle, stop_on_interrupt, say, signal.SIGPIPE)
+    # The end as this launch saw it: `list` shows it without asking the provider again, which may no longer know
+    # the job (a local run folder removed, expired credentials).
+    job_index.remember_state(chosen.name, handle.job_id, record.final.state)
     summarize(record.final, say)
     return command_exit_code(record.final)

@@ -67,7 +67,7 @@ def test_a_provider_without_a_timeline_gets_the_indexs(monkeypatch: pytest.Monke
     assert running == [{"time": entry.submitted, "node": "", "what": "submitted"}]
 
     monkeypatch.setattr(service, "status", lambda job_id: JobStatus(job_id=job_id, state="FAILED", reason="exit 3"))
-    job_index.remember_state(entry, "FAILED")
+    job_index.remember_state(entry.provider, entry.job_id, "FAILED")
     ended = job_index.find("job-1", "sagemaker")
     assert ended is not None and ended.finished is not None
     assert [(e["time"], e["what"]) for e in server.job_page(Followers(), "sagemaker", "job-1")["events"]] == [

@@ -75,14 +75,14 @@ def test_an_index_from_before_nodes_and_end_times_gets_them_and_keeps_its_jobs(
 
 def test_the_first_time_a_job_is_seen_finished_is_its_end() -> None:
     job_index.record("sagemaker", "job-1", "one", "", nodes=4)
-    job_index.remember_state(job_index.entries()[0], "RUNNING")
+    job_index.remember_state("sagemaker", "job-1", "RUNNING")
     assert job_index.entries()[0].finished is None
-    job_index.remember_state(job_index.entries()[0], "SUCCEEDED")
+    job_index.remember_state("sagemaker", "job-1", "SUCCEEDED")
     ended = job_index.entries()[0].finished
     assert ended is not None
-    job_index.remember_state(job_index.entries()[0], "FAILED")  # seen finished again later: the end stays
+    job_index.remember_state("sagemaker", "job-1", "FAILED")  # seen finished again later: the end stays
     assert job_index.entries()[0].finished == ended
-    job_index.remember_state(job_index.entries()[0], "RUNNING")  # requeued: running again, no end
+    job_index.remember_state("sagemaker", "job-1", "RUNNING")  # requeued: running again, no end
     assert job_index.entries()[0].finished is None
 
 
@@ -155,7 +155,7 @@ def submitted_ago(job_id: str, seconds: float, finished_after: float | None = No
 def test_list_shows_nodes_start_and_duration_newest_first(remote: dict[str, Answering]) -> None:
     job_index.record("oci", "ocid1.run.silent", "silent", "", nodes=3)
     job_index.record("kubernetes", "pytorchjobs/training/done", "done", "", nodes=2)
-    job_index.record("sagemaker", "on-1", "on", "", nodes=4)
+    job_index.record("sagemaker", "on-1", "on", "", nodes=4, metrics={"loss": r"loss=([0-9.]+)"})  # listed as others
     job_index.record("local", "/runs/ended", "ended", "")  # launched before the index kept nodes
     submitted_ago("ocid1.run.silent", 7 * 3600)
     submitted_ago("pytorchjobs/training/done", 6 * 3600)
