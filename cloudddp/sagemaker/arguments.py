@@ -75,9 +75,8 @@ RENAMED: dict[str, str] = {
 }  # fmt: skip
 V2_URL = "https://sagemaker.readthedocs.io/en/stable/v2.html"  # src/sagemaker/deprecations.py, same tag
 # The role v2 requires (src/sagemaker/estimator.py `EstimatorBase.__init__`, v2.257.6); v2 also reads it from its
-# config file, cloudddp's SageMaker provider from this variable (cloudddp.providers.sagemaker.provider).
+# config file, cloudddp's SageMaker provider from validation.ROLE_VARIABLE.
 ROLE_REQUIRED = "An AWS IAM role is required to create an estimator."
-ROLE_VARIABLE = "CLOUDDDP_SAGEMAKER_ROLE"
 NOT_SUPPORTED_METHODS = (
     "deploy", "attach", "compile_model", "create_model", "register", "transformer",
     "update_profiler", "enable_default_profiling", "disable_profiling", "latest_job_debugger_artifacts_path",
@@ -544,10 +543,10 @@ def v2_tags(tags: Any) -> Any:
 def check_role(args: Arguments) -> None:
     """v2 raises this ValueError in the constructor when no role is given (nor in its config file), before any
     AWS call; a notebook may catch it. Local mode runs no SageMaker job here, so it needs none."""
-    if not args.role and not os.environ.get(ROLE_VARIABLE):
+    if not args.role and not os.environ.get(validation.ROLE_VARIABLE):
         raise ValueError(
             f"{ROLE_REQUIRED} Please provide a valid `role` argument with the ARN of an IAM role that has the "
-            f"necessary SageMaker permissions (cloudddp also reads it from {ROLE_VARIABLE})."
+            f"necessary SageMaker permissions (cloudddp also reads it from {validation.ROLE_VARIABLE})."
         )
 
 

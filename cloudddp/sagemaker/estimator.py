@@ -32,7 +32,7 @@ from cloudddp.providers import JobHandle, Provider, get_provider
 from cloudddp.providers.local import LocalSettings
 from cloudddp.providers.sagemaker.image_uris import training_image_uri
 from cloudddp.providers.sagemaker.instance_groups import check_instance_groups, image_instance_type
-from cloudddp.providers.sagemaker.validation import training_instance_types
+from cloudddp.providers.sagemaker.validation import ROLE_VARIABLE, training_instance_types
 from cloudddp.redact import redact_log_line, secret_values
 from cloudddp.sagemaker import arguments
 from cloudddp.sagemaker.analytics import NotAssociated, TrainingJobAnalytics
@@ -367,7 +367,7 @@ class PyTorch(metaclass=_RefusingMethods):
         data = self._common(source, entry, job_name or base_name(a, image), channels)
         data["output"] = output
         data["sagemaker"] = {
-            "region": region, "role": a.role or os.environ.get(arguments.ROLE_VARIABLE), "image": image, "bucket": bucket,
+            "region": region, "role": a.role or os.environ.get(ROLE_VARIABLE), "image": image, "bucket": bucket,
             "prefix": prefix, "volume_size_gb": a.volume_size, "spot": a.use_spot_instances, "max_wait": a.max_wait,
             "checkpoint_s3": a.checkpoint_s3_uri, "subnets": a.subnets, "security_groups": a.security_group_ids,
             "kms_key": a.kms_key, "network_isolation": a.network_isolation,

@@ -65,13 +65,10 @@ JOB_STATE_OF_SAGEMAKER_STATUS = {
 __all__ = ["CREDENTIALS_HELP", "SageMakerProvider", "create", "translate"]
 
 
-ROLE_VARIABLE = "CLOUDDDP_SAGEMAKER_ROLE"
-
-
 def role_of(spec: JobSpec) -> str | None:
     """The role: the spec's, else CLOUDDDP_SAGEMAKER_ROLE's. Launch and the Estimator put the variable in the spec
     (cloudddp/config.py); a spec built in Python (`build_spec`) is read as it was before contexts."""
-    return spec.sagemaker.role or os.environ.get(ROLE_VARIABLE)
+    return spec.sagemaker.role or os.environ.get(check.ROLE_VARIABLE)
 
 
 class SageMakerProvider(Provider):

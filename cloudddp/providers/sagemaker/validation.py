@@ -81,9 +81,10 @@ def check_job_name(name: str, base: str | None = None) -> str:
     return name
 
 
+ROLE_VARIABLE = "CLOUDDDP_SAGEMAKER_ROLE"  # the role where none is given, for launch and the drop-in alike
 NO_ROLE = (
     "no IAM role for the SageMaker job: pass --role arn:aws:iam::ACCOUNT:role/NAME, set `sagemaker.role` in the job "
-    "spec or a context, or set the environment variable CLOUDDDP_SAGEMAKER_ROLE. The role must trust "
+    f"spec or a context, or set the environment variable {ROLE_VARIABLE}. The role must trust "
     "sagemaker.amazonaws.com and may read the staging bucket."
 )
 NO_REGION = (
