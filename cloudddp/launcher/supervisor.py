@@ -64,19 +64,24 @@ def die_with_parent() -> None:
         os.kill(os.getpid(), signal.SIGTERM)
 
 
+def _stat_fields(pid: int | str) -> list[bytes] | None:
+    """/proc/PID/stat's fields after the command name (state, ppid, pgrp, session, ...); None where it is not there.
+    The command name may hold spaces or parentheses: parsed after the last ")"."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            stat = handle.read()
+    except OSError:
+        return None
+    return stat[stat.rfind(b")") + 2 :].split()
+
+
 def _children_map(zombies: set[int] | None = None) -> dict[int, list[int]]:
     """Parent pid -> child pids, from /proc; zombies are collected into `zombies`."""
     children: dict[int, list[int]] = {}
     for entry in os.listdir("/proc"):
-        if not entry.isdigit():
+        fields = _stat_fields(entry) if entry.isdigit() else None
+        if fields is None:
             continue
-        try:
-            with open(f"/proc/{entry}/stat", "rb") as handle:
-                stat = handle.read()
-        except OSError:
-            continue
-        # The command name may hold spaces or parentheses: parse after the last ")".
-        fields = stat[stat.rfind(b")") + 2 :].split()
         children.setdefault(int(fields[1]), []).append(int(entry))
         if zombies is not None and fields[0] == b"Z":
             zombies.add(int(entry))
@@ -107,11 +112,8 @@ def is_running(pid: int) -> bool:
         return False
     except PermissionError:
         return True
-    try:
-        with open(f"/proc/{pid}/stat") as handle:
-            return handle.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except (OSError, IndexError):
-        return True  # no /proc (not Linux): kill(0) said it exists
+    fields = _stat_fields(pid)
+    return not fields or fields[0] != b"Z"  # no /proc (not Linux): kill(0) said it exists
 
 
 def _signal_all(pids: Sequence[int], sig: int) -> None:
@@ -150,13 +152,8 @@ def _job_zombie(pid: int, me: int, my_session: int) -> bool:
     The child we start gets a session of its own and nothing below it can ever join ours (setsid only makes
     new ones), so a zombie in our session is a process the launcher itself started (in another thread, say):
     its status belongs to whoever started it."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as handle:
-            stat = handle.read()
-    except OSError:
-        return False
-    fields = stat[stat.rfind(b")") + 2 :].split()  # state, ppid, pgrp, session, ...
-    return fields[0] == b"Z" and int(fields[1]) == me and int(fields[3]) != my_session
+    fields = _stat_fields(pid)
+    return fields is not None and fields[0] == b"Z" and int(fields[1]) == me and int(fields[3]) != my_session
 
 
 def reap_job_orphans(keep: Collection[int]) -> list[int]:
