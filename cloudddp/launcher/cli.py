@@ -30,6 +30,7 @@ from cloudddp.cluster.kubeflow import split_endpoint
 from cloudddp.cluster.options import DetectOptions
 from cloudddp.cluster.plan import (
     MAX_PORT,
+    NPROC_WORDS,
     ClusterPlan,
     is_node_range,
     parse_int,
@@ -42,7 +43,6 @@ from cloudddp.errors import CloudDDPError
 from cloudddp.launcher import exit_barrier, metric_history
 from cloudddp.launcher.command import (
     RDZV_CONF,
-    TORCHRUN_WORDS,
     Target,
     direct_argv,
     job_environment,
@@ -188,7 +188,7 @@ def apply_overrides(plan: ClusterPlan, args: argparse.Namespace) -> None:
         plan.set("node_rank", parse_int(args.node_rank, "--node-rank", minimum=0), "--node-rank")
     if args.nproc_per_node is not None:
         value = args.nproc_per_node
-        if value not in TORCHRUN_WORDS:
+        if value not in NPROC_WORDS:
             value = parse_int(value, "--nproc-per-node", minimum=1)
         plan.set("nproc_per_node", value, "--nproc-per-node")
     for name in ("master_addr", "local_addr", "rdzv_backend", "rdzv_endpoint", "rdzv_id"):

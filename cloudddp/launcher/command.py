@@ -9,9 +9,8 @@ import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from cloudddp.cluster.plan import NPROC_GPUS_OR_ONE, NPROC_WORDS, ClusterPlan
+from cloudddp.cluster.plan import NPROC_GPUS_OR_ONE, ClusterPlan
 
-TORCHRUN_WORDS = NPROC_WORDS  # the words --nproc-per-node takes, as PET_NPROC_PER_NODE does
 RDZV_CONF = ("--rdzv-conf=", "--rdzv_conf=")
 
 

@@ -14,8 +14,8 @@ import pytest
 from helpers import PYTHON, REPO, SOURCES, clean_env, launcher, run_launcher
 
 from cloudddp.cluster import DetectOptions, kubeflow
-from cloudddp.cluster.plan import ClusterPlan
-from cloudddp.launcher.command import TORCHRUN_WORDS, Target, torchrun_argv
+from cloudddp.cluster.plan import NPROC_WORDS, ClusterPlan
+from cloudddp.launcher.command import Target, torchrun_argv
 
 SCRIPT = str(SOURCES / "allreduce_check.py")
 UNRESOLVABLE = "algo-3.invalid"  # RFC 6761: .invalid never resolves
@@ -244,7 +244,7 @@ def test_a_bracketed_ipv6_endpoint_gives_a_master_address_that_resolves() -> Non
 
 
 @pytest.mark.process
-@pytest.mark.parametrize("word", TORCHRUN_WORDS)
+@pytest.mark.parametrize("word", NPROC_WORDS)
 def test_every_word_nproc_per_node_takes_is_taken_from_kubeflow_too(word: str) -> None:
     env = {"PET_NNODES": "1", "PET_NODE_RANK": "0", "PET_MASTER_ADDR": "m", "PET_NPROC_PER_NODE": word.upper()}
     assert kubeflow.plan(env, DetectOptions()).nproc_per_node == word
