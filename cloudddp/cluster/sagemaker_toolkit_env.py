@@ -86,12 +86,8 @@ def to_cmd_args(hyperparameters: Mapping[str, Any]) -> list[str]:
 
 def to_env_value(value: Any) -> str:
     """mapping.to_env_vars' format_value: strings as they are, None as "", the rest compact sorted JSON."""
-    if isinstance(value, bytes):
-        return value.decode("latin1")
-    if value is None:
-        return ""
-    if isinstance(value, str):
-        return value
+    if value is None or isinstance(value, (str, bytes)):
+        return _decode(value)
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
 
 
