@@ -431,33 +431,24 @@ def _flag(name: str, value: Any) -> bool:
                   "given, and botocore, which takes only a boolean there, refuses it")  # fmt: skip
 
 
-def renamed(kwargs: dict[str, Any]) -> dict[str, Any]:
+def take_renamed(kwargs: dict[str, Any]) -> dict[str, Any]:
     """kwargs with each old name of RENAMED under its new one, the old name's value winning if both are given, as
     v2's `renamed_kwargs` does (aws/sagemaker-python-sdk v2.257.6, src/sagemaker/deprecations.py: `value =
-    kwargs.get(old_name, value)`); the estimator's attributes (`self.volume_kms_key = volume_kms_key`, ...) are
-    set from that value. No warning: `take_renamed` gives it."""
+    kwargs.get(old_name, value)`), with v2's `renamed_warning` (a DeprecationWarning and a logged warning, same
+    text); the estimator's attributes (`self.volume_kms_key = volume_kms_key`, ...) are set from that value."""
     taken = dict(kwargs)
     for old, new in RENAMED.items():
         if old in taken:
+            message = f"{old} has been renamed in sagemaker>=2.\nSee: {V2_URL} for details."
+            warnings.warn(message, DeprecationWarning, stacklevel=2)
+            logger.warning(message)
             taken[new] = taken.pop(old)
     return taken
 
 
-def take_renamed(kwargs: dict[str, Any]) -> dict[str, Any]:
-    """v2's `renamed_kwargs` (src/sagemaker/deprecations.py, v2.257.6) for each of RENAMED: an old name given is
-    used under the new one, winning over the new name if both are given, with v2's `renamed_warning` (a
-    DeprecationWarning and a logged warning, same text)."""
-    for old in RENAMED:
-        if old in kwargs:
-            message = f"{old} has been renamed in sagemaker>=2.\nSee: {V2_URL} for details."
-            warnings.warn(message, DeprecationWarning, stacklevel=2)
-            logger.warning(message)
-    return renamed(kwargs)
-
-
 def parse(kwargs: dict[str, Any]) -> tuple[Arguments, Any]:
-    """The checked arguments and the sagemaker_session (or None). Raises for anything not supported."""
-    kwargs = take_renamed(kwargs)
+    """The checked arguments (the old names of RENAMED already taken: take_renamed) and the sagemaker_session (or
+    None). Raises for anything not supported."""
     check_names(kwargs)
     check_fixed_values(kwargs)
     get = kwargs.get

@@ -252,18 +252,18 @@ class PyTorch(metaclass=_RefusingMethods):
         distribution: dict[str, Any] | None = None,
         **kwargs: Any,
     ) -> None:
+        # The pre-2.0 names (train_instance_count, train_volume_kms_key, ...) set these under the new names, as v2's
+        # `renamed_kwargs` hands `EstimatorBase.__init__` the old name's value (same tag, src/sagemaker/estimator.py).
+        given = arguments.take_renamed(kwargs)
         self.args, self.sagemaker_session = arguments.parse(
             {
                 "entry_point": entry_point, "framework_version": framework_version, "py_version": py_version,
                 "source_dir": source_dir, "hyperparameters": hyperparameters, "image_uri": image_uri,
-                "distribution": distribution, **kwargs,
+                "distribution": distribution, **given,
             }
         )  # fmt: skip
         # v2 keeps these as passed (estimator.py, v2.257.6 fc582aaa: `self.instance_count = instance_count`):
         # beside instance_groups, instance_count and instance_type read None, not the groups' total.
-        # The pre-2.0 names (train_instance_count, train_volume_kms_key, ...) set these under the new names, as v2's
-        # `renamed_kwargs` hands `EstimatorBase.__init__` the old name's value (same tag, src/sagemaker/estimator.py).
-        given = arguments.renamed(kwargs)
         self._as_passed = {name: given.get(name) for name in ("instance_count", "instance_type", "instance_groups")}
         # The v2 attributes stored as v2 stores them (aws/sagemaker-python-sdk v2.257.6, commit
         # fc582aaa46faf7b7e16ab1e13840869712174cd0, src/sagemaker/estimator.py `EstimatorBase.__init__`:
