@@ -641,7 +641,8 @@ def save_model(trainer: Trainer, model_dir: Path, metrics: dict[str, float | int
     if trainer.rank == 0:
         torch.save(trainer.model.state_dict(), model_dir / "model.pt")
         (model_dir / "metrics.json").write_text(json.dumps(metrics, indent=2))
-        print(f"saved model to {model_dir / 'model.pt'} (val_acc={metrics.get('val_acc')})", flush=True)
+        # Not "val_acc=": the epoch line's value would count twice in the metrics read from the logs.
+        print(f"saved model to {model_dir / 'model.pt'} (validation accuracy {metrics.get('val_acc')})", flush=True)
 
 
 def agree(flag: bool, world: int, device: torch.device) -> bool:

@@ -34,6 +34,7 @@ import torch
 from helpers import PYTHON, SOURCES, clean_env, run_python
 
 from cloudddp.demo_data import write_demo_dataset
+from cloudddp.metrics import DEFAULT_METRICS
 from cloudddp.staging.local_files import list_files
 from cloudddp.staging.shards import build_shards, index_json
 
@@ -297,6 +298,11 @@ def test_the_script_runs_with_the_arguments_the_sagemaker_toolkit_builds(tmp_pat
     out = ok(train(tmp_path, "run", "--data_dir", str(data), *args))
     assert "batch=8/process" in out and re.findall(r"^step=(\d+) ", out, re.M) == ["1", "2", "3", "4"]
     assert metrics(tmp_path, "run")["epoch"] == 1
+    # What cloudddp's default metric definitions read from these logs: one value each for the one epoch (the
+    # saved-model line said val_acc= too, so every run had one val_acc more than it had epochs).
+    assert {name: len(re.findall(regex, out)) for name, regex in DEFAULT_METRICS.items()} == dict.fromkeys(
+        DEFAULT_METRICS, 1
+    )
 
 
 # Finding 6: mixed precision on GPUs that only emulate bf16 (no GPU needed: torch.cuda's answers are stood in)
