@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import datetime as dt
 import re
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -66,8 +65,8 @@ def parse_record(data: dict[str, Any]) -> LogRecord | None:
 class LogSearch:
     """Every record of one query in a time window, however many there are."""
 
-    def __init__(self, client: Any, query: str, limit: int = LIMIT) -> None:
-        self.client, self.query, self.limit = client, query, limit
+    def __init__(self, client: Any, query: str) -> None:
+        self.client, self.query = client, query
         self.calls = 0
 
     def _search(self, start: dt.datetime, end: dt.datetime) -> tuple[list[LogRecord], bool]:
@@ -78,14 +77,14 @@ class LogSearch:
         )
         self.calls += 1
         try:
-            response = self.client.search_logs(details, limit=self.limit)
+            response = self.client.search_logs(details, limit=LIMIT)
         except oci.exceptions.ServiceError as exc:
             if exc.status == 400 and "too large" in str(exc.message).lower():
                 return [], True
             raise
         records = [parse_record(r.data or {}) for r in (response.data.results or [])]
         found = [r for r in records if r is not None]
-        return found, len(response.data.results or []) >= self.limit
+        return found, len(response.data.results or []) >= LIMIT
 
     def window(self, start: dt.datetime, end: dt.datetime) -> list[LogRecord]:
         if end - start > MAX_WINDOW:
@@ -104,16 +103,14 @@ class LogSearch:
 class LogFollower:
     """New records since the last poll, in time order, each once."""
 
-    def __init__(
-        self, search: LogSearch, start: dt.datetime, lag: dt.timedelta = LAG, clock: Callable[[], dt.datetime] = utc_now
-    ) -> None:
-        self.search, self.start, self.lag, self.clock = search, start, lag, clock
+    def __init__(self, search: LogSearch, start: dt.datetime) -> None:
+        self.search, self.start = search, start
         self.last_end: dt.datetime | None = None
         self.seen: dict[str, dt.datetime] = {}
 
     def poll(self) -> list[LogRecord]:
-        end = self.clock()
-        begin = self.start if self.last_end is None else max(self.start, self.last_end - self.lag)
+        end = utc_now()
+        begin = self.start if self.last_end is None else max(self.start, self.last_end - LAG)
         records = self.search.window(begin, end)
         self.last_end = end
         fresh: list[LogRecord] = []
@@ -122,7 +119,7 @@ class LogFollower:
                 self.seen[record.id] = record.time
                 fresh.append(record)
         # Ids older than the next window cannot come back: forget them.
-        horizon = end - self.lag - dt.timedelta(seconds=60)
+        horizon = end - LAG - dt.timedelta(seconds=60)
         self.seen = {k: t for k, t in self.seen.items() if t >= horizon}
         return fresh
 

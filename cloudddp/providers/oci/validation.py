@@ -278,12 +278,12 @@ def check_container_command(entrypoint: Sequence[str], cmd: Sequence[str] | None
         )
 
 
-def check_env_names(names: Sequence[str], what: str = "environment") -> None:
+def check_env_names(names: Sequence[str]) -> None:
     """Names a shell can read: letters, digits and _, not starting with a digit."""
     bad = [name for name in names if not ENV_NAME.fullmatch(name)]
     if bad:
         raise CloudDDPError(
-            f"{what} {', '.join(repr(b) for b in bad)}: not valid environment variable names (letters, digits and _, "
+            f"environment {', '.join(repr(b) for b in bad)}: not valid environment variable names (letters, digits and _, "
             f"not starting with a digit)."
         )
 
