@@ -2,7 +2,7 @@
 
 A file up to `part_size` goes up in one `put_object` (the SDK's `UploadManager`) with `Content-MD5`:
 the service refuses bytes that don't match. A larger one is a multipart upload driven through the
-SDK's `MultipartObjectAssembler`, `parallel_parts` parts in flight, each given its MD5 so the SDK
+SDK's `MultipartObjectAssembler`, PARALLEL_PARTS parts in flight, each given its MD5 so the SDK
 sends it as `Content-MD5` and the service refuses a damaged part; a failed or interrupted upload is
 aborted, so no uncommitted parts stay behind. Every object's MD5 as the service reports it is then
 compared with the scan's; a committed multipart object that differs (the file changed since the
@@ -47,13 +47,14 @@ class OCIObjectStore:
     # the provider wraps its own calls.
     reaching: Callable[[str], AbstractContextManager[None]] | None = None
 
-    def __init__(self, client: Any, location: Location, part_size: int = PART_SIZE,
-                 parallel_parts: int = PARALLEL_PARTS, compartment_id: str | None = None) -> None:  # fmt: skip
-        self.client, self.location, self.part_size, self.parallel_parts = client, location, part_size, parallel_parts
+    def __init__(
+        self, client: Any, location: Location, part_size: int = PART_SIZE, compartment_id: str | None = None
+    ) -> None:
+        self.client, self.location, self.part_size = client, location, part_size
         self.md5_part_size = part_size  # the scan computes the MD5s the service will report for these parts
         self.namespace, self.bucket = location.namespace, location.bucket
         self.compartment_id = compartment_id
-        self.uploads = UploadManager(client, allow_parallel_uploads=True, parallel_process_count=parallel_parts)
+        self.uploads = UploadManager(client, allow_parallel_uploads=True, parallel_process_count=PARALLEL_PARTS)
         self.lock = threading.Lock()
         self.active: set[MultipartObjectAssembler] = set()  # multipart uploads begun and not yet committed
 
@@ -170,9 +171,9 @@ class OCIObjectStore:
         # `new_kwargs = {'content_md5': part["hash"]}` (oci 2.189.0, object_storage/transfer/internal/
         # multipart_object_assembler.py:445) before it computes a missing hash (lines 467-468), so a part added
         # without `part_hash` goes without Content-MD5 and the service would accept a damaged one.
-        hashes = part_md5s(path, parts, self.parallel_parts)
+        hashes = part_md5s(path, parts, PARALLEL_PARTS)
         assembler = MultipartObjectAssembler(self.client, self.namespace, self.bucket, upload.key,
-                                             part_size=self.part_size, parallel_process_count=self.parallel_parts)  # fmt: skip
+                                             part_size=self.part_size, parallel_process_count=PARALLEL_PARTS)  # fmt: skip
         for (offset, size), md5 in zip(parts, hashes, strict=True):
             assembler.add_part_from_file(path, offset=offset, size=size, part_hash=md5)
         assembler.new_upload()

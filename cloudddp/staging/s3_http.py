@@ -173,14 +173,14 @@ class SinglePuts:
     """PUT many files, each in one request, into one bucket; see the module docstring."""
 
     def __init__(self, endpoint: str, signer: Signer, path_style: bool, headers: dict[str, str] | None = None,
-                 connections: int = CONNECTIONS, verify: str | bool = True) -> None:  # fmt: skip
+                 verify: str | bool = True) -> None:  # fmt: skip
         """`headers`: sent (and signed) with every PUT, e.g. SSE-KMS's; lower-case names. `verify`: as
         botocore's (tls_context)."""
         parts = urlsplit(endpoint)
         self.tls = tls_context(verify) if parts.scheme == "https" else None
         self.netloc, self.hostname = parts.netloc, parts.hostname or ""
         self.port = parts.port or (443 if self.tls else 80)
-        self.signer, self.path_style, self.connections = signer, path_style, connections
+        self.signer, self.path_style, self.connections = signer, path_style, CONNECTIONS
         self.headers = headers or {}
 
     def upload(self, bucket: str, uploads: list[Upload], on_done: Callable[[Upload], None]) -> None:
