@@ -454,26 +454,20 @@ def delete_others(store: ObjectStore, version: str) -> list[str]:
     return stale
 
 
-def copy_folder(local: str | Path, store: ObjectStore, progress: Progress | None = None) -> StageResult:
+def copy_folder(local: str | Path, store: ObjectStore) -> StageResult:
     """Upload the folder (or file) `local` as is under the store's prefix: no version, no manifest, no delete.
 
     For places a job reads by their exact name (a checkpoint folder to resume from, the source archive),
     each a fresh prefix per job. Every object is verified like a staged one."""
-    progress = progress or Progress()
     files = local_files.list_files(Path(local))
     local_files.check_keys(files, store.location.key, Path(local))
     hashed = local_files.hash_files(files, md5_part_size=store.md5_part_size)
     uploads = [upload_of(h, store.location.key(h.file.relative)) for h in hashed]
     result = StageResult(uri=store.location.uri(folder=True), version="", layout=PLAIN, files=len(files))
-    progress.start(len(uploads), sum(u.size for u in uploads))
 
     def landed(upload: Upload) -> None:
         result.uploaded.append(upload.key)
         result.bytes_uploaded += upload.size
-        progress.advance(upload.size)
 
-    try:
-        store.upload(uploads, landed)
-    finally:
-        progress.finish()
+    store.upload(uploads, landed)
     return result
