@@ -618,14 +618,12 @@ def check_channels(inputs: Any, channels: dict[str, str]) -> None:
     """fit(inputs) on a SageMaker instance type: channel names and URIs SageMaker takes (the provider's checks,
     named as the notebook wrote them). v2 (same commit, src/sagemaker/job.py `_format_string_uri_input`) takes
     s3:// URIs there; file:// is for local mode only."""
-    from cloudddp.providers.sagemaker.request import CODE_CHANNEL  # boto3 only when a job is sent
-
     for channel, uri in channels.items():
         where = f"fit(inputs={inputs!r})" if isinstance(inputs, str) else f"fit(inputs={{{channel!r}: {uri!r}}})"
         if not validation.is_channel_name(channel):
             raise CloudDDPError(f"{where}: channel names are 1-64 letters, digits, '.', '-' or '_'.")
-        if channel == CODE_CHANNEL:
-            raise CloudDDPError(f"{where}: the channel name {CODE_CHANNEL!r} is cloudddp's; rename it.")
+        if channel == validation.CODE_CHANNEL:
+            raise CloudDDPError(f"{where}: the channel name {validation.CODE_CHANNEL!r} is cloudddp's; rename it.")
         if uri.startswith("s3://"):
             if not validation.S3_URI.match(uri) or len(uri) > maximum("S3Uri"):
                 raise CloudDDPError(f"{where}: {uri!r} is not an s3://bucket/prefix URI.")

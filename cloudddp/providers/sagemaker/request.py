@@ -39,13 +39,13 @@ from cloudddp.providers.sagemaker.aws import check_endpoint_variables
 from cloudddp.providers.sagemaker.images import is_dlc
 from cloudddp.providers.sagemaker.instance_groups import check_instance_groups
 from cloudddp.providers.sagemaker.service_model import maximum
+from cloudddp.providers.sagemaker.validation import CODE_CHANNEL
 from cloudddp.redact import secret_environment_warning
 from cloudddp.staging.archive import BOOTSTRAP_NAME
 
 if TYPE_CHECKING:
     from cloudddp.job_spec import JobSpec
 
-CODE_CHANNEL = "cloudddp_code"
 ARCHIVE_NAME = "sourcedir.tar.gz"
 CODE_DIR = "/opt/ml/code"
 CHECKPOINT_DIR = "/opt/ml/checkpoints"
@@ -466,7 +466,7 @@ def validate_spec(spec: JobSpec) -> None:
     sm = spec.sagemaker
     check_cluster(spec)
     check.check_stopping(spec.runtime_limit(check.DEFAULT_MAX_RUNTIME_SECONDS), sm.spot, sm.max_wait)
-    check.check_inputs(spec.inputs, CODE_CHANNEL)
+    check.check_inputs(spec.inputs)
     check.check_network(sm.subnets, sm.security_groups)
     check.check_kms_key(sm.kms_key)
     check.check_tags(sm.tags)

@@ -35,6 +35,7 @@ MAX_RUNTIME_SECONDS = 28 * 24 * 3600
 # EstimatorBase.__init__: max_run=24 * 60 * 60).
 DEFAULT_MAX_RUNTIME_SECONDS = 24 * 3600
 
+CODE_CHANNEL = "cloudddp_code"  # the input channel cloudddp may send the source archive in (request.py)
 SOURCE_WARN_BYTES = 100 * 1024 * 1024
 # No documented SageMaker limit exists for the code archive; past 1 GiB it is data
 # shipped as code (every host downloads and extracts it before the script starts).
@@ -184,7 +185,7 @@ def check_checkpoint(checkpoint: str | None, checkpoint_s3: str | None) -> None:
         check_s3_uri(checkpoint, "checkpoint")
 
 
-def check_inputs(inputs: Mapping[str, str], reserved: str) -> None:
+def check_inputs(inputs: Mapping[str, str]) -> None:
     """Channels: names SageMaker accepts, s3:// URIs or local paths that exist."""
     if len(inputs) + 1 > maximum("InputDataConfig"):
         raise CloudDDPError(
@@ -194,8 +195,8 @@ def check_inputs(inputs: Mapping[str, str], reserved: str) -> None:
     for channel, where in inputs.items():
         if not is_channel_name(channel):
             raise CloudDDPError(f"--input {channel}=...: channel names are letters, digits, '.', '-' or '_'.")
-        if channel == reserved:
-            raise CloudDDPError(f"--input {channel}=...: the channel name {reserved!r} is cloudddp's; rename it.")
+        if channel == CODE_CHANNEL:
+            raise CloudDDPError(f"--input {channel}=...: the channel name {CODE_CHANNEL!r} is cloudddp's; rename it.")
         if where.startswith("s3://"):
             check_s3_uri(where, f"--input {channel}")
         elif "://" in where:
