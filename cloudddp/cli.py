@@ -568,14 +568,15 @@ def status(
 def logs(
     job: Annotated[str, typer.Argument(help="job id, run folder or 'latest'")],
     provider: FollowUpProviderOpt = None,
-    follow: Annotated[bool, typer.Option("--follow", "-F", help="keep streaming until the job ends")] = False,
+    # -f as tail, kubectl and docker logs take it; -F, the first spelling, still works.
+    follow: Annotated[bool, typer.Option("--follow", "-f", "-F", help="keep streaming until the job ends")] = False,
     runs_dir: RunsDirOpt = None,
 ) -> None:
     """Print a job's logs, every line prefixed with its node (none yet: says so, with the job's state).
 
     [bold]Examples[/bold]
 
-      cloudddp logs latest --follow
+      cloudddp logs latest -f
 
       cloudddp logs -p oci ocid1.datasciencejobrun.oc1.iad.xxxx
     """

@@ -100,6 +100,9 @@ class Answering:
     def cancel(self, job_id: str) -> None:
         self.cancelled.append(job_id)
 
+    def logs(self, job_id: str, follow: bool = False) -> Iterator[str]:
+        yield f"[algo-1] {job_id} followed={follow}"
+
 
 @pytest.fixture
 def remote(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, Answering]]:
@@ -118,6 +121,8 @@ def test_status_and_cancel_find_the_provider_without_p(remote: dict[str, Answeri
     cancelled = cli("cancel", "latest")
     assert cancelled.returncode == 0 and "asked sagemaker to stop beta-20261128-120000" in cancelled.stdout
     assert remote["sagemaker"].cancelled == ["beta-20261128-120000"]
+    for flag in ("-f", "-F", "--follow"):  # -f as tail, kubectl and docker logs take it
+        assert cli("logs", "beta", flag).stdout == "[algo-1] beta-20261128-120000 followed=True\n"
     unknown = cli("status", "nope")  # not indexed: the local provider's, as before the index
     assert unknown.returncode == 2 and "no local run 'nope'" in unknown.stderr
 
