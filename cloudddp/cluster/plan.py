@@ -143,11 +143,9 @@ class EnvReader:
         """The first of `names` that is set and not empty."""
         return next((name for name in names if self.has(name)), None)
 
-    def str(self, name: str, default: str | None = None) -> str:
+    def str(self, name: str) -> str:
         value = self.environ.get(name, "")
         if value == "":
-            if default is not None:
-                return default
             raise CloudDDPError(
                 f"{self.provider}: the environment variable {name} is not set, "
                 f"but the {self.provider} environment needs it."
