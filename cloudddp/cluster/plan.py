@@ -6,7 +6,6 @@ line; `--dry-run` prints it. Pure standard library: this runs inside training im
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -104,9 +103,6 @@ class ClusterPlan:
         if self.rdzv_endpoint:
             return self.rdzv_endpoint
         return f"{self.master_addr}:{self.master_port}"
-
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
 
     def rank_from_rendezvous(self) -> bool:
         """Whether the rendezvous numbers the nodes: a dynamic backend, and no node rank from the platform or a flag."""

@@ -21,7 +21,7 @@ import socket
 import sys
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -373,7 +373,7 @@ def run(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = N
         command = torchrun_argv(plan, target, extra_args=extra, rdzv_timeout=timeout, inherited_conf=inherited)
         port = control_port(plan, args, environ)
     if args.dry_run:
-        report = plan.to_dict() if plan else {"provider": "torchelastic", "under_torchrun": True}
+        report = asdict(plan) if plan else {"provider": "torchelastic", "under_torchrun": True}
         report["argv"] = command
         print(json.dumps(report, indent=2))
         return 0
