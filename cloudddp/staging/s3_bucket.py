@@ -11,6 +11,7 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from cloudddp.errors import CloudDDPError
+from cloudddp.staging.s3_store import PRIVATE, code_of, create_bucket_args
 
 
 def split_uri(uri: str) -> tuple[str, str]:
@@ -20,12 +21,8 @@ def split_uri(uri: str) -> tuple[str, str]:
     return bucket, key
 
 
-def error_code(exc: ClientError) -> str:
-    return str(exc.response.get("Error", {}).get("Code", ""))
-
-
 def access_error(exc: ClientError, bucket: str, action: str) -> CloudDDPError:
-    code = error_code(exc)
+    code = code_of(exc)
     if code in ("AccessDenied", "403", "AllAccessDisabled", "InvalidAccessKeyId", "SignatureDoesNotMatch"):
         return CloudDDPError(
             f"cannot {action} in the S3 bucket {bucket!r} ({code}): the bucket belongs to another account or your "
@@ -48,7 +45,7 @@ class StagingBucket:
         try:
             self.s3.head_bucket(Bucket=self.bucket, **owner)
         except ClientError as exc:
-            code = error_code(exc)
+            code = code_of(exc)
             if code in ("404", "NoSuchBucket", "NotFound"):
                 if not create:
                     raise CloudDDPError(
@@ -79,27 +76,18 @@ class StagingBucket:
             )
 
     def create_bucket(self, region: str) -> None:
-        args: dict[str, Any] = {"Bucket": self.bucket}
-        if region != "us-east-1":
-            args["CreateBucketConfiguration"] = {"LocationConstraint": region}
         try:
-            self.s3.create_bucket(**args)
+            self.s3.create_bucket(**create_bucket_args(self.bucket, region))
         except ClientError as exc:
-            if error_code(exc) == "BucketAlreadyOwnedByYou":
+            if code_of(exc) == "BucketAlreadyOwnedByYou":
                 return
-            if error_code(exc) == "BucketAlreadyExists":
+            if code_of(exc) == "BucketAlreadyExists":
                 raise CloudDDPError(
                     f"the bucket name {self.bucket!r} is taken by another account. Pass --bucket with a bucket "
                     f"of yours."
                 ) from None
             raise access_error(exc, self.bucket, "create the bucket") from None
-        self.s3.put_public_access_block(
-            Bucket=self.bucket,
-            PublicAccessBlockConfiguration={
-                "BlockPublicAcls": True, "IgnorePublicAcls": True, "BlockPublicPolicy": True,
-                "RestrictPublicBuckets": True,
-            },
-        )  # fmt: skip
+        self.s3.put_public_access_block(Bucket=self.bucket, PublicAccessBlockConfiguration=PRIVATE)
         if self.kms_key:
             self.s3.put_bucket_encryption(
                 Bucket=self.bucket,

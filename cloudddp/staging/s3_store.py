@@ -33,10 +33,20 @@ PART_SIZE = 16 * 1024 * 1024
 THREADS = 16
 NOT_FOUND = ("404", "NoSuchKey", "NotFound", "NoSuchBucket")
 TRANSPORTS = ("auto", "boto3")
+# Every public access blocked: what a bucket cloudddp creates gets (here and s3_bucket.StagingBucket).
+PRIVATE = {"BlockPublicAcls": True, "IgnorePublicAcls": True, "BlockPublicPolicy": True, "RestrictPublicBuckets": True}
 
 
 def code_of(exc: ClientError) -> str:
     return str(exc.response.get("Error", {}).get("Code", ""))
+
+
+def create_bucket_args(bucket: str, region: str) -> dict[str, Any]:
+    """CreateBucket's arguments: outside us-east-1 the bucket's region goes as its LocationConstraint."""
+    args: dict[str, Any] = {"Bucket": bucket}
+    if region != "us-east-1":
+        args["CreateBucketConfiguration"] = {"LocationConstraint": region}
+    return args
 
 
 class S3Store:
@@ -82,11 +92,8 @@ class S3Store:
             raise CloudDDPError(f"cannot reach S3 for s3://{self.bucket}: {exc}") from None
         if not create:
             raise s3_errors.missing_bucket(self.bucket)
-        args: dict[str, Any] = {"Bucket": self.bucket}
-        if self.region != "us-east-1":
-            args["CreateBucketConfiguration"] = {"LocationConstraint": self.region}
         try:
-            self.client.create_bucket(**args)
+            self.client.create_bucket(**create_bucket_args(self.bucket, self.region))
         except ClientError as exc:
             raise self.error(exc, "create") from None
         self.block_public_access()
@@ -96,11 +103,7 @@ class S3Store:
         """Make a bucket cloudddp created private. S3-compatible stores without the call (SeaweedFS answers
         NotImplemented) keep their own default, private unless configured otherwise: said, not an error."""
         try:
-            self.client.put_public_access_block(
-                Bucket=self.bucket,
-                PublicAccessBlockConfiguration={"BlockPublicAcls": True, "IgnorePublicAcls": True,
-                                                "BlockPublicPolicy": True, "RestrictPublicBuckets": True},
-            )  # fmt: skip
+            self.client.put_public_access_block(Bucket=self.bucket, PublicAccessBlockConfiguration=PRIVATE)
         except ClientError as exc:
             code = code_of(exc)
             if code != "NotImplemented":
