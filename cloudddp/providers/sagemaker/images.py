@@ -9,6 +9,8 @@ py_version="py38")` pick the same image, and every version the SDK v2 knows is k
 
 from __future__ import annotations
 
+from cloudddp.providers.sagemaker.image_uris import newest_python, training_image_uri
+
 DLC_REPOSITORIES = ("pytorch-training", "pytorch-trcomp-training", "huggingface-pytorch-training")
 
 
@@ -19,10 +21,8 @@ def is_dlc(image: str) -> bool:
 
 
 def builtin_uri(region: str, framework_version: str, py_version: str | None, instance_type: str) -> str:
-    """The image table's URI (cloudddp.providers.sagemaker.image_uris: the drop-in's resolver; imported here, when it is needed).
-    Without a py_version, the newest Python the table has images of for that framework version."""
-    from cloudddp.providers.sagemaker.image_uris import newest_python, training_image_uri
-
+    """The image table's URI (cloudddp.providers.sagemaker.image_uris: the drop-in's resolver). Without a
+    py_version, the newest Python the table has images of for that framework version."""
     python = py_version or newest_python(framework_version)
     return training_image_uri(framework_version, python, instance_type, region, image_option="--image URI")
 

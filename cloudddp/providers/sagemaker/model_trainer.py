@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from cloudddp.errors import CloudDDPError
 from cloudddp.providers.sagemaker import validation as check
 from cloudddp.providers.sagemaker.images import training_image
+from cloudddp.providers.sagemaker.provider import SageMakerProvider, role_of
 from cloudddp.providers.sagemaker.request import (
     ARCHIVE_NAME,
     CHECKPOINT_DIR,
@@ -98,8 +99,6 @@ def require_sagemaker(provider: str) -> None:
 def to_model_trainer(spec: JobSpec, region: str | None = None, boto_session: Any = None) -> Any:
     """A `sagemaker.train.ModelTrainer` for `spec`; `.train()` on it submits through the SDK."""
     sdk = sdk_classes()
-    from cloudddp.providers.sagemaker.provider import SageMakerProvider, role_of
-
     validate_spec(spec)
     sm = spec.sagemaker
     role = check.check_role(role_of(spec))
