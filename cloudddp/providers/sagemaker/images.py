@@ -20,14 +20,12 @@ def is_dlc(image: str) -> bool:
     return repository in DLC_REPOSITORIES
 
 
-def builtin_uri(region: str, framework_version: str, py_version: str | None, instance_type: str) -> str:
-    """The image table's URI (cloudddp.providers.sagemaker.image_uris: the drop-in's resolver). Without a
-    py_version, the newest Python the table has images of for that framework version."""
-    python = py_version or newest_python(framework_version)
-    return training_image_uri(framework_version, python, instance_type, region, image_option="--image URI")
-
-
 def training_image(
     image: str | None, region: str, framework_version: str, py_version: str | None, instance_type: str
 ) -> str:
-    return image or builtin_uri(region, framework_version, py_version, instance_type)
+    """`image`, else the image table's URI (cloudddp.providers.sagemaker.image_uris: the drop-in's resolver). Without
+    a py_version, the newest Python the table has images of for that framework version."""
+    if image:
+        return image
+    python = py_version or newest_python(framework_version)
+    return training_image_uri(framework_version, python, instance_type, region, image_option="--image URI")

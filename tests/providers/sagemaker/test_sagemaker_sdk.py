@@ -68,7 +68,7 @@ def test_builtin_image_table_agrees_with_the_sdks(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr[-3000:]
     sdk = json.loads(result.stdout.strip().splitlines()[-1])
     for region, version, py, itype in cases:
-        assert images.builtin_uri(region, version, py, itype) == sdk[f"{region} {version} {py} {itype}"]
+        assert images.training_image(None, region, version, py, itype) == sdk[f"{region} {version} {py} {itype}"]
 
 
 def test_to_model_trainer_runs_the_cloudddp_launcher_under_moto(
