@@ -150,13 +150,9 @@ def read_profile(
             f"(https://docs.oracle.com/en-us/iaas/Content/API/Concepts/sdkconfig.htm), or use --auth "
             f"resource_principal (OCI_CLI_AUTH=resource_principal) inside OCI."
         )
-    check_profile(path, profile)
+    check_profile(path, profile)  # the profile is there: from_file's ProfileNotFound (a ClientError) cannot follow
     try:
         config = oci.config.from_file(str(path), profile)
-    except oci.exceptions.ProfileNotFound:
-        raise CloudDDPError(
-            f"the OCI config file {str(path)!r} has no profile [{profile}] (oci.profile, --profile, or OCI_CLI_PROFILE)."
-        ) from None
     except (oci.exceptions.ClientError, ValueError) as exc:
         raise CloudDDPError(f"the OCI config file {str(path)!r}, profile [{profile}], cannot be read: {exc}") from None
     origin = f"the OCI config file {str(path)!r}, profile [{profile}]: region"
