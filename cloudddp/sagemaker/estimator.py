@@ -300,7 +300,7 @@ class PyTorch(metaclass=_RefusingMethods):
         if a.image_uri:
             return a.image_uri
         image_for = image_instance_type(a.instance_groups) if a.instance_groups else a.instance_type
-        region = region or str(self.session().boto_region_name)
+        region = region or str(self.sagemaker_session.boto_region_name)
         return training_image_uri(a.framework_version or "", a.py_version or "", image_for, region)
 
     def enable_network_isolation(self) -> bool:
@@ -315,12 +315,9 @@ class PyTorch(metaclass=_RefusingMethods):
     def set_hyperparameters(self, **kwargs: Any) -> None:
         self.args.hyperparameters.update(arguments.check_hyperparameters(kwargs))
 
-    def session(self) -> Any:
-        return self.sagemaker_session
-
     def s3(self) -> Any:
         """An S3 client of the session's boto3 session (works for an SDK v2 `sagemaker.Session` too)."""
-        session = self.session()
+        session = self.sagemaker_session
         return session.boto_session.client("s3", region_name=session.boto_region_name)
 
     # -- fit --------------------------------------------------------------------------------
@@ -351,7 +348,7 @@ class PyTorch(metaclass=_RefusingMethods):
 
     def sagemaker_spec(self, channels: dict[str, str], job_name: str | None, scratch: Path) -> JobSpec:
         """The JobSpec for a real instance type: what fit() hands to run_job("sagemaker", ...)."""
-        a, session = self.args, self.session()
+        a, session = self.args, self.sagemaker_session
         region = session.boto_region_name
         image = self.training_image_uri(region)
         check_image_python(a.py_version, image)
@@ -386,7 +383,7 @@ class PyTorch(metaclass=_RefusingMethods):
         """(bucket, prefix, output_path) from the session's default bucket and prefix: v2's `_prepare_for_training`
         sets output_path to `s3_path_join("s3://", default_bucket(), default_bucket_prefix, with_end_slash=True)`
         (aws/sagemaker-python-sdk v2.257.6, commit fc582aaa46faf7b7e16ab1e13840869712174cd0, src/sagemaker/estimator.py)."""
-        session = self.session()
+        session = self.sagemaker_session
         with aws_errors("find or create the session's default bucket"):  # an SDK v2 Session's own default_bucket()
             bucket = session.default_bucket()
         prefix = getattr(session, "default_bucket_prefix", None) or ""
@@ -458,7 +455,7 @@ class PyTorch(metaclass=_RefusingMethods):
         self._prepare_for_training(job_name, spec.name, spec.output or "")
         # The session's own boto3 session (credentials, profile, region), v2's job names and debugger fields.
         provider = SDKv2SageMaker(self.args, exact=job_name, region=spec.sagemaker.region,
-                                  session=self.session().boto_session)  # fmt: skip
+                                  session=self.sagemaker_session.boto_session)  # fmt: skip
         self._run(provider, spec, wait, logs)
 
     def _fit_local(self, channels: dict[str, str], logs: bool | str, job_name: str | None, scratch: Path) -> None:
@@ -500,7 +497,7 @@ class PyTorch(metaclass=_RefusingMethods):
 
     def _local_spec(self, job: LocalJob, work: Path, job_name: str | None) -> JobSpec:
         """The local provider's JobSpec: the hosts laid out as SageMaker's, with v2 local mode's hyperparameters."""
-        a, session = self.args, self.session()
+        a, session = self.args, self.sagemaker_session
         source, entry = merged_source(a, work)
         data = self._common(source, entry, job_name or base_name(a, a.image_uri), job.inputs)
         data["hyperparameters"] = container_hyperparameters(
