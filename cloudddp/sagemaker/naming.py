@@ -12,13 +12,9 @@ import time
 MAX_LENGTH = 63
 
 
-def sagemaker_timestamp(moment: float | None = None) -> str:
-    """v2's `sagemaker_timestamp()`: UTC, millisecond precision."""
+def name_from_base(base: str, moment: float | None = None) -> str:
+    """v2's `name_from_base`, its timestamp v2's `sagemaker_timestamp()`: UTC, millisecond precision."""
     moment = time.time() if moment is None else moment
     milliseconds = f"{int(moment * 1000) % 1000:03d}"
-    return time.strftime(f"%Y-%m-%d-%H-%M-%S-{milliseconds}", time.gmtime(moment))
-
-
-def name_from_base(base: str, moment: float | None = None) -> str:
-    timestamp = sagemaker_timestamp(moment)
+    timestamp = time.strftime(f"%Y-%m-%d-%H-%M-%S-{milliseconds}", time.gmtime(moment))
     return f"{base[: MAX_LENGTH - len(timestamp) - 1]}-{timestamp}"
