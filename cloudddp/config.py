@@ -30,6 +30,9 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel, ValidationError
 
 from cloudddp.errors import CloudDDPError
+from cloudddp.job_spec import build_spec, job_spec_model, load_spec_file
+from cloudddp.providers import registry
+from cloudddp.spec import deep_merge, describe_fields, read_yaml
 
 if TYPE_CHECKING:
     from cloudddp.job_spec import JobSpec
@@ -53,8 +56,6 @@ def config_path() -> Path:
 
 def read_contexts() -> dict[str, dict[str, Any]]:
     """The config file's contexts ({} where there is no file)."""
-    from cloudddp.spec import read_yaml
-
     path = config_path()
     if not path.exists():
         return {}
@@ -101,8 +102,6 @@ def context_layer(flag: str | None, environ: Mapping[str, str]) -> Layer | None:
 
 def project_layer(spec_file: Path | None) -> Layer | None:
     """`cloudddp.yaml` in the current folder, unless it is the job spec file itself (-f cloudddp.yaml)."""
-    from cloudddp.spec import read_yaml
-
     path = Path(PROJECT_FILE)
     if not path.is_file() or (spec_file is not None and spec_file.resolve() == path.resolve()):
         return None
@@ -120,8 +119,6 @@ def is_scalar(annotation: Any) -> bool:
 
 def variable_names(provider: str) -> dict[str, str]:
     """CLOUDDDP_<PROVIDER>_<FIELD> -> field, for the provider's scalar settings."""
-    from cloudddp.providers import registry
-
     fields = registry.get(provider).settings.model_fields
     return {
         f"CLOUDDDP_{provider}_{name}".upper(): name for name, field in fields.items() if is_scalar(field.annotation)
@@ -140,8 +137,6 @@ def layers(
     provider: str, spec_file: Path | None, context: str | None, environ: Mapping[str, str] | None = None
 ) -> list[Layer]:
     """The layers under the flags, lowest first; each checked for unknown keys."""
-    from cloudddp.job_spec import load_spec_file
-
     environ = os.environ if environ is None else environ
     found = [
         context_layer(context, environ),
@@ -157,9 +152,6 @@ def layers(
 
 def check_keys(layer: Layer) -> None:
     """Unknown fields in a partial spec are errors naming its layer (the full spec's own check would name none)."""
-    from cloudddp.job_spec import job_spec_model
-    from cloudddp.spec import describe_fields
-
     model = job_spec_model()
     try:
         model.model_validate(layer.values)
@@ -183,9 +175,6 @@ def job_spec(
 
 def spec_from(below: list[Layer], overrides: dict[str, Any], origin: str | None) -> JobSpec:
     """`below` merged, lowest first, with `overrides` (from `origin`) on top; errors name every layer."""
-    from cloudddp.job_spec import build_spec
-    from cloudddp.spec import deep_merge
-
     data: dict[str, Any] = {}
     for layer in below:
         data = deep_merge(data, layer.values)
@@ -203,8 +192,6 @@ def target_specs(
 ) -> list[tuple[str, str, JobSpec]]:
     """(name, provider, job spec) for each of `spec.targets`, in order: the layers of the target's provider (its
     CLOUDDDP_<PROVIDER>_* variables), `overrides`, then what the target sets, on top (docs/guides/failover.md)."""
-    from cloudddp.spec import deep_merge
-
     found = []
     for index, target in enumerate(spec.targets):
         on_top = {**deep_merge(overrides, target.overrides()), "targets": []}
@@ -232,8 +219,6 @@ def provenance(
     for layer in [*below, Layer("the command line", overrides)]:
         for name, _ in leaves(layer.values):
             source[name] = layer.origin
-    from cloudddp.providers import registry
-
     others = set(registry.names()) - {provider}
     shown = {key: value for key, value in spec.model_dump().items() if key not in others}
     return [(name, value, source.get(name, "default")) for name, value in leaves(shown)]
