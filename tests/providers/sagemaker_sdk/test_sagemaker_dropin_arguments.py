@@ -286,28 +286,26 @@ def test_attributes_beside_instance_groups_read_as_passed_like_v2(source: Path) 
 
 
 @pytest.mark.parametrize(
-    ("group", "message"),
-    [  # botocore's service model: InstanceGroupName 1-64, InstanceType the TrainingInstanceType enum, count >= 0
-        (InstanceGroup("x" * 65, "ml.c5.2xlarge", 1), "is 65 characters; SageMaker takes 1-64"),
-        (InstanceGroup("data", "ml.c5.3xlarge", 1), "instance_type 'ml.c5.3xlarge' is not a SageMaker training"),
-        (InstanceGroup("data", "ml.c5.2xlarge", -1), "count is -1"),
-        (InstanceGroup("train", "ml.c5.2xlarge", 1), "names the group 'train' twice"),
+    ("groups", "message"),
+    [  # botocore's service model: InstanceGroupName 1-64, InstanceType the TrainingInstanceType enum, count >= 0,
+        # at most 5 InstanceGroups
+        ([InstanceGroup("x" * 65, "ml.c5.2xlarge", 1), GROUPS[1]], "is 65 characters; SageMaker takes 1-64"),
+        (
+            [InstanceGroup("data", "ml.c5.3xlarge", 1), GROUPS[1]],
+            "instance_type 'ml.c5.3xlarge' is not a SageMaker training",
+        ),
+        ([InstanceGroup("data", "ml.c5.2xlarge", -1), GROUPS[1]], "count is -1"),
+        ([InstanceGroup("train", "ml.c5.2xlarge", 1), GROUPS[1]], "names the group 'train' twice"),
+        ([InstanceGroup(f"g{i}", "ml.c5.2xlarge", 1) for i in range(6)], "6 groups; SageMaker takes at most 5"),
     ],
 )
 def test_instance_groups_the_service_would_refuse_fail_before_upload(
-    group: InstanceGroup, message: str, source: Path, moto: MotoServer
+    groups: list[InstanceGroup], message: str, source: Path, moto: MotoServer
 ) -> None:
-    est = estimator(source, **NO_COUNT, instance_groups=[group, GROUPS[1]], sagemaker_session=Session())
+    est = estimator(source, **NO_COUNT, instance_groups=groups, sagemaker_session=Session())
     with pytest.raises(CloudDDPError, match=message):
         est.fit({"train": "s3://data/train"})
     assert [name for name, _ in moto.calls if name in ("PutObject", "CreateTrainingJob", "CreateBucket")] == []
-
-
-def test_more_than_five_instance_groups_are_refused(source: Path, moto: MotoServer) -> None:
-    groups = [InstanceGroup(f"g{i}", "ml.c5.2xlarge", 1) for i in range(6)]
-    est = estimator(source, **NO_COUNT, instance_groups=groups, sagemaker_session=Session())
-    with pytest.raises(CloudDDPError, match="6 groups; SageMaker takes at most 5"):
-        est.fit({"train": "s3://data/train"})
 
 
 def test_the_distribution_group_reaches_the_launcher_in_the_archive(source: Path, moto: MotoServer) -> None:
