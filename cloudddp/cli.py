@@ -20,13 +20,17 @@ from rich.console import Console
 from rich.markup import escape
 from typer.core import TyperCommand
 
-from cloudddp import job_index, metrics_plot, stage_cli, terminal
+from cloudddp import job_index, metrics_plot, providers, stage_cli, terminal
+from cloudddp.demo_data import write_demo_dataset
 from cloudddp.elastic import is_count, parse_nodes
 from cloudddp.errors import CloudDDPError, print_error
+from cloudddp.job_list import attempts_lines, job_table, refresh
+from cloudddp.json_output import list_json, request_json, status_json, submitted_json
 from cloudddp.metrics import DEFAULT_METRICS, FORMATS, definition_problem, job_samples, render
 from cloudddp.providers import registry
 from cloudddp.providers.registry import Option
 from cloudddp.redact import redact, redact_log_line, redact_named_value, secret_values
+from cloudddp.session import JobRecord, run_job
 from cloudddp.tensorboard import log_location
 from cloudddp.tensorboard import serve as serve_tensorboard
 from cloudddp.terminal import APP_SETTINGS, CONTEXT
@@ -155,15 +159,13 @@ def find_job(job: str, provider: str | None, runs_dir: str | None) -> tuple[Any,
 
 def provider_for(provider: str, runs_dir: str | None) -> Any:
     """The provider for status/logs/cancel; a local run launched with --runs-dir is found in that folder."""
-    from cloudddp.providers import get_provider
-
     if runs_dir is None:
-        return get_provider(provider)
+        return providers.get_provider(provider)
     if not registry.get(provider).runs_on_this_machine:
         keeps = [name for name, info in registry.providers().items() if info.runs_on_this_machine]
         raise CloudDDPError(f"--runs-dir {runs_dir!r}: only the {' and '.join(keeps)} provider keeps its runs in a "
                             "folder here.")  # fmt: skip
-    return get_provider(provider, runs_dir=runs_dir)
+    return providers.get_provider(provider, runs_dir=runs_dir)
 
 
 def pairs(values: list[str] | None, flag: str) -> dict[str, str]:
@@ -464,8 +466,6 @@ def launch(
 
       cloudddp launch -p oci -f train.yaml --dry-run
     """
-    from cloudddp.session import run_job
-
     overrides = spec_overrides(given)
     overrides.update(script_overrides(script, module, overrides.pop("source_dir"), script_args))
     registry.get(provider)  # an unknown --provider is the first error, before the spec is read
@@ -488,9 +488,6 @@ def launch(
 
 def launch_json(provider: str, spec: Any, dry_run: bool, wait: bool) -> int:
     """`launch --format json`: the request (a dry run) or the submitted job (--no-wait), one JSON document."""
-    from cloudddp.json_output import request_json, submitted_json
-    from cloudddp.session import JobRecord, run_job
-
     if not dry_run and wait:
         raise CloudDDPError("--format json prints one document: use it with --dry-run (or render) or --no-wait; a "
                             "launch that waits prints the job's logs.")  # fmt: skip
@@ -543,8 +540,6 @@ def status(
     chosen, job = find_job(job, provider, runs_dir)
     current = chosen.status(job)
     if as_json:
-        from cloudddp.json_output import status_json
-
         print(status_json(chosen.name, current), end="")
         raise typer.Exit(0)
     # The reason may quote the job's own output (`[rank1]: ValueError: ...`): text, not rich markup.
@@ -556,8 +551,6 @@ def status(
         out.print(f"  artifacts: {escape(current.artifacts)}")
     entry = job_index.find(job, provider) if runs_dir is None else None
     if entry is not None and entry.run:  # a job with targets: each target it tried (docs/guides/failover.md)
-        from cloudddp.job_list import attempts_lines
-
         out.print("attempts:")
         for line in attempts_lines(entry.run):
             out.print(f"  {escape(line)}")
@@ -707,9 +700,6 @@ def list_jobs(
 
       cloudddp list -p sagemaker --all
     """
-    from cloudddp.job_list import job_table, refresh
-    from cloudddp.json_output import list_json
-
     as_json = wants_json(format)
     entries = job_index.entries(provider, None if every else limit)
     answered = refresh(entries, deadline)
@@ -785,8 +775,6 @@ def demo_data(
     seed: Annotated[int, typer.Option(help="random seed (same seed, same bytes)")] = 0,
 ) -> None:
     """Write a small deterministic two-class image dataset (ImageFolder layout). No download."""
-    from cloudddp.demo_data import write_demo_dataset
-
     counts = write_demo_dataset(directory, train_per_class=train_per_class, val_per_class=val_per_class, seed=seed)
     out.print(f"wrote {counts['train']} training and {counts['val']} validation images to {directory}")
 

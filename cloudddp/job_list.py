@@ -12,7 +12,7 @@ import threading
 import time
 from collections.abc import Mapping, Sequence
 
-from cloudddp import job_index
+from cloudddp import job_index, providers
 from cloudddp.job_index import Entry, remember_state
 from cloudddp.providers.base import FINISHED_STATES
 
@@ -43,14 +43,12 @@ def current_states(entries: Sequence[Entry], deadline: float) -> dict[Entry, str
 def ask_provider(name: str, jobs: list[Entry], answers: dict[Entry, str]) -> None:
     """Ask one provider for its jobs' states, ASKING_PER_PROVIDER at a time; each asker has a provider of its own
     (the SDKs' clients are not all safe to share between threads)."""
-    from cloudddp.providers import get_provider
-
     pending = iter(jobs)
     taking = threading.Lock()
 
     def ask() -> None:
         try:
-            provider = get_provider(name)
+            provider = providers.get_provider(name)
         except Exception:  # any failure to answer reads as no answer; `status JOB` says why
             return
         while True:
