@@ -308,6 +308,17 @@ def resources(settings: KubernetesSettings) -> dict[str, Any]:
     return {"limits": limits, "requests": dict(limits)} if limits else {}
 
 
+def pod_placement(settings: KubernetesSettings) -> dict[str, Any]:
+    """The core/v1 PodSpec fields that place the job's pods and let them pull and authenticate, those set."""
+    fields = {
+        "nodeSelector": settings.node_selector,
+        "tolerations": [t.model_dump(exclude_none=True) for t in settings.tolerations],
+        "imagePullSecrets": [{"name": name} for name in settings.image_pull_secrets],
+        "serviceAccountName": settings.service_account,
+    }
+    return {name: value for name, value in fields.items() if value}
+
+
 def command(spec: JobSpec, settings: KubernetesSettings) -> tuple[list[str], list[str]]:
     """(command, args): the launcher and the script, then the script's arguments."""
     target = ["-m", spec.entry_point] if spec.module else [posixpath.join(settings.working_dir, spec.entry_point)]

@@ -23,6 +23,7 @@ from cloudddp.providers.kubernetes.manifest import (
     environment,
     escaped_container,
     job_name,
+    pod_placement,
     require_image,
     resources,
 )
@@ -56,14 +57,7 @@ def pod_template(spec: JobSpec, settings: KubernetesSettings, storage: Storage) 
         pod["initContainers"] = [escaped_container(init) for init in storage.init_containers]
     if storage.volumes:
         pod["volumes"] = storage.volumes
-    if settings.node_selector:
-        pod["nodeSelector"] = settings.node_selector
-    if settings.tolerations:
-        pod["tolerations"] = [t.model_dump(exclude_none=True) for t in settings.tolerations]
-    if settings.image_pull_secrets:
-        pod["imagePullSecrets"] = [{"name": name} for name in settings.image_pull_secrets]
-    if settings.service_account:
-        pod["serviceAccountName"] = settings.service_account
+    pod.update(pod_placement(settings))
     return {"spec": pod}
 
 

@@ -35,6 +35,7 @@ from cloudddp.providers.kubernetes.manifest import (
     environment,
     escaped_container,
     job_name,
+    pod_placement,
     require_image,
     resources,
 )
@@ -108,14 +109,7 @@ def pod_overrides(settings: KubernetesSettings, storage: Storage) -> dict[str, A
     if storage.volumes:
         pod["volumes"] = storage.volumes
         pod["containers"] = [{"name": TRAINER_CONTAINER, "volumeMounts": storage.mounts}]
-    if settings.node_selector:
-        pod["nodeSelector"] = settings.node_selector
-    if settings.tolerations:
-        pod["tolerations"] = [t.model_dump(exclude_none=True) for t in settings.tolerations]
-    if settings.service_account:
-        pod["serviceAccountName"] = settings.service_account
-    if settings.image_pull_secrets:
-        pod["imagePullSecrets"] = [{"name": name} for name in settings.image_pull_secrets]
+    pod.update(pod_placement(settings))
     return pod
 
 
