@@ -16,4 +16,4 @@ def get_provider(name: str, **options: Any) -> Provider:
     """The provider `name` (built-in or from an entry point), its SDK imported now."""
     from cloudddp.providers import registry
 
-    return registry.create_provider(name, **options)
+    return registry.get(name).create(**options)

@@ -260,10 +260,6 @@ def get(name: str) -> ProviderInfo:
     return registered[name]
 
 
-def create_provider(name: str, **options: Any) -> Provider:
-    return get(name).create(**options)
-
-
 def require_elastic_support(provider: str, spec: JobSpecBase) -> None:
     """An elastic spec on a provider that cannot run it is refused with the reason (its declaration says)."""
     if not is_elastic(spec) or get(provider).supports_elastic:
