@@ -16,9 +16,6 @@ from cloudddp.errors import CloudDDPError
 if TYPE_CHECKING:
     from cloudddp.spec import JobSpecBase
 
-ELASTIC_BACKENDS = ("c10d", "etcd-v2")
-
-
 # How the CLI names these settings in its errors; the Estimator passes ("nodes={!r}", "min_nodes={}").
 FLAG_NAMES = ("--nodes {!r}", "--min-nodes {}")
 
