@@ -29,6 +29,7 @@ from pydantic_core import InitErrorDetails, PydanticCustomError
 from cloudddp.cluster.environment import channel_variable
 from cloudddp.errors import CloudDDPError
 from cloudddp.metrics import definition_problem
+from cloudddp.redact import REDACTED, is_secret_name, redact, redact_entries
 
 if TYPE_CHECKING:
     from typing_extensions import LiteralString  # typing's from Python 3.11 (pydantic requires this package)
@@ -475,8 +476,6 @@ NAMED_VALUE_FIELDS = ("environment", "hyperparameters")
 
 def shown_value(item: Any) -> str:
     """The offending value as an error shows it: *** under a secret-looking name, URL passwords hidden."""
-    from cloudddp.redact import REDACTED, is_secret_name, redact, redact_entries
-
     location = [str(part) for part in item["loc"]]
     if item["type"] == SECRET_VALUE or any(is_secret_name(part) for part in location):
         return REDACTED
