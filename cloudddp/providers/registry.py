@@ -23,12 +23,12 @@ A provider is ONE folder. To add `--provider slurm`:
                Option("--time-limit", "time_limit", help="sbatch --time"),
            ),
            interrupt_stops_job=False,                      # Ctrl-C asks before stopping the job
-           factory="cloudddp.providers.slurm.provider:create",  # imported only when used
+           factory="cloudddp.providers.slurm.provider:SlurmProvider",  # imported only when used
        )
 
 2. Put the `Provider` subclass (render / submit / status / logs / cancel, see
-   `cloudddp.providers.base`) in `cloudddp/providers/slurm/provider.py` with a
-   `create(**options) -> Provider` function.
+   `cloudddp.providers.base`) in `cloudddp/providers/slurm/provider.py`. The factory is called with the
+   options (`runs_dir=` for a provider whose runs are on this machine): the class itself, or a function.
 
 That is all: the job spec gets a `slurm:` section (`JobSpec.slurm`), `cloudddp launch --help`
 shows a "Slurm options" group with `--partition` and `--time-limit`, `--provider slurm` and

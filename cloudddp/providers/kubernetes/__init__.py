@@ -34,7 +34,7 @@ PROVIDER = ProviderInfo(
         ),
     ),
     interrupt_stops_job=False,
-    factory="cloudddp.providers.kubernetes.provider:create",
+    factory="cloudddp.providers.kubernetes.provider:KubernetesProvider",
     supports_elastic=True,
     # kubernetes.secret_env is the reference: a Secret's key, read by the kubelet.
     in_clear=InClear(

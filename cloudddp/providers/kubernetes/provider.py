@@ -560,7 +560,3 @@ class KubernetesProvider(Provider):
             )
         except ApiException as exc:
             raise api_error(exc, f"deleting {plural} {where}") from None
-
-
-def create(**options: Any) -> KubernetesProvider:
-    return KubernetesProvider(**options)

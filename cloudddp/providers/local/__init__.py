@@ -47,7 +47,7 @@ PROVIDER = ProviderInfo(
     ),
     interrupt_stops_job=True,  # the nodes are this machine's processes: Ctrl-C stops them
     supports_elastic=True,  # --emulate kubeflow, slurm or none (providers/local/elastic.py)
-    factory="cloudddp.providers.local.provider:create",
+    factory="cloudddp.providers.local.provider:LocalProvider",
     runs_on_this_machine=True,
 )
 

@@ -562,7 +562,3 @@ class LocalProvider(Provider):
     def refuse_if_ended(self, run_dir: Path, state: dict[str, Any]) -> None:
         if state.get("state") in FINISHED_STATES:
             raise CloudDDPError(f"the local run {run_dir.name} already ended ({state['state']}); nothing to stop.")
-
-
-def create(**options: Any) -> LocalProvider:
-    return LocalProvider(**options)

@@ -25,6 +25,6 @@ PROVIDER = ProviderInfo(
         Option("--starter", "starter", help="pbsdsh (default) or mpiexec"),
     ),
     interrupt_stops_job=False,
-    factory="cloudddp.providers.pbs.provider:create",
+    factory="cloudddp.providers.pbs.provider:PBSProvider",
     in_clear=script_in_clear("pbs", "qsub_args"),
 )

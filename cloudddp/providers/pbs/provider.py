@@ -230,7 +230,3 @@ def sequence_number(job_id: str) -> int:
     """`1234.server` -> 1234: which of two jobs is newer."""
     digits = re.match(r"\d+", job_id)
     return int(digits.group()) if digits else -1
-
-
-def create(**options: Any) -> PBSProvider:
-    return PBSProvider(**options)

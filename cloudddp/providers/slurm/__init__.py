@@ -26,6 +26,6 @@ PROVIDER = ProviderInfo(
     ),
     interrupt_stops_job=False,
     supports_elastic=True,  # --nodes MIN:MAX: a node range, survivors carry on (script.py)
-    factory="cloudddp.providers.slurm.provider:create",
+    factory="cloudddp.providers.slurm.provider:SlurmProvider",
     in_clear=script_in_clear("slurm", "sbatch_args"),
 )

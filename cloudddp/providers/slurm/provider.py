@@ -11,7 +11,7 @@ import re
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from cloudddp.cluster.hostlist import expand_hostlist
 from cloudddp.errors import CloudDDPError
@@ -214,7 +214,3 @@ class SlurmProvider(BatchProvider[SlurmSettings]):
 # slurm_strerror(ESLURM_ALREADY_DONE) and (ESLURM_INVALID_JOB_ID, a finished job already purged), as scancel --verbose
 # prints them (SchedMD/slurm 284c3b95f08a2dc2478499837b03355e1b9c5c75 src/common/slurm_errno.c).
 SCANCEL_ENDED = ("Job/step already completing or completed", "Invalid job id specified")
-
-
-def create(**options: Any) -> SlurmProvider:
-    return SlurmProvider(**options)
