@@ -426,20 +426,20 @@ class KubernetesProvider(Provider):
                 )
 
     # -- follow-up calls ------------------------------------------------------------------
-    def locate(self, job_id: str) -> tuple[str, str, str, str]:
+    def locate(self, job_id: str) -> tuple[str, str, str, str, str]:
+        """(group, version, plural, namespace, name) of the job `job_id` names."""
         plural, namespace, name = parse_job_id(job_id, self.api()[1])
         group, version = (TRAINJOB if plural == "trainjobs" else PYTORCHJOB)[:2]
-        return group, version, plural, f"{namespace}/{name}"
+        return group, version, plural, namespace, name
 
     def read_job(self, job_id: str) -> dict[str, Any]:
-        group, version, plural, where = self.locate(job_id)
-        namespace, name = where.split("/")
+        group, version, plural, namespace, name = self.locate(job_id)
         try:
             return client.CustomObjectsApi(self.api()[0]).get_namespaced_custom_object(
                 group, version, namespace, plural, name
             )  # type: ignore[no-any-return]
         except ApiException as exc:
-            raise api_error(exc, f"reading {plural} {where}") from None
+            raise api_error(exc, f"reading {plural} {namespace}/{name}") from None
 
     def _status(self, job_id: str) -> JobStatus:
         plural = self.locate(job_id)[2]
@@ -473,19 +473,17 @@ class KubernetesProvider(Provider):
         return None
 
     def pods(self, job_id: str) -> list[Any]:
-        _, _, plural, where = self.locate(job_id)
-        namespace, name = where.split("/")
+        _, _, plural, namespace, name = self.locate(job_id)
         selector = POD_SELECTORS[plural].format(name=name)
         try:
             found = client.CoreV1Api(self.api()[0]).list_namespaced_pod(namespace, label_selector=selector).items
         except ApiException as exc:
-            raise api_error(exc, f"listing the pods of {where}") from None
+            raise api_error(exc, f"listing the pods of {namespace}/{name}") from None
         return sorted(found, key=lambda pod: pod.metadata.name)
 
     def _logs(self, job_id: str, follow: bool = False) -> Iterator[str]:
         """Each pod's log, lines prefixed with `[pod]`; with follow, pods are streamed as they start."""
-        _, _, plural, where = self.locate(job_id)
-        namespace = where.split("/")[0]
+        _, _, plural, namespace, _ = self.locate(job_id)
         core = client.CoreV1Api(self.api()[0])
         container = CONTAINERS[plural]
         if not follow:
@@ -552,11 +550,10 @@ class KubernetesProvider(Provider):
                 return
 
     def _cancel(self, job_id: str) -> None:
-        group, version, plural, where = self.locate(job_id)
-        namespace, name = where.split("/")
+        group, version, plural, namespace, name = self.locate(job_id)
         try:
             client.CustomObjectsApi(self.api()[0]).delete_namespaced_custom_object(
                 group, version, namespace, plural, name, propagation_policy="Foreground"
             )
         except ApiException as exc:
-            raise api_error(exc, f"deleting {plural} {where}") from None
+            raise api_error(exc, f"deleting {plural} {namespace}/{name}") from None
