@@ -10,7 +10,8 @@ and UTF-8 characters split across two reads are decoded whole.
 from __future__ import annotations
 
 import codecs
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 CHUNK = 1 << 20  # bytes read at a time
@@ -47,3 +48,19 @@ class LogTail:
         rest, self.partial = self.partial + self.decoder.decode(b"", final=True), ""
         if rest:
             yield rest
+
+
+def folder_lines(folder: Path, done: Callable[[], bool], period: float) -> Iterator[tuple[str, str]]:
+    """(node, line) for each line of the `*.log` files in `folder`, the node being the file's stem: a round every
+    `period` seconds until `done()`, asked before each round, says the job has ended; then the last lines."""
+    tails: dict[Path, LogTail] = {}
+    while True:
+        finished = done()
+        for log in sorted(folder.glob("*.log")):
+            tail = tails.setdefault(log, LogTail(log))
+            yield from ((log.stem, line) for line in tail.new_lines())
+        if finished:
+            for log, tail in tails.items():
+                yield from ((log.stem, line) for line in tail.rest())
+            return
+        time.sleep(period)

@@ -39,7 +39,7 @@ from cloudddp.providers.local.events import run_events
 from cloudddp.providers.local.layout import node_layouts
 from cloudddp.providers.local.orphans import is_same_process, live_nodes, stop_orphaned_nodes
 from cloudddp.providers.local.runner import CANCEL_REQUEST, write_state
-from cloudddp.providers.log_tail import LogTail
+from cloudddp.providers.log_tail import folder_lines
 from cloudddp.redact import redact_text
 
 if TYPE_CHECKING:
@@ -503,17 +503,7 @@ class LocalProvider(Provider):
 
     def node_lines(self, run_dir: Path, follow: bool) -> Iterator[tuple[str, str]]:
         """(node, line) for each line of the nodes' logs; with `follow`, until the job has ended."""
-        tails: dict[Path, LogTail] = {}
-        while True:
-            done = self.status(str(run_dir)).done if follow else True
-            for log in sorted((run_dir / "logs").glob("*.log")):
-                tail = tails.setdefault(log, LogTail(log))
-                yield from ((log.stem, line) for line in tail.new_lines())
-            if done:
-                for log, tail in tails.items():
-                    yield from ((log.stem, line) for line in tail.rest())
-                return
-            time.sleep(0.2)
+        return folder_lines(run_dir / "logs", lambda: not follow or self.status(str(run_dir)).done, 0.2)
 
     def cancel(self, job_id: str) -> None:
         """Stop the run: SIGTERM to its runner, which stops the nodes; a runner that has not recorded its pid yet

@@ -15,7 +15,6 @@ import os
 import re
 import shutil
 import tempfile
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -24,7 +23,7 @@ from cloudddp.errors import CloudDDPError
 from cloudddp.providers.base import JobStatus
 from cloudddp.providers.batch.base import BatchProvider, BatchRequest
 from cloudddp.providers.batch.tools import run_tool
-from cloudddp.providers.log_tail import LogTail
+from cloudddp.providers.log_tail import folder_lines
 from cloudddp.providers.pbs.script import render_qsub
 from cloudddp.providers.pbs.settings import PBSSettings
 
@@ -191,17 +190,8 @@ class PBSProvider(BatchProvider[PBSSettings]):
             raise CloudDDPError(
                 f"PBS job {job_id} was not started by cloudddp (no CLOUDDDP_RUNS_DIR in its variables)."
             )
-        tails: dict[Path, LogTail] = {}
-        while True:
-            done = self.status(job_id).done if follow else True
-            for log in sorted((run_dir / "logs").glob("*.log")):
-                tail = tails.setdefault(log, LogTail(log))
-                yield from (f"[{log.stem}] {line}" for line in tail.new_lines())
-            if done:
-                for log, tail in tails.items():
-                    yield from (f"[{log.stem}] {line}" for line in tail.rest())
-                return
-            time.sleep(1.0)
+        lines = folder_lines(run_dir / "logs", lambda: not follow or self.status(job_id).done, 1.0)
+        yield from (f"[{host}] {line}" for host, line in lines)
 
     def cancel(self, job_id: str) -> None:
         run_tool(["qdel", self.check_id(job_id)], env=self.environ, what="qdel")
