@@ -31,9 +31,21 @@ def series_label(sample: Sample) -> str:
 
 def plot(samples: list[Sample], path: Path, title: str) -> int:
     """Write the charts to `path` (its suffix picks the format: .png, .svg, .pdf); return how many metrics."""
-    figure_class = require_matplotlib()
     if not samples:
         raise CloudDDPError(f"no values to plot in {path.name}: no metric was found.", exit_code=1)
+    figure = figure_of(samples, title)
+    try:
+        figure.savefig(path, dpi=100)
+    except (OSError, ValueError) as exc:  # a folder that does not exist; a suffix matplotlib has no writer for
+        raise CloudDDPError(f"--plot {path}: {exc}", exit_code=1) from None
+    return len(figure.axes)
+
+
+def figure_of(samples: list[Sample], title: str) -> Any:
+    """The charts as a matplotlib Figure: one per metric, a line per node (and rank)."""
+    figure_class = require_matplotlib()
+    from matplotlib.ticker import MaxNLocator
+
     by_metric: dict[str, dict[str, list[tuple[float, float]]]] = {}
     start = min((s.timestamp for s in samples if s.timestamp is not None), default=None)
     for sample in samples:
@@ -49,12 +61,10 @@ def plot(samples: list[Sample], path: Path, title: str) -> int:
             ax.plot([x for x, _ in points], [y for _, y in points], marker="o", markersize=3, label=label)
         ax.set_title(metric, loc="left")
         ax.set_xlabel(x_label)
+        if start is None:  # value numbers are whole: no 0.96 ... 1.04 around a single value
+            ax.xaxis.set_major_locator(MaxNLocator(integer=True, min_n_ticks=1))
         ax.grid(alpha=0.3)
         if len(series) > 1:
             ax.legend(fontsize="small")
     figure.suptitle(title)
-    try:
-        figure.savefig(path, dpi=100)
-    except (OSError, ValueError) as exc:  # a folder that does not exist; a suffix matplotlib has no writer for
-        raise CloudDDPError(f"--plot {path}: {exc}", exit_code=1) from None
-    return len(by_metric)
+    return figure

@@ -11,7 +11,7 @@ from helpers import cli
 
 from cloudddp.errors import CloudDDPError
 from cloudddp.metrics import DEFAULT_METRICS, Sample, extract
-from cloudddp.metrics_plot import plot
+from cloudddp.metrics_plot import figure_of, plot
 
 PNG = b"\x89PNG\r\n\x1a\n"
 
@@ -36,6 +36,13 @@ def test_values_from_the_logs_are_drawn_by_their_number(tmp_path: Path) -> None:
     assert is_png(tmp_path / "logs.png")
     assert plot(found, tmp_path / "logs.svg", "job-1") == 1  # the suffix picks the format
     assert (tmp_path / "logs.svg").read_text().lstrip().startswith("<?xml")
+
+
+def test_value_numbers_are_whole_even_for_a_single_value() -> None:
+    pytest.importorskip("matplotlib")
+    (ax,) = figure_of(extract(["[algo-1] epoch=1/1 loss=0.69"], DEFAULT_METRICS), "job-1").axes
+    ticks = [tick for tick in ax.get_xticks() if ax.get_xlim()[0] <= tick <= ax.get_xlim()[1]]
+    assert ticks and all(float(tick).is_integer() for tick in ticks), ticks  # 0.96, 0.98, ... before
 
 
 def test_nothing_to_draw_or_nowhere_to_write_is_said(tmp_path: Path) -> None:
