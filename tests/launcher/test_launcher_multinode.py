@@ -159,7 +159,9 @@ def test_torchrun_leaves_no_log_folder_behind_unless_the_user_asked_for_log_file
     if torchrun_args:  # each node's worker output, in its own torchelastic_* folder
         assert len(list(temp.glob("torchelastic_*"))) == 2 and len(left) == 4, left  # stdout and stderr per node
     else:
-        assert list(temp.iterdir()) == []
+        # torch's compile cache (torchinductor_<user>, one shared folder reused by every run) appears whenever
+        # something imports torch._dynamo; it is not a run's litter (the fresh-clone CI at 8f6f9e6 met it once).
+        assert [p.name for p in temp.iterdir() if not p.name.startswith("torchinductor_")] == []
 
 
 def slurm_job_env(job_id: int, nodes: int, rank: int) -> dict[str, str]:
