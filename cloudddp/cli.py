@@ -140,6 +140,10 @@ ContextOpt = Annotated[
 ]  # fmt: skip
 
 
+# Without a metavar, typer's usage line names an argument by its parameter (`{job}`); help texts say JOB, SCRIPT.
+JobArg = Annotated[
+    str, typer.Argument(metavar="JOB", help="job id, run folder or 'latest' (the newest launched from here)")
+]
 FollowUpProviderOpt = Annotated[
     str | None,
     typer.Option("--provider", "-p", help="the job's provider (default: the one it was launched on, from the job "
@@ -433,9 +437,11 @@ def print_compose(provider: str, spec: JobSpec) -> None:
 def launch(
     ctx: typer.Context,
     script: Annotated[
-        str | None, typer.Argument(help="training script (or module with -m)", show_default=False)
+        str | None, typer.Argument(metavar="SCRIPT", help="training script (or module with -m)", show_default=False)
     ] = None,
-    script_args: Annotated[list[str] | None, typer.Argument(help="arguments for the script, after --")] = None,
+    script_args: Annotated[
+        list[str] | None, typer.Argument(metavar="ARGS...", help="arguments for the script, after --")
+    ] = None,
     provider: ProviderOpt = registry.DEFAULT_PROVIDER,
     file: Annotated[Path | None, typer.Option("--file", "-f", help="job spec YAML (flags override it)")] = None,
     context: ContextOpt = None,
@@ -521,7 +527,7 @@ app.command("render", cls=ProviderCommand, help=RENDER_HELP, context_settings=CO
 
 @app.command()
 def status(
-    job: Annotated[str, typer.Argument(help="job id, run folder or 'latest'")],
+    job: JobArg = "latest",
     provider: FollowUpProviderOpt = None,
     runs_dir: RunsDirOpt = None,
     format: FormatOpt = "text",
@@ -559,7 +565,7 @@ def status(
 
 @app.command()
 def logs(
-    job: Annotated[str, typer.Argument(help="job id, run folder or 'latest'")],
+    job: JobArg = "latest",
     provider: FollowUpProviderOpt = None,
     # -f as tail, kubectl and docker logs take it; -F, the first spelling, still works.
     follow: Annotated[bool, typer.Option("--follow", "-f", "-F", help="keep streaming until the job ends")] = False,
@@ -591,7 +597,7 @@ def logs(
 
 @app.command()
 def metrics(
-    job: Annotated[str, typer.Argument(help="job id, run folder or 'latest'")] = "latest",
+    job: JobArg = "latest",
     provider: FollowUpProviderOpt = None,
     metric: Annotated[
         list[str] | None, typer.Option("--metric", help="NAME=REGEX instead of the defaults (repeatable)")
@@ -638,7 +644,7 @@ def metrics(
 
 @app.command()
 def tensorboard(
-    job: Annotated[str, typer.Argument(help="job id, run folder or 'latest'")] = "latest",
+    job: JobArg = "latest",
     provider: FollowUpProviderOpt = None,
     runs_dir: RunsDirOpt = None,
     serve: Annotated[bool, typer.Option("--serve", help="start TensorBoard on them (needs tensorboard)")] = False,
@@ -664,7 +670,7 @@ def tensorboard(
 
 @app.command()
 def cancel(
-    job: Annotated[str, typer.Argument(help="job id, run folder or 'latest'")],
+    job: Annotated[str, typer.Argument(metavar="JOB", help="job id, run folder or 'latest'")],
     provider: FollowUpProviderOpt = None,
     runs_dir: RunsDirOpt = None,
 ) -> None:
@@ -769,7 +775,7 @@ def config_show(
 
 @app.command("demo-data")
 def demo_data(
-    directory: Annotated[Path, typer.Argument(help="where to write train/ and val/")],
+    directory: Annotated[Path, typer.Argument(metavar="DIRECTORY", help="where to write train/ and val/")],
     train_per_class: Annotated[int, typer.Option(help="training images per class", min=1)] = 160,
     val_per_class: Annotated[int, typer.Option(help="validation images per class", min=1)] = 32,
     seed: Annotated[int, typer.Option(help="random seed (same seed, same bytes)")] = 0,

@@ -93,8 +93,8 @@ class StageArgs:
 
 
 def stage_command(
-    src: Annotated[Path, typer.Argument(help="local folder (or file) to stage", show_default=False)],
-    dest: Annotated[str, typer.Argument(help="s3://bucket/prefix or oci://bucket@namespace/prefix", show_default=False)],
+    src: Annotated[Path, typer.Argument(metavar="SRC", help="local folder (or file) to stage", show_default=False)],
+    dest: Annotated[str, typer.Argument(metavar="DEST", help="s3://bucket/prefix or oci://bucket@namespace/prefix", show_default=False)],
     shards: Annotated[bool, typer.Option("--shards/--plain", help="pack small files into tar shards + index, or one object per file")] = False,
     shard_size: Annotated[int | None, typer.Option(metavar="MIB", help=f"target shard size, MiB (default: {DEFAULT_SHARD_SIZE // MIB})", show_default=False)] = None,
     shard_dir: Annotated[Path | None, typer.Option(help="where shards are built (default: temp folder)", show_default=False)] = None,

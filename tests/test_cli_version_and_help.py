@@ -43,6 +43,14 @@ def test_dash_h_is_help_at_every_level(args: list[str]) -> None:
         assert short.output == runner.invoke(app, [*args, "--help"]).output
 
 
+@pytest.mark.parametrize("name", subcommands())
+def test_usage_lines_name_arguments_as_the_help_texts_do(name: str) -> None:
+    """In capitals (`SCRIPT`, `JOB`): typer's usage line would show the parameter's name (`{job}`)."""
+    command = typer.main.get_command(app).commands[name]  # type: ignore[attr-defined]
+    names = [param.metavar for param in command.params if param.param_type_name == "argument"]
+    assert all(metavar and metavar.rstrip(".").isupper() for metavar in names), names
+
+
 def test_click_command_is_the_app_for_the_docs() -> None:
     import cloudddp.cli
 

@@ -118,6 +118,9 @@ def test_status_and_cancel_find_the_provider_without_p(remote: dict[str, Answeri
     shown = cli("status", "beta")
     assert shown.returncode == 0 and shown.stdout.startswith("beta-20261128-120000: RUNNING"), shown.stderr
     assert cli("status", "latest").stdout.startswith("beta-20261128-120000: RUNNING")
+    assert cli("status").stdout == shown.stdout  # status and logs read the newest job without an argument
+    assert cli("logs").stdout == "[algo-1] beta-20261128-120000 followed=False\n"
+    assert cli("cancel").returncode == 2 and remote["sagemaker"].cancelled == []  # stopping names its job
     cancelled = cli("cancel", "latest")
     assert cancelled.returncode == 0 and "asked sagemaker to stop beta-20261128-120000" in cancelled.stdout
     assert remote["sagemaker"].cancelled == ["beta-20261128-120000"]
