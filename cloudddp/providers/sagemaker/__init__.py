@@ -72,7 +72,7 @@ PROVIDER = ProviderInfo(
         Option("--tag", "tags", key_value=True, help="K=V (repeatable)"),
     ),
     interrupt_stops_job=False,  # Ctrl-C asks before stopping a job that bills by the second
-    factory="cloudddp.providers.sagemaker.provider:create",
+    factory="cloudddp.providers.sagemaker.provider:SageMakerProvider",
     applies_metric_definitions=True,  # AlgorithmSpecification.MetricDefinitions: SageMaker extracts to CloudWatch
     # The script's arguments are staged to S3 with the code (cloudddp_job.json), not in the request. A secret in
     # the Environment, which DescribeTrainingJob shows too, is warned about (request.py), as it always was.

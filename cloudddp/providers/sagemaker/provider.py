@@ -62,7 +62,7 @@ JOB_STATE_OF_SAGEMAKER_STATUS = {
     "Stopping": "STOPPING",
     "Stopped": "STOPPED",
 }
-__all__ = ["CREDENTIALS_HELP", "SageMakerProvider", "create", "translate"]
+__all__ = ["CREDENTIALS_HELP", "SageMakerProvider", "translate"]
 
 
 def role_of(spec: JobSpec) -> str | None:
@@ -384,10 +384,6 @@ def instance_count(described: dict[str, Any]) -> int:
     if groups:
         return sum(int(group.get("InstanceCount") or 0) for group in groups)
     return int(resources.get("InstanceCount") or 0)
-
-
-def create(**options: Any) -> SageMakerProvider:
-    return SageMakerProvider(**options)
 
 
 def with_channel_uris(payload: dict[str, Any], uris: dict[str, str]) -> dict[str, Any]:
