@@ -21,7 +21,8 @@ API server checks for these calls:
   not started is 400, as is a container name the pod does not have.
 Errors are `Status` objects shaped as kubernetes/apimachinery pkg/api/errors/errors.go builds them.
 
-The operator's side (conditions, pods, their logs) is set by the test: `set_conditions`, `add_pod`.
+The operator's side (conditions, pods, their container statuses and logs) is set by the test: `set_conditions`,
+`add_pod`.
 """
 
 from __future__ import annotations
@@ -375,6 +376,8 @@ class FakePod:
     phase: str = "Running"
     log: str = ""
     conditions: list[dict[str, str]] = field(default_factory=list)  # status.conditions, as the scheduler sets them
+    # status.containerStatuses, as the kubelet sets them (core/v1 ContainerStatus: name, state, lastState, ...)
+    container_statuses: list[dict[str, Any]] = field(default_factory=list)
 
 
 @dataclass
@@ -594,7 +597,11 @@ class FakeAPIServer:
         return {
             "metadata": {"name": pod.name, "namespace": pod.namespace, "labels": pod.labels},
             "spec": {"containers": [{"name": pod.container, "image": "registry.example.com/train:1"}]},
-            "status": {"phase": pod.phase, **({"conditions": pod.conditions} if pod.conditions else {})},
+            "status": {
+                "phase": pod.phase,
+                **({"conditions": pod.conditions} if pod.conditions else {}),
+                **({"containerStatuses": pod.container_statuses} if pod.container_statuses else {}),
+            },
         }
 
     def pod_log(self, namespace: str, name: str, query: dict[str, str]) -> tuple[int, Any]:

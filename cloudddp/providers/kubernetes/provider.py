@@ -28,7 +28,8 @@ from kubernetes.client.exceptions import ApiException
 from kubernetes.config.config_exception import ConfigException
 
 from cloudddp.errors import CloudDDPError
-from cloudddp.providers.base import BlockDumper, JobHandle, JobRequest, JobStatus, Provider, section_of
+from cloudddp.providers.base import BlockDumper, JobEvent, JobHandle, JobRequest, JobStatus, Provider, section_of
+from cloudddp.providers.kubernetes import timeline
 from cloudddp.providers.kubernetes.manifest import NO_IMAGE, PYTORCHJOB, TRAINJOB, Storage, storage_for
 from cloudddp.providers.kubernetes.presigned import DEFAULT_REGION, PullPlan, code_settings, publish, secret_name
 from cloudddp.providers.kubernetes.pytorchjob import pytorchjob
@@ -291,6 +292,15 @@ class KubernetesProvider(Provider):
     def status(self, job_id: str) -> JobStatus:
         with self.reaching(f"read {job_id}"):
             return self._status(job_id)
+
+    def events(self, job_id: str) -> list[JobEvent]:
+        """The job's conditions and its pods' container states, oldest first (timeline.py)."""
+        with self.reaching(f"read the course of {job_id}"):
+            plural, job, pods = self.locate(job_id)[2], self.read_job(job_id), self.pods(job_id)
+        status = job.get("status") or {}
+        nodes = [*(status.get("replicaStatuses") or {}), *(str(j.get("name")) for j in status.get("jobsStatus") or [])]
+        found = timeline.job_events(job) + timeline.pod_events(pods, plural, CONTAINERS[plural], nodes)
+        return sorted(found, key=lambda event: event.time)
 
     def logs(self, job_id: str, follow: bool = False) -> Iterator[str]:
         with self.reaching(f"read the logs of {job_id}"):

@@ -156,16 +156,34 @@ def test_status_follows_the_operators_conditions(api: tuple[FakeAPIServer, Path]
     assert provider.status(job_id).state == "PENDING"  # no conditions yet
     steps = [("Created", "PENDING"), ("Running", "RUNNING"), ("Failed", "FAILED")]
     conditions: list[dict[str, str]] = []
-    for kind, expected in steps:
+    for minute, (kind, expected) in enumerate(steps, start=1):
         for condition in conditions:
             condition["status"] = (
                 "False" if kind == "Failed" and condition["type"] == "Running" else condition["status"]
             )
-        conditions.append({"type": kind, "status": "True", "reason": f"PyTorchJob{kind}", "message": f"job is {kind}"})
+        conditions.append({"type": kind, "status": "True", "reason": f"PyTorchJob{kind}", "message": f"job is {kind}",
+                           "lastTransitionTime": f"2026-11-22T10:0{minute}:00Z"})  # fmt: skip
         fake.set_conditions("pytorchjobs", "training", "resnet", conditions)
         current = provider.status(job_id)
         assert current.state == expected
     assert current.reason == "PyTorchJobFailed: job is Failed"
+    # The timeline: the job as the API server returned it, and its pod's container as the kubelet records it.
+    ended = {
+        "exitCode": 1,
+        "reason": "Error",
+        "startedAt": "2026-11-22T10:02:30Z",
+        "finishedAt": "2026-11-22T10:02:50Z",
+    }
+    fake.add_pod(FakePod("training", "resnet-master-0", {"training.kubeflow.org/job-name": "resnet",
+                                                         "training.kubeflow.org/replica-type": "master"}, "pytorch",
+                         container_statuses=[{"name": "pytorch", "state": {"terminated": ended}, "lastState": {},
+                                              "ready": False, "restartCount": 0, "image": "i", "imageID": ""}]))  # fmt: skip
+    fake.objects[("pytorchjobs", "training", "resnet")]["status"]["replicaStatuses"] = {"Master": {"failed": 1}}
+    assert [(event.node, event.what) for event in provider.events(job_id)] == [
+        ("", "submitted"), ("", "created"), ("", "running"), ("Master", "resnet-master-0 started"),
+        ("Master", "resnet-master-0 failed (exit 1)"), ("", "failed: job is Failed"),
+    ]  # fmt: skip
+    assert "Master" in provider.status(job_id).nodes
 
 
 def test_logs_come_from_the_jobs_pods_prefixed_with_the_pod(api: tuple[FakeAPIServer, Path]) -> None:
