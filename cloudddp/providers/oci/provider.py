@@ -38,7 +38,7 @@ from urllib.parse import urlparse
 import oci
 
 from cloudddp.errors import CloudDDPError
-from cloudddp.providers.base import JobHandle, JobRequest, JobStatus, Provider
+from cloudddp.providers.base import JobEvent, JobHandle, JobRequest, JobStatus, Provider
 from cloudddp.providers.oci import OCISettings, auth, logs, network, node, request, validation
 from cloudddp.staging.archive import pack_source
 from cloudddp.staging.engine import copy_folder, counted, stage
@@ -192,6 +192,25 @@ def describe_nodes(run: Any) -> dict[str, str]:
         details = f" ({group.lifecycle_details})" if group.lifecycle_details else ""
         nodes[group.name] = f"{group.lifecycle_state}{details}"
     return nodes
+
+
+def run_events(run: Any) -> list[JobEvent]:
+    """A job run's course, for the dashboard's timeline: get_job_run's JobRun (oci SDK 2.189.0,
+    data_science/models/job_run.py) has time_accepted (submitted), time_started and time_finished (its end, with
+    lifecycle_details), each None until it happens. Its NodeGroupDetails (node_group_details.py) carry a name,
+    lifecycle_state and lifecycle_details but no time, so each group is shown at the run's end, as it was left."""
+    events = [JobEvent(run.time_accepted.timestamp(), "", "submitted")] if run.time_accepted else []
+    if run.time_started:
+        events.append(JobEvent(run.time_started.timestamp(), "", "started"))
+    if run.time_finished:
+        end = run.time_finished.timestamp()
+        for group in getattr(run, "node_group_details_list", None) or []:
+            details = f": {group.lifecycle_details}" if group.lifecycle_details else ""
+            events.append(JobEvent(end, group.name, f"{str(group.lifecycle_state).lower()}{details}"))
+        state = JOB_STATE_OF_LIFECYCLE_STATE.get(run.lifecycle_state, str(run.lifecycle_state)).lower()
+        details = f": {run.lifecycle_details}" if run.lifecycle_details else ""
+        events.append(JobEvent(end, "", f"{state}{details}"))
+    return events
 
 
 class OCIProvider(Provider):
@@ -428,6 +447,10 @@ class OCIProvider(Provider):
     def status(self, job_id: str) -> JobStatus:
         with self.reaching("status"):
             return self.to_status(self.get_run(self.resolve_run_id(job_id)))
+
+    def events(self, job_id: str) -> list[JobEvent]:
+        with self.reaching("events"):
+            return run_events(self.get_run(self.resolve_run_id(job_id)))
 
     def cancel(self, job_id: str) -> None:
         with self.reaching("cancel"):

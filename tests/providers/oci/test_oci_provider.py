@@ -33,11 +33,13 @@ from helpers.oci_loopback_server import (
     FakeOCI,
     ThrowawayKey,
     oci_settings,
+    parse_time,
 )
 
 from cloudddp.errors import CloudDDPError
 from cloudddp.estimator import Estimator
 from cloudddp.job_spec import build_spec
+from cloudddp.providers.base import JobEvent
 from cloudddp.providers.oci import logs as oci_logs
 from cloudddp.providers.oci import provider as oci_provider
 from cloudddp.providers.oci.provider import OCIProvider
@@ -251,6 +253,12 @@ def test_following_shows_states_node_groups_and_each_line_once(server: FakeOCI, 
     assert server.search_calls >= 2
     status = provider.status(handle.job_id)
     assert (status.state, status.nodes) == ("SUCCEEDED", {"cloudddp": "DELETED"})
+    run = server.runs[handle.job_id]  # the timeline: the service's own times, the node group as status names it
+    times = [parse_time(run[field]).timestamp() for field in ("timeAccepted", "timeStarted", "timeFinished")]
+    assert provider.events(handle.job_id) == [
+        JobEvent(times[0], "", "submitted"), JobEvent(times[1], "", "started"),
+        JobEvent(times[2], "cloudddp", "deleted"), JobEvent(times[2], "", "succeeded"),
+    ]  # fmt: skip
     assert status.artifacts and status.artifacts.startswith("oci://bkt@ns/cloudddp/cloudddp-job/runs/")
     model = provider.fetch_artifacts(handle.job_id, Path(config).parent.parent / "model")
     assert sorted(p.name for p in model.iterdir()) == ["logs", "metrics.json", "model.pt"]
