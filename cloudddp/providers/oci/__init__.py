@@ -83,7 +83,7 @@ PROVIDER = ProviderInfo(
         Option("--image", "image", help="container image URI"),
     ),
     interrupt_stops_job=False,  # Ctrl-C asks before cancelling a cloud job
-    factory="cloudddp.providers.oci.provider:create",
+    factory="cloudddp.providers.oci.provider:OCIProvider",
     compose="cloudddp.providers.oci.compose:compose_yaml",
     in_clear=IN_CLEAR,
 )

@@ -585,7 +585,3 @@ class OCIProvider(Provider):
                 f"{current.artifacts} is empty (the job run is {current.state}); node 0 writes it when it exits."
             )
         return Path(destination)
-
-
-def create(**options: Any) -> OCIProvider:
-    return OCIProvider(**options)
