@@ -1,10 +1,11 @@
 """What the Slurm and PBS providers share: their sections' common fields, the request (a script, the secrets passed
 by name), render, submit and check_id. A subclass renders its script (`script_request`) and may change how its
 scheduler takes it (`send`) and where the job id is in the answer (`job_id_in`); status, logs and cancel are each
-scheduler's own."""
+scheduler's own; so is the timeline's record (`events`), worded alike by node_end_events and job_end_event."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 from abc import ABC, abstractmethod
@@ -15,7 +16,8 @@ from typing import TYPE_CHECKING, ClassVar, Generic, TypeVar
 from pydantic import Field
 
 from cloudddp.errors import CloudDDPError
-from cloudddp.providers.base import JobHandle, JobRequest, Provider, section_of
+from cloudddp.launcher.exit_record import read_exit
+from cloudddp.providers.base import JobEvent, JobHandle, JobRequest, JobStatus, Provider, section_of
 from cloudddp.providers.batch.shell import refuse_url_credentials, runs_dir_of, split_environment
 from cloudddp.providers.batch.tools import run_tool
 from cloudddp.redact import redact_text
@@ -82,6 +84,33 @@ class ScriptJobRequest(JobRequest):
         return redact_text(str(self.request.script))
 
 
+def node_end_events(records: dict[str, Path], job_state: str) -> list[JobEvent]:
+    """Each node's end from the exit record its job left (`code`, maybe a `stopped-by RANK` line: launcher/
+    exit_record.py), at the record's mtime: it is written as the node ends. Nodes without a record are left out."""
+    events = []
+    for node, path in records.items():
+        with contextlib.suppress(OSError):
+            when = path.stat().st_mtime
+            code, cause = read_exit(path)
+            if code is None:
+                what = "ended (exit code unknown)"
+            elif cause is not None:
+                what = f"stopped because node {cause} failed (exit {code})"
+            else:
+                verb = "succeeded" if code == 0 else "stopped" if job_state == "STOPPED" else "failed"
+                what = verb if code == 0 else f"{verb} (exit {code})"
+            events.append(JobEvent(when, node, what))
+    return events
+
+
+def job_end_event(when: float, current: JobStatus, reason: str) -> JobEvent:
+    """The job's end: `succeeded`, or `failed (exit 1): <the scheduler's reason>`."""
+    if current.succeeded:
+        return JobEvent(when, "", "succeeded")
+    code = f" (exit {current.exit_code})" if current.exit_code else ""
+    return JobEvent(when, "", f"{current.state.lower()}{code}" + (f": {reason}" if reason else ""))
+
+
 SettingsT = TypeVar("SettingsT", bound=BatchSettings)
 
 
@@ -93,6 +122,12 @@ class BatchProvider(Provider, Generic[SettingsT]):
     def __init__(self, environ: dict[str, str] | None = None) -> None:
         # The environment the scheduler's commands run with (tests point SLURM_CONF or PATH at theirs).
         self.environ = dict(os.environ if environ is None else environ)
+
+    @property
+    def utc_environ(self) -> dict[str, str]:
+        """The environment with TZ=UTC0: the schedulers' commands print times in their own process's time zone
+        (localtime), so the queries `events` reads run in UTC and their times read back exactly."""
+        return {**self.environ, "TZ": "UTC0"}
 
     def settings_of(self, spec: JobSpec) -> SettingsT:
         return section_of(spec, self.name, self.settings)

@@ -9,19 +9,21 @@ cd7ab5edaf03dcac2f1cb9e2f42d75eb117d468a): {"Jobs": {"<id>": {"job_state": "R", 
 
 from __future__ import annotations
 
+import calendar
 import getpass
 import json
 import os
 import re
 import shutil
 import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from cloudddp.errors import CloudDDPError
-from cloudddp.providers.base import JobStatus
-from cloudddp.providers.batch.base import BatchProvider, BatchRequest
+from cloudddp.providers.base import JobEvent, JobStatus
+from cloudddp.providers.batch.base import BatchProvider, BatchRequest, job_end_event, node_end_events
 from cloudddp.providers.batch.tools import run_tool
 from cloudddp.providers.log_tail import folder_lines
 from cloudddp.providers.pbs.script import render_qsub
@@ -44,6 +46,11 @@ EXEC_KILLS = {
 }  # fmt: skip
 QDEL_EXIT_CODES = (271,)  # PBS Pro sets Exit_status 271 (SIGTERM+256) for jobs deleted while running
 
+# Slurm's Torque wrapper prints qtime = submitted, mtime = started and ctime = ended (a running job's time limit),
+# each once set (SchedMD/slurm contribs/torque/qstat.pl print_job_full at 284c3b95f08a2dc2478499837b03355e1b9c5c75,
+# as at slurm-22-05-8-1); parse_full_text gives them OpenPBS's names: ctime created, stime started, obittime ended
+# (openpbs/openpbs doc/man1/pbs_job_attributes.7B; obittime: src/server/req_jobobit.c).
+SLURM_WRAPPER_TIMES = {"qtime": "ctime", "mtime": "stime", "ctime": "obittime"}
 
 KEY_LINE = re.compile(r"^\s+([A-Za-z_][\w.]*) = (.*)$")
 
@@ -51,7 +58,7 @@ KEY_LINE = re.compile(r"^\s+([A-Za-z_][\w.]*) = (.*)$")
 def parse_full_text(text: str) -> dict[str, Any]:
     """`qstat -f ID` as text: `Job Id: X`, then indented `key = value` lines (4 spaces in Torque and
     PBS Pro, a tab in Slurm's qstat.pl), long values continued on tab-indented lines.
-    Variable_List becomes a dict, as in the JSON form."""
+    Variable_List becomes a dict, as in the JSON form; qstat.pl's times take OpenPBS's names (SLURM_WRAPPER_TIMES)."""
     record: dict[str, Any] = {}
     key = None
     for line in text.splitlines():
@@ -65,6 +72,8 @@ def parse_full_text(text: str) -> dict[str, Any]:
             record[key] += line.strip()
     if isinstance(record.get("Variable_List"), str):
         record["Variable_List"] = split_variable_list(record["Variable_List"])
+    if text.startswith("Job Id:\t"):  # Slurm's qstat.pl (print_job_full prints "Job Id:\t%s")
+        record = {SLURM_WRAPPER_TIMES.get(key, key): value for key, value in record.items()}
     return record
 
 
@@ -98,6 +107,35 @@ def json_variable(value: Any) -> str:
     return re.sub(r"\\([\"'\\])", r"\1", text)
 
 
+def pbs_time(text: object) -> float | None:
+    """A time as qstat -f prints it: ctime(3)'s "Thu Nov 26 09:05:01 2026" in qstat's time zone (describe runs it in
+    UTC), in the text and the JSON form alike (openpbs/openpbs src/cmds/qstat.c display_statjob at
+    cd7ab5edaf03dcac2f1cb9e2f42d75eb117d468a; Perl's `scalar localtime` in qstat.pl hRTime); None if absent."""
+    try:
+        return calendar.timegm(time.strptime(" ".join(str(text).split()), "%a %b %d %H:%M:%S %Y"))
+    except ValueError:
+        return None
+
+
+def pbs_timeline(record: dict[str, Any], current: JobStatus, run_dir: Path | None) -> list[JobEvent]:
+    """The job's course in its qstat record: submitted (ctime, else qtime), each exec_host node started (stime),
+    each node's end where its node.sh wrote its exit code (run folder's exit/<short host name>), the job's end
+    (obittime, else mtime, once it finished)."""
+    submitted = pbs_time(record.get("ctime", record.get("qtime")))
+    started, ended = pbs_time(record.get("stime")), pbs_time(record.get("obittime", record.get("mtime")))
+    events = [JobEvent(submitted, "", "submitted")] if submitted else []
+    if started and current.state != "PENDING":
+        events += [JobEvent(started, host, "started") for host in current.nodes]
+    if run_dir:
+        events += node_end_events(
+            {host: run_dir / "exit" / host.split(".")[0] for host in current.nodes}, current.state
+        )
+    events.sort(key=lambda event: event.time)
+    if ended and current.done:  # last, even where a node's exit file (mtime) is later than the whole second
+        events.append(job_end_event(ended, current, EXEC_KILLS.get(current.exit_code or 0, "")))
+    return events
+
+
 class PBSProvider(BatchProvider[PBSSettings]):
     name = "pbs"
     settings = PBSSettings
@@ -120,7 +158,7 @@ class PBSProvider(BatchProvider[PBSSettings]):
     def describe(self, job_id: str) -> dict[str, Any]:
         """The job's attributes: JSON from PBS Pro/OpenPBS (-x: finished jobs too), else Torque's text."""
         self.check_id(job_id)
-        result = run_tool(["qstat", "-x", "-f", "-F", "json", job_id], env=self.environ, check=False)
+        result = run_tool(["qstat", "-x", "-f", "-F", "json", job_id], env=self.utc_environ, check=False)
         if result.returncode == 0 and result.stdout.lstrip().startswith("{"):
             jobs = json.loads(result.stdout).get("Jobs", {})
             if jobs:
@@ -129,14 +167,20 @@ class PBSProvider(BatchProvider[PBSSettings]):
                 if isinstance(record.get("Variable_List"), dict):
                     record["Variable_List"] = {k: json_variable(v) for k, v in record["Variable_List"].items()}
                 return record
-        result = run_tool(["qstat", "-f", job_id], env=self.environ, what="qstat")
+        result = run_tool(["qstat", "-f", job_id], env=self.utc_environ, what="qstat")
         record: dict[str, Any] = parse_full_text(result.stdout)
         if not record:
             raise CloudDDPError(f"qstat -f {job_id} printed nothing PBS-like: {result.stdout.strip()[:200]!r}")
         return record
 
     def status(self, job_id: str) -> JobStatus:
+        return self.status_of(job_id, self.describe(job_id))
+
+    def events(self, job_id: str) -> list[JobEvent]:
         record = self.describe(job_id)
+        return pbs_timeline(record, self.status_of(job_id, record), self.run_dir(record, job_id))
+
+    def status_of(self, job_id: str, record: dict[str, Any]) -> JobStatus:
         pbs_state = str(record.get("job_state", "?"))
         exit_text = record.get("Exit_status", record.get("exit_status"))
         exit_code = int(exit_text) if exit_text is not None and str(exit_text).lstrip("-").isdigit() else None

@@ -7,6 +7,7 @@ user's environment (SLURM_CONF, the cluster's defaults), as a person on the logi
 
 from __future__ import annotations
 
+import calendar
 import re
 import time
 from collections.abc import Iterator
@@ -15,8 +16,8 @@ from typing import TYPE_CHECKING
 
 from cloudddp.cluster.hostlist import expand_hostlist
 from cloudddp.errors import CloudDDPError
-from cloudddp.providers.base import JobStatus
-from cloudddp.providers.batch.base import BatchProvider
+from cloudddp.providers.base import JobEvent, JobStatus
+from cloudddp.providers.batch.base import BatchProvider, job_end_event, node_end_events
 from cloudddp.providers.batch.tools import run_tool, tool_failure
 from cloudddp.providers.log_tail import LogTail
 from cloudddp.providers.slurm.script import render_sbatch
@@ -84,6 +85,36 @@ def pending_line(job_id: str, reason: str) -> str:
     return line
 
 
+def slurm_time(text: str) -> float | None:
+    """A time as scontrol and sacct print it with SLURM_TIME_FORMAT=standard ("%FT%T" in the process's local time,
+    here UTC), or None for "Unknown" (0, INFINITE) and "None" (NO_VAL): SchedMD/slurm src/common/parse_time.c
+    _make_time_str_internal at 284c3b95f08a2dc2478499837b03355e1b9c5c75 (the same in slurm-22-05-8-1)."""
+    try:
+        return calendar.timegm(time.strptime(text, "%Y-%m-%dT%H:%M:%S"))
+    except ValueError:
+        return None
+
+
+def slurm_timeline(record: dict[str, str], current: JobStatus, hosts: list[str]) -> list[JobEvent]:
+    """The job's course in scontrol's (or sacct's) record: submitted, each node started, each node's end where the
+    job left exit records (elastic jobs: CLOUDDDP_EXIT_DIR, node-N for the N-th node of NodeList), the job's end.
+    A pending job's StartTime is an estimate and a running one's EndTime its time limit (SchedMD/slurm
+    src/scontrol/info_job.c at 284c3b95f08a2dc2478499837b03355e1b9c5c75): each is read only once it happened."""
+    submitted, started, ended = (slurm_time(record.get(key, "")) for key in ("SubmitTime", "StartTime", "EndTime"))
+    events = [JobEvent(submitted, "", "submitted")] if submitted else []
+    if started and current.state != "PENDING":
+        events += [JobEvent(started, host, "started") for host in hosts]
+    stdout = stdout_path(record)
+    if stdout and stdout.suffix == ".out":
+        exits = stdout.with_suffix("") / "exit"
+        events += node_end_events({host: exits / f"node-{rank}" for rank, host in enumerate(hosts)}, current.state)
+    events.sort(key=lambda event: event.time)
+    if ended and current.done:  # last, even where a node's record (mtime) is later than EndTime's whole second
+        reason = " ".join(word for word in current.reason.split() if word != current.state)
+        events.append(job_end_event(ended, current, reason))
+    return events
+
+
 class SlurmProvider(BatchProvider[SlurmSettings]):
     name = "slurm"
     settings = SlurmSettings
@@ -98,25 +129,32 @@ class SlurmProvider(BatchProvider[SlurmSettings]):
     # -- follow-up calls ------------------------------------------------------------------
     def describe(self, job_id: str) -> dict[str, str] | None:
         """scontrol's record of the job, or None once Slurm has forgotten it (MinJobAge after the end)."""
-        result = run_tool(["scontrol", "show", "job", "-o", self.check_id(job_id)], env=self.environ, check=False)
+        argv = ["scontrol", "show", "job", "-o", self.check_id(job_id)]
+        result = run_tool(argv, env=self.time_environ, check=False)
         if result.returncode != 0:
             if "Invalid job id" in result.stderr:
                 return None
-            run_tool(["scontrol", "show", "job", "-o", job_id], env=self.environ, what="scontrol")
+            run_tool(argv, env=self.time_environ, what="scontrol")
         return parse_scontrol(result.stdout)
 
     def accounting(self, job_id: str) -> dict[str, str] | None:
         """sacct's record, where accounting storage exists (it needs slurmdbd)."""
-        argv = ["sacct", "-X", "-n", "-P", "-j", job_id, "-o", "State,ExitCode,NodeList"]
+        argv = ["sacct", "-X", "-n", "-P", "-j", job_id, "-o", "State,ExitCode,NodeList,Submit,Start,End"]
         try:
-            result = run_tool(argv, env=self.environ, check=False)
+            result = run_tool(argv, env=self.time_environ, check=False)
         except CloudDDPError:
             return None
         rows = [line.split("|") for line in result.stdout.splitlines() if line.strip()]
         if result.returncode != 0 or not rows:
             return None
-        state, exit_code, nodes = rows[0][:3]
-        return {"JobState": state.split()[0], "ExitCode": exit_code, "NodeList": nodes}
+        state, exit_code, nodes, submitted, started, ended = (rows[0] + [""] * 6)[:6]
+        return {"JobState": state.split()[0], "ExitCode": exit_code, "NodeList": nodes, "SubmitTime": submitted,
+                "StartTime": started, "EndTime": ended}  # fmt: skip
+
+    @property
+    def time_environ(self) -> dict[str, str]:
+        """scontrol's and sacct's times as "%FT%T" in UTC, whatever SLURM_TIME_FORMAT the user chose (slurm_time)."""
+        return {**self.utc_environ, "SLURM_TIME_FORMAT": "standard"}
 
     def status(self, job_id: str) -> JobStatus:
         record = self.describe(job_id) or self.accounting(job_id)
@@ -125,6 +163,16 @@ class SlurmProvider(BatchProvider[SlurmSettings]):
                 f"Slurm does not know job {job_id} (any more): scontrol forgets jobs MinJobAge after they end, "
                 f"and sacct needs accounting storage (slurmdbd)."
             )
+        return self.status_of(job_id, record)
+
+    def events(self, job_id: str) -> list[JobEvent]:
+        """The timeline from the record status reads; none once neither scontrol nor sacct knows the job."""
+        record = self.describe(job_id) or self.accounting(job_id)
+        if record is None:
+            return []
+        return slurm_timeline(record, self.status_of(job_id, record), self.hosts(record))
+
+    def status_of(self, job_id: str, record: dict[str, str]) -> JobStatus:
         slurm_state = record.get("JobState", "UNKNOWN")
         state = JOB_STATE_OF_SLURM_STATE.get(slurm_state, "RUNNING")
         code_text, _, signal = record.get("ExitCode", "0:0").partition(":")

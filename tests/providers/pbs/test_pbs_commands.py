@@ -57,6 +57,7 @@ def test_qsub_qstat_qdel_through_the_torque_wrappers(cluster: SlurmCluster, tmp_
     script = "#!/bin/bash\n#PBS -N sleepy\n#PBS -l select=2:ncpus=1\n#PBS -l walltime=00:05:00\n#PBS -j oe\nsleep 300\n"
     request = JobRequest(provider="pbs", name="sleepy", spec=build_spec(SPEC),
                          request=QsubRequest(script=script, runs_dir=str(tmp_path)))  # fmt: skip
+    before = time.time()
     job_id = provider.submit(request).job_id
     running = wait_for(provider, job_id, done=False)
     # The directives were honoured: two nodes, the name and walltime from the #PBS lines.
@@ -66,6 +67,11 @@ def test_qsub_qstat_qdel_through_the_torque_wrappers(cluster: SlurmCluster, tmp_
     provider.cancel(job_id)
     stopped = wait_for(provider, job_id, done=True)
     assert stopped.state == "STOPPED"  # type: ignore[attr-defined]
+    # The timeline from the wrapper's qstat -f (qtime, mtime, ctime), asked from a far time zone (UTC+13:45).
+    events = PBSProvider(environ={**cluster.env, "TZ": "Pacific/Chatham"}).events(job_id)
+    assert [(event.node, event.what) for event in events] == [("", "submitted"), ("n1", "started"),
+                                                              ("n2", "started"), ("", "stopped")], events  # fmt: skip
+    assert before - 1 <= events[0].time <= events[1].time <= events[3].time <= time.time(), (before, events)
     queue = subprocess.run(["squeue", "-h", "-j", job_id], env=cluster.env, capture_output=True, text=True)
     assert queue.stdout.strip() == ""
     assert not list(tmp_path.glob("*.pbs")), "the submitted script file was left behind"

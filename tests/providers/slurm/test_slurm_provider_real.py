@@ -90,6 +90,7 @@ def test_a_running_job_is_cancelled_and_gone(cluster: SlurmCluster, tmp_path: Pa
         "name": "sleeper", "entry_point": "allreduce_check.py", "source_dir": str(SOURCES), "nodes": 2,
         "args": ["--out-dir", str(tmp_path / "out"), "--sleep", "600"], "slurm": settings(runs_dir=str(tmp_path)),
     })  # fmt: skip
+    before = time.time()
     handle = provider.submit(provider.render(spec))
     assert wait_for(provider, handle.job_id, ("RUNNING",)) == "RUNNING"
     # Both nodes finished the all-reduce: the job really runs before we stop it.
@@ -103,6 +104,12 @@ def test_a_running_job_is_cancelled_and_gone(cluster: SlurmCluster, tmp_path: Pa
     assert queue.stdout.strip() in ("", "CANCELLED"), queue.stdout
     running = subprocess.run(["pgrep", "-f", f"allreduce_check.py --out-dir {tmp_path}"], capture_output=True)
     assert running.returncode == 1, "the training processes outlived scancel"
+    # The timeline from scontrol's record, asked from a far time zone (UTC+13:45): in order, within the test's time.
+    events = SlurmProvider(environ={**cluster.env, "TZ": "Pacific/Chatham"}).events(handle.job_id)
+    assert [(event.node, event.what) for event in events[:3]] == [("", "submitted"), ("n1", "started"),
+                                                                  ("n2", "started")], events  # fmt: skip
+    assert len(events) == 4 and events[3].what.startswith("stopped") and "CANCELLED" in events[3].what, events
+    assert before - 1 <= events[0].time <= events[1].time <= events[3].time <= time.time(), (before, events)
 
 
 def test_a_job_that_ended_after_cancels_check_is_not_reported_stopped(

@@ -104,3 +104,18 @@ def test_sbatch_exports_all_unless_the_user_chose(tmp_path: Path) -> None:
 
     assert argv() == ["sbatch", "--export=ALL", "--parsable"]
     assert argv(sbatch_args=["--export=NONE"]) == ["sbatch", "--parsable"]
+
+
+@pytest.mark.process
+def test_a_job_scontrol_forgot_has_its_timeline_from_sacct(tmp_path: Path, bin_dir: Path) -> None:
+    # Like sacct, the stand-in prints local time ("%FT%T" in its TZ): the provider asks in UTC and reads it so.
+    times = "|".join(f"$(date -d @{second} +%FT%T)" for second in (1764429323, 1764429326, 1764429328))
+    (bin_dir / "sacct").write_text(f'#!/bin/sh\necho "COMPLETED|0:0|n[1-2]|{times}"\n')
+    (bin_dir / "sacct").chmod(0o755)
+    provider = SlurmProvider(environ={"PATH": f"{bin_dir}:/usr/bin:/bin", "TZ": "Pacific/Chatham"})
+    assert [(event.time, event.node, event.what) for event in provider.events("8")] == [
+        (1764429323, "", "submitted"), (1764429326, "n1", "started"), (1764429326, "n2", "started"),
+        (1764429328, "", "succeeded"),
+    ]  # fmt: skip
+    (bin_dir / "sacct").write_text("#!/bin/sh\necho 'Slurm accounting storage is disabled' >&2\nexit 1\n")
+    assert provider.events("8") == []  # neither remembers the job: the dashboard shows the job index's course

@@ -116,6 +116,9 @@ def test_an_elastic_job_loses_a_node_and_the_survivor_finishes(
         subprocess.run(["scancel", job_id], env=cluster.env, capture_output=True)
     log, final = output(tmp_path, "elastic", job_id), provider.status(job_id)
     assert final.state == "SUCCEEDED", (final, log[-4000:])
+    # The timeline: n1's launcher recorded its end (exit/node-0); n2, killed, left no record, so no end of its own.
+    ends = [(event.node, event.what) for event in provider.events(job_id) if event.what != "started"]
+    assert ends == [("", "submitted"), ("n1", "succeeded"), ("", "succeeded")], ends
     assert "provider=slurm node 1/1:2" in log and "rdzv=c10d@127.0.0.1:" in log  # both launchers, elastic
     assert "node(s) 1 were lost and the other 1 finished: the elastic job succeeded" in log
     resumed = re.search(r"resumed from \S+ at step (\d+) .*world_size=1", log)
