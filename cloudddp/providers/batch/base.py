@@ -86,8 +86,9 @@ class ScriptJobRequest(JobRequest):
 
 def node_end_events(records: dict[str, Path], job_state: str) -> list[JobEvent]:
     """Each node's end from the exit record its job left (`code`, maybe a `stopped-by RANK` line: launcher/
-    exit_record.py), at the record's mtime: it is written as the node ends. Nodes without a record are left out."""
-    events = []
+    exit_record.py), at the record's mtime: it is written as the node ends. Nodes without a record are left out;
+    `records` is in rank order, which names the node a `stopped-by` line points at."""
+    events, nodes = [], list(records)
     for node, path in records.items():
         with contextlib.suppress(OSError):
             when = path.stat().st_mtime
@@ -95,7 +96,7 @@ def node_end_events(records: dict[str, Path], job_state: str) -> list[JobEvent]:
             if code is None:
                 what = "ended (exit code unknown)"
             elif cause is not None:
-                what = f"stopped because node {cause} failed (exit {code})"
+                what = f"stopped because {nodes[cause] if cause < len(nodes) else f'node {cause}'} failed (exit {code})"
             else:
                 verb = "succeeded" if code == 0 else "stopped" if job_state == "STOPPED" else "failed"
                 what = verb if code == 0 else f"{verb} (exit {code})"

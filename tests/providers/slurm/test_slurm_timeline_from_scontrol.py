@@ -83,7 +83,7 @@ def test_each_node_ends_when_its_launcher_wrote_its_exit_record(tmp_path: Path) 
     three = FAILED.replace("NodeList=n[1-2]", "NodeList=n[1-3]")
     events = events_of(three, tmp_path / "wrap-1.out")
     assert JobEvent(at("2026-11-29T15:15:27"), "n1", "succeeded") in events
-    assert JobEvent(at("2026-11-29T15:15:27"), "n2", "stopped because node 0 failed (exit 1)") in events
+    assert JobEvent(at("2026-11-29T15:15:27"), "n2", "stopped because n1 failed (exit 1)") in events
     assert [event.node for event in events if event.what != "started"] == ["", "n1", "n2", ""]
 
 
