@@ -191,6 +191,37 @@ def test_a_sagemaker_jobs_timeline_is_its_secondary_status_transitions(monkeypat
     ]  # fmt: skip
 
 
+def test_a_provider_that_cannot_give_a_timeline_leaves_the_index_course_and_says_why(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A job its scheduler forgot (qstat no longer knows it), expired credentials: the page still has the course
+    the job index saw, after one line saying why the provider's own is missing."""
+    from cloudddp import job_index
+    from cloudddp.errors import CloudDDPError
+    from cloudddp.ui import server
+
+    class Forgetful:
+        name = "pbs"
+
+        def status(self, job_id: str) -> Any:
+            raise CloudDDPError(f"qstat -f {job_id}: Unknown Job Id")
+
+        events = status
+
+        def logs(self, job_id: str, follow: bool = False) -> Iterator[str]:
+            return iter(())
+
+        def dry_run(self, job_id: str) -> None:
+            return None
+
+    monkeypatch.setattr(server, "get_provider", lambda name, **options: Forgetful())
+    job_index.record("pbs", "42.server", "resnet", "cloudddp launch -p pbs")
+    job_index.remember_state("pbs", "42.server", "SUCCEEDED")
+    page = job_page(Followers(), "pbs", "42.server")
+    assert [(e["node"], e["what"]) for e in page["events"]] == [
+        ("", "no timeline from pbs: qstat -f 42.server: Unknown Job Id"), ("", "submitted"), ("", "succeeded")]  # fmt: skip
+
+
 def test_a_finished_local_runs_log_is_read_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
     logs = {"node-0": "epoch=0/2 loss=0.5000 val_acc=0.5\n"}

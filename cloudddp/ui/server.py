@@ -304,12 +304,15 @@ def job_page(followers: Followers, provider: str, job: str) -> dict[str, Any]:
         state: dict[str, Any] = {"state": status.state, "reason": status.reason, "nodes": status.nodes}
     except Exception as exc:
         state = {"state": "unknown", "reason": str(exc), "nodes": {}}
+    events: list[dict[str, Any]] = []
+    failure: list[dict[str, Any]] = []
     try:
         events = [{"time": e.time, "node": e.node, "what": redact_text(e.what)} for e in chosen.events(job_id)]
-    except Exception as exc:
-        events = [{"time": None, "node": "", "what": f"no timeline: {exc}"}]
+    except Exception as exc:  # a job its scheduler forgot, expired credentials: the index's course, and why
+        failure = [{"time": None, "node": "", "what": f"no timeline from {chosen.name}: {exc}"}]
     if not events and entry is not None:
         events = index_events(entry, state["state"])
+    events = failure + events
     # What was sent, as the dry run printed it: kept by the provider (a local run's request.yaml), else by the job
     # index for every job launched (session.index_job).
     try:
@@ -330,8 +333,8 @@ def job_page(followers: Followers, provider: str, job: str) -> dict[str, Any]:
 
 
 def index_events(entry: job_index.Entry, state: str) -> list[dict[str, Any]]:
-    """The job's course as the job index saw it, for a provider that records none (OCI, Kubernetes, Slurm, PBS):
-    submitted, then how it ended and when it was first seen ended; a job still running has only the first."""
+    """The job's course as the job index saw it, where the provider gives none (a third party's, or one that no
+    longer knows the job): submitted, then how it ended and when it was first seen ended; a running job, the first."""
     events = [{"time": entry.submitted, "node": "", "what": "submitted"}]
     ended = state if state in FINISHED_STATES else entry.state if entry.state in FINISHED_STATES else None
     if ended:
