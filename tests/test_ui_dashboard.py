@@ -238,6 +238,8 @@ def test_both_pages_in_chromium_list_chart_tail_and_cancel(
         charts = "return Object.fromEntries([...document.querySelectorAll('.chart')].map(c => [c.dataset.metric, c.dataset.points]))"
         wait_until(lambda: driver.execute_script(charts) == {"loss": "4", "train_acc": "4", "val_acc": "4"}, 30,
                    "a chart of each metric with a point per epoch")  # fmt: skip
+        ticks = driver.execute_script("return charts.loss.axes[0]._values")  # the x axis' labels, as drawn
+        assert ticks and all(float(tick) == int(float(tick)) for tick in ticks), ticks  # value numbers are whole
         wait_until(lambda: "rank 0 says goodbye" in text("#logs") and "rank 1 says goodbye" in text("#logs"), 30,
                    "each node's last line in the streamed log tail")  # fmt: skip
         timeline = text("#timeline")

@@ -7,6 +7,9 @@ const MAX_LOG_LINES = 200; // per node, in the page: bounded at both ends (the s
 let timer = null;
 let stream = null; // the open job page's log tail (server-sent events from /api/logs)
 const charts = {};
+// A chart's x axis counts values (1, 2, 3...): ticks a whole number apart, as `cloudddp metrics --plot` draws them
+// (uPlot's own increments include 0.5 steps).
+const WHOLE_STEPS = [1, 10, 100, 1000, 10000, 100000].flatMap(power => [power, 2 * power, 5 * power]);
 
 async function api(path, options = {}) {
   const response = await fetch(path, { ...options, headers: { "X-Cloudddp-Token": token, ...(options.headers || {}) } });
@@ -71,6 +74,7 @@ function drawCharts(box, samples) {
     const holder = el("div", { class: "chart", "data-metric": metric, "data-points": values.length });
     box.append(holder);
     charts[metric] = new uPlot({ title: metric, width: 380, height: 200, scales: { x: { time: false } },
+      axes: [{ incrs: WHOLE_STEPS }, {}],
       series: [{ label: "value #" }, { label: metric, stroke: "#0969da", points: { show: true } }] }, data, holder);
   }
   for (const holder of box.querySelectorAll(".chart")) holder.dataset.points = (byMetric[holder.dataset.metric] || []).length;
