@@ -54,7 +54,7 @@ def channels(inputs: Inputs) -> dict[str, str]:
 ESTIMATOR_NODE_NAMES = ("nodes={!r}", "min_nodes={}")
 
 
-def node_settings(nodes: int | str | None, instance_count: int | None, min_nodes: int | None) -> dict[str, Any]:
+def node_settings(nodes: int | str | None, instance_count: int | str | None, min_nodes: int | None) -> dict[str, Any]:
     """The spec's `nodes` and `min_nodes`, read as `cloudddp launch --nodes` reads them: "2:3" is elastic."""
     if nodes is not None and instance_count is not None and nodes != instance_count:
         raise CloudDDPError(
@@ -100,7 +100,7 @@ class Estimator:
         source_dir: str = ".",
         *,
         nodes: int | str | None = None,
-        instance_count: int | None = None,
+        instance_count: int | str | None = None,
         min_nodes: int | None = None,
         max_restarts: int | None = None,
         rdzv_backend: str | None = None,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -12,7 +13,7 @@ from helpers import REPO, SOURCES, cli, run_cli
 
 from cloudddp import Estimator
 from cloudddp.errors import CloudDDPError
-from cloudddp.job_spec import job_spec_model
+from cloudddp.job_spec import build_spec, job_spec_model
 from cloudddp.providers import registry
 from cloudddp.providers.registry import Option, ProviderInfo
 from cloudddp.spec import Section
@@ -235,11 +236,11 @@ def test_a_flag_of_another_provider_is_refused_not_ignored(tmp_path: Path, args:
 
 
 def test_estimator_nodes_and_its_sagemaker_alias_instance_count_are_one_setting() -> None:
-    common = {"provider": "local", "entry_point": "allreduce_check.py", "source_dir": str(SOURCES)}
-    assert Estimator(**common, nodes=3).spec(None).nodes == 3
-    assert Estimator(**common, instance_count=3).spec(None).nodes == 3
+    estimator = partial(Estimator, provider="local", entry_point="allreduce_check.py", source_dir=str(SOURCES))
+    assert estimator(nodes=3).spec(None).nodes == 3
+    assert estimator(instance_count=3).spec(None).nodes == 3
     with pytest.raises(CloudDDPError, match="nodes=2 and instance_count=3: they are one setting"):
-        Estimator(**common, nodes=2, instance_count=3)
+        estimator(nodes=2, instance_count=3)
 
 
 @pytest.mark.process
@@ -317,7 +318,8 @@ def test_a_provider_folder_must_declare_its_own_name(extra_provider_folder: Path
 @pytest.mark.process
 def test_run_job_submits_the_very_request_its_dry_run_prints(throwaway: Path) -> None:
     """The one door (`launch` and `fit` both call run_job): what is submitted is the object the dry run printed."""
-    import throwaway_provider  # the module the entry point names, importable once the fixture installed it
+    # the module the entry point names, importable once the fixture installed it (on sys.path at run time only)
+    import throwaway_provider  # pyright: ignore[reportMissingImports]
 
     from cloudddp.session import JobRecord, run_job
 
@@ -328,7 +330,7 @@ def test_run_job_submits_the_very_request_its_dry_run_prints(throwaway: Path) ->
             submitted.append(job)
             return super().submit(job)  # type: ignore[arg-type]
 
-    spec = job_spec_model().model_validate({"entry_point": "hello.py", "source_dir": "src"})
+    spec = build_spec({"entry_point": "hello.py", "source_dir": "src"})
     printed: list[str] = []
     dry, sent = JobRecord(), JobRecord()
     assert run_job(Recording(), spec, dry_run=True, say=printed.append, record=dry) == 0

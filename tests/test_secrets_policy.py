@@ -86,7 +86,9 @@ def test_every_built_in_provider_declares_what_its_request_carries_in_clear() ->
 @pytest.mark.parametrize("provider", ["local", "sagemaker", "slurm", "pbs"])
 def test_a_secret_in_a_field_not_carried_in_clear_is_not_refused(provider: str) -> None:
     # Slurm and PBS pass secret variables by name through the scheduler; SageMaker stages the arguments to S3.
-    spec = {"environment": {"HF_TOKEN": SECRET}} if provider != "local" else {"hyperparameters": {"api_key": SECRET}}
+    spec: dict[str, Any] = (  # a job spec's data, as build_spec takes it
+        {"environment": {"HF_TOKEN": SECRET}} if provider != "local" else {"hyperparameters": {"api_key": SECRET}}
+    )
     if provider == "sagemaker":
         spec["args"] = ["--token", SECRET]
     check_secrets(build_spec({"entry_point": "train.py", "source_dir": ".", **spec}), registry.get(provider).in_clear)
@@ -150,7 +152,10 @@ def test_every_door_refuses_the_same_secret_with_the_same_message(  # the SDK v2
     spec.write_text(yaml.safe_dump({"entry_point": "train.py", "source_dir": str(source),
                                     "hyperparameters": {"api_key": SECRET}}))  # fmt: skip
     by_yaml = refusal_of(cli("launch", *flags, "-f", str(spec), "--dry-run"))
-    settings = {flag.lstrip("-").replace("-", "_"): value for flag, value in zip(flags[2::2], flags[3::2], strict=True)}
+    # the provider's options (the Estimator's **provider_options), named by the flags at run time: Any
+    settings: dict[str, Any] = {
+        flag.lstrip("-").replace("-", "_"): value for flag, value in zip(flags[2::2], flags[3::2], strict=True)
+    }
     est = Estimator(provider=provider, entry_point="train.py", source_dir=str(source),
                     hyperparameters={"api_key": SECRET}, **settings)  # fmt: skip
     with pytest.raises(CloudDDPError) as by_estimator:

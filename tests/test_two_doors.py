@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Any, TypedDict
 
 import pytest
 import yaml
@@ -19,7 +20,26 @@ from cloudddp import Estimator
 from cloudddp.errors import CloudDDPError
 from cloudddp.job_spec import load_spec
 
-SAGEMAKER = {"instance_type": "ml.m5.xlarge", "role": "arn:aws:iam::123456789012:role/SageMaker", "region": "us-east-1"}
+
+class SageMakerOptions(TypedDict):
+    """The sagemaker provider's options an Estimator takes as keywords (its **provider_options)."""
+
+    instance_type: str
+    role: str
+    region: str
+
+
+class NodeSettings(TypedDict, total=False):
+    """The Estimator's node keywords, as a test passes some of them."""
+
+    nodes: int | str
+    instance_count: int | str
+    min_nodes: int
+
+
+SAGEMAKER = SageMakerOptions(
+    instance_type="ml.m5.xlarge", role="arn:aws:iam::123456789012:role/SageMaker", region="us-east-1"
+)
 SAGEMAKER_FLAGS = ["--instance-type", "ml.m5.xlarge", "--role", SAGEMAKER["role"], "--region", "us-east-1"]
 
 
@@ -52,7 +72,7 @@ def elastic_lines(dry_run: str) -> list[str]:
 
 
 @pytest.mark.parametrize("nodes", [{"nodes": "2:3"}, {"nodes": 3, "min_nodes": 2}, {"instance_count": "2:3"}])
-def test_the_estimator_runs_an_elastic_range_as_launch_does(src: Path, nodes: dict[str, object]) -> None:
+def test_the_estimator_runs_an_elastic_range_as_launch_does(src: Path, nodes: NodeSettings) -> None:
     est = Estimator(provider="local", entry_point="train.py", source_dir=str(src), max_restarts=2, emulate="none",
                     **nodes)  # fmt: skip
     spec = est.spec(None)
@@ -78,7 +98,7 @@ def test_the_estimator_takes_the_rendezvous_settings(src: Path) -> None:
      ({"nodes": "²"}, "nodes='²': expected a number of nodes (3) or MIN:MAX for elastic mode (2:3)."),
      ({"nodes": "2:3", "min_nodes": 1}, "nodes='2:3' and min_nodes=1 disagree; give the range once.")],
 )  # fmt: skip
-def test_a_bad_node_range_is_named_as_the_estimator_spells_it(src: Path, nodes: dict, message: str) -> None:
+def test_a_bad_node_range_is_named_as_the_estimator_spells_it(src: Path, nodes: NodeSettings, message: str) -> None:
     with pytest.raises(CloudDDPError) as error:
         Estimator(provider="local", entry_point="train.py", source_dir=str(src), **nodes)
     assert str(error.value) == message
@@ -97,8 +117,9 @@ def test_an_elastic_range_on_a_fixed_size_provider_is_refused_by_the_estimator_d
      ("inputs", "inputs are fit()'s")],
 )  # fmt: skip
 def test_an_unknown_keyword_says_where_it_belongs(src: Path, option: str, hint: str) -> None:
+    unknown: dict[str, Any] = {option: 2}  # a keyword the Estimator does not have: Any, as it is refused
     with pytest.raises(CloudDDPError) as error:
-        Estimator(provider="local", entry_point="train.py", source_dir=str(src), **{option: 2})
+        Estimator(provider="local", entry_point="train.py", source_dir=str(src), **unknown)
     text = str(error.value)
     assert text.startswith(f"Estimator(provider='local') got unknown option(s) {option}: neither an Estimator argument")
     assert "min_nodes, max_restarts, rdzv_backend, rdzv_endpoint" in text  # the spec's settings are listed too
@@ -166,16 +187,17 @@ BAD_NAMES = [
 
 @pytest.mark.parametrize(("field", "value", "message"), BAD_NAMES)
 def test_a_name_no_process_can_take_is_refused_by_the_estimator(
-    src: Path, field: str, value: dict, message: str
+    src: Path, field: str, value: dict[str, Any], message: str
 ) -> None:
+    bad: dict[str, Any] = {field: value}  # environment or hyperparameters, named at run time: Any
     with pytest.raises(CloudDDPError) as error:
-        Estimator(provider="local", entry_point="train.py", source_dir=str(src), emulate="none", **{field: value})
+        Estimator(provider="local", entry_point="train.py", source_dir=str(src), emulate="none", **bad)
     assert str(error.value) == f"invalid job spec in Estimator(provider='local'): {message}."
 
 
 @pytest.mark.parametrize(("field", "value", "message"), BAD_NAMES)
 def test_a_name_no_process_can_take_is_refused_from_yaml_and_nothing_runs(
-    src: Path, field: str, value: dict, message: str
+    src: Path, field: str, value: dict[str, Any], message: str
 ) -> None:
     spec_file = src.parent / "job.yaml"
     spec_file.write_text(yaml.safe_dump({"entry_point": "train.py", "source_dir": "src", "local": {"emulate": "none"},

@@ -3,7 +3,8 @@
 The decision: a rank that has not arrived is lost when its node sent no rendezvous heartbeat for longer than
 keep_alive_interval x keep_alive_max_attempt x MARGIN (torch drops a node at 1x: dynamic_rendezvous.py `_sanitize`);
 the barrier is left only when every rank missing is lost, and a node still alive is waited for as torch waits.
-The barrier tests run torch's own rendezvous handler and state on an in-process HashStore (no socket).
+The barrier tests run torch's own rendezvous handler and state on an in-process HashStore (no socket), imported
+from where torch defines it (torch.distributed imports it without re-exporting it to a type checker).
 """
 
 from __future__ import annotations
@@ -12,7 +13,9 @@ import io
 import logging
 import pickle
 import types
+from collections.abc import Hashable
 from datetime import datetime, timedelta, timezone
+from typing import cast
 
 import pytest
 
@@ -24,13 +27,17 @@ LIMIT = timedelta(seconds=22.5)
 
 
 def test_a_node_whose_heartbeat_is_older_than_the_limit_is_lost_and_a_fresh_one_is_not() -> None:
-    beats = {"a": NOW - timedelta(seconds=3), "b": NOW - timedelta(seconds=23), "c": NOW - timedelta(seconds=22)}
+    beats: dict[Hashable, datetime] = {
+        "a": NOW - timedelta(seconds=3),
+        "b": NOW - timedelta(seconds=23),
+        "c": NOW - timedelta(seconds=22),
+    }
     assert lost_ranks({0: "a", 1: "b", 2: "c"}, beats, {}, NOW, LIMIT) == [1]
 
 
 def test_a_node_gone_from_the_state_keeps_the_last_heartbeat_seen() -> None:
     """torch removes a stale node from `last_heartbeats`; one re-joining is back at once with a fresh heartbeat."""
-    seen = {"b": NOW - timedelta(seconds=30), "c": NOW - timedelta(seconds=4)}
+    seen: dict[Hashable, datetime] = {"b": NOW - timedelta(seconds=30), "c": NOW - timedelta(seconds=4)}
     assert lost_ranks({0: "a", 1: "b", 2: "c"}, {"a": NOW}, seen, NOW, LIMIT) == [1]
 
 
@@ -39,7 +46,7 @@ def test_a_node_never_seen_is_never_judged_lost() -> None:
 
 
 def test_the_newest_heartbeat_is_kept_and_an_older_one_does_not_replace_it() -> None:
-    seen = {"a": NOW - timedelta(seconds=30)}
+    seen: dict[Hashable, datetime] = {"a": NOW - timedelta(seconds=30)}
     assert lost_ranks({0: "a"}, {"a": NOW - timedelta(seconds=1)}, seen, NOW, LIMIT) == []
     assert seen["a"] == NOW - timedelta(seconds=1)
     assert lost_ranks({0: "a"}, {"a": NOW - timedelta(seconds=40)}, seen, NOW, LIMIT) == []
@@ -66,11 +73,15 @@ def test_the_barrier_is_left_only_when_every_missing_rank_is_lost(
 
 def torch_handler(store: object) -> object:
     from torch.distributed.elastic.rendezvous.c10d_rendezvous_backend import C10dRendezvousBackend
-    from torch.distributed.elastic.rendezvous.dynamic_rendezvous import DynamicRendezvousHandler
+    from torch.distributed.elastic.rendezvous.dynamic_rendezvous import (
+        DynamicRendezvousHandler,
+        _BackendRendezvousStateHolder,
+    )
 
     backend = C10dRendezvousBackend(store, "job")  # type: ignore[arg-type]
     handler = DynamicRendezvousHandler.from_backend("job", store, backend, min_nodes=2, max_nodes=3)  # type: ignore[arg-type]
-    handler._state_holder._cache_duration = 0  # read the state on every sync, not once a second
+    holder = cast(_BackendRendezvousStateHolder, handler._state_holder)  # the holder from_backend makes
+    holder._cache_duration = 0  # read the state on every sync, not once a second
     return handler
 
 
@@ -132,7 +143,7 @@ def barrier_completed(store: object) -> bool:
 
 
 def test_the_round_is_read_from_torchs_rendezvous_state_with_torchs_keep_alive_settings() -> None:
-    from torch.distributed import HashStore
+    from torch._C._distributed_c10d import HashStore
 
     handler = torch_handler(HashStore())
     nodes = write_round(handler, {0: 1, 1: 1, 2: 1})
@@ -145,7 +156,7 @@ def test_the_round_is_read_from_torchs_rendezvous_state_with_torchs_keep_alive_s
 
 
 def test_survivors_leave_when_the_only_rank_missing_is_a_lost_node(monkeypatch: pytest.MonkeyPatch) -> None:
-    from torch.distributed import HashStore
+    from torch._C._distributed_c10d import HashStore
 
     monkeypatch.setattr(exit_barrier, "POLL_SECONDS", 0.01)
     store = HashStore()
@@ -165,7 +176,7 @@ def test_survivors_leave_when_the_only_rank_missing_is_a_lost_node(monkeypatch: 
 def test_a_missing_node_that_is_alive_is_waited_for_as_torch_waits(
     monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    from torch.distributed import HashStore
+    from torch._C._distributed_c10d import HashStore
 
     monkeypatch.setattr(exit_barrier, "POLL_SECONDS", 0.01)
     store = HashStore()
@@ -182,7 +193,7 @@ def test_a_missing_node_that_is_alive_is_waited_for_as_torch_waits(
 
 def test_a_lost_node_that_had_arrived_does_not_count_as_missing(monkeypatch: pytest.MonkeyPatch) -> None:
     """Rank 2 finished and then went quiet: the barrier waits for rank 0, which is alive."""
-    from torch.distributed import HashStore
+    from torch._C._distributed_c10d import HashStore
 
     monkeypatch.setattr(exit_barrier, "POLL_SECONDS", 0.01)
     store = HashStore()
@@ -200,7 +211,7 @@ def test_a_lost_node_that_had_arrived_does_not_count_as_missing(monkeypatch: pyt
 def test_an_agent_counted_only_by_torch_is_not_taken_for_arrived(monkeypatch: pytest.MonkeyPatch) -> None:
     """Rank 0 counted itself into torch's barrier without marking itself (an agent without the patch) and has gone
     quiet; rank 2 is alive and not there yet: torch's count (2 of 3) plus one lost node must not end the wait."""
-    from torch.distributed import HashStore
+    from torch._C._distributed_c10d import HashStore
     from torch.distributed.elastic.agent.server.api import _TERMINAL_STATE_SYNC_ID as prefix
 
     monkeypatch.setattr(exit_barrier, "POLL_SECONDS", 0.01)
@@ -217,7 +228,7 @@ def test_an_agent_counted_only_by_torch_is_not_taken_for_arrived(monkeypatch: py
 
 
 def test_every_agent_arriving_ends_the_barrier_as_torchs_does() -> None:
-    from torch.distributed import HashStore
+    from torch._C._distributed_c10d import HashStore
 
     store = HashStore()
     handler = torch_handler(store)

@@ -52,21 +52,23 @@ def test_render_builds_one_multi_node_job_with_the_sdk_model_classes(tmp_path: P
         61,
     )
     assert isinstance(node.job_network_configuration, oci.data_science.models.JobDefaultNetworkConfiguration)
-    (group,) = node.job_node_group_configuration_details_list
+    (group,) = node.job_node_group_configuration_details_list or []
     assert (group.name, group.replicas, group.minimum_success_replicas) == ("cloudddp", 2, 2)
     infra = group.job_infrastructure_configuration_details
     assert isinstance(infra, oci.data_science.models.MultiNodeJobInfrastructureConfigurationDetails)
     assert (infra.shape_name, infra.block_storage_size_in_gbs) == ("VM.Standard.E4.Flex", 100)
-    assert (infra.job_shape_config_details.ocpus, infra.job_shape_config_details.memory_in_gbs) == (2.0, 32.0)
+    shape = infra.job_shape_config_details
+    assert isinstance(shape, oci.data_science.models.JobShapeConfigDetails)
+    assert (shape.ocpus, shape.memory_in_gbs) == (2.0, 32.0)
     container = group.job_environment_configuration_details
     assert isinstance(container, oci.data_science.models.OcirContainerJobEnvironmentConfigurationDetails)
     assert container.image == IMAGE
-    assert container.entrypoint == oci_node.ENTRYPOINT and oci_node.NODE_SCRIPT_NAME in container.entrypoint[2]
+    assert container.entrypoint == oci_node.ENTRYPOINT and oci_node.NODE_SCRIPT_NAME in oci_node.ENTRYPOINT[2]
     assert container.cmd == ["--epochs", "1"]
     env = group.job_configuration_details.environment_variables
     assert env["CLOUDDDP_SOURCE"].startswith("/mnt/cloudddp/runs/") and env["CLOUDDDP_SOURCE"].endswith(".tar.gz")
     assert env["CLOUDDDP_CHANNEL_TRAIN"] == "/mnt/cloudddp/inputs/train/v-<hash-at-submit>"  # filled in by submit
-    (mount,) = job.job_storage_mount_configuration_details_list
+    (mount,) = job.job_storage_mount_configuration_details_list or []
     assert isinstance(mount, oci.data_science.models.ObjectStorageMountConfigurationDetails)
     assert (mount.bucket, mount.namespace, mount.prefix, mount.destination_directory_name) == (
         "bkt",
@@ -75,11 +77,12 @@ def test_render_builds_one_multi_node_job_with_the_sdk_model_classes(tmp_path: P
         "cloudddp",
     )
     logging = job.job_log_configuration_details
+    assert isinstance(logging, oci.data_science.models.JobLogConfigurationDetails)
     assert (logging.enable_logging, logging.enable_auto_log_creation, logging.log_group_id) == (True, True, LOG_GROUP)
     run = parts.create_job_run
     assert isinstance(run, oci.data_science.models.CreateJobRunDetails)
     assert (run.compartment_id, run.project_id) == (COMPARTMENT, PROJECT)
-    assert run.freeform_tags["cloudddp-output"] == parts.output_uri
+    assert (run.freeform_tags or {})["cloudddp-output"] == parts.output_uri
 
 
 def test_dry_run_yaml_is_the_sdk_dict_of_both_requests(tmp_path: Path) -> None:

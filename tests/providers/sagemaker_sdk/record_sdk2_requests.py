@@ -71,14 +71,16 @@ def all_objects(s3: Any) -> set[str]:
 
 def record_inside(out_root: Path) -> None:
     """Runs in .venv-sdk2: the real SDK, one fit(wait=False) per case."""
+    # The SageMaker SDK v2 is installed in .venv-sdk2 only, not in the .venv the type checker reads.
     import boto3
     import sagemaker
-    from sagemaker.debugger import TensorBoardOutputConfig
-    from sagemaker.instance_group import InstanceGroup
-    from sagemaker.pytorch import PyTorch
+    from sagemaker.debugger import TensorBoardOutputConfig  # pyright: ignore[reportMissingImports]
+    from sagemaker.instance_group import InstanceGroup  # pyright: ignore[reportMissingImports]
+    from sagemaker.pytorch import PyTorch  # pyright: ignore[reportMissingImports]
     from sdk2_cases import BUCKETS, CASES, REGION, job_name, with_instance_groups, with_tensorboard
 
-    out = out_root / f"sagemaker-{sagemaker.__version__}"
+    version = sagemaker.__version__  # pyright: ignore[reportAttributeAccessIssue]
+    out = out_root / f"sagemaker-{version}"
     out.mkdir(parents=True, exist_ok=True)
     for bucket in BUCKETS:
         boto3.client("s3", region_name=REGION).create_bucket(Bucket=bucket)
@@ -87,7 +89,7 @@ def record_inside(out_root: Path) -> None:
         # The SDK builds its STS client with an explicit regional endpoint (ignoring AWS_ENDPOINT_URL):
         # send every request of this session to the moto server instead.
         boto_session.events.register("before-send", redirect_to(os.environ["AWS_ENDPOINT_URL"]))
-        session = sagemaker.Session(boto_session=boto_session)
+        session = sagemaker.Session(boto_session=boto_session)  # pyright: ignore[reportAttributeAccessIssue]
         captured: list[dict[str, Any]] = []
         session.sagemaker_client.meta.events.register(
             "provide-client-params.sagemaker.CreateTrainingJob",
@@ -102,7 +104,7 @@ def record_inside(out_root: Path) -> None:
             estimator.fit(inputs=spec["inputs"], wait=False, job_name=job_name(case))
         objects = sorted(all_objects(s3) - before)
         document = {
-            "recorded_with": f"sagemaker {sagemaker.__version__} (sagemaker.pytorch.PyTorch), boto3 {boto3.__version__}",
+            "recorded_with": f"sagemaker {version} (sagemaker.pytorch.PyTorch), boto3 {boto3.__version__}",
             "case": case,
             "request": captured[-1],
             "s3_objects_written_by_fit": objects,
@@ -114,12 +116,15 @@ def record_inside(out_root: Path) -> None:
 
 def record_local(out: Path) -> None:
     """LOCAL_CASES: the request the SDK v2's local mode hands its LocalSagemakerClient (no Docker started)."""
+    # The SageMaker SDK v2 is installed in .venv-sdk2 only, not in the .venv the type checker reads.
     import boto3
     import sagemaker
-    from sagemaker.local import LocalSession
-    from sagemaker.local.local_session import LocalSagemakerClient
-    from sagemaker.pytorch import PyTorch
+    from sagemaker.local import LocalSession  # pyright: ignore[reportMissingImports]
+    from sagemaker.local.local_session import LocalSagemakerClient  # pyright: ignore[reportMissingImports]
+    from sagemaker.pytorch import PyTorch  # pyright: ignore[reportMissingImports]
     from sdk2_cases import LOCAL_CASES, REGION, job_name
+
+    version = sagemaker.__version__  # pyright: ignore[reportAttributeAccessIssue]
 
     captured: list[dict[str, Any]] = []
     LocalSagemakerClient.create_training_job = lambda self, **request: captured.append(copy.deepcopy(request))
@@ -135,7 +140,7 @@ def record_local(out: Path) -> None:
             estimator.fit(inputs=inputs, wait=False, job_name=job_name(case))
             request = json.loads(json.dumps(captured[-1]).replace(source, "<source_dir>").replace(data, "<data>"))
         document = {
-            "recorded_with": f"sagemaker {sagemaker.__version__} (sagemaker.pytorch.PyTorch, LocalSession with "
+            "recorded_with": f"sagemaker {version} (sagemaker.pytorch.PyTorch, LocalSession with "
             f"local_code), boto3 {boto3.__version__}",
             "case": case,
             "request": request,
@@ -145,7 +150,7 @@ def record_local(out: Path) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").partition("\n")[0])
     parser.add_argument("--inside", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--out", type=Path, default=FIXTURES)
     args = parser.parse_args()
