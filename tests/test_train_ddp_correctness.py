@@ -27,7 +27,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import Any, cast
 
 import pytest
 import torch
@@ -89,7 +89,8 @@ def accuracy_on(tmp_path: Path, name: str, folder: Path, label: int) -> float:
 
     normalize = transforms.Normalize((0.5, 0.5, 0.5), (0.25, 0.25, 0.25))  # the script's
     tf = transforms.Compose([transforms.Resize((16, 16)), transforms.ToTensor(), normalize])
-    images = torch.stack([tf(Image.open(p).convert("RGB")) for p in sorted(folder.iterdir())])
+    # Compose's __call__ is untyped (it returns its input's type to a type checker); ToTensor made it a Tensor
+    images = torch.stack([cast(torch.Tensor, tf(Image.open(p).convert("RGB"))) for p in sorted(folder.iterdir())])
     with torch.no_grad():
         return float((model(images).argmax(1) == label).float().mean())
 

@@ -66,7 +66,7 @@ def missing_components(cases: list[Case], optional: set[str]) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("reports", type=Path, nargs="+")
     parser.add_argument("--optional", default="", help="comma-separated components this run may leave out")
     args = parser.parse_args(argv)

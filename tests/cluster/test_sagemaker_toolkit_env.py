@@ -186,7 +186,7 @@ class ToolkitEnvironment(Mapping):  # type: ignore[type-arg]
         return len(TOOLKIT_PROPERTIES)
 
     @property
-    def module_name(self) -> str:
+    def module_name(self) -> str | None:
         name = self._module_name
         return name[:-3] if name and name.endswith(".py") else name  # _parse_module_name
 
@@ -301,7 +301,7 @@ def test_two_emulated_nodes_get_exactly_what_the_toolkit_exports_and_plan_agrees
         training = json.loads(node.env["SM_TRAINING_ENV"])
         assert set(training) == TOOLKIT_PROPERTIES
         assert training["hosts"] == plan.hosts == ["algo-1", "algo-2"]
-        assert training["current_host"] == node.name == plan.hosts[plan.node_rank]
+        assert training["current_host"] == node.name == (plan.hosts or [])[plan.node_rank]
         assert training["master_hostname"] == plan.master_addr == "algo-1"
         assert training["is_master"] is (plan.node_rank == 0)
         assert training["distribution_hosts"] == plan.hosts  # sagemaker_torch_distributed_enabled: every host

@@ -12,6 +12,7 @@ import io
 import json
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -19,26 +20,28 @@ from helpers import SOURCES, clean_env, cli, run_cli
 from helpers.etcd import etcd  # noqa: F401  (the real etcd fixture)
 
 from cloudddp.errors import CloudDDPError
-from cloudddp.job_spec import build_spec
+from cloudddp.job_spec import JobSpec, build_spec
 from cloudddp.launcher.cli import run as launcher_run
 from cloudddp.providers.local.provider import LocalProvider
 
 CHECK = str(SOURCES / "allreduce_check.py")
 
 
-def elastic_spec(**fields: object) -> object:
+def elastic_spec(**fields: Any) -> JobSpec:
     base = {"entry_point": "allreduce_check.py", "source_dir": str(SOURCES), "nodes": 3, "min_nodes": 2}
     return build_spec({**base, **fields})
 
 
-def node_plans(spec: object, tmp_path: Path, master_port: int = 29611) -> list[dict]:
+def node_plans(spec: JobSpec, tmp_path: Path, master_port: int = 29611) -> list[dict]:
     """Each rendered node's command, planned by the real launcher (`--dry-run`) under the node's environment."""
-    request = LocalProvider(runs_dir=tmp_path / "runs").render(spec).request  # type: ignore[arg-type]
+    request = LocalProvider(runs_dir=tmp_path / "runs").render(spec).request
     plans = []
     for node in request.nodes:
         argv = node.argv(master_port)
         out = io.StringIO()
-        with contextlib.redirect_stdout(out), contextlib.chdir(node.cwd):  # the script path is relative
+        # the script path is relative (contextlib.chdir is Python 3.11's; the project runs on 3.10 too)
+        with contextlib.redirect_stdout(out), pytest.MonkeyPatch.context() as here:
+            here.chdir(node.cwd)
             assert launcher_run(["--dry-run", *argv[3:]], clean_env(node.env)) == 0
         plans.append(json.loads(out.getvalue()))
     return plans
@@ -102,7 +105,7 @@ def test_a_bad_elastic_spec_names_the_field(fields: dict, named: list[str]) -> N
 @pytest.mark.parametrize("emulate", ["sagemaker", "oci"])
 def test_the_sagemaker_and_oci_emulations_refuse_elastic(tmp_path: Path, emulate: str) -> None:
     with pytest.raises(CloudDDPError, match=f"local.emulate='{emulate}'.*fixed set of hosts"):
-        LocalProvider(runs_dir=tmp_path).render(elastic_spec(local={"emulate": emulate}))  # type: ignore[arg-type]
+        LocalProvider(runs_dir=tmp_path).render(elastic_spec(local={"emulate": emulate}))
 
 
 @pytest.mark.parametrize(

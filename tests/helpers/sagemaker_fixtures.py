@@ -23,7 +23,7 @@ from typing import Any
 import boto3
 import pytest
 from moto import mock_aws
-from moto.core import DEFAULT_ACCOUNT_ID
+from moto.core.models import DEFAULT_ACCOUNT_ID  # where moto defines it: moto.core does not re-export it
 
 from cloudddp.errors import CloudDDPError
 from cloudddp.job_spec import JobSpec, build_spec

@@ -149,7 +149,9 @@ def test_the_direct_path_refuses_a_server_only_the_system_store_vouches_for_as_b
     assert not botocore_reaches(tls)
     data = dataset(tmp_path / "data", big=False)
     with pytest.raises(CloudDDPError, match="CERTIFICATE_VERIFY_FAILED"):
-        stage(data, open_direct_store(parse_location("s3://tls/refused-direct")))
+        store = open_direct_store(parse_location("s3://tls/refused-direct"))
+        assert store is not None  # the direct path, not botocore's
+        stage(data, store)
     assert held(tls, "s3://tls/refused-direct/") == {}
 
 

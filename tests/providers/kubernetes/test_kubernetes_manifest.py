@@ -5,7 +5,7 @@ refused with a message naming the field."""
 from __future__ import annotations
 
 import subprocess
-from typing import Any
+from typing import Any, TypedDict
 
 import jsonschema
 import pytest
@@ -96,13 +96,19 @@ def test_s3_inputs_are_pulled_by_the_jobs_image_with_keys_from_the_secret() -> N
         assert {"name": "cloudddp-data", "mountPath": "/cloudddp/data"} in training["volumeMounts"]
 
 
+class S3Settings(TypedDict, total=False):
+    """The kubernetes provider's S3 settings a case gives (render's **kubernetes)."""
+
+    s3_secret: str
+
+
 @pytest.mark.parametrize(
     ("s3", "env"),
     [({}, None),  # EKS: AWS S3, with the pod's own role (IRSA / Pod Identity of the service account)
      ({"s3_secret": "aws-keys"}, [{"name": key, "valueFrom": {"secretKeyRef": {"name": "aws-keys", "key": key}}}
                                   for key in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")])],
 )  # fmt: skip
-def test_s3_inputs_on_aws_need_no_endpoint_and_keys_only_if_given(s3: dict[str, str], env: Any) -> None:
+def test_s3_inputs_on_aws_need_no_endpoint_and_keys_only_if_given(s3: S3Settings, env: Any) -> None:
     manifest = render(inputs={"train": "s3://datasets/demo/train"}, service_account="s3-reader", **s3)
     crd_validator("pytorchjobs").validate(manifest)
     for replica in manifest["spec"]["pytorchReplicaSpecs"].values():

@@ -5,6 +5,7 @@ fake's own checks reject what a real API server rejects."""
 from __future__ import annotations
 
 import json
+import urllib.error
 import urllib.request
 from pathlib import Path
 from typing import Any

@@ -63,8 +63,9 @@ def send(
     host: str | None = None,
     after_signing: Callable[[dict[str, str], bytes], bytes] | None = None,
     algorithm: str = "rsa-sha256",
-) -> tuple[int, dict[str, Any]]:
-    """One request signed as oci.signer.Signer signs it, with the given deviations; (status, JSON body)."""
+) -> tuple[int, Any]:
+    """One request signed as oci.signer.Signer signs it, with the given deviations; (status, JSON body: an object
+    or, from a list call, an array)."""
     raw = json.dumps(body).encode() if isinstance(body, dict) else (body or b"")
     headers = {"date": format_datetime(date or dt.datetime.now(dt.timezone.utc), usegmt=True),
                "host": host or server.host}  # fmt: skip

@@ -130,7 +130,8 @@ def test_status_of_a_heterogeneous_job_lists_every_groups_hosts() -> None:
 def test_the_instance_type_of_a_group_is_botocores_training_instance_type() -> None:
     import botocore.session
 
-    model = botocore.session.get_session().get_service_model("sagemaker")
+    # botocore is untyped: its shapes' CachedProperty attributes read as the descriptor to a type checker
+    model: Any = botocore.session.get_session().get_service_model("sagemaker")
     resource = model.operation_model("CreateTrainingJob").input_shape.members["ResourceConfig"].members
     assert resource["InstanceGroups"].member.members["InstanceType"].name == "TrainingInstanceType"
 

@@ -439,7 +439,8 @@ def test_cli_and_launcher_do_not_import_boto3() -> None:
 def test_training_instance_types_and_runtime_cap_come_from_botocores_model() -> None:
     import botocore.session
 
-    model = botocore.session.get_session().get_service_model("sagemaker")
+    # botocore is untyped: its shapes' CachedProperty attributes read as the descriptor to a type checker
+    model: Any = botocore.session.get_session().get_service_model("sagemaker")
     assert validation.training_instance_types() == frozenset(model.shape_for("TrainingInstanceType").enum)
     stopping = model.operation_model("CreateTrainingJob").input_shape.members["StoppingCondition"].members
     assert "The maximum value is 28 days." in stopping["MaxRuntimeInSeconds"].documentation

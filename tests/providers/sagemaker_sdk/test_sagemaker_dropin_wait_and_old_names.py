@@ -77,7 +77,7 @@ def ending(monkeypatch: pytest.MonkeyPatch, status: str, reason: str | None) -> 
     monkeypatch.setattr(SageMakerModelBackend, "create_training_job", create_ended)
 
 
-def assert_v2s_exception(error: Any, name: str, reason: str) -> None:
+def assert_v2s_exception(error: UnexpectedStatusException, name: str, reason: str) -> None:
     assert str(error) == (
         f"Error for Training job {name}: Failed. Reason: {reason.replace(SECRET, '***')}. "
         f"Check troubleshooting guide for common errors: {TROUBLESHOOTING}"
@@ -92,7 +92,7 @@ def assert_v2s_exception(error: Any, name: str, reason: str) -> None:
 @pytest.mark.parametrize("logs", [False, "All"])
 @pytest.mark.parametrize(("reason", "kind"), FAILURES)
 def test_wait_on_a_failed_cloud_job_raises_v2s_unexpected_status_exception(
-    reason: str, kind: type, logs: bool | str, source: Path, moto: MotoServer, quick: None
+    reason: str, kind: type[UnexpectedStatusException], logs: bool | str, source: Path, moto: MotoServer, quick: None
 ) -> None:
     est = estimator(source)
     est.fit("s3://data/all", wait=False)
@@ -108,7 +108,7 @@ def test_wait_on_a_failed_cloud_job_raises_v2s_unexpected_status_exception(
 @pytest.mark.parametrize(("reason", "kind"), FAILURES)
 def test_fit_with_wait_on_a_failed_cloud_job_raises_v2s_unexpected_status_exception(
     reason: str,
-    kind: type,
+    kind: type[UnexpectedStatusException],
     logs: bool | str,
     source: Path,
     moto: MotoServer,
