@@ -30,6 +30,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Generic, TypeVar, cast
 
+from rich.filesize import decimal  # "2 bytes", "1.2 MB": what rich's progress bar shows
+
 from cloudddp.errors import CloudDDPError
 from cloudddp.staging import hash_cache, local_files, shards
 from cloudddp.staging.hash_cache import HashCache
@@ -69,7 +71,7 @@ class StageResult:
         """What this stage wrote, in words: one wording for `cloudddp stage` and the providers."""
         if self.unchanged:
             return "unchanged"
-        parts = [f"{counted(len(self.uploaded), 'object')} uploaded ({self.bytes_uploaded / 1e6:.1f} MB)"]
+        parts = [f"{counted(len(self.uploaded), 'object')} uploaded ({decimal(self.bytes_uploaded)})"]
         if self.copied:
             parts.append(f"{len(self.copied)} copied from the previous version")
         if self.resumed:

@@ -23,6 +23,7 @@ import botocore.session
 from botocore.exceptions import BotoCoreError, ClientError
 from botocore.loaders import create_loader
 from botocore.regions import EndpointResolver
+from rich.filesize import decimal
 
 from cloudddp.errors import CloudDDPError
 from cloudddp.providers.base import JobEvent, JobHandle, JobRequest, JobStatus, Provider
@@ -219,7 +220,7 @@ class SageMakerProvider(Provider):
             archive = pack_source(spec.source_dir, Path(tmp) / code.target.rsplit("/", 1)[1], code.job_config)
             self.call("upload the source archive", copy_folder, local=archive.path, store=self.store(stager, folder))
         self.say(
-            f"cloudddp: uploaded the source ({len(archive.files)} files, {archive.size / 1e6:.2f} MB) -> {code.target}"
+            f"cloudddp: uploaded the source ({len(archive.files)} files, {decimal(archive.size)}) -> {code.target}"
         )
 
     def stage_uploads(
@@ -241,7 +242,7 @@ class SageMakerProvider(Provider):
             result = self.call(f"upload {item.source}", copy_folder, local=item.source,
                                store=self.store(stager, item.target))  # fmt: skip
             self.say(f"cloudddp: staged checkpoint: {len(result.uploaded)} uploaded "
-                     f"({result.bytes_uploaded / 1e6:.1f} MB) -> {item.target}")  # fmt: skip
+                     f"({decimal(result.bytes_uploaded)}) -> {item.target}")  # fmt: skip
         return with_channel_uris(payload, versions)
 
     def remove_staged(self, stager: StagingBucket, plan: SageMakerStaging, staged: list[Upload]) -> str:

@@ -180,7 +180,9 @@ def test_a_second_launch_publishes_a_new_version_beside_the_old_and_deletes_noth
     spec = make_spec(data)
     provider.submit(provider.render(spec))
     first = staged_version(server, INPUTS)
-    assert said == [f"cloudddp: staged {data}: 4 files, 4 objects uploaded (0.0 MB) -> oci://bkt@ns/{INPUTS}/{first}/"]
+    assert said == [
+        f"cloudddp: staged {data}: 4 files, 4 objects uploaded (500 bytes) -> oci://bkt@ns/{INPUTS}/{first}/"
+    ]
     first_objects = {n: server.objects[("ns", "bkt", n)].data for n in server.object_names() if f"/{first}/" in n}
     (data / "train/a/2.png").write_bytes(b"changed")
     (data / "val/a/1.png").unlink()
