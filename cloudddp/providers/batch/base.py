@@ -17,7 +17,7 @@ from pydantic import Field
 
 from cloudddp.errors import CloudDDPError
 from cloudddp.launcher.exit_record import read_exit
-from cloudddp.providers.base import JobEvent, JobHandle, JobRequest, JobStatus, Provider, section_of
+from cloudddp.providers.base import JobEvent, JobHandle, JobRequest, JobStatus, Provider, node_end, section_of
 from cloudddp.providers.batch.shell import refuse_url_credentials, runs_dir_of, split_environment
 from cloudddp.providers.batch.tools import run_tool
 from cloudddp.redact import redact_text
@@ -93,14 +93,10 @@ def node_end_events(records: dict[str, Path], job_state: str) -> list[JobEvent]:
         with contextlib.suppress(OSError):
             when = path.stat().st_mtime
             code, cause = read_exit(path)
-            if code is None:
-                what = "ended (exit code unknown)"
-            elif cause is not None:
-                what = f"stopped because {nodes[cause] if cause < len(nodes) else f'node {cause}'} failed (exit {code})"
-            else:
-                verb = "succeeded" if code == 0 else "stopped" if job_state == "STOPPED" else "failed"
-                what = verb if code == 0 else f"{verb} (exit {code})"
-            events.append(JobEvent(when, node, what))
+            stopped_by = None if cause is None else nodes[cause] if cause < len(nodes) else f"node {cause}"
+            events.append(
+                JobEvent(when, node, node_end({"exit_code": code, "stopped_by": stopped_by}, job_state, [], node))
+            )
     return events
 
 

@@ -8,21 +8,7 @@ import contextlib
 from pathlib import Path
 from typing import Any
 
-from cloudddp.providers.base import JobEvent
-
-
-def node_end(record: dict[str, Any], job_state: str, lost: list[str], name: str) -> str:
-    """How a node ended, in a word or a few."""
-    code = record.get("exit_code")
-    if code is None:
-        return "ended (exit code unknown)"
-    if record.get("stopped_by"):
-        return f"stopped because {record['stopped_by']} failed (exit {code})"
-    if name in lost:
-        return f"lost (exit {code}); the others re-formed"
-    if code == 0:
-        return "succeeded"
-    return f"stopped (exit {code})" if job_state == "STOPPED" else f"failed (exit {code})"
+from cloudddp.providers.base import JobEvent, node_end
 
 
 def run_events(run_dir: Path, state: dict[str, Any]) -> list[JobEvent]:
